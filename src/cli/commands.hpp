@@ -1,0 +1,33 @@
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string_view>
+
+#include "cli/options.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace redsem::cli {
+
+// Runs a parsed subcommand and returns the exit status; throws Error for failures.
+using Runner = std::function<int()>;
+
+// One subcommand: its name, its one-line summary, and the function that declares its options
+// on `command` and returns the Runner that acts on them.
+struct Command {
+    std::string_view name;
+    std::string_view summary;
+    Runner (*setup)(CLI::App& command, const GlobalOptions& global);
+};
+
+// Every subcommand, in the order `redsem --help` lists them.
+std::span<const Command> commands();
+
+Runner setup_acquire(CLI::App& command, const GlobalOptions& global);
+Runner setup_release(CLI::App& command, const GlobalOptions& global);
+Runner setup_renew(CLI::App& command, const GlobalOptions& global);
+
+} // namespace redsem::cli

@@ -1,0 +1,137 @@
+#include "cli/options.hpp"
+
+#include "semaphore/keys.hpp"
+#include "semaphore/semaphore.hpp"
+#include "util/duration.hpp"
+#include "util/errors.hpp"
+#include "util/name.hpp"
+#include "util/token.hpp"
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <iostream>
+
+namespace redsem::cli {
+
+namespace {
+
+std::optional<std::string> env(const char* name) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') {
+        return std::nullopt;
+    }
+    return std::string(value);
+}
+
+std::optional<long long> parse_whole(const std::string& text, long long min, long long max) {
+    long long value = 0;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc() || ptr != end || value < min || value > max) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+} // namespace
+
+void add_global_options(CLI::App& app, GlobalOptions& options) {
+    app.add_option("-u,--url", options.url,
+                   "Redis URL: redis://[[user]:password@]host[:port][/db] or "
+                   "unix:///path.sock[?db=N] (default: $REDSEM_URL, $REDIS_URL, "
+                   "redis://127.0.0.1:6379)")
+        ->type_name("URL");
+    app.add_option("--prefix", options.prefix,
+                   "Prefix of redsem's Redis keys (default: $REDSEM_PREFIX or redsem)")
+        ->type_name("PREFIX");
+    app.add_option("--connect-timeout", options.connect_timeout,
+                   "How long to wait for the connection to Redis")
+        ->type_name("DUR")
+        ->capture_default_str();
+}
+
+ConnectOptions resolve_connection(const GlobalOptions& options) {
+    std::string text(k_default_redis_url);
+    std::string source = "the default";
+    if (options.url) {
+        text = *options.url;
+        source = "--url";
+    } else if (auto url = env("REDSEM_URL")) {
+        text = *url;
+        source = "$REDSEM_URL";
+    } else if (auto redis_url = env("REDIS_URL")) {
+        text = *redis_url;
+        source = "$REDIS_URL";
+    }
+    RedisUrl url;
+    try {
+        url = parse_redis_url(text);
+    } catch (const UsageError& error) {
+        throw UsageError(fmt::format("{} (from {})", error.what(), source));
+    }
+    if (options.url && url.password) {
+        std::cerr << "redsem: warning: a password on the command line can be seen by other users; "
+                     "set REDSEM_PASSWORD instead\n";
+    }
+    if (!url.password) {
+        url.password = env("REDSEM_PASSWORD");
+    }
+    ConnectOptions connect{std::move(url)};
+    connect.connect_timeout = parse_duration(options.connect_timeout, "--connect-timeout");
+    if (connect.connect_timeout.count() <= 0) {
+        throw UsageError("--connect-timeout must be longer than 0");
+    }
+    return connect;
+}
+
+std::string resolve_prefix(const GlobalOptions& options) {
+    std::string prefix(k_default_prefix);
+    if (options.prefix) {
+        prefix = *options.prefix;
+    } else if (auto from_env = env("REDSEM_PREFIX")) {
+        prefix = *from_env;
+    }
+    if (auto problem = prefix_problem(prefix)) {
+        throw UsageError(fmt::format("invalid prefix '{}': {}", printable(prefix), *problem));
+    }
+    return prefix;
+}
+
+long long parse_limit(const std::string& text, const char* option) {
+    auto limit = parse_whole(text, k_min_limit, k_max_limit);
+    if (!limit) {
+        throw UsageError(fmt::format("{}: '{}' is not a whole number from {} to {}", option,
+                                     printable(text), k_min_limit, k_max_limit));
+    }
+    return *limit;
+}
+
+int parse_exit_code(const std::string& text, const char* option) {
+    auto code = parse_whole(text, 0, 255);
+    if (!code) {
+        throw UsageError(
+            fmt::format("{}: '{}' is not an exit code from 0 to 255", option, printable(text)));
+    }
+    return static_cast<int>(*code);
+}
+
+Milliseconds parse_ttl(const std::string& text, const char* option) {
+    const Milliseconds ttl = parse_duration(text, option);
+    if (ttl < k_min_ttl) {
+        throw UsageError(fmt::format("{}: '{}' is too short; a lease lasts at least {}", option,
+                                     printable(text), format_duration(k_min_ttl)));
+    }
+    return ttl;
+}
+
+void check_token(const std::string& token) {
+    if (!is_token(token)) {
+        throw UsageError(fmt::format("'{}' is not a redsem token (32 hex digits, as printed by "
+                                     "'redsem acquire')",
+                                     printable(token, 40)));
+    }
+}
+
+} // namespace redsem::cli

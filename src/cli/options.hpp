@@ -1,0 +1,38 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "redis/connection.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace redsem::cli {
+
+// Options every subcommand accepts, before or after the subcommand's name.
+struct GlobalOptions {
+    std::optional<std::string> url;
+    std::optional<std::string> prefix;
+    std::string connect_timeout = "2s";
+};
+
+// Adds the global options to `app` (the main app; subcommands fall through to it).
+void add_global_options(CLI::App& app, GlobalOptions& options);
+
+// Where to connect: --url, else $REDSEM_URL, else $REDIS_URL, else redis://127.0.0.1:6379;
+// the password from the URL, else $REDSEM_PASSWORD. Warns on stderr when the password came
+// from the command line. Throws UsageError for a bad URL or timeout.
+ConnectOptions resolve_connection(const GlobalOptions& options);
+
+// --prefix, else $REDSEM_PREFIX, else "redsem"; validated.
+std::string resolve_prefix(const GlobalOptions& options);
+
+// Checked parsers for option values; each throws UsageError naming `option`.
+long long parse_limit(const std::string& text, const char* option);
+int parse_exit_code(const std::string& text, const char* option);
+Milliseconds parse_ttl(const std::string& text, const char* option);
+void check_token(const std::string& token);
+
+} // namespace redsem::cli

@@ -1,0 +1,48 @@
+#include "cli/commands.hpp"
+#include "semaphore/semaphore.hpp"
+#include "util/name.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <memory>
+
+namespace redsem::cli {
+
+namespace {
+
+struct RenewArgs {
+    std::string name;
+    std::string token;
+    std::string ttl = "60s";
+};
+
+int run_renew(const RenewArgs& args, const GlobalOptions& global) {
+    check_name(args.name);
+    check_token(args.token);
+    const Milliseconds ttl = parse_ttl(args.ttl, "--ttl");
+    const std::string prefix = resolve_prefix(global);
+    Connection connection(resolve_connection(global));
+    Semaphore semaphore(connection, prefix, args.name);
+    if (!semaphore.renew(args.token, ttl)) {
+        throw NotHeldError(fmt::format("that token holds no slot of '{}' any more (its lease "
+                                       "expired or it was released); the slot is lost",
+                                       args.name));
+    }
+    return 0;
+}
+
+} // namespace
+
+Runner setup_renew(CLI::App& command, const GlobalOptions& global) {
+    auto args = std::make_shared<RenewArgs>();
+    command.description("Extend the lease of the slot of NAME held by TOKEN to now + --ttl, by "
+                        "the Redis server's clock. Exits 1 when the slot was lost.");
+    command.add_option("NAME", args->name, "Semaphore name")->required();
+    command.add_option("TOKEN", args->token, "Token printed by 'redsem acquire'")->required();
+    command.add_option("--ttl", args->ttl, "New lease length from now")
+        ->type_name("DUR")
+        ->capture_default_str();
+    return [args, &global] { return run_renew(*args, global); };
+}
+
+} // namespace redsem::cli

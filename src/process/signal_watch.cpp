@@ -1,0 +1,69 @@
+#include "process/signal_watch.hpp"
+
+#include "util/errors.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace redsem {
+
+namespace {
+
+// Signal handlers can only reach globals; SignalWatch allows one instance at a time.
+std::atomic<int> g_first_signal{0};
+int g_pipe[2] = {-1, -1};
+
+extern "C" void on_signal(int signal) {
+    const int saved_errno = errno;
+    int expected = 0;
+    g_first_signal.compare_exchange_strong(expected, signal);
+    const char byte = static_cast<char>(signal);
+    // Non-blocking: when the pipe is full, the fd is readable already.
+    [[maybe_unused]] const ssize_t ignored = write(g_pipe[1], &byte, 1);
+    errno = saved_errno;
+}
+
+} // namespace
+
+struct SignalWatch::Saved {
+    struct sigaction action;
+};
+
+SignalWatch::SignalWatch(std::initializer_list<int> signals) : m_signals(signals) {
+    if (g_pipe[0] >= 0) {
+        throw InternalError("only one SignalWatch may exist at a time");
+    }
+    if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        throw InternalError(std::string("cannot create a pipe: ") + std::strerror(errno));
+    }
+    g_first_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = 0; // no SA_RESTART: a blocking call returns EINTR and rechecks
+    for (const int signal : m_signals) {
+        auto* saved = new Saved{};
+        sigaction(signal, &action, &saved->action);
+        m_saved.push_back(saved);
+    }
+}
+
+SignalWatch::~SignalWatch() {
+    for (std::size_t i = 0; i < m_signals.size(); ++i) {
+        sigaction(m_signals[i], &m_saved[i]->action, nullptr);
+        delete m_saved[i];
+    }
+    close(g_pipe[0]);
+    close(g_pipe[1]);
+    g_pipe[0] = g_pipe[1] = -1;
+}
+
+int SignalWatch::fd() const noexcept { return g_pipe[0]; }
+
+int SignalWatch::received() const noexcept { return g_first_signal.load(); }
+
+} // namespace redsem

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <initializer_list>
+#include <vector>
+
+namespace redsem {
+
+// Catches the given signals for its lifetime (one instance at a time per process). Each
+// caught signal is remembered and makes fd() readable, so a poll()-based wait can return at
+// once. The destructor restores the previous handlers.
+class SignalWatch {
+public:
+    explicit SignalWatch(std::initializer_list<int> signals);
+    ~SignalWatch();
+    SignalWatch(const SignalWatch&) = delete;
+    SignalWatch& operator=(const SignalWatch&) = delete;
+
+    // Readable once any watched signal has arrived.
+    int fd() const noexcept;
+    // The first signal caught, or 0.
+    int received() const noexcept;
+
+private:
+    struct Saved;
+    std::vector<int> m_signals;
+    std::vector<Saved*> m_saved;
+};
+
+} // namespace redsem

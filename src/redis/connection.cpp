@@ -1,0 +1,255 @@
+#include "redis/connection.hpp"
+
+#include "util/duration.hpp"
+#include "util/name.hpp"
+
+#include <cerrno>
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+
+namespace redsem {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+timeval to_timeval(Milliseconds duration) {
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(duration.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>(duration.count() % 1000 * 1000);
+    return tv;
+}
+
+Reply convert(const redisReply& raw) {
+    Reply reply;
+    switch (raw.type) {
+    case REDIS_REPLY_STATUS:
+        reply.type = Reply::Type::status;
+        reply.text.assign(raw.str, raw.len);
+        break;
+    case REDIS_REPLY_ERROR:
+        reply.type = Reply::Type::error;
+        reply.text.assign(raw.str, raw.len);
+        break;
+    case REDIS_REPLY_STRING:
+        reply.type = Reply::Type::string;
+        reply.text.assign(raw.str, raw.len);
+        break;
+    case REDIS_REPLY_INTEGER:
+        reply.type = Reply::Type::integer;
+        reply.integer = raw.integer;
+        break;
+    case REDIS_REPLY_ARRAY:
+        reply.type = Reply::Type::array;
+        reply.elements.reserve(raw.elements);
+        for (std::size_t i = 0; i < raw.elements; ++i) {
+            reply.elements.push_back(convert(*raw.element[i]));
+        }
+        break;
+    default:
+        reply.type = Reply::Type::nil;
+        break;
+    }
+    return reply;
+}
+
+enum class Readiness { readable, timed_out, interrupted };
+
+Readiness wait_readable(int fd, int interrupt_fd, Clock::time_point deadline) {
+    for (;;) {
+        const auto left = std::chrono::ceil<Milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) {
+            return Readiness::timed_out;
+        }
+        pollfd fds[2] = {{fd, POLLIN, 0}, {interrupt_fd, POLLIN, 0}};
+        const int count = poll(fds, interrupt_fd >= 0 ? 2 : 1, static_cast<int>(left.count()));
+        if (count < 0 && errno != EINTR) {
+            return Readiness::timed_out;
+        }
+        if (interrupt_fd >= 0 && (fds[1].revents & POLLIN) != 0) {
+            return Readiness::interrupted;
+        }
+        if (count > 0 && fds[0].revents != 0) {
+            return Readiness::readable;
+        }
+    }
+}
+
+} // namespace
+
+Connection::Connection(ConnectOptions options)
+    : m_options(std::move(options)), m_context(nullptr, redisFree) {}
+
+Connection::~Connection() = default;
+Connection::Connection(Connection&&) noexcept = default;
+Connection& Connection::operator=(Connection&&) noexcept = default;
+
+void Connection::disconnect() noexcept { m_context.reset(); }
+
+void Connection::connect() {
+    if (m_context) {
+        return;
+    }
+    const RedisUrl& url = m_options.url;
+    const timeval tv = to_timeval(m_options.connect_timeout);
+    redisContext* raw = url.kind == RedisUrl::Kind::tcp
+                            ? redisConnectWithTimeout(url.host.c_str(), url.port, tv)
+                            : redisConnectUnixWithTimeout(url.socket_path.c_str(), tv);
+    if (raw == nullptr) {
+        throw InternalError("out of memory while connecting to Redis");
+    }
+    ContextPtr context(raw, redisFree);
+    if (context->err != 0) {
+        std::string reason = context->errstr;
+        if (reason.find("timed out") != std::string::npos || errno == ETIMEDOUT ||
+            reason.find("Operation now in progress") != std::string::npos) {
+            reason = fmt::format("no answer within {} (--connect-timeout)",
+                                 format_duration(m_options.connect_timeout));
+        }
+        throw UnavailableError(fmt::format("cannot connect to Redis at {}: {}", url.describe(), reason));
+    }
+    // Bounds writes; reads are bounded by poll() in exchange().
+    redisSetTimeout(context.get(), to_timeval(m_options.command_timeout));
+    m_context = std::move(context);
+    try {
+        handshake();
+    } catch (...) {
+        disconnect();
+        throw;
+    }
+}
+
+void Connection::handshake() {
+    const RedisUrl& url = m_options.url;
+    if (url.password || url.user) {
+        std::vector<std::string> auth{"AUTH"};
+        if (url.user) {
+            auth.push_back(*url.user);
+        }
+        auth.push_back(url.password.value_or(""));
+        const Reply reply = exchange(auth, Milliseconds{0}, -1);
+        if (reply.is_error()) {
+            throw_reply_error(reply.text);
+        }
+    }
+    if (url.db != 0) {
+        const Reply reply = exchange({"SELECT", std::to_string(url.db)}, Milliseconds{0}, -1);
+        if (reply.is_error()) {
+            if (reply.text.find("DB index") != std::string::npos) {
+                throw UsageError(fmt::format("Redis at {} has no database {} ({})", url.describe(),
+                                             url.db, printable(reply.text, 100)));
+            }
+            throw_reply_error(reply.text);
+        }
+    }
+}
+
+void Connection::fail_io(std::string_view during) {
+    const int err = m_context ? m_context->err : REDIS_ERR_OTHER;
+    const std::string reason = m_context ? m_context->errstr : "no connection";
+    const std::string where = m_options.url.describe();
+    disconnect();
+    if (err == REDIS_ERR_PROTOCOL) {
+        throw ConnectionLost(fmt::format("the server at {} did not answer like a Redis server ({})",
+                                         where, printable(reason, 100)));
+    }
+    if (err == REDIS_ERR_EOF) {
+        throw ConnectionLost(fmt::format("Redis at {} closed the connection {}", where, during));
+    }
+    throw ConnectionLost(
+        fmt::format("connection to Redis at {} failed {}: {}", where, during, printable(reason, 100)));
+}
+
+Reply Connection::exchange(const std::vector<std::string>& args, Milliseconds budget,
+                           int interrupt_fd) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lengths;
+    argv.reserve(args.size());
+    lengths.reserve(args.size());
+    for (const std::string& arg : args) {
+        argv.push_back(arg.data());
+        lengths.push_back(arg.size());
+    }
+    if (redisAppendCommandArgv(m_context.get(), static_cast<int>(args.size()), argv.data(),
+                               lengths.data()) != REDIS_OK) {
+        fail_io("while preparing a command");
+    }
+    int done = 0;
+    while (done == 0) {
+        if (redisBufferWrite(m_context.get(), &done) != REDIS_OK) {
+            fail_io("while sending");
+        }
+    }
+    const auto deadline = Clock::now() + m_options.command_timeout + budget;
+    void* raw = nullptr;
+    for (;;) {
+        if (redisGetReplyFromReader(m_context.get(), &raw) != REDIS_OK) {
+            fail_io("while reading a reply");
+        }
+        if (raw != nullptr) {
+            break;
+        }
+        switch (wait_readable(m_context->fd, interrupt_fd, deadline)) {
+        case Readiness::interrupted:
+            disconnect();
+            throw WaitInterrupted();
+        case Readiness::timed_out: {
+            const std::string where = m_options.url.describe();
+            disconnect();
+            throw ConnectionLost(fmt::format("Redis at {} did not answer within {}", where,
+                                             format_duration(m_options.command_timeout + budget)));
+        }
+        case Readiness::readable:
+            break;
+        }
+        if (redisBufferRead(m_context.get()) != REDIS_OK) {
+            fail_io("while reading a reply");
+        }
+    }
+    std::unique_ptr<redisReply, void (*)(void*)> reply(static_cast<redisReply*>(raw),
+                                                       freeReplyObject);
+    return convert(*reply);
+}
+
+Reply Connection::command(const std::vector<std::string>& args, Milliseconds blocking_for,
+                          int interrupt_fd) {
+    connect();
+    return exchange(args, blocking_for, interrupt_fd);
+}
+
+Reply Connection::call(const std::vector<std::string>& args) {
+    Reply reply = command(args);
+    if (reply.is_error()) {
+        throw_reply_error(reply.text);
+    }
+    return reply;
+}
+
+Reply Connection::eval(const Script& script, const std::vector<std::string>& keys,
+                       const std::vector<std::string>& args) {
+    std::vector<std::string> argv;
+    argv.reserve(3 + keys.size() + args.size());
+    argv.emplace_back("EVALSHA");
+    argv.emplace_back(script.sha1);
+    argv.push_back(std::to_string(keys.size()));
+    argv.insert(argv.end(), keys.begin(), keys.end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    Reply reply = command(argv);
+    if (reply.is_error() && reply.text.rfind("NOSCRIPT", 0) == 0) {
+        argv[0] = "EVAL";
+        argv[1] = script.body;
+        reply = command(argv);
+    }
+    if (reply.is_error()) {
+        if (reply.text.find("user_script") != std::string::npos ||
+            reply.text.find("Error running script") != std::string::npos) {
+            throw InternalError(fmt::format("the {} script failed in Redis: {}", script.name,
+                                            printable(reply.text, 300)));
+        }
+        throw_reply_error(reply.text);
+    }
+    return reply;
+}
+
+} // namespace redsem

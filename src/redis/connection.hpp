@@ -1,0 +1,80 @@
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redis/reply.hpp"
+#include "redis/script.hpp"
+#include "redis/url.hpp"
+
+struct redisContext;
+
+namespace redsem {
+
+using Milliseconds = std::chrono::milliseconds;
+
+inline constexpr Milliseconds k_default_connect_timeout{2000};
+// How long a command may take to answer, beyond any time it is meant to block.
+inline constexpr Milliseconds k_default_command_timeout{5000};
+
+struct ConnectOptions {
+    RedisUrl url;
+    Milliseconds connect_timeout = k_default_connect_timeout;
+    Milliseconds command_timeout = k_default_command_timeout;
+};
+
+// Thrown when the file descriptor given to Connection::command() became readable while
+// waiting for a reply (a signal arrived). The connection has been dropped.
+class WaitInterrupted : public std::exception {
+public:
+    const char* what() const noexcept override { return "wait interrupted"; }
+};
+
+// One connection to Redis, the only code that talks hiredis. Connects lazily, authenticates
+// and selects the database; after any I/O error the hiredis context is thrown away and the
+// next command connects anew.
+class Connection {
+public:
+    explicit Connection(ConnectOptions options);
+    ~Connection();
+    Connection(Connection&&) noexcept;
+    Connection& operator=(Connection&&) noexcept;
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
+
+    // Sends one command and returns its reply, error replies included. Waits up to the command
+    // timeout plus `blocking_for` (for BLPOP). When `interrupt_fd` (>= 0) becomes readable
+    // first, drops the connection and throws WaitInterrupted. Throws UnavailableError when
+    // Redis cannot be reached, ConnectionLost when the connection broke after sending.
+    Reply command(const std::vector<std::string>& args, Milliseconds blocking_for = Milliseconds{0},
+                  int interrupt_fd = -1);
+
+    // Like command(), but an error reply becomes the Error that classify_reply_error() names.
+    Reply call(const std::vector<std::string>& args);
+
+    // Runs `script` with EVALSHA; on NOSCRIPT sends the body with EVAL (which also caches
+    // it). Error replies are thrown as by call().
+    Reply eval(const Script& script, const std::vector<std::string>& keys,
+               const std::vector<std::string>& args);
+
+    // Connects now (normally done by the first command); throws as command() does.
+    void connect();
+    void disconnect() noexcept;
+    bool connected() const noexcept { return m_context != nullptr; }
+    const ConnectOptions& options() const noexcept { return m_options; }
+
+private:
+    using ContextPtr = std::unique_ptr<redisContext, void (*)(redisContext*)>;
+
+    Reply exchange(const std::vector<std::string>& args, Milliseconds budget, int interrupt_fd);
+    [[noreturn]] void fail_io(std::string_view during);
+    void handshake();
+
+    ConnectOptions m_options;
+    ContextPtr m_context;
+};
+
+} // namespace redsem

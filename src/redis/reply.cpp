@@ -1,0 +1,119 @@
+#include "redis/reply.hpp"
+
+#include "util/name.hpp"
+
+#include <array>
+#include <fmt/format.h>
+
+namespace redsem {
+
+namespace {
+
+constexpr std::string_view type_name(Reply::Type type) {
+    switch (type) {
+    case Reply::Type::nil:
+        return "nil";
+    case Reply::Type::status:
+        return "status";
+    case Reply::Type::error:
+        return "error";
+    case Reply::Type::integer:
+        return "integer";
+    case Reply::Type::string:
+        return "string";
+    case Reply::Type::array:
+        return "array";
+    }
+    return "unknown";
+}
+
+[[noreturn]] void unexpected(const Reply& reply, std::string_view wanted) {
+    std::string detail = reply.is_error() ? ": " + printable(reply.text, 200) : std::string();
+    throw InternalError(fmt::format("unexpected reply from Redis: wanted {}, got {}{}", wanted,
+                                    type_name(reply.type), detail));
+}
+
+} // namespace
+
+long long Reply::as_integer() const {
+    if (type != Type::integer) {
+        unexpected(*this, "integer");
+    }
+    return integer;
+}
+
+const std::string& Reply::as_string() const {
+    if (type != Type::string && type != Type::status) {
+        unexpected(*this, "string");
+    }
+    return text;
+}
+
+const std::vector<Reply>& Reply::as_array() const {
+    if (type != Type::array) {
+        unexpected(*this, "array");
+    }
+    return elements;
+}
+
+const Reply& Reply::at(std::size_t index) const {
+    const auto& all = as_array();
+    if (index >= all.size()) {
+        throw InternalError(fmt::format("unexpected reply from Redis: array of {} has no element {}",
+                                        all.size(), index));
+    }
+    return all[index];
+}
+
+ReplyErrorMeaning classify_reply_error(std::string_view error) {
+    const std::string_view code = error.substr(0, error.find(' '));
+    const std::string shown = printable(error, 200);
+
+    struct Known {
+        std::string_view code;
+        ExitCode exit;
+        std::string_view explanation;
+    };
+    static constexpr std::array<Known, 13> k_known{{
+        {"NOAUTH", ExitCode::denied,
+         "Redis requires a password: set REDSEM_PASSWORD or put it in the URL"},
+        {"WRONGPASS", ExitCode::denied, "Redis rejected the user name or password"},
+        {"NOPERM", ExitCode::denied, "Redis denied permission (ACL)"},
+        {"WRONGTYPE", ExitCode::conflict, "a key holds the wrong kind of value"},
+        {"LOADING", ExitCode::unavailable, "Redis is loading its data set; try again shortly"},
+        {"READONLY", ExitCode::unavailable,
+         "Redis is a read-only replica; point --url at the primary"},
+        {"OOM", ExitCode::unavailable, "Redis is out of memory (maxmemory reached)"},
+        {"MASTERDOWN", ExitCode::unavailable, "the Redis replica has lost its primary"},
+        {"MISCONF", ExitCode::unavailable, "Redis refuses writes because it cannot save to disk"},
+        {"BUSY", ExitCode::unavailable, "Redis is busy running a long script"},
+        {"TRYAGAIN", ExitCode::unavailable, "Redis Cluster is resharding; try again"},
+        {"CLUSTERDOWN", ExitCode::unavailable, "Redis Cluster is down"},
+        {"MOVED", ExitCode::unavailable,
+         "this semaphore lives on another Redis Cluster node; connect to that node"},
+    }};
+    for (const Known& known : k_known) {
+        if (code == known.code) {
+            return {known.exit, fmt::format("{} ({})", known.explanation, shown)};
+        }
+    }
+    if (code == "ERR" && error.find("password") != std::string_view::npos &&
+        (error.find("invalid") != std::string_view::npos ||
+         error.find("without any password") != std::string_view::npos)) {
+        return {ExitCode::denied, fmt::format("Redis rejected the password ({})", shown)};
+    }
+    if (code == "ERR" && error.find("unknown command") != std::string_view::npos) {
+        return {ExitCode::unavailable,
+                fmt::format("the server does not support a command redsem needs; Redis 6.2 or "
+                            "later is required ({})",
+                            shown)};
+    }
+    return {ExitCode::internal, fmt::format("Redis replied with an error: {}", shown)};
+}
+
+void throw_reply_error(std::string_view error) {
+    auto meaning = classify_reply_error(error);
+    throw Error(meaning.code, meaning.message);
+}
+
+} // namespace redsem

@@ -1,0 +1,211 @@
+#include "redis/url.hpp"
+
+#include "util/errors.hpp"
+#include "util/name.hpp"
+
+#include <charconv>
+#include <fmt/format.h>
+
+namespace redsem {
+
+namespace {
+
+[[noreturn]] void fail(std::string_view why) {
+    throw UsageError(fmt::format("invalid Redis URL: {}", why));
+}
+
+int hex_value(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+std::string percent_decode(std::string_view text, std::string_view what) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] != '%') {
+            out += text[i];
+            continue;
+        }
+        if (i + 2 >= text.size() || hex_value(text[i + 1]) < 0 || hex_value(text[i + 2]) < 0) {
+            fail(fmt::format("bad %-escape in the {}", what));
+        }
+        out += static_cast<char>(hex_value(text[i + 1]) * 16 + hex_value(text[i + 2]));
+        i += 2;
+    }
+    return out;
+}
+
+// A whole decimal number within [min, max], or nullopt.
+std::optional<int> parse_int(std::string_view text, int min, int max) {
+    int value = 0;
+    const auto* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+    if (text.empty() || ec != std::errc() || ptr != end || value < min || value > max) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+int parse_db(std::string_view text) {
+    auto db = parse_int(text, 0, 1'000'000);
+    if (!db) {
+        fail(fmt::format("database '{}' is not a number from 0 up", printable(text)));
+    }
+    return *db;
+}
+
+// Splits "[user[:password]@]rest" and stores the credentials into `url`.
+std::string_view take_userinfo(std::string_view rest, RedisUrl& url) {
+    const std::size_t at = rest.rfind('@');
+    if (at == std::string_view::npos) {
+        return rest;
+    }
+    const std::string_view userinfo = rest.substr(0, at);
+    const std::size_t colon = userinfo.find(':');
+    const std::string_view user = userinfo.substr(0, colon);
+    if (!user.empty()) {
+        url.user = percent_decode(user, "user name");
+    }
+    if (colon != std::string_view::npos) {
+        url.password = percent_decode(userinfo.substr(colon + 1), "password");
+    }
+    return rest.substr(at + 1);
+}
+
+void parse_tcp(std::string_view rest, RedisUrl& url) {
+    rest = take_userinfo(rest, url);
+    std::string_view path;
+    if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
+        path = rest.substr(slash + 1);
+        rest = rest.substr(0, slash);
+    }
+    if (rest.find('?') != std::string_view::npos) {
+        fail("query parameters are only understood for unix:// sockets");
+    }
+    std::string_view port;
+    if (!rest.empty() && rest.front() == '[') {
+        const std::size_t close = rest.find(']');
+        if (close == std::string_view::npos) {
+            fail("an IPv6 address needs a closing ']'");
+        }
+        url.host = std::string(rest.substr(1, close - 1));
+        const std::string_view after = rest.substr(close + 1);
+        if (!after.empty()) {
+            if (after.front() != ':') {
+                fail("expected ':port' after the IPv6 address");
+            }
+            port = after.substr(1);
+            if (port.empty()) {
+                fail("the port after ':' is empty");
+            }
+        }
+    } else {
+        const std::size_t colon = rest.find(':');
+        url.host = std::string(rest.substr(0, colon));
+        if (colon != std::string_view::npos) {
+            port = rest.substr(colon + 1);
+            if (port.empty()) {
+                fail("the port after ':' is empty");
+            }
+        }
+    }
+    if (url.host.empty()) {
+        fail("the host is missing (as in redis://127.0.0.1:6379)");
+    }
+    for (const char c : url.host) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (byte <= 0x20 || byte >= 0x7F || c == '@' || c == '/' || c == '?' || c == '#') {
+            fail(fmt::format("host '{}' contains a character that cannot be in a host name",
+                             printable(url.host)));
+        }
+    }
+    if (!port.empty()) {
+        auto number = parse_int(port, 1, 65535);
+        if (!number) {
+            fail(fmt::format("port '{}' is not a number from 1 to 65535", printable(port)));
+        }
+        url.port = *number;
+    }
+    if (!path.empty()) {
+        url.db = parse_db(path);
+    }
+}
+
+void parse_unix(std::string_view rest, RedisUrl& url) {
+    url.kind = RedisUrl::Kind::unix_socket;
+    const std::size_t slash = rest.find('/');
+    if (slash == std::string_view::npos) {
+        fail("a unix:// URL needs an absolute socket path, as in unix:///run/redis/redis.sock");
+    }
+    if (slash > 0) {
+        const std::string_view before = rest.substr(0, slash);
+        if (before.back() != '@') {
+            fail("a unix:// URL takes no host: write unix:///path/to.sock");
+        }
+        take_userinfo(before, url);
+    }
+    std::string_view path = rest.substr(slash);
+    if (const std::size_t question = path.find('?'); question != std::string_view::npos) {
+        std::string_view query = path.substr(question + 1);
+        path = path.substr(0, question);
+        while (!query.empty()) {
+            const std::size_t amp = query.find('&');
+            const std::string_view param = query.substr(0, amp);
+            if (param.substr(0, 3) == "db=") {
+                url.db = parse_db(param.substr(3));
+            } else {
+                fail(fmt::format("unknown parameter '{}' (only db=N is understood)",
+                                 printable(param.substr(0, param.find('=')))));
+            }
+            query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+        }
+    }
+    url.socket_path = percent_decode(path, "socket path");
+    if (url.socket_path.size() <= 1) {
+        fail("the socket path is missing");
+    }
+}
+
+} // namespace
+
+RedisUrl parse_redis_url(std::string_view text) {
+    RedisUrl url;
+    const std::size_t sep = text.find("://");
+    if (sep == std::string_view::npos) {
+        fail("expected redis://host[:port][/db] or unix:///path/to.sock");
+    }
+    const std::string_view scheme = text.substr(0, sep);
+    const std::string_view rest = text.substr(sep + 3);
+    if (scheme == "redis") {
+        parse_tcp(rest, url);
+    } else if (scheme == "unix" || scheme == "redis+unix") {
+        parse_unix(rest, url);
+    } else if (scheme == "rediss") {
+        fail("TLS (rediss://) is not supported");
+    } else {
+        fail(fmt::format("unknown scheme '{}' (use redis://, unix:// or redis+unix://)",
+                         printable(scheme, 20)));
+    }
+    return url;
+}
+
+std::string RedisUrl::describe() const {
+    const std::string user_part = user ? printable(*user) + "@" : std::string();
+    if (kind == Kind::unix_socket) {
+        return fmt::format("unix://{}{}{}", user_part, socket_path,
+                           db != 0 ? fmt::format("?db={}", db) : std::string());
+    }
+    const bool ipv6 = host.find(':') != std::string::npos;
+    return fmt::format("redis://{}{}{}{}:{}{}", user_part, ipv6 ? "[" : "", host, ipv6 ? "]" : "",
+                       port, db != 0 ? fmt::format("/{}", db) : std::string());
+}
+
+} // namespace redsem

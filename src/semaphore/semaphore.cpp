@@ -1,0 +1,220 @@
+#include "semaphore/semaphore.hpp"
+
+#include "lua_scripts.hpp"
+#include "util/duration.hpp"
+#include "util/name.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <poll.h>
+#include <pwd.h>
+#include <thread>
+#include <unistd.h>
+
+namespace redsem {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string this_user() {
+    if (const passwd* entry = getpwuid(geteuid()); entry != nullptr && entry->pw_name != nullptr) {
+        return entry->pw_name;
+    }
+    if (const char* user = std::getenv("USER"); user != nullptr) {
+        return user;
+    }
+    return std::to_string(geteuid());
+}
+
+std::string this_host() {
+    char name[256] = {};
+    if (gethostname(name, sizeof(name) - 1) != 0) {
+        return "unknown";
+    }
+    return name;
+}
+
+// Turns the replies every script may give instead of its own into errors.
+void check_common_replies(const Reply& reply, std::string_view semaphore) {
+    if (reply.type != Reply::Type::array || reply.elements.empty() ||
+        reply.elements[0].type != Reply::Type::string) {
+        return;
+    }
+    if (reply.elements[0].text == "wrongtype") {
+        throw ConflictError(fmt::format(
+            "key '{}' of semaphore '{}' holds a {}, not the {} redsem keeps there; nothing was "
+            "changed (delete the key, or choose another --prefix)",
+            printable(reply.at(1).as_string(), 300), semaphore, reply.at(2).as_string(),
+            reply.at(3).as_string()));
+    }
+}
+
+// Sleeps up to `duration`, returning early (true) when `interrupt_fd` becomes readable.
+bool interruptible_sleep(Milliseconds duration, int interrupt_fd) {
+    if (interrupt_fd < 0) {
+        std::this_thread::sleep_for(duration);
+        return false;
+    }
+    pollfd fd{interrupt_fd, POLLIN, 0};
+    return poll(&fd, 1, static_cast<int>(duration.count())) > 0;
+}
+
+} // namespace
+
+HolderMeta HolderMeta::of_this_process(std::string label) {
+    if (label.size() > k_max_label_bytes) {
+        label.resize(k_max_label_bytes);
+    }
+    return HolderMeta{this_host(), static_cast<long long>(getpid()), this_user(), std::move(label)};
+}
+
+std::string HolderMeta::to_json() const {
+    const nlohmann::json json{{"host", host}, {"pid", pid}, {"user", user}, {"label", label}};
+    // Labels are arbitrary bytes; invalid UTF-8 is replaced rather than refused.
+    return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Semaphore::Semaphore(Connection& connection, std::string_view prefix, std::string_view name)
+    : m_connection(connection), m_name(name), m_keys(Keys::make(prefix, name)) {}
+
+Reply Semaphore::run(const Script& script, std::vector<std::string> args) {
+    args.insert(args.begin(), m_keys.wake_prefix);
+    Reply reply = m_connection.eval(script, m_keys.script_keys(), args);
+    check_common_replies(reply, m_name);
+    return reply;
+}
+
+Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token, bool queue) {
+    return run(scripts::k_acquire_script,
+               {token, std::to_string(options.limit), std::to_string(options.ttl.count()),
+                queue ? "wait" : "try", std::to_string(k_waiter_liveness.count()),
+                options.meta.to_json()});
+}
+
+void Semaphore::block_until_woken(const std::string& token, Milliseconds timeout,
+                                  int interrupt_fd) {
+    timeout = std::max(timeout, Milliseconds{1});
+    const std::string seconds = fmt::format("{:.3f}", static_cast<double>(timeout.count()) / 1000.0);
+    const Reply reply =
+        m_connection.command({"BLPOP", m_keys.wake_prefix + token, seconds}, timeout, interrupt_fd);
+    if (reply.is_error()) {
+        throw_reply_error(reply.text);
+    }
+}
+
+std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std::string& token) {
+    const bool try_once = options.wait && options.wait->count() == 0;
+    const auto give_up_at = options.wait ? Clock::now() + *options.wait : Clock::time_point::max();
+    bool waited = false;
+    int reconnects = 0;
+    try {
+        for (;;) {
+            Reply reply;
+            try {
+                reply = attempt(options, token, !try_once);
+            } catch (const ConnectionLost&) {
+                // The reply may have been lost after the script ran; the same token makes the
+                // retry safe (a holder gets its lease back, a waiter keeps its place).
+                if (++reconnects > k_max_reconnects) {
+                    throw;
+                }
+                if (interruptible_sleep(k_reconnect_backoff * (1 << (reconnects - 1)),
+                                        options.interrupt_fd)) {
+                    throw WaitInterrupted();
+                }
+                continue;
+            }
+            reconnects = 0;
+            const std::string& status = reply.at(0).as_string();
+            if (status == "ok") {
+                return Lease{token,
+                             reply.at(1).as_integer(),
+                             reply.at(2).as_integer(),
+                             reply.at(4).as_integer(),
+                             options.ttl,
+                             reply.at(3).as_integer(),
+                             reply.at(5).as_integer(),
+                             waited};
+            }
+            if (status == "busy") {
+                return std::nullopt;
+            }
+            if (status == "conflict") {
+                const long long current = reply.at(1).as_integer();
+                if (current < 0) {
+                    throw ConflictError(fmt::format(
+                        "the stored limit of '{}' is not a number (key '{}' was changed by hand); "
+                        "delete that key to reset it",
+                        m_name, m_keys.state));
+                }
+                throw ConflictError(fmt::format(
+                    "'{}' has limit {} with {} holding and {} waiting; it cannot change to {} "
+                    "until it is idle (use -n {})",
+                    m_name, current, reply.at(2).as_integer(), reply.at(3).as_integer(),
+                    options.limit, current));
+            }
+            if (status != "wait") {
+                throw InternalError(fmt::format("unexpected acquire reply '{}'", printable(status)));
+            }
+            waited = true;
+            const auto now = Clock::now();
+            if (now >= give_up_at) {
+                release(token);
+                return std::nullopt;
+            }
+            if (options.on_wait) {
+                options.on_wait(QueuePosition{reply.at(1).as_integer(), reply.at(2).as_integer(),
+                                              reply.at(3).as_integer(), reply.at(5).as_integer()});
+            }
+            // Sleep until woken by a release, or until the earliest holder's lease runs out
+            // (it may have died), or until it is time to refresh this waiter's liveness.
+            Milliseconds timeout = k_waiter_refresh;
+            const long long next_expiry_in = reply.at(4).as_integer();
+            if (next_expiry_in >= 0) {
+                timeout = std::min(timeout, Milliseconds{next_expiry_in + 1});
+            }
+            if (options.wait) {
+                timeout = std::min(timeout, std::chrono::ceil<Milliseconds>(give_up_at - now));
+            }
+            try {
+                block_until_woken(token, timeout, options.interrupt_fd);
+            } catch (const ConnectionLost&) {
+                if (++reconnects > k_max_reconnects) {
+                    throw;
+                }
+            }
+        }
+    } catch (const WaitInterrupted&) {
+        // Leave the queue (or give back a slot granted in a reply we did not read) before
+        // reporting the interruption; a failure here is covered by the waiter's liveness.
+        try {
+            release(token);
+        } catch (const Error&) {
+        }
+        throw;
+    }
+}
+
+ReleaseOutcome Semaphore::release(const std::string& token) {
+    const Reply reply = run(scripts::k_release_script, {token});
+    switch (reply.as_integer()) {
+    case 1:
+        return ReleaseOutcome::released;
+    case 2:
+        return ReleaseOutcome::left_queue;
+    default:
+        return ReleaseOutcome::not_found;
+    }
+}
+
+std::optional<Renewal> Semaphore::renew(const std::string& token, Milliseconds ttl) {
+    const Reply reply = run(scripts::k_renew_script, {token, std::to_string(ttl.count())});
+    if (reply.at(0).as_integer() != 1) {
+        return std::nullopt;
+    }
+    return Renewal{reply.at(1).as_integer(), reply.at(2).as_integer()};
+}
+
+} // namespace redsem

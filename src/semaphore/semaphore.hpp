@@ -1,0 +1,109 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "redis/connection.hpp"
+#include "semaphore/keys.hpp"
+
+namespace redsem {
+
+inline constexpr long long k_min_limit = 1;
+inline constexpr long long k_max_limit = 100'000;
+inline constexpr Milliseconds k_default_ttl{60'000};
+inline constexpr Milliseconds k_min_ttl{100};
+// A queued waiter that has not refreshed its place for this long is dropped from the queue,
+// so a waiter killed with SIGKILL stops blocking the ones behind it within this time.
+inline constexpr Milliseconds k_waiter_liveness{5'000};
+// How often a queued waiter refreshes its place; well inside k_waiter_liveness.
+inline constexpr Milliseconds k_waiter_refresh{1'500};
+// How many times an acquire reconnects after a broken connection before it gives up.
+inline constexpr int k_max_reconnects = 3;
+inline constexpr Milliseconds k_reconnect_backoff{100};
+// A label longer than this is cut, to keep holder metadata small.
+inline constexpr std::size_t k_max_label_bytes = 1024;
+
+// Who holds or waits for a slot, shown by `status`.
+struct HolderMeta {
+    std::string host;
+    long long pid = 0;
+    std::string user;
+    std::string label;
+
+    // This process's host name, pid and user, with `label`.
+    static HolderMeta of_this_process(std::string label);
+    std::string to_json() const;
+};
+
+// Where a queued waiter stands, reported while it waits.
+struct QueuePosition {
+    long long ahead = 0;  // waiters in front of this one
+    long long held = 0;   // slots held now
+    long long limit = 0;
+    long long queued = 0; // waiters in all, this one included
+};
+
+struct AcquireOptions {
+    long long limit = 1;
+    Milliseconds ttl = k_default_ttl;
+    std::optional<Milliseconds> wait; // nullopt: wait for ever; 0: try once
+    HolderMeta meta;
+    int interrupt_fd = -1; // readable => stop waiting, leave the queue, throw WaitInterrupted
+    std::function<void(const QueuePosition&)> on_wait; // called each time the waiter is queued
+};
+
+// A held slot, as the server granted it.
+struct Lease {
+    std::string token;
+    long long fence = 0;       // strictly increasing per semaphore
+    long long slot = 0;        // lowest free number in 0..limit-1, stable for the lease
+    long long limit = 0;
+    Milliseconds ttl{0};
+    long long deadline_ms = 0; // server clock, epoch milliseconds
+    long long server_now_ms = 0;
+    bool waited = false;       // the acquire had to queue first
+};
+
+struct Renewal {
+    long long deadline_ms = 0;
+    long long server_now_ms = 0;
+};
+
+enum class ReleaseOutcome { released, left_queue, not_found };
+
+// The client side of the protocol in lua/: every operation is one script and one round trip.
+class Semaphore {
+public:
+    // `name` and `prefix` must already be valid (see util/name.hpp).
+    Semaphore(Connection& connection, std::string_view prefix, std::string_view name);
+
+    // Takes a slot under `token`. With options.wait == 0 tries once; otherwise queues in FIFO
+    // order and blocks (woken by the release that gives this waiter its turn, or by the
+    // earliest holder's deadline) until a slot is granted or the wait passes. Returns nullopt
+    // when no slot came in time, having left the queue. Retrying with the same token never
+    // takes a second slot. Throws ConflictError on a limit mismatch or a foreign key,
+    // WaitInterrupted when options.interrupt_fd fired (after leaving the queue).
+    std::optional<Lease> acquire(const AcquireOptions& options, const std::string& token);
+
+    // Gives the token's slot back, or takes it out of the queue; never touches another token.
+    ReleaseOutcome release(const std::string& token);
+
+    // Extends the token's lease to server-now + ttl; nullopt when the token holds nothing.
+    std::optional<Renewal> renew(const std::string& token, Milliseconds ttl);
+
+    const std::string& name() const noexcept { return m_name; }
+    const Keys& keys() const noexcept { return m_keys; }
+
+private:
+    Reply run(const Script& script, std::vector<std::string> args);
+    Reply attempt(const AcquireOptions& options, const std::string& token, bool queue);
+    void block_until_woken(const std::string& token, Milliseconds timeout, int interrupt_fd);
+
+    Connection& m_connection;
+    std::string m_name;
+    Keys m_keys;
+};
+
+} // namespace redsem

@@ -1,0 +1,82 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace redsem {
+
+// The exit codes are a published contract (README, man page); tests pin every one of them.
+enum class ExitCode : int {
+    ok = 0,
+    not_held = 1,     // release/renew: the token holds no slot
+    usage = 64,       // EX_USAGE: bad option, argument, URL, duration, name or limit
+    conflict = 65,    // EX_DATAERR: limit mismatch, or a foreign key in the semaphore's place
+    unavailable = 69, // EX_UNAVAILABLE: Redis unreachable, timed out, or refusing (LOADING, OOM...)
+    internal = 70,    // EX_SOFTWARE: a bug in redsem or an unexpected reply
+    timeout = 75,     // EX_TEMPFAIL: no slot within --wait
+    denied = 77,      // EX_NOPERM: wrong password, unknown user, ACL denial
+};
+
+// Every failure redsem reports is an Error; the one catch in cli/app.cpp prints
+// "redsem: error: <what()>" and exits with exit_code().
+class Error : public std::runtime_error {
+public:
+    Error(ExitCode code, const std::string& message)
+        : std::runtime_error(message), m_exit_code(static_cast<int>(code)) {}
+    int exit_code() const noexcept { return m_exit_code; }
+
+protected:
+    Error(int exit_code, const std::string& message)
+        : std::runtime_error(message), m_exit_code(exit_code) {}
+
+private:
+    int m_exit_code;
+};
+
+class UsageError : public Error {
+public:
+    explicit UsageError(const std::string& message) : Error(ExitCode::usage, message) {}
+};
+
+class ConflictError : public Error {
+public:
+    explicit ConflictError(const std::string& message) : Error(ExitCode::conflict, message) {}
+};
+
+class UnavailableError : public Error {
+public:
+    explicit UnavailableError(const std::string& message) : Error(ExitCode::unavailable, message) {}
+};
+
+// The connection broke after a request was sent: the request may or may not have run.
+class ConnectionLost : public UnavailableError {
+public:
+    explicit ConnectionLost(const std::string& message) : UnavailableError(message) {}
+};
+
+class InternalError : public Error {
+public:
+    explicit InternalError(const std::string& message) : Error(ExitCode::internal, message) {}
+};
+
+class DeniedError : public Error {
+public:
+    explicit DeniedError(const std::string& message) : Error(ExitCode::denied, message) {}
+};
+
+class NotHeldError : public Error {
+public:
+    explicit NotHeldError(const std::string& message) : Error(ExitCode::not_held, message) {}
+};
+
+// A wait was cut short by a signal. Exits 128+N silently, as a shell reports a signal.
+class Interrupted : public Error {
+public:
+    explicit Interrupted(int signal) : Error(128 + signal, ""), m_signal(signal) {}
+    int signal() const noexcept { return m_signal; }
+
+private:
+    int m_signal;
+};
+
+} // namespace redsem

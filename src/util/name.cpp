@@ -1,0 +1,112 @@
+#include "util/name.hpp"
+
+#include "util/errors.hpp"
+
+#include <fmt/format.h>
+
+namespace redsem {
+
+bool is_valid_utf8(std::string_view text) {
+    std::size_t i = 0;
+    while (i < text.size()) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        std::size_t extra = 0;
+        char32_t code = 0;
+        if (byte < 0x80) {
+            ++i;
+            continue;
+        } else if ((byte & 0xE0) == 0xC0) {
+            extra = 1;
+            code = byte & 0x1F;
+        } else if ((byte & 0xF0) == 0xE0) {
+            extra = 2;
+            code = byte & 0x0F;
+        } else if ((byte & 0xF8) == 0xF0) {
+            extra = 3;
+            code = byte & 0x07;
+        } else {
+            return false;
+        }
+        if (i + extra >= text.size()) {
+            return false;
+        }
+        for (std::size_t k = 1; k <= extra; ++k) {
+            const auto next = static_cast<unsigned char>(text[i + k]);
+            if ((next & 0xC0) != 0x80) {
+                return false;
+            }
+            code = (code << 6) | (next & 0x3F);
+        }
+        constexpr char32_t k_min_for_length[] = {0, 0x80, 0x800, 0x10000};
+        if (code < k_min_for_length[extra] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+            return false;
+        }
+        i += extra + 1;
+    }
+    return true;
+}
+
+namespace {
+
+std::optional<std::string> key_part_problem(std::string_view text, std::string_view what) {
+    if (text.size() > k_max_name_bytes) {
+        return fmt::format("{} is {} bytes long; the limit is {}", what, text.size(), k_max_name_bytes);
+    }
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (c == '{' || c == '}') {
+            return fmt::format("{} may not contain braces", what);
+        }
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') {
+            return fmt::format("{} may not contain whitespace", what);
+        }
+        if (byte < 0x20 || byte == 0x7F) {
+            return fmt::format("{} may not contain control characters", what);
+        }
+    }
+    if (!is_valid_utf8(text)) {
+        return fmt::format("{} is not valid UTF-8", what);
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
+std::optional<std::string> name_problem(std::string_view name) {
+    if (name.empty()) {
+        return "the semaphore name is empty";
+    }
+    return key_part_problem(name, "the semaphore name");
+}
+
+std::optional<std::string> prefix_problem(std::string_view prefix) {
+    if (prefix.empty()) {
+        return "the key prefix is empty";
+    }
+    return key_part_problem(prefix, "the key prefix");
+}
+
+void check_name(std::string_view name) {
+    if (auto problem = name_problem(name)) {
+        throw UsageError(fmt::format("invalid name '{}': {}", printable(name), *problem));
+    }
+}
+
+std::string printable(std::string_view text, std::size_t max_bytes) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (i == max_bytes) {
+            out += "...";
+            break;
+        }
+        const auto byte = static_cast<unsigned char>(text[i]);
+        if (byte < 0x20 || byte >= 0x7F) {
+            out += fmt::format("\\x{:02x}", byte);
+        } else {
+            out += text[i];
+        }
+    }
+    return out;
+}
+
+} // namespace redsem

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace redsem {
+
+inline constexpr std::size_t k_max_name_bytes = 200;
+
+// Why `name` cannot name a semaphore, or nullopt when it can: 1..200 bytes of valid UTF-8,
+// with no braces (they would break the Redis Cluster hash tag), whitespace or control
+// characters.
+std::optional<std::string> name_problem(std::string_view name);
+
+// Same rules for the key prefix, which may not be empty either.
+std::optional<std::string> prefix_problem(std::string_view prefix);
+
+// Throws UsageError when name_problem() finds one.
+void check_name(std::string_view name);
+
+// Renders untrusted bytes printable for one-line messages: control bytes and bytes
+// outside ASCII become \xNN, and anything past `max_bytes` becomes "...".
+std::string printable(std::string_view text, std::size_t max_bytes = 60);
+
+// Whether `text` is well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF).
+bool is_valid_utf8(std::string_view text);
+
+} // namespace redsem

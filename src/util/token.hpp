@@ -1,0 +1,17 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace redsem {
+
+inline constexpr std::size_t k_token_bytes = 16; // 128 bits
+
+// A fresh holder token: 128 bits from the kernel's random source (getrandom), as 32 lowercase
+// hex digits. Throws InternalError if the kernel cannot supply them.
+std::string generate_token();
+
+// Whether `text` has the shape generate_token() produces.
+bool is_token(std::string_view text);
+
+} // namespace redsem
