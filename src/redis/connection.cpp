@@ -242,12 +242,14 @@ Reply Connection::eval(const Script& script, const std::vector<std::string>& key
         reply = command(argv);
     }
     if (reply.is_error()) {
-        if (reply.text.find("user_script") != std::string::npos ||
-            reply.text.find("Error running script") != std::string::npos) {
+        // A refusal (NOPERM, OOM, READONLY...) keeps its meaning inside a script; anything
+        // else from a script is a bug in it.
+        auto meaning = classify_reply_error(reply.text);
+        if (meaning.code == ExitCode::internal) {
             throw InternalError(fmt::format("the {} script failed in Redis: {}", script.name,
                                             printable(reply.text, 300)));
         }
-        throw_reply_error(reply.text);
+        throw Error(meaning.code, meaning.message);
     }
     return reply;
 }

@@ -102,6 +102,12 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
          error.find("without any password") != std::string_view::npos)) {
         return {ExitCode::denied, fmt::format("Redis rejected the password ({})", shown)};
     }
+    // Redis 7 refuses long commands from a client that has not authenticated this way.
+    if (code == "ERR" && error.find("unauthenticated") != std::string_view::npos) {
+        return {ExitCode::denied,
+                fmt::format("Redis requires a password: set REDSEM_PASSWORD or put it in the URL ({})",
+                            shown)};
+    }
     if (code == "ERR" && error.find("unknown command") != std::string_view::npos) {
         return {ExitCode::unavailable,
                 fmt::format("the server does not support a command redsem needs; Redis 6.2 or "

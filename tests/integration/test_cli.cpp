@@ -1,0 +1,320 @@
+// The redsem binary, as users run it, against a private redis-server.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+
+#include <csignal>
+#include <thread>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+
+TEST_CASE("acquire prints a token; release frees the slot; a mutex admits one") {
+    RedisServer server;
+    const auto first = run_redsem({"acquire", "job"}, env_for(server));
+    REQUIRE(first.exit_code == 0);
+    const std::string token = first.out.substr(0, first.out.find('\n'));
+    CHECK(first.out == token + "\n");
+    CHECK(token.size() == 32);
+    CHECK(first.err.empty());
+
+    const auto second = run_redsem({"acquire", "job", "--wait", "0"}, env_for(server));
+    CHECK(second.exit_code == 75);
+    CHECK(second.out.empty());
+    CHECK(second.err.rfind("redsem: ", 0) == 0);
+    CHECK(line_count(second.err) == 1);
+
+    CHECK(run_redsem({"release", "job", token}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"acquire", "job", "-w", "0"}, env_for(server)).exit_code == 0);
+}
+
+TEST_CASE("limit N admits N, hands out the lowest free slot and increasing fences") {
+    RedisServer server;
+    std::vector<nlohmann::json> leases;
+    for (int i = 0; i < 3; ++i) {
+        leases.push_back(acquire_json(server, {"gpu", "-n", "3"}));
+        CHECK(leases.back()["slot"] == i);
+        CHECK(leases.back()["limit"] == 3);
+        CHECK(leases.back()["ttl_ms"] == 60000);
+        CHECK(leases.back()["name"] == "gpu");
+    }
+    CHECK(leases[0]["fence"].get<long long>() < leases[1]["fence"].get<long long>());
+    CHECK(leases[1]["fence"].get<long long>() < leases[2]["fence"].get<long long>());
+    CHECK(run_redsem({"acquire", "gpu", "-n", "3", "-w", "0"}, env_for(server)).exit_code == 75);
+
+    const auto released = run_redsem(
+        {"release", "gpu", leases[1]["token"].get<std::string>()}, env_for(server));
+    CHECK(released.exit_code == 0);
+    const auto again = acquire_json(server, {"gpu", "-n", "3"});
+    CHECK(again["slot"] == 1);
+    CHECK(again["fence"].get<long long>() > leases[2]["fence"].get<long long>());
+    // deadline is server time: about now + ttl, in ms and ISO-8601
+    CHECK(again["deadline"].get<std::string>().size() == 24);
+    Connection admin = server.admin();
+    const long long server_now_s = std::stoll(admin.call({"TIME"}).at(0).as_string());
+    const long long deadline_s = again["deadline_ms"].get<long long>() / 1000;
+    CHECK(deadline_s >= server_now_s + 58);
+    CHECK(deadline_s <= server_now_s + 61);
+}
+
+TEST_CASE("--wait 0 on a full semaphore exits 75, or the -E code") {
+    RedisServer server;
+    REQUIRE(run_redsem({"acquire", "x"}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"acquire", "x", "-w", "0"}, env_for(server)).exit_code == 75);
+    CHECK(run_redsem({"acquire", "x", "-w", "0", "-E", "3"}, env_for(server)).exit_code == 3);
+    CHECK(run_redsem({"acquire", "x", "--wait=0", "--conflict-exit-code", "0"}, env_for(server))
+              .exit_code == 0);
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(run_redsem({"acquire", "x", "-w", "700ms"}, env_for(server)).exit_code == 75);
+    CHECK(std::chrono::steady_clock::now() - start >= 700ms);
+    // The timed-out waiter left the queue.
+    Connection admin = server.admin();
+    CHECK(zcard(admin, "redsem:{x}:queue") == 0);
+}
+
+TEST_CASE("a different limit conflicts while held and replaces the old one when idle") {
+    RedisServer server;
+    const auto lease = acquire_json(server, {"deploy", "-n", "2"});
+    const auto conflict = run_redsem({"acquire", "deploy", "-n", "3", "-w", "0"}, env_for(server));
+    CHECK(conflict.exit_code == 65);
+    CHECK(conflict.err.find("limit 2") != std::string::npos);
+    CHECK(line_count(conflict.err) == 1);
+    // The conflicting call did not sneak in a holder.
+    Connection admin = server.admin();
+    CHECK(zcard(admin, "redsem:{deploy}:holders") == 1);
+
+    REQUIRE(run_redsem({"release", "deploy", lease["token"].get<std::string>()}, env_for(server))
+                .exit_code == 0);
+    const auto relimited = acquire_json(server, {"deploy", "-n", "3"});
+    CHECK(relimited["limit"] == 3);
+    CHECK(admin.call({"HGET", "redsem:{deploy}:state", "limit"}).as_string() == "3");
+}
+
+TEST_CASE("release and renew of a foreign, released or expired token exit 1") {
+    RedisServer server;
+    const auto lease = acquire_json(server, {"r", "--ttl", "60s"});
+    const std::string token = lease["token"];
+    const std::string foreign(32, 'a');
+
+    const auto foreign_release = run_redsem({"release", "r", foreign}, env_for(server));
+    CHECK(foreign_release.exit_code == 1);
+    CHECK(foreign_release.err.rfind("redsem: ", 0) == 0);
+    CHECK(run_redsem({"renew", "r", foreign}, env_for(server)).exit_code == 1);
+    // The real holder was not touched.
+    Connection admin = server.admin();
+    CHECK(zcard(admin, "redsem:{r}:holders") == 1);
+
+    CHECK(run_redsem({"renew", "r", token, "--ttl", "2m"}, env_for(server)).exit_code == 0);
+    const double deadline = std::stod(admin.call({"ZSCORE", "redsem:{r}:holders", token}).as_string());
+    CHECK(deadline >= lease["deadline_ms"].get<double>() + 55'000);
+
+    CHECK(run_redsem({"release", "r", token}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"release", "r", token}, env_for(server)).exit_code == 1);
+    CHECK(run_redsem({"renew", "r", token}, env_for(server)).exit_code == 1);
+
+    const auto short_lease = acquire_json(server, {"r", "--ttl", "200ms"});
+    std::this_thread::sleep_for(400ms);
+    CHECK(run_redsem({"renew", "r", short_lease["token"].get<std::string>()}, env_for(server))
+              .exit_code == 1);
+    CHECK(run_redsem({"release", "r", short_lease["token"].get<std::string>()}, env_for(server))
+              .exit_code == 1);
+}
+
+TEST_CASE("an expired holder is reclaimed without a release, by its deadline") {
+    RedisServer server;
+    REQUIRE(run_redsem({"acquire", "e", "--ttl", "300ms"}, env_for(server)).exit_code == 0);
+    const auto start = std::chrono::steady_clock::now();
+    const auto next = run_redsem({"acquire", "e", "-w", "10s"}, env_for(server));
+    const auto waited = std::chrono::steady_clock::now() - start;
+    CHECK(next.exit_code == 0);
+    // Woken by the holder's deadline (300ms), not by the 1.5s liveness refresh.
+    CHECK(waited < 1200ms);
+}
+
+TEST_CASE("five queued waiters are served in arrival order") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const auto holder = acquire_json(server, {"fifo"});
+    std::vector<std::unique_ptr<Child>> waiters;
+    for (int i = 0; i < 5; ++i) {
+        waiters.push_back(std::make_unique<Child>(std::vector<std::string>{"acquire", "fifo"},
+                                                  env_for(server)));
+        // Start the next one only once this one is queued, so arrival order is known.
+        const auto give_up = std::chrono::steady_clock::now() + 10s;
+        while (zcard(admin, "redsem:{fifo}:queue") < i + 1) {
+            REQUIRE(std::chrono::steady_clock::now() < give_up);
+            std::this_thread::sleep_for(5ms);
+        }
+    }
+    std::string token = holder["token"];
+    for (int i = 0; i < 5; ++i) {
+        REQUIRE(run_redsem({"release", "fifo", token}, env_for(server)).exit_code == 0);
+        const auto line = waiters[i]->wait_for_line(10s);
+        REQUIRE(line);
+        token = *line;
+        // Nobody behind waiter i got a slot before it.
+        for (int j = i + 1; j < 5; ++j) {
+            CHECK(waiters[j]->out_so_far().empty());
+        }
+        CHECK(waiters[i]->wait(5s).exit_code == 0);
+    }
+}
+
+TEST_CASE("a waiter killed with SIGKILL stops blocking the queue within seconds") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const auto holder = acquire_json(server, {"k"});
+    Child doomed({"acquire", "k"}, env_for(server));
+    while (zcard(admin, "redsem:{k}:queue") < 1) {
+        std::this_thread::sleep_for(5ms);
+    }
+    Child survivor({"acquire", "k"}, env_for(server));
+    while (zcard(admin, "redsem:{k}:queue") < 2) {
+        std::this_thread::sleep_for(5ms);
+    }
+    doomed.signal(SIGKILL);
+    REQUIRE(run_redsem({"release", "k", holder["token"].get<std::string>()}, env_for(server))
+                .exit_code == 0);
+    const auto start = std::chrono::steady_clock::now();
+    const auto line = survivor.wait_for_line(10s);
+    REQUIRE(line);
+    CHECK(std::chrono::steady_clock::now() - start < 8s);
+    CHECK(zcard(admin, "redsem:{k}:queue") == 0);
+}
+
+TEST_CASE("SIGTERM or SIGINT while waiting leaves the queue and exits 128+N") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const auto holder = acquire_json(server, {"s"});
+    for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
+        Child waiter({"acquire", "s"}, env_for(server));
+        while (zcard(admin, "redsem:{s}:queue") < 1) {
+            std::this_thread::sleep_for(5ms);
+        }
+        waiter.signal(signal);
+        const auto result = waiter.wait(5s);
+        CHECK(result.exit_code == 128 + signal);
+        CHECK(result.out.empty());
+        CHECK(zcard(admin, "redsem:{s}:queue") == 0);
+        CHECK(zcard(admin, "redsem:{s}:holders") == 1);
+    }
+}
+
+TEST_CASE("a key of the wrong type is reported and left alone") {
+    RedisServer server;
+    Connection admin = server.admin();
+    admin.call({"SET", "redsem:{w}:holders", "not a zset"});
+    const auto acquire = run_redsem({"acquire", "w"}, env_for(server));
+    CHECK(acquire.exit_code == 65);
+    CHECK(acquire.err.find("redsem:{w}:holders") != std::string::npos);
+    CHECK(line_count(acquire.err) == 1);
+    const auto release = run_redsem({"release", "w", std::string(32, 'b')}, env_for(server));
+    CHECK(release.exit_code == 65);
+    CHECK(admin.call({"GET", "redsem:{w}:holders"}).as_string() == "not a zset");
+    CHECK(admin.call({"EXISTS", "redsem:{w}:state"}).as_integer() == 0);
+}
+
+TEST_CASE("every key of a semaphore carries a TTL") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const auto holder = acquire_json(server, {"ttl", "-n", "1"});
+    Child waiter({"acquire", "ttl"}, env_for(server));
+    while (zcard(admin, "redsem:{ttl}:queue") < 1) {
+        std::this_thread::sleep_for(5ms);
+    }
+    const Reply keys = admin.call({"KEYS", "redsem:*"});
+    CHECK(keys.as_array().size() >= 5);
+    for (const Reply& key : keys.as_array()) {
+        INFO(key.as_string());
+        CHECK(admin.call({"PTTL", key.as_string()}).as_integer() > 0);
+    }
+}
+
+TEST_CASE("global options work before and after the subcommand; --prefix and db apply") {
+    RedisServer server;
+    Connection admin = server.admin();
+    CHECK(run_redsem({"--url", server.socket_url(), "acquire", "g"}).exit_code == 0);
+    CHECK(run_redsem({"acquire", "g2", "--url", server.socket_url()}).exit_code == 0);
+    CHECK(run_redsem({"acquire", "--prefix", "team", "g3", "-u", server.socket_url()}).exit_code == 0);
+    CHECK(admin.call({"EXISTS", "team:{g3}:holders"}).as_integer() == 1);
+    CHECK(run_redsem({"acquire", "g4"}, {{"REDSEM_URL", server.socket_url()},
+                                         {"REDSEM_PREFIX", "envp"}})
+              .exit_code == 0);
+    CHECK(admin.call({"EXISTS", "envp:{g4}:holders"}).as_integer() == 1);
+    CHECK(run_redsem({"acquire", "g5"}, {{"REDIS_URL", server.socket_url() + "?db=4"}}).exit_code == 0);
+    CHECK(admin.call({"EXISTS", "redsem:{g5}:holders"}).as_integer() == 0);
+    admin.call({"SELECT", "4"});
+    CHECK(admin.call({"EXISTS", "redsem:{g5}:holders"}).as_integer() == 1);
+}
+
+TEST_CASE("--help goes to stdout and exits 0; --version names hiredis") {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"--help"}, {"acquire", "--help"}, {"release", "--help"},
+          {"renew", "--help"}}) {
+        const auto help = run_redsem(args);
+        CHECK(help.exit_code == 0);
+        CHECK(help.out.find("Usage:") != std::string::npos);
+        CHECK(help.err.empty());
+    }
+    const auto version = run_redsem({"--version"});
+    CHECK(version.exit_code == 0);
+    CHECK(version.out.find("redsem 0.") == 0);
+    CHECK(version.out.find("hiredis 0.14") != std::string::npos);
+}
+
+TEST_CASE("bad input is a usage error: one line on stderr, exit 64, nothing written") {
+    RedisServer server;
+    const std::string token(32, 'c');
+    const std::vector<std::vector<std::string>> cases{
+        {"acquire", "x", "-n", "0"},
+        {"acquire", "x", "-n", "-1"},
+        {"acquire", "x", "-n", "100001"},
+        {"acquire", "x", "-n", "abc"},
+        {"acquire", "x", "-n", "1e3"},
+        {"acquire", "x", "-n", "99999999999999999999999"},
+        {"acquire", "x", "--ttl", "0"},
+        {"acquire", "x", "--ttl", "0.05"},
+        {"acquire", "x", "--ttl", "50ms"},
+        {"acquire", "x", "--ttl", "soon"},
+        {"acquire", "x", "--ttl", "-5s"},
+        {"acquire", "x", "--ttl", "400d"},
+        {"acquire", "x", "--wait", "forever"},
+        {"acquire", "x", "-E", "256"},
+        {"acquire", "x", "-E", "abc"},
+        {"acquire", ""},
+        {"acquire", std::string(201, 'n')},
+        {"acquire", "a{b}"},
+        {"acquire", "a b"},
+        {"acquire", "a\nb"},
+        {"acquire", "\xff\xfe"},
+        {"acquire", "x", "--url", "http://localhost"},
+        {"acquire", "x", "--url", "redis://host:99999"},
+        {"acquire", "x", "--url", "nonsense"},
+        {"acquire", "x", "--connect-timeout", "0"},
+        {"acquire", "x", "--prefix", ""},
+        {"acquire", "x", "--prefix", "a}"},
+        {"acquire", "x", "--bogus"},
+        {"acquire"},
+        {"acquire", "x", "y"},
+        {"release", "x"},
+        {"release", "x", "not-a-token"},
+        {"renew", "x", token, "--ttl", "0"},
+        {"frobnicate"},
+        {},
+    };
+    for (const auto& args : cases) {
+        std::string shown;
+        for (const auto& arg : args) {
+            shown += "[" + arg + "] ";
+        }
+        INFO(shown);
+        const auto result = run_redsem(args, env_for(server));
+        CHECK(result.exit_code == 64);
+        CHECK(result.out.empty());
+        CHECK(result.err.rfind("redsem: error: ", 0) == 0);
+        CHECK(line_count(result.err) <= 2); // the error, and "Try 'redsem ... --help'."
+    }
+    Connection admin = server.admin();
+    CHECK(admin.call({"DBSIZE"}).as_integer() == 0);
+}

@@ -1,0 +1,197 @@
+// Reaching Redis: URLs, passwords, ACL users, and servers that are missing or not Redis.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+
+#include <arpa/inet.h>
+#include <atomic>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string k_password = "Pw-7f3e1c0d-secret";
+
+void check_no_password(const ProcessResult& result, const std::string& password) {
+    CHECK(result.out.find(password) == std::string::npos);
+    CHECK(result.err.find(password) == std::string::npos);
+}
+
+// A loopback TCP server that answers every connection with an HTTP error, then closes.
+class NotRedisServer {
+public:
+    NotRedisServer() {
+        m_fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t length = sizeof(address);
+        bind(m_fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+        getsockname(m_fd, reinterpret_cast<sockaddr*>(&address), &length);
+        m_port = ntohs(address.sin_port);
+        listen(m_fd, 8);
+        m_thread = std::thread([this] {
+            while (!m_stop) {
+                const int client = accept(m_fd, nullptr, nullptr);
+                if (client < 0) {
+                    return;
+                }
+                char buffer[512];
+                [[maybe_unused]] auto got = read(client, buffer, sizeof(buffer));
+                const std::string answer = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+                [[maybe_unused]] auto sent = write(client, answer.data(), answer.size());
+                close(client);
+            }
+        });
+    }
+    ~NotRedisServer() {
+        m_stop = true;
+        shutdown(m_fd, SHUT_RDWR);
+        close(m_fd);
+        m_thread.join();
+    }
+    int port() const { return m_port; }
+
+private:
+    int m_fd = -1;
+    int m_port = 0;
+    std::atomic<bool> m_stop{false};
+    std::thread m_thread;
+};
+
+RedisServer::Options tcp_server(std::vector<std::string> extra_args = {},
+                                std::string admin_password = "", bool ipv6 = false) {
+    RedisServer::Options options;
+    options.tcp = true;
+    options.ipv6 = ipv6;
+    options.extra_args = std::move(extra_args);
+    options.admin_password = std::move(admin_password);
+    return options;
+}
+
+} // namespace
+
+TEST_CASE("TCP URLs reach the server; IPv6 in brackets too when ::1 exists") {
+    RedisServer server(tcp_server());
+    CHECK(run_redsem({"acquire", "t", "-u", server.tcp_url()}).exit_code == 0);
+    CHECK(run_redsem({"acquire", "t2", "-u", server.tcp_url() + "/2"}).exit_code == 0);
+
+    std::unique_ptr<RedisServer> v6;
+    try {
+        v6 = std::make_unique<RedisServer>(tcp_server({}, "", true));
+    } catch (const std::exception& error) {
+        WARN("no IPv6 loopback on this machine, [::1] not tested: " << error.what());
+        return;
+    }
+    CHECK(run_redsem({"acquire", "t", "-u", v6->tcp_url()}).exit_code == 0);
+}
+
+TEST_CASE("a password is taken from the URL or REDSEM_PASSWORD and never shown") {
+    RedisServer server(tcp_server({"--requirepass", k_password}, k_password));
+    const std::string base = server.tcp_url();
+    const std::string with_password = "redis://:" + k_password + "@127.0.0.1:" +
+                                      std::to_string(server.port());
+
+    const auto from_env = run_redsem({"acquire", "p", "-u", base}, {{"REDSEM_PASSWORD", k_password}});
+    CHECK(from_env.exit_code == 0);
+    CHECK(from_env.err.empty()); // no warning: the password was not in argv
+    check_no_password(from_env, k_password);
+
+    const auto from_argv = run_redsem({"acquire", "p2", "-u", with_password});
+    CHECK(from_argv.exit_code == 0);
+    CHECK(from_argv.err.find("redsem: warning: ") == 0);
+    CHECK(line_count(from_argv.err) == 1);
+    check_no_password(from_argv, k_password);
+
+    const auto from_env_url = run_redsem({"acquire", "p3"}, {{"REDSEM_URL", with_password}});
+    CHECK(from_env_url.exit_code == 0);
+    CHECK(from_env_url.err.empty());
+
+    const auto missing = run_redsem({"acquire", "p4", "-u", base});
+    CHECK(missing.exit_code == 77);
+    CHECK(missing.err.find("password") != std::string::npos);
+
+    const std::string wrong = "Wrong-" + k_password;
+    const auto wrong_password =
+        run_redsem({"acquire", "p5", "-u", base}, {{"REDSEM_PASSWORD", wrong}});
+    CHECK(wrong_password.exit_code == 77);
+    CHECK(line_count(wrong_password.err) == 1);
+    check_no_password(wrong_password, wrong);
+
+    const auto wrong_in_url = run_redsem(
+        {"acquire", "p6", "-u", "redis://:" + wrong + "@127.0.0.1:" + std::to_string(server.port())});
+    CHECK(wrong_in_url.exit_code == 77);
+    check_no_password(wrong_in_url, wrong);
+
+    const auto bad_url =
+        run_redsem({"acquire", "p7", "-u", "redis://:" + k_password + "@127.0.0.1:notaport"});
+    CHECK(bad_url.exit_code == 64);
+    check_no_password(bad_url, k_password);
+}
+
+TEST_CASE("ACL users: a full user works, a restricted one gets NOPERM as exit 77") {
+    RedisServer server(tcp_server({"--user", "alice", "on", ">alice-pw", "~*", "&*", "+@all",
+                                   "--user", "bob", "on", ">bob-pw", "~other:*", "+@all"}));
+    const std::string port = std::to_string(server.port());
+    const auto alice = run_redsem({"acquire", "acl", "-u", "redis://alice@127.0.0.1:" + port},
+                                  {{"REDSEM_PASSWORD", "alice-pw"}});
+    CHECK(alice.exit_code == 0);
+    const auto bob = run_redsem({"acquire", "acl", "-u", "redis://bob@127.0.0.1:" + port},
+                                {{"REDSEM_PASSWORD", "bob-pw"}});
+    CHECK(bob.exit_code == 77);
+    CHECK(bob.err.find("permission") != std::string::npos);
+    const auto stranger = run_redsem({"acquire", "acl", "-u", "redis://carol@127.0.0.1:" + port},
+                                     {{"REDSEM_PASSWORD", "x"}});
+    CHECK(stranger.exit_code == 77);
+}
+
+TEST_CASE("no server: refused port, missing socket, unknown db are clear and quick") {
+    const int port = free_port();
+    const auto start = std::chrono::steady_clock::now();
+    const auto refused = run_redsem({"acquire", "u", "-u", "redis://127.0.0.1:" + std::to_string(port)});
+    CHECK(refused.exit_code == 69);
+    CHECK(refused.err.find("cannot connect") != std::string::npos);
+    CHECK(line_count(refused.err) == 1);
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
+
+    const auto no_socket = run_redsem({"acquire", "u", "-u", "unix:///nonexistent/redis.sock"});
+    CHECK(no_socket.exit_code == 69);
+    CHECK(no_socket.err.find("/nonexistent/redis.sock") != std::string::npos);
+
+    RedisServer server;
+    const auto no_db = run_redsem({"acquire", "u", "-u", server.socket_url() + "?db=99"});
+    CHECK(no_db.exit_code == 64);
+    CHECK(no_db.err.find("database 99") != std::string::npos);
+}
+
+TEST_CASE("a server that does not speak Redis is reported as such, not as busy") {
+    NotRedisServer http;
+    const auto result =
+        run_redsem({"acquire", "n", "-u", "redis://127.0.0.1:" + std::to_string(http.port())});
+    CHECK(result.exit_code == 69);
+    CHECK(result.err.find("redsem: error: ") == 0);
+    CHECK(line_count(result.err) == 1);
+}
+
+TEST_CASE("Redis refusing writes is an error, never 'busy'") {
+    RedisServer server;
+    Connection admin = server.admin();
+    admin.call({"CONFIG", "SET", "maxmemory", "1"});
+    const auto oom = run_redsem({"acquire", "o", "-w", "0"}, env_for(server));
+    CHECK(oom.exit_code == 69);
+    CHECK(oom.err.find("out of memory") != std::string::npos);
+    admin.call({"CONFIG", "SET", "maxmemory", "0"});
+
+    admin.call({"CONFIG", "SET", "replica-read-only", "yes"});
+    admin.call({"REPLICAOF", "127.0.0.1", std::to_string(free_port())});
+    const auto readonly = run_redsem({"acquire", "o", "-w", "0"}, env_for(server));
+    CHECK(readonly.exit_code == 69);
+    CHECK(readonly.err.find("read-only") != std::string::npos);
+    admin.call({"REPLICAOF", "NO", "ONE"});
+}

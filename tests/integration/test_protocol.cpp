@@ -1,0 +1,191 @@
+// The protocol through the core library, with real connections to a private redis-server.
+#include <catch2/catch.hpp>
+
+#include "semaphore/semaphore.hpp"
+#include "support/helpers.hpp"
+#include "util/token.hpp"
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+Connection connect_to(const RedisServer& server) {
+    return Connection(ConnectOptions{parse_redis_url(server.socket_url())});
+}
+
+AcquireOptions options_for(long long limit, std::optional<Milliseconds> wait = std::nullopt) {
+    AcquireOptions options;
+    options.limit = limit;
+    options.wait = wait;
+    options.meta = HolderMeta::of_this_process("test");
+    return options;
+}
+
+} // namespace
+
+TEST_CASE("a retried acquire with the same token does not take a second slot") {
+    RedisServer server;
+    Connection connection = connect_to(server);
+    Semaphore semaphore(connection, "redsem", "idem");
+    const std::string token = generate_token();
+    const auto first = semaphore.acquire(options_for(2, 0ms), token);
+    const auto retry = semaphore.acquire(options_for(2, 0ms), token);
+    REQUIRE(first);
+    REQUIRE(retry);
+    CHECK(retry->fence == first->fence);
+    CHECK(retry->slot == first->slot);
+    CHECK(retry->deadline_ms == first->deadline_ms);
+    Connection admin = server.admin();
+    CHECK(zcard(admin, "redsem:{idem}:holders") == 1);
+    // The second slot is still free for somebody else.
+    CHECK(semaphore.acquire(options_for(2, 0ms), generate_token()));
+    CHECK_FALSE(semaphore.acquire(options_for(2, 0ms), generate_token()));
+}
+
+TEST_CASE("holder metadata is stored for inspection and pruned with the holder") {
+    RedisServer server;
+    Connection connection = connect_to(server);
+    Semaphore semaphore(connection, "redsem", "meta");
+    auto options = options_for(1, 0ms);
+    options.meta = HolderMeta::of_this_process("nightly \xff backup");
+    options.ttl = 200ms;
+    const auto lease = semaphore.acquire(options, generate_token());
+    REQUIRE(lease);
+    Connection admin = server.admin();
+    const auto info =
+        nlohmann::json::parse(admin.call({"HGET", "redsem:{meta}:info", lease->token}).as_string());
+    CHECK(info["pid"] == static_cast<long long>(getpid()));
+    CHECK(info["host"].get<std::string>() == options.meta.host);
+    CHECK(info["user"].get<std::string>() == options.meta.user);
+    CHECK(info["label"].get<std::string>().rfind("nightly ", 0) == 0);
+    CHECK(info["slot"] == 0);
+    CHECK(info["fence"].get<std::string>() == std::to_string(lease->fence));
+    CHECK(info["acquired_ms"].get<long long>() == lease->server_now_ms);
+
+    std::this_thread::sleep_for(300ms);
+    // Any script prunes the expired holder and its metadata.
+    CHECK(semaphore.release(generate_token()) == ReleaseOutcome::not_found);
+    CHECK(admin.call({"HLEN", "redsem:{meta}:info"}).as_integer() == 0);
+    CHECK(zcard(admin, "redsem:{meta}:holders") == 0);
+}
+
+TEST_CASE("a blocked waiter is woken by the release, not by a polling interval") {
+    RedisServer server;
+    Connection holder_connection = connect_to(server);
+    Semaphore holder(holder_connection, "redsem", "wake");
+    const auto lease = holder.acquire(options_for(1, 0ms), generate_token());
+    REQUIRE(lease);
+
+    std::atomic<bool> queued{false};
+    std::optional<Lease> got;
+    std::chrono::steady_clock::time_point woke;
+    std::thread waiter([&] {
+        Connection connection = connect_to(server);
+        Semaphore semaphore(connection, "redsem", "wake");
+        auto options = options_for(1);
+        options.on_wait = [&](const QueuePosition&) { queued = true; };
+        got = semaphore.acquire(options, generate_token());
+        woke = std::chrono::steady_clock::now();
+    });
+    while (!queued) {
+        std::this_thread::sleep_for(1ms);
+    }
+    // Let the waiter settle into its blocking read; its own refresh is 1.5s away.
+    std::this_thread::sleep_for(300ms);
+    const auto released = std::chrono::steady_clock::now();
+    CHECK(holder.release(lease->token) == ReleaseOutcome::released);
+    waiter.join();
+    REQUIRE(got);
+    CHECK(got->waited);
+    CHECK(woke - released < 250ms);
+    CHECK(got->fence > lease->fence);
+}
+
+TEST_CASE("fences stay increasing after the semaphore's keys expire") {
+    RedisServer server;
+    Connection connection = connect_to(server);
+    Semaphore semaphore(connection, "redsem", "fence");
+    const auto first = semaphore.acquire(options_for(1, 0ms), generate_token());
+    REQUIRE(first);
+    Connection admin = server.admin();
+    for (const auto& key : semaphore.keys().script_keys()) {
+        admin.call({"DEL", key});
+    }
+    const auto second = semaphore.acquire(options_for(1, 0ms), generate_token());
+    REQUIRE(second);
+    CHECK(second->fence > first->fence);
+}
+
+TEST_CASE("32 concurrent clients on limit 3: an outside observer never sees more than 3") {
+    RedisServer server;
+    constexpr int k_clients = 32;
+    constexpr int k_cycles_each = 32; // 1024 cycles in all
+    constexpr long long k_limit = 3;
+    std::atomic<long long> max_seen{0};
+    std::atomic<int> cycles{0};
+    std::atomic<int> failures{0};
+    std::mutex slots_mutex;
+    std::set<long long> slots_in_use;
+    bool slot_clash = false;
+
+    std::vector<std::thread> clients;
+    for (int c = 0; c < k_clients; ++c) {
+        clients.emplace_back([&] {
+            try {
+                Connection connection = connect_to(server);
+                Connection observer = connect_to(server);
+                Semaphore semaphore(connection, "redsem", "load");
+                for (int i = 0; i < k_cycles_each; ++i) {
+                    const auto lease = semaphore.acquire(options_for(k_limit), generate_token());
+                    if (!lease) {
+                        ++failures;
+                        continue;
+                    }
+                    // The observer counts holders in a key of its own; redsem never sees it.
+                    const long long inside = observer.call({"INCR", "observer:inside"}).as_integer();
+                    long long seen = max_seen.load();
+                    while (inside > seen && !max_seen.compare_exchange_weak(seen, inside)) {
+                    }
+                    {
+                        std::lock_guard lock(slots_mutex);
+                        if (lease->slot < 0 || lease->slot >= k_limit ||
+                            !slots_in_use.insert(lease->slot).second) {
+                            slot_clash = true;
+                        }
+                    }
+                    std::this_thread::sleep_for(std::chrono::microseconds(200));
+                    {
+                        std::lock_guard lock(slots_mutex);
+                        slots_in_use.erase(lease->slot);
+                    }
+                    observer.call({"DECR", "observer:inside"});
+                    if (semaphore.release(lease->token) != ReleaseOutcome::released) {
+                        ++failures;
+                    }
+                    ++cycles;
+                }
+            } catch (const std::exception& error) {
+                ++failures;
+                UNSCOPED_INFO("client failed: " << error.what());
+            }
+        });
+    }
+    for (auto& client : clients) {
+        client.join();
+    }
+    CHECK(failures == 0);
+    CHECK(cycles == k_clients * k_cycles_each);
+    CHECK(max_seen <= k_limit);
+    CHECK(max_seen >= 2); // the run really was concurrent
+    CHECK_FALSE(slot_clash);
+    Connection admin = server.admin();
+    CHECK(zcard(admin, "redsem:{load}:holders") == 0);
+    CHECK(zcard(admin, "redsem:{load}:queue") == 0);
+}

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/process.hpp"
+#include "support/redis_server.hpp"
+
+namespace redsem::test {
+
+// The environment that points redsem at `server`.
+inline EnvChanges env_for(const RedisServer& server) {
+    return {{"REDSEM_URL", server.socket_url()}};
+}
+
+// The number of lines in `text` (a final line without newline counts).
+inline std::size_t line_count(const std::string& text) {
+    std::size_t lines = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '\n' || i + 1 == text.size()) {
+            ++lines;
+        }
+    }
+    return lines;
+}
+
+// Acquires `name` through the binary with --json and returns the parsed object.
+inline nlohmann::json acquire_json(const RedisServer& server, const std::vector<std::string>& args) {
+    std::vector<std::string> all{"acquire"};
+    all.insert(all.end(), args.begin(), args.end());
+    all.emplace_back("--json");
+    const ProcessResult result = run_redsem(all, env_for(server));
+    if (result.exit_code != 0) {
+        throw std::runtime_error("acquire failed: " + result.err);
+    }
+    return nlohmann::json::parse(result.out);
+}
+
+inline long long zcard(Connection& admin, const std::string& key) {
+    return admin.call({"ZCARD", key}).as_integer();
+}
+
+} // namespace redsem::test

@@ -1,0 +1,146 @@
+#include "support/redis_server.hpp"
+
+#include <arpa/inet.h>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdexcept>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace redsem::test {
+
+namespace {
+
+constexpr auto k_start_timeout = std::chrono::seconds(10);
+constexpr auto k_stop_timeout = std::chrono::seconds(5);
+
+} // namespace
+
+int free_port() {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = 0;
+    socklen_t length = sizeof(address);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+        close(fd);
+        throw std::runtime_error("cannot find a free port");
+    }
+    close(fd);
+    return ntohs(address.sin_port);
+}
+
+RedisServer::RedisServer() : RedisServer(Options{}) {}
+
+RedisServer::RedisServer(Options options) : m_options(std::move(options)) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "redsem-test-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+        throw std::runtime_error("mkdtemp failed");
+    }
+    m_dir = pattern;
+    m_socket = m_dir + "/redis.sock";
+    if (m_options.tcp) {
+        m_port = free_port();
+    }
+    std::vector<std::string> args{"redis-server",
+                                  "--port",
+                                  std::to_string(m_port),
+                                  "--bind",
+                                  m_options.ipv6 ? "::1" : "127.0.0.1",
+                                  "--unixsocket",
+                                  m_socket,
+                                  "--unixsocketperm",
+                                  "700",
+                                  "--dir",
+                                  m_dir,
+                                  "--save",
+                                  "",
+                                  "--appendonly",
+                                  "no",
+                                  "--logfile",
+                                  m_dir + "/redis.log"};
+    args.insert(args.end(), m_options.extra_args.begin(), m_options.extra_args.end());
+
+    m_pid = fork();
+    if (m_pid == 0) {
+        std::vector<char*> argv;
+        for (auto& arg : args) {
+            argv.push_back(arg.data());
+        }
+        argv.push_back(nullptr);
+        const int null = open("/dev/null", O_RDWR);
+        dup2(null, STDIN_FILENO);
+        dup2(null, STDOUT_FILENO);
+        execvp("redis-server", argv.data());
+        _exit(127);
+    }
+
+    const auto give_up = std::chrono::steady_clock::now() + k_start_timeout;
+    for (;;) {
+        try {
+            Connection connection = admin();
+            if (connection.call({"PING"}).as_string() == "PONG") {
+                return;
+            }
+        } catch (const std::exception&) {
+        }
+        int status = 0;
+        if (waitpid(m_pid, &status, WNOHANG) == m_pid) {
+            m_pid = -1;
+            throw std::runtime_error("redis-server exited at start; see " + m_dir + "/redis.log");
+        }
+        if (std::chrono::steady_clock::now() > give_up) {
+            throw std::runtime_error("redis-server did not answer PING in time");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+}
+
+RedisServer::~RedisServer() {
+    if (m_pid > 0) {
+        kill(m_pid, SIGTERM);
+        const auto give_up = std::chrono::steady_clock::now() + k_stop_timeout;
+        int status = 0;
+        while (waitpid(m_pid, &status, WNOHANG) == 0) {
+            if (std::chrono::steady_clock::now() > give_up) {
+                kill(m_pid, SIGKILL);
+                waitpid(m_pid, &status, 0);
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(m_dir, ignored);
+}
+
+std::string RedisServer::socket_url() const { return "unix://" + m_socket; }
+
+std::string RedisServer::tcp_url() const {
+    if (!m_options.tcp) {
+        throw std::logic_error("this RedisServer has no TCP port");
+    }
+    return m_options.ipv6 ? "redis://[::1]:" + std::to_string(m_port)
+                          : "redis://127.0.0.1:" + std::to_string(m_port);
+}
+
+Connection RedisServer::admin() const {
+    ConnectOptions options{parse_redis_url(socket_url())};
+    if (!m_options.admin_password.empty()) {
+        options.url.password = m_options.admin_password;
+    }
+    if (!m_options.admin_user.empty()) {
+        options.url.user = m_options.admin_user;
+    }
+    return Connection(std::move(options));
+}
+
+} // namespace redsem::test

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "redis/connection.hpp"
+
+namespace redsem::test {
+
+// A private redis-server for one test: started in a fresh temporary directory, listening on
+// a Unix socket there (and, when asked, on a free loopback TCP port; never 6379), ready when
+// it answers PING, stopped and removed by the destructor.
+class RedisServer {
+public:
+    struct Options {
+        bool tcp = false;
+        bool ipv6 = false;                   // listen on [::1] instead of 127.0.0.1
+        std::vector<std::string> extra_args; // e.g. {"--requirepass", "secret"}
+        std::string admin_password;          // what admin() authenticates with
+        std::string admin_user;
+    };
+
+    RedisServer();
+    explicit RedisServer(Options options);
+    ~RedisServer();
+    RedisServer(const RedisServer&) = delete;
+    RedisServer& operator=(const RedisServer&) = delete;
+
+    // unix:///tmp/.../redis.sock (no credentials).
+    std::string socket_url() const;
+    // redis://127.0.0.1:PORT or redis://[::1]:PORT; only with Options::tcp.
+    std::string tcp_url() const;
+    int port() const { return m_port; }
+    const std::string& dir() const { return m_dir; }
+
+    // A new connection with the admin credentials, for setting up and observing.
+    Connection admin() const;
+
+private:
+    Options m_options;
+    std::string m_dir;
+    std::string m_socket;
+    int m_port = 0;
+    int m_pid = -1;
+};
+
+// A TCP port on 127.0.0.1 that nothing listened on a moment ago.
+int free_port();
+
+} // namespace redsem::test

@@ -1,0 +1,72 @@
+#include <catch2/catch.hpp>
+
+#include "redis/reply.hpp"
+#include "util/errors.hpp"
+
+using namespace redsem;
+
+TEST_CASE("Redis error replies map to the documented exit codes") {
+    const std::vector<std::pair<std::string, ExitCode>> cases{
+        {"NOAUTH Authentication required.", ExitCode::denied},
+        {"WRONGPASS invalid username-password pair or user is disabled.", ExitCode::denied},
+        {"NOPERM this user has no permissions to access one of the keys used as arguments",
+         ExitCode::denied},
+        {"ERR invalid password", ExitCode::denied},
+        {"ERR Protocol error: unauthenticated multibulk length", ExitCode::denied},
+        {"ERR AUTH <password> called without any password configured for the default user.",
+         ExitCode::denied},
+        {"WRONGTYPE Operation against a key holding the wrong kind of value", ExitCode::conflict},
+        {"LOADING Redis is loading the dataset in memory", ExitCode::unavailable},
+        {"READONLY You can't write against a read only replica.", ExitCode::unavailable},
+        {"OOM command not allowed when used memory > 'maxmemory'.", ExitCode::unavailable},
+        {"MASTERDOWN Link with MASTER is down", ExitCode::unavailable},
+        {"MISCONF Redis is configured to save RDB snapshots", ExitCode::unavailable},
+        {"BUSY Redis is busy running a script.", ExitCode::unavailable},
+        {"CLUSTERDOWN The cluster is down", ExitCode::unavailable},
+        {"MOVED 3999 127.0.0.1:6381", ExitCode::unavailable},
+        {"ERR unknown command 'EVALSHA'", ExitCode::unavailable},
+        {"ERR something nobody expected", ExitCode::internal},
+    };
+    for (const auto& [reply, code] : cases) {
+        INFO(reply);
+        const auto meaning = classify_reply_error(reply);
+        CHECK(meaning.code == code);
+        CHECK_FALSE(meaning.message.empty());
+        CHECK(meaning.message.find('\n') == std::string::npos);
+    }
+}
+
+TEST_CASE("throw_reply_error carries the exit code") {
+    try {
+        throw_reply_error("NOPERM no permissions");
+        FAIL("no exception");
+    } catch (const Error& error) {
+        CHECK(error.exit_code() == 77);
+    }
+}
+
+TEST_CASE("each error class has its documented exit code") {
+    CHECK(UsageError("x").exit_code() == 64);
+    CHECK(ConflictError("x").exit_code() == 65);
+    CHECK(UnavailableError("x").exit_code() == 69);
+    CHECK(ConnectionLost("x").exit_code() == 69);
+    CHECK(InternalError("x").exit_code() == 70);
+    CHECK(DeniedError("x").exit_code() == 77);
+    CHECK(NotHeldError("x").exit_code() == 1);
+    CHECK(Interrupted(15).exit_code() == 143);
+    CHECK(Interrupted(2).exit_code() == 130);
+}
+
+TEST_CASE("Reply accessors refuse the wrong shape") {
+    Reply integer;
+    integer.type = Reply::Type::integer;
+    integer.integer = 7;
+    CHECK(integer.as_integer() == 7);
+    CHECK_THROWS_AS(integer.as_string(), InternalError);
+    CHECK_THROWS_AS(integer.as_array(), InternalError);
+    Reply array;
+    array.type = Reply::Type::array;
+    array.elements.push_back(integer);
+    CHECK(array.at(0).as_integer() == 7);
+    CHECK_THROWS_AS(array.at(1), InternalError);
+}

@@ -1,0 +1,76 @@
+#include <catch2/catch.hpp>
+
+#include "util/errors.hpp"
+#include "util/name.hpp"
+#include "util/time_format.hpp"
+#include "util/token.hpp"
+
+#include <set>
+
+using namespace redsem;
+
+TEST_CASE("valid semaphore names") {
+    for (const std::string& name : std::vector<std::string>{"deploy", "nightly-backup", "gpu:0", "a", "über", "x.y_z/1", std::string(200, 'n')}) {
+        INFO(name);
+        CHECK_FALSE(name_problem(name));
+    }
+}
+
+TEST_CASE("invalid semaphore names say why") {
+    const std::vector<std::pair<std::string, std::string>> bad{
+        {"", "empty"},
+        {std::string(201, 'n'), "201 bytes"},
+        {"a{b", "braces"},
+        {"a}b", "braces"},
+        {"a b", "whitespace"},
+        {"a\tb", "whitespace"},
+        {"a\nb", "whitespace"},
+        {std::string("a\x01", 2), "control"},
+        {"a\x7f", "control"},
+        {"\xff\xfe", "UTF-8"},
+        {"\xc0\xaf", "UTF-8"},       // overlong '/'
+        {"\xed\xa0\x80", "UTF-8"},   // surrogate
+        {"abc\xe2\x82", "UTF-8"},    // truncated
+    };
+    for (const auto& [name, why] : bad) {
+        INFO(printable(name));
+        const auto problem = name_problem(name);
+        REQUIRE(problem);
+        CHECK(problem->find(why) != std::string::npos);
+        CHECK_THROWS_AS(check_name(name), UsageError);
+    }
+}
+
+TEST_CASE("prefix rules match name rules, and empty is refused") {
+    CHECK_FALSE(prefix_problem("redsem"));
+    CHECK_FALSE(prefix_problem("team:a"));
+    CHECK(prefix_problem(""));
+    CHECK(prefix_problem("a{"));
+}
+
+TEST_CASE("printable escapes control and non-ASCII bytes and cuts long text") {
+    CHECK(printable("ok") == "ok");
+    CHECK(printable("a\nb") == "a\\x0ab");
+    CHECK(printable("\xff") == "\\xff");
+    CHECK(printable(std::string(100, 'x'), 10) == std::string(10, 'x') + "...");
+}
+
+TEST_CASE("tokens are 128-bit hex and do not repeat") {
+    std::set<std::string> seen;
+    for (int i = 0; i < 1000; ++i) {
+        const std::string token = generate_token();
+        CHECK(token.size() == 32);
+        CHECK(is_token(token));
+        seen.insert(token);
+    }
+    CHECK(seen.size() == 1000);
+    CHECK_FALSE(is_token("deploy"));
+    CHECK_FALSE(is_token(std::string(32, 'g')));
+    CHECK_FALSE(is_token(std::string(31, 'a')));
+    CHECK_FALSE(is_token(std::string(32, 'A')));
+}
+
+TEST_CASE("iso8601_utc renders epoch milliseconds") {
+    CHECK(iso8601_utc(0) == "1970-01-01T00:00:00.000Z");
+    CHECK(iso8601_utc(1795245772042) == "2026-11-21T07:22:52.042Z");
+}

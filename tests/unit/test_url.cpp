@@ -1,0 +1,106 @@
+#include <catch2/catch.hpp>
+
+#include "redis/url.hpp"
+#include "util/errors.hpp"
+
+using redsem::parse_redis_url;
+using redsem::RedisUrl;
+
+TEST_CASE("redis:// URLs with host, port, db and credentials") {
+    RedisUrl url = parse_redis_url("redis://127.0.0.1");
+    CHECK(url.kind == RedisUrl::Kind::tcp);
+    CHECK(url.host == "127.0.0.1");
+    CHECK(url.port == 6379);
+    CHECK(url.db == 0);
+    CHECK_FALSE(url.password);
+
+    url = parse_redis_url("redis://cache.internal:6380/3");
+    CHECK(url.host == "cache.internal");
+    CHECK(url.port == 6380);
+    CHECK(url.db == 3);
+
+    url = parse_redis_url("redis://:s3cret@host");
+    CHECK_FALSE(url.user);
+    CHECK(url.password == "s3cret");
+
+    url = parse_redis_url("redis://alice:pa%40ss%3Aword@host:1/");
+    CHECK(url.user == "alice");
+    CHECK(url.password == "pa@ss:word");
+    CHECK(url.db == 0);
+
+    url = parse_redis_url("redis://alice@host");
+    CHECK(url.user == "alice");
+    CHECK_FALSE(url.password);
+}
+
+TEST_CASE("IPv6 addresses in brackets") {
+    RedisUrl url = parse_redis_url("redis://[::1]:6380");
+    CHECK(url.host == "::1");
+    CHECK(url.port == 6380);
+    url = parse_redis_url("redis://[fe80::1]");
+    CHECK(url.host == "fe80::1");
+    CHECK(url.port == 6379);
+    CHECK(url.describe() == "redis://[fe80::1]:6379");
+}
+
+TEST_CASE("unix:// and redis+unix:// sockets") {
+    RedisUrl url = parse_redis_url("unix:///run/redis/redis.sock");
+    CHECK(url.kind == RedisUrl::Kind::unix_socket);
+    CHECK(url.socket_path == "/run/redis/redis.sock");
+    CHECK(url.db == 0);
+
+    url = parse_redis_url("redis+unix:///tmp/r.sock?db=5");
+    CHECK(url.socket_path == "/tmp/r.sock");
+    CHECK(url.db == 5);
+
+    url = parse_redis_url("unix://bob:pw@/tmp/r.sock");
+    CHECK(url.user == "bob");
+    CHECK(url.password == "pw");
+    CHECK(url.socket_path == "/tmp/r.sock");
+}
+
+TEST_CASE("describe() never shows the password") {
+    const RedisUrl url = parse_redis_url("redis://alice:hunter2@db.example:7000/2");
+    CHECK(url.describe() == "redis://alice@db.example:7000/2");
+    const RedisUrl socket = parse_redis_url("unix://:hunter2@/tmp/r.sock?db=1");
+    CHECK(socket.describe() == "unix:///tmp/r.sock?db=1");
+}
+
+TEST_CASE("malformed URLs are usage errors that do not echo the password") {
+    const std::vector<std::string> bad{
+        "",
+        "127.0.0.1:6379",
+        "http://host",
+        "rediss://host",
+        "redis://",
+        "redis://:hunter2@",
+        "redis://host:",
+        "redis://host:0",
+        "redis://host:65536",
+        "redis://host:abc",
+        "redis://:hunter2@host:port",
+        "redis://host/abc",
+        "redis://host/-1",
+        "redis://[::1",
+        "redis://[::1]6380",
+        "redis://host?db=1",
+        "redis://ho st",
+        "unix://",
+        "unix://host/tmp/r.sock",
+        "unix:///tmp/r.sock?db=x",
+        "unix:///tmp/r.sock?timeout=1",
+        "unix:///",
+        "redis://:hunter2%zz@host",
+    };
+    for (const auto& text : bad) {
+        INFO(text);
+        try {
+            parse_redis_url(text);
+            FAIL("accepted: " + text);
+        } catch (const redsem::UsageError& error) {
+            const std::string message = error.what();
+            CHECK(message.rfind("invalid Redis URL", 0) == 0);
+            CHECK(message.find("hunter2") == std::string::npos);
+        }
+    }
+}
