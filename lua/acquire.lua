@@ -5,110 +5,143 @@
 -- ARGV[5] 'wait' (queue if full) or 'try' (never queue)
 -- ARGV[6] waiter liveness in ms (a queued caller must call again within it)
 -- ARGV[7] metadata JSON {host, pid, user, label}
+-- ARGV[8] '1' when this token may be known already (a retry, or a queued waiter refreshing
+--         its place), '0' for a token never sent before (skips the look-ups)
 -- Reply, by first element:
 --   {'ok', fence, slot, deadline_ms, limit, now_ms}      the caller holds a slot
---   {'wait', position, held, limit, next_expiry_in_ms, queued}  queued; next_expiry_in_ms is -1
---                                                        when nobody holds a slot
+--   {'wait', position, held, limit, next_expiry_in_ms, queued}  queued (position 0 = next);
+--                                                        next_expiry_in_ms is -1 when unknown
 --   {'busy', held, limit, queued}                        full and ARGV[5] == 'try'
 --   {'conflict', stored_limit, held, queued}             another limit is in force
+--                                                        (stored_limit -1: not a number)
 --   {'wrongtype', key, actual_type, expected_type}       a foreign key is in the way
--- Calling again with the same token is safe: a holder gets its existing lease back, a waiter
--- keeps its place in the queue.
+-- Calling again with the same token is safe: a holder gets its lease back (and so collects a
+-- hand-over), a waiter keeps its place in the queue.
 
-local bad = check_types()
-if bad then
+local state, bad = load_state()
+if not state then
     return bad
 end
-
 local token, limit, ttl = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local mode, liveness = ARGV[5], tonumber(ARGV[6])
+local mode, liveness, json, known = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8] == '1'
 local now, now_us = server_now()
-local changed = prune(now)
+prune(state, now)
 
-local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
-if deadline then
-    local info = decode_info(token) or {}
-    return {'ok', tonumber(info.fence) or 0, tonumber(info.slot) or 0, deadline, limit, now}
-end
-
-local held = redis.call('ZCARD', K_HOLDERS)
-local queued = redis.call('ZCARD', K_QUEUE)
-local rank = redis.call('ZRANK', K_QUEUE, token)
-local raw_limit = redis.call('HGET', K_STATE, 'limit')
-local current = tonumber(raw_limit)
-if raw_limit and not current then
-    return {'conflict', -1, held, queued}
-end
-if current ~= limit then
-    local others_waiting = queued - (rank and 1 or 0)
-    if current and (held > 0 or others_waiting > 0) then
-        if changed then
-            notify(current)
-            touch(now)
-        end
-        return {'conflict', current, held, queued}
+local position
+if known then
+    local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
+    if deadline then
+        -- Already holding: a lost reply retried, or a hand-over collected here.
+        local info = parse_info(redis.call('HGET', K_INFO, token)) or {}
+        redis.call('DEL', WAKE_PREFIX .. token)
+        redis.call('ZREM', K_ALIVE, token)
+        return {'ok', tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit, now}
     end
+    position = redis.call('ZRANK', K_QUEUE, token)
+end
+
+local queued = redis.call('ZCARD', K_QUEUE)
+local held
+if state.raw_limit and not state.limit then
+    return {'conflict', -1, redis.call('ZCARD', K_HOLDERS), queued}
+end
+if state.limit ~= limit then
+    held = redis.call('ZCARD', K_HOLDERS)
+    local others_waiting = queued - (position and 1 or 0)
+    if state.limit and (held > 0 or others_waiting > 0) then
+        return {'conflict', state.limit, held, queued}
+    end
+    -- Idle (or new): the caller's limit applies from now on.
     redis.call('HSET', K_STATE, 'limit', limit)
     redis.call('DEL', K_SLOTS)
-    redis.call('HSET', K_STATE, 'next_slot', 0)
-end
-if not redis.call('HGET', K_STATE, 'fence') then
-    -- Seeding from the server clock in microseconds keeps fences increasing even when the
-    -- semaphore's keys expired in between and the counter starts over.
-    redis.call('HSET', K_STATE, 'fence', now_us)
+    expire_new(state, K_STATE)
+    state.limit = limit
 end
 
-local position = rank or queued
-if position < limit - held then
-    if rank then
-        remove_waiter(token)
+-- Takes the lowest free slot for `token`; nil when the bitmap and the holders disagree
+-- beyond repair.
+local function grant(held)
+    if not state.fence then
+        -- Seeding from the server clock in microseconds keeps fences increasing even when
+        -- the semaphore's keys expired in between and the counter starts over.
+        redis.call('HSET', K_STATE, 'fence', now_us)
     end
+    if held == 0 then
+        redis.call('DEL', K_SLOTS) -- all slots are free: forget any stale bits
+    end
+    local slot = redis.call('BITPOS', K_SLOTS, 0)
+    if slot >= limit then
+        -- Only after hand-edited keys: rebuild the bitmap from the holders' records.
+        redis.call('DEL', K_SLOTS)
+        for _, other in ipairs(redis.call('ZRANGE', K_HOLDERS, 0, -1)) do
+            local info = parse_info(redis.call('HGET', K_INFO, other))
+            if info and info.slot then
+                redis.call('SETBIT', K_SLOTS, info.slot, 1)
+            end
+        end
+        slot = redis.call('BITPOS', K_SLOTS, 0)
+        if slot >= limit then
+            return nil
+        end
+    end
+    redis.call('SETBIT', K_SLOTS, slot, 1)
     local fence = redis.call('HINCRBY', K_STATE, 'fence', 1)
-    local slot = take_slot(limit)
-    deadline = now + ttl
-    local ok, info = pcall(cjson.decode, ARGV[7])
-    if not ok or type(info) ~= 'table' then
-        info = {}
-    end
-    info.state = 'holding'
-    info.fence = int_str(fence)
-    info.slot = slot
-    info.ttl_ms = ttl
-    info.acquired_ms = now
-    info.renewed_ms = now
+    local deadline = now + ttl
     redis.call('ZADD', K_HOLDERS, deadline, token)
-    redis.call('HSET', K_INFO, token, cjson.encode(info))
-    if changed then
-        notify(limit)
+    redis.call('HSET', K_INFO, token, holder_info(slot, fence, now, ttl, json))
+    if held == 0 then
+        expire_new(state, K_HOLDERS)
+        expire_new(state, K_INFO)
+        expire_new(state, K_SLOTS)
     end
-    touch(now)
+    touch(state, deadline)
     return {'ok', fence, slot, deadline, limit, now}
 end
 
-if mode ~= 'wait' then
-    if changed then
-        notify(limit)
-        touch(now)
-    end
-    return {'busy', held, limit, queued}
+local function next_expiry_in()
+    local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
+    return first[2] and (tonumber(first[2]) - now) or -1
 end
 
-if not rank then
-    local ticket = redis.call('HINCRBY', K_STATE, 'ticket', 1)
-    redis.call('ZADD', K_QUEUE, ticket, token)
-    local ok, info = pcall(cjson.decode, ARGV[7])
-    if not ok or type(info) ~= 'table' then
-        info = {}
+if position then
+    -- A queued waiter refreshing its place. Slots reach the queue by hand-overs; a waiter
+    -- that fits under the limit anyway (keys changed by hand) takes its slot here.
+    held = held or redis.call('ZCARD', K_HOLDERS)
+    if position < limit - held then
+        local granted = grant(held)
+        if granted then
+            redis.call('ZREM', K_QUEUE, token)
+            redis.call('ZREM', K_ALIVE, token)
+            redis.call('DEL', WAKE_PREFIX .. token)
+            return granted
+        end
     end
-    info.state = 'waiting'
-    info.since_ms = now
-    redis.call('HSET', K_INFO, token, cjson.encode(info))
-    queued = queued + 1
+    redis.call('ZADD', K_ALIVE, now + liveness, token)
+    touch(state, now + liveness)
+    return {'wait', position, held, limit, next_expiry_in(), queued}
 end
+
+-- While anybody is queued every slot is held, so a newcomer can only queue behind them.
+if queued == 0 then
+    held = held or redis.call('ZCARD', K_HOLDERS)
+    if held < limit then
+        local granted = grant(held)
+        if granted then
+            return granted
+        end
+    end
+end
+
+if mode ~= 'wait' then
+    return {'busy', held or redis.call('ZCARD', K_HOLDERS), limit, queued}
+end
+local ticket = redis.call('HINCRBY', K_STATE, 'ticket', 1)
+redis.call('ZADD', K_QUEUE, ticket, token)
+redis.call('HSET', K_INFO, token, 'w - - ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json)
 redis.call('ZADD', K_ALIVE, now + liveness, token)
-if changed then
-    notify(limit)
+if queued == 0 then
+    expire_new(state, K_QUEUE)
+    expire_new(state, K_ALIVE)
 end
-touch(now)
-local next_expiry = next_deadline()
-return {'wait', position, held, limit, next_expiry and (next_expiry - now) or -1, queued}
+touch(state, now + liveness)
+return {'wait', queued, held or limit, limit, next_expiry_in(), queued + 1}

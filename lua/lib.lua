@@ -1,90 +1,105 @@
--- lib.lua: helpers shared by every redsem script. The build prepends this file to each script.
+-- lib.lua: helpers shared by every redsem script; the build prepends this file to each one.
 --
 -- KEYS, the same for every script; all share the hash tag {name}, so a script stays on one
 -- Redis Cluster slot:
---   KEYS[1] state    hash  limit, fence, ticket, next_slot
---   KEYS[2] holders  zset  token -> lease deadline (server ms)
---   KEYS[3] info     hash  token -> JSON metadata of a holder or a waiter
---   KEYS[4] queue    zset  token -> ticket (arrival order, assigned here)
---   KEYS[5] alive    zset  waiter token -> liveness deadline (server ms)
---   KEYS[6] slots    zset  free slot numbers below next_slot (score = slot)
+--   KEYS[1] state    hash    limit, fence, ticket, keep (see touch())
+--   KEYS[2] holders  zset    token -> lease deadline (server ms)
+--   KEYS[3] info     hash    token -> "h SLOT FENCE ACQUIRED_MS TTL_MS JSON" for a holder,
+--                            "w - - SINCE_MS TTL_MS JSON" for a waiter (JSON: host, pid,
+--                            user, label)
+--   KEYS[4] queue    zset    waiter token -> ticket (arrival order, assigned here)
+--   KEYS[5] alive    zset    token -> deadline: a waiter's liveness, or for a slot handed to a
+--                            waiter, the time by which it must have collected the grant
+--   KEYS[6] slots    string  bitmap, bit N set while slot N is held
 -- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:".
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
 -- hash tag, so they live on the same Cluster slot.
 --
--- Time is the server's (TIME), never a client's: a lease is valid while now < deadline.
-
-if redis.replicate_commands then
-    redis.replicate_commands()
-end
+-- Invariants: time is the server's (TIME), never a client's, and a lease is valid while
+-- now < deadline. While anybody is queued, every slot is held: a freed slot goes straight to
+-- the head of the queue (hand_over), so FIFO needs no wake-and-race.
+--
+-- Every redis.call costs microseconds, and these scripts run on every acquire and release:
+-- the hot paths keep the number of calls small on purpose.
 
 local K_STATE, K_HOLDERS, K_INFO = KEYS[1], KEYS[2], KEYS[3]
 local K_QUEUE, K_ALIVE, K_SLOTS = KEYS[4], KEYS[5], KEYS[6]
 local WAKE_PREFIX = ARGV[1]
 
--- Keys outlive the last lease by a day, so an abandoned semaphore disappears by itself.
-local IDLE_KEEP_MS = 86400000
--- A wake list is read within one waiter refresh; a minute is plenty.
-local WAKE_KEEP_MS = 60000
+-- Keys outlive the last lease or waiter by at least KEEP_MIN_MS, so an abandoned semaphore
+-- disappears by itself; touch() moves the horizon forward in steps of KEEP_STEP_MS.
+local KEEP_MIN_MS = 12 * 3600 * 1000
+local KEEP_STEP_MS = 24 * 3600 * 1000
+-- A waiter that was handed a slot must collect it within this time, or the slot is taken
+-- back and handed on (the waiter died between its last refresh and the hand-over).
+local CLAIM_MS = 3000
+local KEY_TYPES = {'hash', 'zset', 'hash', 'zset', 'zset', 'string'}
 
-local KEY_TYPES = {'hash', 'zset', 'hash', 'zset', 'zset', 'zset'}
+-- Integers above 1e14 lose digits in tostring(); format them exactly.
+local function int_str(n)
+    return string.format('%.0f', n)
+end
 
--- Returns an error reply table when a key exists with a type redsem did not create; run first,
--- before any write, so a foreign key is never overwritten.
-local function check_types()
-    for i, expected in ipairs(KEY_TYPES) do
-        local actual = redis.call('TYPE', KEYS[i]).ok
-        if actual ~= 'none' and actual ~= expected then
-            return {'wrongtype', KEYS[i], actual, expected}
+-- Reads limit, fence seed and keep horizon. Returns (state table) or (nil, error reply) when
+-- a key holds a type redsem did not create. All keys are checked only when the state hash is
+-- missing (a new semaphore); a foreign key appearing later still fails with WRONGTYPE.
+local function load_state()
+    local got = redis.pcall('HMGET', K_STATE, 'limit', 'fence', 'keep')
+    if got.err then
+        return nil, {'wrongtype', K_STATE, redis.call('TYPE', K_STATE).ok, 'hash'}
+    end
+    if not got[1] and not got[2] then
+        for i = 2, #KEY_TYPES do
+            local actual = redis.call('TYPE', KEYS[i]).ok
+            if actual ~= 'none' and actual ~= KEY_TYPES[i] then
+                return nil, {'wrongtype', KEYS[i], actual, KEY_TYPES[i]}
+            end
         end
     end
-    return nil
+    return {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
+            keep = tonumber(got[3]) or 0}
 end
 
 -- Server time: milliseconds as a number, and microseconds as an exact decimal string.
 local function server_now()
     local t = redis.call('TIME')
-    local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    return ms, t[1] .. string.format('%06d', tonumber(t[2]))
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
+        t[1] .. string.format('%06d', tonumber(t[2]))
 end
 
--- Integers above 1e14 lose digits in tostring() and cjson; format them exactly.
-local function int_str(n)
-    return string.format('%.0f', n)
+-- Makes sure every key outlives `deadline` by KEEP_MIN_MS. Cheap when nothing is due.
+local function touch(state, deadline)
+    if deadline + KEEP_MIN_MS <= state.keep then
+        return
+    end
+    state.keep = deadline + KEEP_STEP_MS
+    redis.call('HSET', K_STATE, 'keep', int_str(state.keep))
+    for i = 1, #KEYS do
+        redis.call('PEXPIREAT', KEYS[i], int_str(state.keep))
+    end
 end
 
-local function decode_info(token)
-    local raw = redis.call('HGET', K_INFO, token)
+-- Gives a key created after the last touch() the same expiry as the others.
+local function expire_new(state, key)
+    if state.keep > 0 then
+        redis.call('PEXPIREAT', key, int_str(state.keep))
+    end
+end
+
+local function parse_info(raw)
     if not raw then
         return nil
     end
-    local ok, info = pcall(cjson.decode, raw)
-    if ok and type(info) == 'table' then
-        return info
+    local kind, slot, fence, since, ttl, json = string.match(raw, '^(%a) (%S+) (%S+) (%S+) (%S+) (.*)$')
+    if not kind then
+        return nil
     end
-    return nil
+    return {kind = kind, slot = tonumber(slot), fence = fence, since = tonumber(since),
+            ttl = tonumber(ttl), json = json}
 end
 
-local function stored_limit()
-    return tonumber(redis.call('HGET', K_STATE, 'limit'))
-end
-
--- Removes one holder and returns its slot to the free set.
-local function remove_holder(token)
-    local info = decode_info(token)
-    redis.call('ZREM', K_HOLDERS, token)
-    redis.call('HDEL', K_INFO, token)
-    if info and tonumber(info.slot) then
-        redis.call('ZADD', K_SLOTS, info.slot, info.slot)
-    end
-end
-
--- With no holders left every slot is free: restart numbering from 0.
-local function reset_slots_if_empty()
-    if redis.call('ZCARD', K_HOLDERS) == 0 then
-        redis.call('DEL', K_SLOTS)
-        redis.call('HSET', K_STATE, 'next_slot', 0)
-    end
+local function holder_info(slot, fence, now, ttl, json)
+    return 'h ' .. slot .. ' ' .. int_str(fence) .. ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json
 end
 
 local function remove_waiter(token)
@@ -94,89 +109,70 @@ local function remove_waiter(token)
     redis.call('DEL', WAKE_PREFIX .. token)
 end
 
--- Drops holders whose lease deadline has passed and waiters that stopped refreshing.
--- Returns true when anything was removed (so waiters may have to be woken).
-local function prune(now)
-    local changed = false
-    local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now)
-    for _, token in ipairs(expired) do
-        remove_holder(token)
-        changed = true
-    end
-    if changed then
-        reset_slots_if_empty()
-    end
-    local dead = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now)
-    for _, token in ipairs(dead) do
+-- `slot` has just become free: give it to the head of the queue, or mark it free. The new
+-- holder learns of it from its wake list ("FENCE SLOT DEADLINE NOW"), and must collect it
+-- within CLAIM_MS. Writes the new holder before the caller removes the old one, so the
+-- holders key never empties (and never loses its expiry) on a hand-over.
+local function hand_over(state, slot, now)
+    while true do
+        local head = redis.call('ZPOPMIN', K_QUEUE)
+        local token = head[1]
+        if not token then
+            redis.call('SETBIT', K_SLOTS, slot, 0)
+            return
+        end
+        local waiter = parse_info(redis.call('HGET', K_INFO, token))
+        if waiter and waiter.kind == 'w' then
+            local fence = redis.call('HINCRBY', K_STATE, 'fence', 1)
+            local deadline = now + waiter.ttl
+            redis.call('ZADD', K_HOLDERS, deadline, token)
+            redis.call('HSET', K_INFO, token, holder_info(slot, fence, now, waiter.ttl, waiter.json))
+            redis.call('ZADD', K_ALIVE, now + CLAIM_MS, token)
+            local wake = WAKE_PREFIX .. token
+            redis.call('RPUSH', wake, int_str(fence) .. ' ' .. slot .. ' ' .. int_str(deadline) .. ' ' .. int_str(now))
+            redis.call('PEXPIRE', wake, CLAIM_MS * 2)
+            touch(state, deadline)
+            return
+        end
+        -- A queue entry without waiter metadata (changed by hand): drop it, try the next.
         remove_waiter(token)
-        changed = true
     end
-    return changed
 end
 
--- Lowest free slot number in 0..limit-1.
-local function take_slot(limit)
-    local popped = redis.call('ZPOPMIN', K_SLOTS)
-    if popped[1] then
-        return tonumber(popped[1])
+-- Removes holder `token`, handing its slot on. Returns true when it was a holder.
+local function remove_holder(state, token, info, now)
+    info = info or parse_info(redis.call('HGET', K_INFO, token))
+    if info and info.kind == 'h' and info.slot then
+        hand_over(state, info.slot, now)
     end
-    local slot = redis.call('HINCRBY', K_STATE, 'next_slot', 1) - 1
-    if slot < limit then
-        return slot
+    redis.call('HDEL', K_INFO, token)
+    return redis.call('ZREM', K_HOLDERS, token) == 1
+end
+
+-- Drops holders whose lease has run out, waiters that stopped refreshing, and hand-overs
+-- nobody collected; their slots go to the queue.
+local function prune(state, now)
+    local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now, 'LIMIT', 0, 100)
+    for _, token in ipairs(expired) do
+        remove_holder(state, token, nil, now)
     end
-    -- Only reachable when holder metadata was lost by hand: rebuild from the holders' slots.
-    local used = {}
-    for _, token in ipairs(redis.call('ZRANGE', K_HOLDERS, 0, -1)) do
-        local info = decode_info(token)
-        if info and tonumber(info.slot) then
-            used[tonumber(info.slot)] = true
+    local lapsed = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now, 'LIMIT', 0, 100)
+    for _, token in ipairs(lapsed) do
+        redis.call('ZREM', K_ALIVE, token)
+        if redis.call('ZSCORE', K_HOLDERS, token) then
+            -- A hand-over: collected when its wake list is gone.
+            local wake = WAKE_PREFIX .. token
+            if redis.call('EXISTS', wake) == 1 then
+                redis.call('DEL', wake)
+                remove_holder(state, token, nil, now)
+            end
+        else
+            remove_waiter(token)
         end
     end
-    for candidate = 0, limit - 1 do
-        if not used[candidate] then
-            return candidate
-        end
-    end
-    return limit
-end
-
--- Wakes the waiters at the head of the queue that now fit under the limit. Each one then
--- claims its slot with the acquire script; FIFO holds because only the first `free` waiters
--- in ticket order are eligible.
-local function notify(limit)
-    if not limit then
-        return
-    end
-    local free = limit - redis.call('ZCARD', K_HOLDERS)
-    if free <= 0 then
-        return
-    end
-    for _, token in ipairs(redis.call('ZRANGE', K_QUEUE, 0, free - 1)) do
-        local key = WAKE_PREFIX .. token
-        redis.call('LPUSH', key, '1')
-        redis.call('PEXPIRE', key, WAKE_KEEP_MS)
-    end
-end
-
--- Earliest lease deadline, or nil when nobody holds a slot.
-local function next_deadline()
-    local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
-    return tonumber(first[2])
-end
-
--- Sets every key's TTL to outlive the last lease and the last waiter by IDLE_KEEP_MS.
-local function touch(now)
-    local last = now
-    local holder = redis.call('ZRANGE', K_HOLDERS, -1, -1, 'WITHSCORES')
-    if holder[2] then
-        last = math.max(last, tonumber(holder[2]))
-    end
-    local waiter = redis.call('ZRANGE', K_ALIVE, -1, -1, 'WITHSCORES')
-    if waiter[2] then
-        last = math.max(last, tonumber(waiter[2]))
-    end
-    local keep = last - now + IDLE_KEEP_MS
-    for i = 1, #KEYS do
-        redis.call('PEXPIRE', KEYS[i], keep)
+    if #expired > 0 or #lapsed > 0 then
+        -- Hand-overs may have re-created keys; give them the common expiry.
+        expire_new(state, K_HOLDERS)
+        expire_new(state, K_INFO)
     end
 end

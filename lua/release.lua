@@ -1,28 +1,39 @@
--- release.lua: gives a slot back, or takes a waiter out of the queue.
+-- release.lua: gives a slot back (handing it to the head of the queue), or takes a waiter
+-- out of the queue.
 -- KEYS: see lib.lua.   ARGV[1] wake-list prefix   ARGV[2] token
 -- Reply: 1 the token held a slot and released it; 2 the token was queued and left the queue;
 --        0 the token is unknown here (expired, released already, never acquired).
--- Touches nothing but the token's own entries; wakes the waiters that now fit.
+-- Touches nothing but the token's own entries and the hand-over.
 
-local bad = check_types()
-if bad then
+local state, bad = load_state()
+if not state then
     return bad
 end
-
 local token = ARGV[2]
 local now = server_now()
-prune(now)
-
-local result = 0
-if redis.call('ZSCORE', K_HOLDERS, token) then
-    remove_holder(token)
-    reset_slots_if_empty()
-    result = 1
-elseif redis.call('ZSCORE', K_QUEUE, token) then
-    remove_waiter(token)
-    result = 2
+local info = parse_info(redis.call('HGET', K_INFO, token))
+if info and info.kind == 'h' then
+    local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
+    local held = remove_holder(state, token, info, now)
+    -- Usually a no-op; when this holder came by a hand-over, it spares prune() the claim check.
+    -- (An uncollected wake list expires by itself.)
+    redis.call('ZREM', K_ALIVE, token)
+    -- A lease that ran out but was not pruned yet is not the caller's any more.
+    if held and deadline and deadline > now then
+        return 1
+    end
+    return 0
 end
--- Even when the token is unknown, the prune above may have freed slots for waiters.
-notify(stored_limit())
-touch(now)
-return result
+if info and info.kind == 'w' then
+    remove_waiter(token)
+    return 2
+end
+-- No metadata (hand-edited keys): still never leave the token holding a slot.
+if redis.call('ZREM', K_HOLDERS, token) == 1 then
+    return 1
+end
+if redis.call('ZREM', K_QUEUE, token) == 1 then
+    redis.call('ZREM', K_ALIVE, token)
+    return 2
+end
+return 0

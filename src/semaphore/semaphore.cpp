@@ -5,6 +5,7 @@
 #include "util/name.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <poll.h>
@@ -86,37 +87,51 @@ Reply Semaphore::run(const Script& script, std::vector<std::string> args) {
     return reply;
 }
 
-Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token, bool queue) {
+Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token, bool queue,
+                         bool known) {
     return run(scripts::k_acquire_script,
                {token, std::to_string(options.limit), std::to_string(options.ttl.count()),
                 queue ? "wait" : "try", std::to_string(k_waiter_liveness.count()),
-                options.meta.to_json()});
+                options.meta.to_json(), known ? "1" : "0"});
 }
 
-void Semaphore::block_until_woken(const std::string& token, Milliseconds timeout,
-                                  int interrupt_fd) {
+std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options,
+                                                   const std::string& token, Milliseconds timeout) {
     timeout = std::max(timeout, Milliseconds{1});
     const std::string seconds = fmt::format("{:.3f}", static_cast<double>(timeout.count()) / 1000.0);
-    const Reply reply =
-        m_connection.command({"BLPOP", m_keys.wake_prefix + token, seconds}, timeout, interrupt_fd);
+    const Reply reply = m_connection.command({"BLPOP", m_keys.wake_prefix + token, seconds}, timeout,
+                                             options.interrupt_fd);
     if (reply.is_error()) {
         throw_reply_error(reply.text);
     }
+    if (reply.is_nil()) {
+        return std::nullopt;
+    }
+    // "FENCE SLOT DEADLINE_MS NOW_MS", pushed by hand_over() in lua/lib.lua.
+    const std::string& grant = reply.at(1).as_string();
+    Lease lease{token, 0, 0, options.limit, options.ttl, 0, 0, true, true};
+    if (std::sscanf(grant.c_str(), "%lld %lld %lld %lld", &lease.fence, &lease.slot,
+                    &lease.deadline_ms, &lease.server_now_ms) != 4) {
+        throw InternalError(fmt::format("malformed hand-over '{}'", printable(grant)));
+    }
+    return lease;
 }
 
 std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std::string& token) {
     const bool try_once = options.wait && options.wait->count() == 0;
     const auto give_up_at = options.wait ? Clock::now() + *options.wait : Clock::time_point::max();
+    bool sent = options.retry; // once sent, the server may know the token (holder or waiter)
     bool waited = false;
     int reconnects = 0;
     try {
         for (;;) {
             Reply reply;
             try {
-                reply = attempt(options, token, !try_once);
+                reply = attempt(options, token, !try_once, sent);
             } catch (const ConnectionLost&) {
                 // The reply may have been lost after the script ran; the same token makes the
                 // retry safe (a holder gets its lease back, a waiter keeps its place).
+                sent = true;
                 if (++reconnects > k_max_reconnects) {
                     throw;
                 }
@@ -126,6 +141,7 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                 }
                 continue;
             }
+            sent = true;
             reconnects = 0;
             const std::string& status = reply.at(0).as_string();
             if (status == "ok") {
@@ -136,7 +152,8 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                              options.ttl,
                              reply.at(3).as_integer(),
                              reply.at(5).as_integer(),
-                             waited};
+                             waited,
+                             false};
             }
             if (status == "busy") {
                 return std::nullopt;
@@ -161,6 +178,7 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
             waited = true;
             const auto now = Clock::now();
             if (now >= give_up_at) {
+                // Leaves the queue, or gives back a slot handed over since the last reply.
                 release(token);
                 return std::nullopt;
             }
@@ -168,8 +186,8 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                 options.on_wait(QueuePosition{reply.at(1).as_integer(), reply.at(2).as_integer(),
                                               reply.at(3).as_integer(), reply.at(5).as_integer()});
             }
-            // Sleep until woken by a release, or until the earliest holder's lease runs out
-            // (it may have died), or until it is time to refresh this waiter's liveness.
+            // Sleep until a release hands this waiter a slot, or until the earliest holder's
+            // lease runs out (it may have died), or until this waiter must refresh its place.
             Milliseconds timeout = k_waiter_refresh;
             const long long next_expiry_in = reply.at(4).as_integer();
             if (next_expiry_in >= 0) {
@@ -179,7 +197,9 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                 timeout = std::min(timeout, std::chrono::ceil<Milliseconds>(give_up_at - now));
             }
             try {
-                block_until_woken(token, timeout, options.interrupt_fd);
+                if (auto lease = wait_for_hand_over(options, token, timeout)) {
+                    return lease;
+                }
             } catch (const ConnectionLost&) {
                 if (++reconnects > k_max_reconnects) {
                     throw;
@@ -187,7 +207,7 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
             }
         }
     } catch (const WaitInterrupted&) {
-        // Leave the queue (or give back a slot granted in a reply we did not read) before
+        // Leave the queue (or give back a slot handed over in a reply we did not read) before
         // reporting the interruption; a failure here is covered by the waiter's liveness.
         try {
             release(token);

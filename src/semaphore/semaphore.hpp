@@ -52,6 +52,9 @@ struct AcquireOptions {
     HolderMeta meta;
     int interrupt_fd = -1; // readable => stop waiting, leave the queue, throw WaitInterrupted
     std::function<void(const QueuePosition&)> on_wait; // called each time the waiter is queued
+    // The token may have reached the server before (a retry after a lost reply): look it up
+    // rather than treat it as new.
+    bool retry = false;
 };
 
 // A held slot, as the server granted it.
@@ -64,6 +67,7 @@ struct Lease {
     long long deadline_ms = 0; // server clock, epoch milliseconds
     long long server_now_ms = 0;
     bool waited = false;       // the acquire had to queue first
+    bool handed_over = false;  // a release handed this slot straight to this waiter
 };
 
 struct Renewal {
@@ -98,8 +102,10 @@ public:
 
 private:
     Reply run(const Script& script, std::vector<std::string> args);
-    Reply attempt(const AcquireOptions& options, const std::string& token, bool queue);
-    void block_until_woken(const std::string& token, Milliseconds timeout, int interrupt_fd);
+    Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known);
+    // Blocks on the waiter's wake list; returns the slot handed over to it, if any came.
+    std::optional<Lease> wait_for_hand_over(const AcquireOptions& options, const std::string& token,
+                                            Milliseconds timeout);
 
     Connection& m_connection;
     std::string m_name;

@@ -58,7 +58,7 @@ TEST_CASE("limit N admits N, hands out the lowest free slot and increasing fence
     CHECK(deadline_s <= server_now_s + 61);
 }
 
-TEST_CASE("--wait 0 on a full semaphore exits 75, or the -E code") {
+TEST_CASE("acquire on a full semaphore with --wait 0 exits 75, or the -E code") {
     RedisServer server;
     REQUIRE(run_redsem({"acquire", "x"}, env_for(server)).exit_code == 0);
     CHECK(run_redsem({"acquire", "x", "-w", "0"}, env_for(server)).exit_code == 75);
@@ -248,7 +248,7 @@ TEST_CASE("global options work before and after the subcommand; --prefix and db 
     CHECK(admin.call({"EXISTS", "redsem:{g5}:holders"}).as_integer() == 1);
 }
 
-TEST_CASE("--help goes to stdout and exits 0; --version names hiredis") {
+TEST_CASE("help goes to stdout and exits 0; the version names hiredis") {
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"--help"}, {"acquire", "--help"}, {"release", "--help"},
           {"renew", "--help"}}) {

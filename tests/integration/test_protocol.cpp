@@ -1,6 +1,7 @@
 // The protocol through the core library, with real connections to a private redis-server.
 #include <catch2/catch.hpp>
 
+#include "semaphore/record.hpp"
 #include "semaphore/semaphore.hpp"
 #include "support/helpers.hpp"
 #include "util/token.hpp"
@@ -36,7 +37,9 @@ TEST_CASE("a retried acquire with the same token does not take a second slot") {
     Semaphore semaphore(connection, "redsem", "idem");
     const std::string token = generate_token();
     const auto first = semaphore.acquire(options_for(2, 0ms), token);
-    const auto retry = semaphore.acquire(options_for(2, 0ms), token);
+    auto again = options_for(2, 0ms);
+    again.retry = true;
+    const auto retry = semaphore.acquire(again, token);
     REQUIRE(first);
     REQUIRE(retry);
     CHECK(retry->fence == first->fence);
@@ -59,19 +62,24 @@ TEST_CASE("holder metadata is stored for inspection and pruned with the holder")
     const auto lease = semaphore.acquire(options, generate_token());
     REQUIRE(lease);
     Connection admin = server.admin();
-    const auto info =
-        nlohmann::json::parse(admin.call({"HGET", "redsem:{meta}:info", lease->token}).as_string());
-    CHECK(info["pid"] == static_cast<long long>(getpid()));
-    CHECK(info["host"].get<std::string>() == options.meta.host);
-    CHECK(info["user"].get<std::string>() == options.meta.user);
-    CHECK(info["label"].get<std::string>().rfind("nightly ", 0) == 0);
-    CHECK(info["slot"] == 0);
-    CHECK(info["fence"].get<std::string>() == std::to_string(lease->fence));
-    CHECK(info["acquired_ms"].get<long long>() == lease->server_now_ms);
+    const auto record =
+        parse_record(admin.call({"HGET", "redsem:{meta}:info", lease->token}).as_string());
+    REQUIRE(record);
+    CHECK(record->kind == Record::Kind::holder);
+    CHECK(record->meta.pid == static_cast<long long>(getpid()));
+    CHECK(record->meta.host == options.meta.host);
+    CHECK(record->meta.user == options.meta.user);
+    CHECK(record->meta.label.rfind("nightly ", 0) == 0);
+    CHECK(record->slot == 0);
+    CHECK(record->fence == lease->fence);
+    CHECK(record->since_ms == lease->server_now_ms);
+    CHECK(record->ttl_ms == 200);
 
     std::this_thread::sleep_for(300ms);
-    // Any script prunes the expired holder and its metadata.
-    CHECK(semaphore.release(generate_token()) == ReleaseOutcome::not_found);
+    // An acquire prunes the expired holder and its metadata before counting.
+    const auto next = semaphore.acquire(options_for(1, 0ms), generate_token());
+    REQUIRE(next);
+    CHECK(semaphore.release(next->token) == ReleaseOutcome::released);
     CHECK(admin.call({"HLEN", "redsem:{meta}:info"}).as_integer() == 0);
     CHECK(zcard(admin, "redsem:{meta}:holders") == 0);
 }

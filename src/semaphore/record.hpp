@@ -1,0 +1,27 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "semaphore/semaphore.hpp"
+
+namespace redsem {
+
+// One entry of a semaphore's info hash, as lua/lib.lua writes it:
+// "h SLOT FENCE ACQUIRED_MS TTL_MS JSON" for a holder, "w - - SINCE_MS TTL_MS JSON" for a waiter.
+struct Record {
+    enum class Kind { holder, waiter };
+
+    Kind kind = Kind::holder;
+    long long slot = -1;  // holders only
+    long long fence = 0;  // holders only
+    long long since_ms = 0; // acquired (holder) or queued (waiter), server clock
+    long long ttl_ms = 0;
+    HolderMeta meta;
+};
+
+// Parses one info entry; nullopt when it is not in the format above (edited by hand).
+std::optional<Record> parse_record(std::string_view raw);
+
+} // namespace redsem

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs redis-benchmark's PING and redsem-bench side by side against one private redis-server
+# (loopback, a free port) and prints both with their ratio.
+#   tests/bench/compare.sh [BUILD_DIR] [SECONDS]
+set -euo pipefail
+build=${1:-build}
+seconds=${2:-10}
+dir=$(mktemp -d)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 16379)
+redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
+    --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+trap 'kill "$(cat "$dir/redis.pid")" 2>/dev/null; rm -rf "$dir"' EXIT
+until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
+
+ping=$(redis-benchmark -p "$port" -c 50 -n 200000 -t ping --csv | awk -F'","' '/PING_MBULK/ {print $2}')
+echo "redis-benchmark -q -c 50 -n 200000 -t ping (PING_MBULK): $ping requests/s"
+result=$("$build/tests/bench/redsem-bench" --url "redis://127.0.0.1:$port" --clients 50 --limit 5 --seconds "$seconds")
+echo "$result"
+cycles=$(echo "$result" | awk -F': ' '/cycles_per_second/ {gsub(",","",$2); print $2}')
+awk -v c="$cycles" -v p="$ping" 'BEGIN { printf "cycles/s over PING/s: %.3f (target >= 0.25)\n", c / p }'
