@@ -23,6 +23,7 @@ constexpr std::array k_commands{
     Command{"acquire", "Take a slot and print its token", setup_acquire},
     Command{"release", "Give a slot back", setup_release},
     Command{"renew", "Extend a slot's lease", setup_renew},
+    Command{"run", "Run a command while holding a slot", setup_run},
 };
 
 std::string version_text() {
@@ -48,8 +49,8 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", version_text());
     app.require_subcommand(1);
     app.footer("Exit status: 0 ok, 1 token holds nothing, 64 usage, 65 conflict, 69 Redis "
-               "unavailable, 70 internal error, 75 not acquired in time, 77 auth/permission "
-               "denied. See redsem(1).");
+               "unavailable, 70 internal error, 75 not acquired in time, 76 slot lost (run), 77 "
+               "auth/permission denied; run exits with its command's status. See redsem(1).");
     GlobalOptions global;
     add_global_options(app, global);
 

@@ -29,5 +29,6 @@ std::span<const Command> commands();
 Runner setup_acquire(CLI::App& command, const GlobalOptions& global);
 Runner setup_release(CLI::App& command, const GlobalOptions& global);
 Runner setup_renew(CLI::App& command, const GlobalOptions& global);
+Runner setup_run(CLI::App& command, const GlobalOptions& global);
 
 } // namespace redsem::cli

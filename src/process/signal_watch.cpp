@@ -66,4 +66,18 @@ int SignalWatch::fd() const noexcept { return g_pipe[0]; }
 
 int SignalWatch::received() const noexcept { return g_first_signal.load(); }
 
+std::vector<int> SignalWatch::take_pending() {
+    std::vector<int> signals;
+    char bytes[64];
+    for (;;) {
+        const ssize_t got = read(g_pipe[0], bytes, sizeof(bytes));
+        if (got <= 0) {
+            return signals;
+        }
+        for (ssize_t i = 0; i < got; ++i) {
+            signals.push_back(static_cast<unsigned char>(bytes[i]));
+        }
+    }
+}
+
 } // namespace redsem

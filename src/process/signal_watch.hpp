@@ -19,6 +19,8 @@ public:
     int fd() const noexcept;
     // The first signal caught, or 0.
     int received() const noexcept;
+    // Every signal caught since the last call, in order (drains fd()).
+    std::vector<int> take_pending();
 
 private:
     struct Saved;

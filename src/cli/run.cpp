@@ -1,0 +1,137 @@
+#include "cli/commands.hpp"
+#include "cli/slot_request.hpp"
+#include "process/child.hpp"
+#include "process/environment.hpp"
+#include "process/heartbeat.hpp"
+#include "process/supervise.hpp"
+#include "semaphore/held_slot.hpp"
+#include "util/duration.hpp"
+#include "util/name.hpp"
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <fmt/format.h>
+#include <memory>
+
+namespace redsem::cli {
+
+namespace {
+
+// Exit status when the lease was lost and the command stopped: unused by anything else redsem
+// returns (EX_PROTOCOL).
+constexpr int k_default_lost_exit_code = 76;
+
+struct RunArgs {
+    SlotRequest request;
+    std::string on_lost = "term";
+    std::string kill_after = "10s";
+    std::optional<std::string> lost_exit_code;
+    std::optional<std::string> shell_command;
+    std::vector<std::string> command;
+};
+
+std::vector<std::string> command_line(const RunArgs& args) {
+    if (args.shell_command && !args.command.empty()) {
+        throw UsageError("give the command either with -c or after --, not both");
+    }
+    if (args.shell_command) {
+        return {"/bin/sh", "-c", *args.shell_command};
+    }
+    if (args.command.empty()) {
+        throw UsageError("no command given: redsem run NAME -- COMMAND [ARGS...]");
+    }
+    return args.command;
+}
+
+std::string label_for(const RunArgs& args, const std::vector<std::string>& argv) {
+    if (args.shell_command) {
+        return *args.shell_command;
+    }
+    std::string label;
+    for (const auto& arg : argv) {
+        label += (label.empty() ? "" : " ") + arg;
+    }
+    return label;
+}
+
+int run_run(const RunArgs& args, const GlobalOptions& global) {
+    const std::vector<std::string> argv = command_line(args);
+    const ParsedRequest parsed = parse_slot_request(args.request, label_for(args, argv));
+    SuperviseOptions supervise_options;
+    supervise_options.stop_on_lost = args.on_lost == "term";
+    supervise_options.kill_after = parse_duration(args.kill_after, "--kill-after");
+    const int lost_exit = args.lost_exit_code
+                              ? parse_exit_code(*args.lost_exit_code, "--lost-exit-code")
+                              : k_default_lost_exit_code;
+    const std::string prefix = resolve_prefix(global);
+    const ConnectOptions connect = resolve_connection(global);
+    const std::string& name = args.request.name;
+
+    Connection connection(connect);
+    Semaphore semaphore(connection, prefix, name);
+    SignalWatch signals{SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD};
+    const auto lease = wait_for_slot(semaphore, args.request, parsed.options, signals);
+    if (!lease) {
+        return parsed.busy_exit;
+    }
+    const auto received_at = Heartbeat::Clock::now();
+    HeldSlot slot(semaphore, *lease); // released on every way out of this function
+
+    ChildProcess child(argv, child_environment(name, *lease));
+    Heartbeat heartbeat(connect, prefix, name, *lease, received_at);
+    supervise_options.on_lost = [&](const std::string& reason) {
+        if (supervise_options.stop_on_lost) {
+            std::fprintf(stderr, "redsem: lost the slot of '%s': %s; stopping the command\n",
+                         printable(name).c_str(), reason.c_str());
+        } else {
+            std::fprintf(stderr,
+                         "redsem: warning: lost the slot of '%s': %s; the command keeps running "
+                         "(--on-lost ignore)\n",
+                         printable(name).c_str(), reason.c_str());
+        }
+    };
+    const SupervisedExit result = supervise(child, heartbeat, signals, supervise_options);
+    heartbeat.stop();
+    try {
+        slot.release();
+    } catch (const Error& error) {
+        std::fprintf(stderr, "redsem: warning: could not release the slot of '%s' (%s); it frees "
+                     "itself when its lease runs out\n",
+                     printable(name).c_str(), error.what());
+    }
+    if (result.lease_lost && supervise_options.stop_on_lost) {
+        return lost_exit;
+    }
+    return result.child.code;
+}
+
+} // namespace
+
+Runner setup_run(CLI::App& command, const GlobalOptions& global) {
+    auto args = std::make_shared<RunArgs>();
+    command.description("Run COMMAND while holding a slot of semaphore NAME: wait for the slot, "
+                        "keep its lease alive while COMMAND runs, stop COMMAND if the slot is "
+                        "lost, and release it however COMMAND ends. Exits with COMMAND's status.");
+    add_slot_options(command, args->request);
+    command.add_option("--on-lost", args->on_lost,
+                       "When the slot is lost: 'term' stops COMMAND, 'ignore' lets it run on")
+        ->type_name("ACTION")
+        ->check(CLI::IsMember({"term", "ignore"}))
+        ->capture_default_str();
+    command.add_option("--kill-after", args->kill_after,
+                       "After a lost slot, SIGKILL COMMAND this long after SIGTERM")
+        ->type_name("DUR")
+        ->capture_default_str();
+    command.add_option("--lost-exit-code", args->lost_exit_code,
+                       "Exit status after the slot was lost and COMMAND stopped (default 76)")
+        ->type_name("CODE");
+    command.add_option("-c,--command", args->shell_command,
+                       "Run this shell command line with /bin/sh -c instead of COMMAND")
+        ->type_name("CMDLINE");
+    command.add_option("COMMAND", args->command, "The command and its arguments, after --")
+        ->type_name("COMMAND [ARGS...]");
+    return [args, &global] { return run_run(*args, global); };
+}
+
+} // namespace redsem::cli

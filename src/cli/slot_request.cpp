@@ -1,0 +1,112 @@
+#include "cli/slot_request.hpp"
+
+#include "util/duration.hpp"
+#include "util/name.hpp"
+#include "util/token.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fmt/format.h>
+#include <unistd.h>
+
+namespace redsem::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One status line on a terminal, rewritten in place while waiting.
+class WaitFeedback {
+public:
+    WaitFeedback(std::string name, bool enabled)
+        : m_name(std::move(name)), m_enabled(enabled && isatty(STDERR_FILENO) != 0),
+          m_started(Clock::now()) {}
+    ~WaitFeedback() {
+        if (m_shown) {
+            std::fputs("\r\033[K", stderr);
+        }
+    }
+    WaitFeedback(const WaitFeedback&) = delete;
+    WaitFeedback& operator=(const WaitFeedback&) = delete;
+
+    void update(const QueuePosition& position) {
+        if (!m_enabled || Clock::now() - m_started < std::chrono::seconds(1)) {
+            return;
+        }
+        std::fprintf(stderr, "\rredsem: waiting for '%s': %lld ahead of you, %lld/%lld held\033[K",
+                     printable(m_name).c_str(), position.ahead, position.held, position.limit);
+        std::fflush(stderr);
+        m_shown = true;
+    }
+
+private:
+    std::string m_name;
+    bool m_enabled;
+    bool m_shown = false;
+    Clock::time_point m_started;
+};
+
+} // namespace
+
+void add_slot_options(CLI::App& command, SlotRequest& request) {
+    command.add_option("NAME", request.name, "Semaphore name")->required();
+    command.add_option("-n,--limit", request.limit, "How many may hold NAME at once (1-100000)")
+        ->type_name("N")
+        ->capture_default_str();
+    command.add_option("--ttl", request.ttl, "Lease length; renew before it runs out")
+        ->type_name("DUR")
+        ->capture_default_str();
+    command.add_option("-w,--wait", request.wait,
+                       "Give up after DUR without a slot (0: try once; default: wait for ever)")
+        ->type_name("DUR");
+    command.add_option("-E,--conflict-exit-code", request.conflict_exit_code,
+                       "Exit status when no slot was had in time (default 75)")
+        ->type_name("CODE");
+    command.add_option("--label", request.label, "Text shown beside this holder in status")
+        ->type_name("TEXT");
+    command.add_flag("-q,--quiet", request.quiet, "Do not show the queue position while waiting");
+}
+
+ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label) {
+    check_name(request.name);
+    ParsedRequest parsed;
+    parsed.options.limit = parse_limit(request.limit, "--limit");
+    parsed.options.ttl = parse_ttl(request.ttl, "--ttl");
+    if (request.wait) {
+        parsed.options.wait = parse_duration(*request.wait, "--wait");
+    }
+    parsed.busy_exit = request.conflict_exit_code
+                           ? parse_exit_code(*request.conflict_exit_code, "--conflict-exit-code")
+                           : static_cast<int>(ExitCode::timeout);
+    parsed.options.meta = HolderMeta::of_this_process(request.label.value_or(default_label));
+    return parsed;
+}
+
+std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& request,
+                                   AcquireOptions options, const SignalWatch& signals) {
+    WaitFeedback feedback(request.name, !request.quiet);
+    options.interrupt_fd = signals.fd();
+    options.on_wait = [&feedback](const QueuePosition& position) { feedback.update(position); };
+    std::optional<Lease> lease;
+    try {
+        lease = semaphore.acquire(options, generate_token());
+    } catch (const WaitInterrupted&) {
+        throw Interrupted(signals.received());
+    }
+    if (signals.received() != 0) {
+        // The signal came while the last script ran: nobody will use the slot; give it back.
+        if (lease) {
+            semaphore.release(lease->token);
+        }
+        throw Interrupted(signals.received());
+    }
+    if (!lease) {
+        std::fprintf(stderr, "redsem: no slot of '%s' free %s\n", printable(request.name).c_str(),
+                     options.wait && options.wait->count() > 0
+                         ? ("within " + format_duration(*options.wait)).c_str()
+                         : "now");
+    }
+    return lease;
+}
+
+} // namespace redsem::cli

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "cli/options.hpp"
+#include "process/signal_watch.hpp"
+#include "semaphore/semaphore.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace redsem::cli {
+
+// The options `acquire` and `run` share: how to wait for which slot.
+struct SlotRequest {
+    std::string name;
+    std::string limit = "1";
+    std::string ttl = "60s";
+    std::optional<std::string> wait;
+    std::optional<std::string> conflict_exit_code;
+    std::optional<std::string> label;
+    bool quiet = false;
+};
+
+// Declares NAME, -n, --ttl, -w, -E, --label and -q on `command`.
+void add_slot_options(CLI::App& command, SlotRequest& request);
+
+struct ParsedRequest {
+    AcquireOptions options;
+    int busy_exit = 0; // exit status when no slot came in time
+};
+
+// Checks and converts the options; throws UsageError. `default_label` applies without --label.
+ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label);
+
+// Waits for a slot as the request says; while waiting longer than a second with stderr on a
+// terminal (and no -q), shows the queue position on one line. Returns nullopt after printing
+// why when no slot came in time. When a signal caught by `signals` arrives, leaves the queue
+// and throws Interrupted.
+std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& request,
+                                   AcquireOptions options, const SignalWatch& signals);
+
+} // namespace redsem::cli

@@ -1,0 +1,163 @@
+#include "process/child.hpp"
+
+#include "util/errors.hpp"
+#include "util/name.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace redsem {
+
+namespace {
+
+// Exit codes a shell uses for a command that cannot run.
+constexpr int k_not_found = 127;
+constexpr int k_cannot_execute = 126;
+
+class ChildError : public Error {
+public:
+    ChildError(int code, const std::string& message) : Error(code, message) {}
+};
+
+// Calls fn with SIGTTOU blocked, so that tcsetpgrp() works from a background process group.
+template <typename Fn> void without_sigttou(Fn fn) {
+    sigset_t block;
+    sigset_t old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTTOU);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    fn();
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+} // namespace
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    // Everything the child needs is prepared before vfork(): the child shares this memory
+    // until it execs, and may only make plain system calls.
+    std::vector<char*> args;
+    for (const auto& arg : argv) {
+        args.push_back(const_cast<char*>(arg.c_str()));
+    }
+    args.push_back(nullptr);
+    std::vector<char*> envp;
+    for (const auto& entry : env) {
+        envp.push_back(const_cast<char*>(entry.c_str()));
+    }
+    envp.push_back(nullptr);
+    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp()) {
+        m_tty = STDIN_FILENO;
+    }
+    const int tty = m_tty;
+    const pid_t parent = getpid();
+
+    // vfork() rather than fork(): no copy of this process's page tables, which is most of
+    // the cost of starting a short command. Signals stay blocked until the child has reset
+    // redsem's handlers, so none runs in the child.
+    sigset_t all;
+    sigset_t original;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &original);
+    volatile int exec_errno = 0;
+    m_pid = vfork();
+    if (m_pid == 0) {
+        for (int signal = 1; signal < NSIG; ++signal) {
+            struct sigaction action {};
+            if (sigaction(signal, nullptr, &action) == 0 && action.sa_handler != SIG_IGN &&
+                action.sa_handler != SIG_DFL) {
+                action.sa_handler = SIG_DFL;
+                sigaction(signal, &action, nullptr);
+            }
+        }
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) {
+            _exit(k_cannot_execute); // redsem died already
+        }
+        if (tty >= 0) {
+            tcsetpgrp(tty, getpid()); // allowed from a background group: SIGTTOU is blocked
+        }
+        sigprocmask(SIG_SETMASK, &original, nullptr);
+        execvpe(args[0], args.data(), envp.data());
+        exec_errno = errno;
+        _exit(errno == ENOENT ? k_not_found : k_cannot_execute);
+    }
+    const int vfork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &original, nullptr);
+    if (m_pid < 0) {
+        throw InternalError(fmt::format("cannot start a process: {}", std::strerror(vfork_errno)));
+    }
+    if (exec_errno != 0) {
+        const int error = exec_errno;
+        waitpid(m_pid, nullptr, 0);
+        m_exit = ChildExit{error == ENOENT ? k_not_found : k_cannot_execute, 0};
+        take_back_terminal();
+        throw ChildError(m_exit->code, fmt::format("cannot run '{}': {}", printable(argv[0], 200),
+                                                   std::strerror(error)));
+    }
+}
+
+ChildProcess::~ChildProcess() {
+    if (!m_exit && m_pid > 0) {
+        signal_group(SIGKILL);
+        waitpid(m_pid, nullptr, 0);
+    }
+    take_back_terminal();
+}
+
+void ChildProcess::signal_group(int signal) const noexcept {
+    if (m_pid > 0 && !m_exit) {
+        kill(-m_pid, signal);
+    }
+}
+
+void ChildProcess::give_terminal() noexcept {
+    if (m_tty >= 0) {
+        without_sigttou([&] { tcsetpgrp(m_tty, m_pid); });
+    }
+}
+
+void ChildProcess::take_back_terminal() noexcept {
+    if (m_tty >= 0) {
+        without_sigttou([&] { tcsetpgrp(m_tty, getpgrp()); });
+    }
+}
+
+std::optional<ChildExit> ChildProcess::poll() {
+    if (m_exit) {
+        return m_exit;
+    }
+    int status = 0;
+    const pid_t got = waitpid(m_pid, &status, WNOHANG | WUNTRACED);
+    if (got != m_pid) {
+        return std::nullopt;
+    }
+    if (WIFSTOPPED(status)) {
+        // Ctrl-Z reached the child: stop redsem too, so the shell sees a stopped job; when the
+        // shell continues redsem, continue the child (in the foreground if redsem is).
+        // Without a terminal, a stop came from somebody's kill: leave the child stopped.
+        if (m_tty >= 0) {
+            take_back_terminal();
+            raise(SIGSTOP);
+            if (tcgetpgrp(m_tty) == getpgrp()) {
+                give_terminal();
+            }
+            signal_group(SIGCONT);
+        }
+        return std::nullopt;
+    }
+    if (WIFSIGNALED(status)) {
+        m_exit = ChildExit{128 + WTERMSIG(status), WTERMSIG(status)};
+    } else {
+        m_exit = ChildExit{WEXITSTATUS(status), 0};
+    }
+    take_back_terminal();
+    return m_exit;
+}
+
+} // namespace redsem

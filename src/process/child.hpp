@@ -1,0 +1,45 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace redsem {
+
+// How a child process ended, in shell terms.
+struct ChildExit {
+    int code = 0;   // exit code, or 128+N when killed by signal N
+    int signal = 0; // N, when killed by a signal
+};
+
+// A command run as a child in a process group of its own, which redsem can signal as a whole.
+// When redsem runs in the foreground of a terminal, the child's group is given the terminal
+// (so an editor or a REPL works, and Ctrl-C reaches the child once), and the terminal is
+// given back when it ends. The child is killed if redsem dies (PR_SET_PDEATHSIG).
+class ChildProcess {
+public:
+    // Starts `argv` (searched in PATH) with environment `env` ("NAME=value" entries). Throws
+    // Error with exit code 127 when the command is not found, 126 when it cannot be executed.
+    ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+    ~ChildProcess();
+    ChildProcess(const ChildProcess&) = delete;
+    ChildProcess& operator=(const ChildProcess&) = delete;
+
+    int pid() const noexcept { return m_pid; }
+
+    // Sends `signal` to the child's process group.
+    void signal_group(int signal) const noexcept;
+
+    // Reaps the child if it has ended; follows it through job control (Ctrl-Z) on a terminal.
+    std::optional<ChildExit> poll();
+
+private:
+    void take_back_terminal() noexcept;
+    void give_terminal() noexcept;
+
+    int m_pid = -1;
+    int m_tty = -1; // the controlling terminal, when the child was given it
+    std::optional<ChildExit> m_exit;
+};
+
+} // namespace redsem

@@ -1,0 +1,16 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "semaphore/semaphore.hpp"
+
+namespace redsem {
+
+// The environment for a command run under a lease: this process's environment without any
+// Redis password (REDSEM_PASSWORD is dropped; a password in REDSEM_URL or REDIS_URL is
+// removed from the URL), plus REDSEM_NAME, REDSEM_TOKEN, REDSEM_FENCE, REDSEM_SLOT and
+// REDSEM_LIMIT describing the lease.
+std::vector<std::string> child_environment(const std::string& name, const Lease& lease);
+
+} // namespace redsem

@@ -1,0 +1,118 @@
+#include "process/heartbeat.hpp"
+
+#include "util/errors.hpp"
+
+#include <algorithm>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace redsem {
+
+namespace {
+
+constexpr Milliseconds k_first_retry{100};
+constexpr Milliseconds k_max_retry{1000};
+
+} // namespace
+
+Milliseconds Heartbeat::safety_margin(Milliseconds ttl) {
+    return std::min(ttl / 4, Milliseconds{2000});
+}
+
+Heartbeat::Heartbeat(ConnectOptions connect, std::string prefix, std::string name,
+                     const Lease& lease, Clock::time_point received_at)
+    : m_connect(std::move(connect)), m_prefix(std::move(prefix)), m_name(std::move(name)),
+      m_token(lease.token), m_ttl(lease.ttl) {
+    const Milliseconds remaining{std::max(0LL, lease.deadline_ms - lease.server_now_ms)};
+    m_status.valid_until = received_at + remaining - safety_margin(m_ttl);
+    if (pipe2(m_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        throw InternalError("cannot create the heartbeat pipe");
+    }
+    m_thread = std::thread([this] { run(); });
+}
+
+Heartbeat::~Heartbeat() {
+    stop();
+    close(m_pipe[0]);
+    close(m_pipe[1]);
+}
+
+void Heartbeat::request_stop() {
+    {
+        std::lock_guard lock(m_mutex);
+        m_stopping = true;
+    }
+    m_wake.notify_all();
+}
+
+void Heartbeat::stop() {
+    request_stop();
+    if (m_thread.joinable()) {
+        m_thread.join();
+    }
+}
+
+Heartbeat::Status Heartbeat::status() const {
+    std::lock_guard lock(m_mutex);
+    return m_status;
+}
+
+void Heartbeat::notify() noexcept {
+    const char byte = 1;
+    [[maybe_unused]] const ssize_t ignored = write(m_pipe[1], &byte, 1);
+}
+
+void Heartbeat::drain() noexcept {
+    char bytes[64];
+    while (read(m_pipe[0], bytes, sizeof(bytes)) > 0) {
+    }
+}
+
+void Heartbeat::run() {
+    Connection connection(m_connect);
+    Semaphore semaphore(connection, m_prefix, m_name);
+    const Milliseconds renew_every = std::max(m_ttl / 3, Milliseconds{1});
+    Clock::time_point next = Clock::now() + renew_every;
+    Milliseconds retry = k_first_retry;
+    std::unique_lock lock(m_mutex);
+    for (;;) {
+        m_wake.wait_until(lock, next, [this] { return m_stopping; });
+        if (m_stopping) {
+            return;
+        }
+        lock.unlock();
+        const auto sent = Clock::now();
+        std::optional<Renewal> renewal;
+        bool gone = false;
+        std::string error;
+        try {
+            renewal = semaphore.renew(m_token, m_ttl);
+            gone = !renewal;
+        } catch (const std::exception& failure) {
+            error = failure.what();
+        }
+        lock.lock();
+        if (m_stopping) {
+            return;
+        }
+        if (renewal) {
+            // The server set deadline = its now + ttl, and its now came after `sent`.
+            m_status.valid_until = sent + m_ttl - safety_margin(m_ttl);
+            m_status.last_error.clear();
+            next = sent + renew_every;
+            retry = k_first_retry;
+        } else if (gone) {
+            m_status.lost = true;
+            m_status.last_error = "the server says this token no longer holds a slot";
+            notify();
+            return;
+        } else {
+            m_status.last_error = error;
+            next = Clock::now() + retry;
+            retry = std::min(retry * 2, k_max_retry);
+        }
+        notify();
+    }
+}
+
+} // namespace redsem

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <csignal>
+#include <functional>
+#include <string>
+
+#include "process/child.hpp"
+#include "process/heartbeat.hpp"
+#include "process/signal_watch.hpp"
+
+namespace redsem {
+
+// Signals that redsem passes on to the child's process group.
+inline constexpr int k_forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+struct SuperviseOptions {
+    bool stop_on_lost = true;              // --on-lost term (else ignore)
+    Milliseconds kill_after{10'000};       // SIGKILL this long after SIGTERM
+    std::function<void(const std::string&)> on_lost; // told why, once, when the lease is lost
+};
+
+struct SupervisedExit {
+    ChildExit child;
+    bool lease_lost = false;
+};
+
+// Waits for `child` to end while `heartbeat` keeps the lease alive. Signals caught by
+// `signals` (which must include SIGCHLD) are passed on to the child's process group. When
+// the lease is lost (a renewal says so, or none was confirmed in time) and stop_on_lost is
+// set, the child's group gets SIGTERM at once and SIGKILL after kill_after.
+SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch& signals,
+                         const SuperviseOptions& options);
+
+} // namespace redsem

@@ -1,0 +1,28 @@
+#pragma once
+
+#include "semaphore/semaphore.hpp"
+
+namespace redsem {
+
+// A slot this process holds. Move-only; the destructor releases it (errors there are
+// swallowed: the lease then simply runs out by its ttl).
+class HeldSlot {
+public:
+    HeldSlot(Semaphore& semaphore, Lease lease) : m_semaphore(&semaphore), m_lease(std::move(lease)) {}
+    ~HeldSlot();
+    HeldSlot(HeldSlot&& other) noexcept;
+    HeldSlot& operator=(HeldSlot&&) = delete;
+    HeldSlot(const HeldSlot&) = delete;
+    HeldSlot& operator=(const HeldSlot&) = delete;
+
+    const Lease& lease() const noexcept { return m_lease; }
+
+    // Releases now; true when the slot was still held. Throws Error on Redis failures.
+    bool release();
+
+private:
+    Semaphore* m_semaphore; // null once released or moved from
+    Lease m_lease;
+};
+
+} // namespace redsem

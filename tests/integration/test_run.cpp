@@ -1,0 +1,320 @@
+// `redsem run`: real child processes, real signals, a real redis-server.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A scratch directory for files the children write.
+struct Scratch {
+    std::string dir;
+    Scratch() {
+        std::string pattern = (std::filesystem::temp_directory_path() / "redsem-run-XXXXXX").string();
+        dir = mkdtemp(pattern.data());
+    }
+    ~Scratch() {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir, ignored);
+    }
+    std::string path(const std::string& name) const { return dir + "/" + name; }
+};
+
+bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout) {
+    const auto give_up = std::chrono::steady_clock::now() + timeout;
+    while (!std::filesystem::exists(path)) {
+        if (std::chrono::steady_clock::now() > give_up) {
+            return false;
+        }
+        std::this_thread::sleep_for(5ms);
+    }
+    return true;
+}
+
+// Whether `pid` is gone or a zombie (killed, not yet reaped by its new parent).
+bool process_gone(int pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    if (!stat) {
+        return true;
+    }
+    std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = content.rfind(')');
+    return close != std::string::npos && content.size() > close + 2 && content[close + 2] == 'Z';
+}
+
+std::size_t count_lines(const std::string& text) {
+    return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+} // namespace
+
+TEST_CASE("run passes on the command's exit status and frees the slot every time") {
+    RedisServer server;
+    Connection admin = server.admin();
+    CHECK(run_redsem({"run", "r", "--", "true"}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"run", "r", "--", "sh", "-c", "exit 7"}, env_for(server)).exit_code == 7);
+    CHECK(run_redsem({"run", "r", "-c", "kill -KILL $$"}, env_for(server)).exit_code == 137);
+    CHECK(run_redsem({"run", "r", "-c", "kill -TERM $$"}, env_for(server)).exit_code == 143);
+
+    const auto missing = run_redsem({"run", "r", "--", "/nonexistent/cmd"}, env_for(server));
+    CHECK(missing.exit_code == 127);
+    CHECK(missing.err.find("cannot run '/nonexistent/cmd'") != std::string::npos);
+    CHECK(line_count(missing.err) == 1);
+    const auto not_executable = run_redsem({"run", "r", "--", "/etc/passwd"}, env_for(server));
+    CHECK(not_executable.exit_code == 126);
+    CHECK(line_count(not_executable.err) == 1);
+
+    CHECK(zcard(admin, "redsem:{r}:holders") == 0);
+}
+
+TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ variables") {
+    RedisServer server;
+    const auto cat = run_redsem({"run", "io", "--", "cat"}, env_for(server), "hi\n");
+    CHECK(cat.exit_code == 0);
+    CHECK(cat.out == "hi\n");
+
+    const auto shell = run_redsem({"run", "io", "-c", "echo $((6 * 7)) | tr 4 X"}, env_for(server));
+    CHECK(shell.out == "X2\n");
+
+    const auto env = run_redsem({"run", "io", "-n", "3", "--", "sh", "-c",
+                                 "echo $REDSEM_NAME $REDSEM_SLOT $REDSEM_LIMIT; echo $REDSEM_TOKEN; "
+                                 "echo $REDSEM_FENCE"},
+                                env_for(server));
+    REQUIRE(env.exit_code == 0);
+    std::istringstream lines(env.out);
+    std::string first, token, fence;
+    std::getline(lines, first);
+    std::getline(lines, token);
+    std::getline(lines, fence);
+    CHECK(first == "io 0 3");
+    CHECK(token.size() == 32);
+    CHECK(std::stoll(fence) > 0);
+}
+
+TEST_CASE("run keeps the Redis password out of the child's environment") {
+    RedisServer::Options options;
+    options.extra_args = {"--requirepass", "Sekrit-4d1f"};
+    options.admin_password = "Sekrit-4d1f";
+    RedisServer server(options);
+    const std::string url_with_password = "unix://:Sekrit-4d1f@" + server.socket_url().substr(7);
+    const auto from_env =
+        run_redsem({"run", "pw", "--", "env"},
+                   {{"REDSEM_URL", server.socket_url()}, {"REDSEM_PASSWORD", "Sekrit-4d1f"}});
+    CHECK(from_env.exit_code == 0);
+    CHECK(from_env.out.find("REDSEM_URL=") != std::string::npos);
+    CHECK(from_env.out.find("Sekrit-4d1f") == std::string::npos);
+    CHECK(from_env.err.find("Sekrit-4d1f") == std::string::npos);
+
+    const auto from_url = run_redsem({"run", "pw", "--", "env"}, {{"REDIS_URL", url_with_password}});
+    CHECK(from_url.exit_code == 0);
+    CHECK(from_url.out.find("REDIS_URL=") != std::string::npos);
+    CHECK(from_url.out.find("Sekrit-4d1f") == std::string::npos);
+}
+
+TEST_CASE("a signal to redsem reaches the child once; redsem exits as the child did and frees the slot") {
+    RedisServer server;
+    Connection admin = server.admin();
+    for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
+        INFO("signal " << signal);
+        Scratch scratch;
+        const std::string got = scratch.path("got");
+        const std::string ready = scratch.path("ready");
+        // The child counts the signals it receives, then exits as a shell does after one.
+        const std::string script = "trap 'echo caught >> " + got + "; exit " +
+                                   std::to_string(128 + signal) + "' " +
+                                   std::to_string(signal) + "; touch " + ready +
+                                   "; while :; do sleep 0.05; done";
+        Child run({"run", "sig", "--", "sh", "-c", script}, env_for(server));
+        REQUIRE(wait_for_file(ready, 10s));
+        run.signal(signal);
+        const auto result = run.wait(10s);
+        CHECK(result.exit_code == 128 + signal);
+        CHECK(read_file(got) == "caught\n");
+        CHECK(zcard(admin, "redsem:{sig}:holders") == 0);
+    }
+}
+
+TEST_CASE("SIGKILL to redsem takes the child with it; the slot frees itself by its ttl") {
+    RedisServer server;
+    Scratch scratch;
+    const std::string pid_file = scratch.path("pid");
+    Child run({"run", "kill9", "--ttl", "1s", "--", "sh", "-c",
+               "echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file + "; exec sleep 60"},
+              env_for(server));
+    REQUIRE(wait_for_file(pid_file, 10s));
+    const int child_pid = std::stoi(read_file(pid_file));
+    run.signal(SIGKILL);
+    run.wait(5s);
+    const auto give_up = std::chrono::steady_clock::now() + 2s;
+    while (!process_gone(child_pid) && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(10ms);
+    }
+    CHECK(process_gone(child_pid));
+
+    const auto start = std::chrono::steady_clock::now();
+    const auto next = run_redsem({"acquire", "kill9", "-w", "5s"}, env_for(server));
+    CHECK(next.exit_code == 0);
+    CHECK(std::chrono::steady_clock::now() - start < 2s); // ttl + 1s
+}
+
+TEST_CASE("a lost lease stops the child and exits with the lost code; --on-lost ignore lets it finish") {
+    RedisServer server;
+    Connection admin = server.admin();
+    Scratch scratch;
+    const std::string ready = scratch.path("ready");
+    Child run({"run", "lost", "--ttl", "600ms", "--", "sh", "-c",
+               "touch " + ready + "; exec sleep 30"},
+              env_for(server));
+    REQUIRE(wait_for_file(ready, 10s));
+    // Take the lease away behind redsem's back.
+    admin.call({"DEL", "redsem:{lost}:holders"});
+    const auto result = run.wait(10s);
+    CHECK(result.exit_code == 76);
+    CHECK(result.err.find("lost the slot of 'lost'") != std::string::npos);
+
+    const std::string ready2 = scratch.path("ready2");
+    const std::string done = scratch.path("done");
+    Child ignoring({"run", "lost", "--ttl", "600ms", "--on-lost", "ignore", "--", "sh", "-c",
+                    "touch " + ready2 + "; sleep 1.5; touch " + done + "; exit 3"},
+                   env_for(server));
+    REQUIRE(wait_for_file(ready2, 10s));
+    admin.call({"DEL", "redsem:{lost}:holders"});
+    const auto ignored = ignoring.wait(10s);
+    CHECK(ignored.exit_code == 3);
+    CHECK(std::filesystem::exists(done));
+    CHECK(ignored.err.find("warning: lost the slot") != std::string::npos);
+
+    const auto custom = run_redsem({"run", "lost2", "--ttl", "600ms", "--lost-exit-code", "99",
+                                    "--", "sh", "-c", "redis-cli -s " + server.dir() +
+                                    "/redis.sock DEL 'redsem:{lost2}:holders' >/dev/null; sleep 30"},
+                                   env_for(server));
+    CHECK(custom.exit_code == 99);
+}
+
+TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else can take the slot") {
+    RedisServer server;
+    Connection admin = server.admin();
+    Scratch scratch;
+    const std::string ready = scratch.path("ready");
+    const std::string stopped = scratch.path("stopped");
+    Child run({"run", "pause", "--ttl", "1s", "--", "sh", "-c",
+               "trap 'date +%s%N > " + stopped + "; exit 0' TERM; touch " + ready +
+                   "; while :; do sleep 0.05; done"},
+              env_for(server));
+    REQUIRE(wait_for_file(ready, 10s));
+    admin.call({"CLIENT", "PAUSE", "3000", "ALL"});
+    const auto paused_at = std::chrono::system_clock::now();
+    const auto result = run.wait(15s);
+    CHECK(result.exit_code == 76);
+    REQUIRE(std::filesystem::exists(stopped));
+    const auto stopped_at_ns = std::stoll(read_file(stopped));
+    const auto pause_ends_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   (paused_at + 3s).time_since_epoch())
+                                   .count();
+    // The child was stopped before Redis could serve anybody again.
+    CHECK(stopped_at_ns < pause_ends_ns);
+}
+
+TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all complete") {
+    RedisServer server;
+    Scratch scratch;
+    const std::string log = scratch.path("log");
+    const std::string script = "echo \"S $(date +%s%N)\" >> " + log + "; sleep 0.05; echo \"E $(date +%s%N)\" >> " + log;
+    std::vector<std::unique_ptr<Child>> runs;
+    for (int i = 0; i < 20; ++i) {
+        runs.push_back(std::make_unique<Child>(
+            std::vector<std::string>{"run", "twenty", "-n", "2", "--", "sh", "-c", script},
+            env_for(server)));
+    }
+    for (auto& run : runs) {
+        CHECK(run->wait(60s).exit_code == 0);
+    }
+    // Sweep the recorded entries and exits in time order; the observer trusts only the clock.
+    std::vector<std::pair<long long, int>> events;
+    std::istringstream lines(read_file(log));
+    std::string kind;
+    long long when = 0;
+    while (lines >> kind >> when) {
+        events.emplace_back(when, kind == "S" ? 1 : -1);
+    }
+    REQUIRE(events.size() == 40);
+    std::sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first < b.first : a.second < b.second;
+    });
+    int inside = 0;
+    int most = 0;
+    for (const auto& [time, delta] : events) {
+        inside += delta;
+        most = std::max(most, inside);
+    }
+    CHECK(most <= 2);
+    CHECK(most == 2); // the runs did overlap
+}
+
+TEST_CASE("a signal while waiting leaves the queue without starting the command") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const auto holder = acquire_json(server, {"waitsig"});
+    Scratch scratch;
+    const std::string started = scratch.path("started");
+    Child waiter({"run", "waitsig", "--", "touch", started}, env_for(server));
+    while (zcard(admin, "redsem:{waitsig}:queue") < 1) {
+        std::this_thread::sleep_for(5ms);
+    }
+    waiter.signal(SIGTERM);
+    const auto result = waiter.wait(5s);
+    CHECK(result.exit_code == 143);
+    CHECK(zcard(admin, "redsem:{waitsig}:queue") == 0);
+    CHECK_FALSE(std::filesystem::exists(started));
+    CHECK(count_lines(result.err) == 0);
+}
+
+TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, --lost-exit-code") {
+    RedisServer server;
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"run", "b"},
+             {"run", "b", "--"},
+             {"run", "b", "-c", "true", "--", "true"},
+             {"run", "b", "--on-lost", "explode", "--", "true"},
+             {"run", "b", "--kill-after", "soon", "--", "true"},
+             {"run", "b", "--lost-exit-code", "300", "--", "true"},
+             {"run", "b{", "--", "true"}}) {
+        const auto result = run_redsem(args, env_for(server));
+        CHECK(result.exit_code == 64);
+        CHECK(result.err.rfind("redsem: error: ", 0) == 0);
+    }
+}
+
+TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once") {
+    RedisServer server;
+    Scratch scratch;
+    const std::string out = scratch.path("out");
+    const std::string count = scratch.path("count");
+    // script(1) gives redsem a pseudo-terminal as its controlling terminal; what we pipe into
+    // script is typed on it.
+    const std::string redsem = std::string(REDSEM_BINARY) + " --url " + server.socket_url();
+    const std::string read_line =
+        "(sleep 1; echo hello; sleep 1) | script -qfec \"" + redsem +
+        " run tty -- sh -c 'read a; echo got:\\$a; test -t 0 && echo on-tty'\" /dev/null > " + out;
+    CHECK(std::system(read_line.c_str()) == 0);
+    const std::string typed = read_file(out);
+    CHECK(typed.find("got:hello") != std::string::npos);
+    CHECK(typed.find("on-tty") != std::string::npos);
+
+    const std::string ctrl_c =
+        "(sleep 1.5; printf '\\003'; sleep 1.5) | script -qfec \"" + redsem +
+        " run tty -- sh -c 'trap \\\"echo INT >> " + count +
+        "; exit 130\\\" INT; while :; do sleep 0.1; done'\" /dev/null > /dev/null";
+    std::system(ctrl_c.c_str());
+    CHECK(read_file(count) == "INT\n");
+}
