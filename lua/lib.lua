@@ -149,26 +149,31 @@ local function remove_holder(state, token, info, now)
     return redis.call('ZREM', K_HOLDERS, token) == 1
 end
 
--- Drops holders whose lease has run out, waiters that stopped refreshing, and hand-overs
--- nobody collected; their slots go to the queue.
+-- Drops waiters that stopped refreshing, hand-overs nobody collected, and holders whose lease
+-- has run out; their slots go to the queue. Dead waiters go first, so that no slot is handed
+-- to one of them.
 local function prune(state, now)
-    local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now, 'LIMIT', 0, 100)
-    for _, token in ipairs(expired) do
-        remove_holder(state, token, nil, now)
-    end
     local lapsed = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now, 'LIMIT', 0, 100)
+    local handovers = {}
     for _, token in ipairs(lapsed) do
         redis.call('ZREM', K_ALIVE, token)
         if redis.call('ZSCORE', K_HOLDERS, token) then
-            -- A hand-over: collected when its wake list is gone.
-            local wake = WAKE_PREFIX .. token
-            if redis.call('EXISTS', wake) == 1 then
-                redis.call('DEL', wake)
-                remove_holder(state, token, nil, now)
-            end
+            handovers[#handovers + 1] = token
         else
             remove_waiter(token)
         end
+    end
+    for _, token in ipairs(handovers) do
+        -- Collected when its wake list is gone; otherwise the waiter died: hand it on.
+        local wake = WAKE_PREFIX .. token
+        if redis.call('EXISTS', wake) == 1 then
+            redis.call('DEL', wake)
+            remove_holder(state, token, nil, now)
+        end
+    end
+    local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now, 'LIMIT', 0, 100)
+    for _, token in ipairs(expired) do
+        remove_holder(state, token, nil, now)
     end
     if #expired > 0 or #lapsed > 0 then
         -- Hand-overs may have re-created keys; give them the common expiry.

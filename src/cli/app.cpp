@@ -24,6 +24,8 @@ constexpr std::array k_commands{
     Command{"release", "Give a slot back", setup_release},
     Command{"renew", "Extend a slot's lease", setup_renew},
     Command{"run", "Run a command while holding a slot", setup_run},
+    Command{"status", "Show who holds and who waits", setup_status},
+    Command{"gc", "Clean up after dead holders and waiters", setup_gc},
 };
 
 std::string version_text() {

@@ -30,5 +30,7 @@ Runner setup_acquire(CLI::App& command, const GlobalOptions& global);
 Runner setup_release(CLI::App& command, const GlobalOptions& global);
 Runner setup_renew(CLI::App& command, const GlobalOptions& global);
 Runner setup_run(CLI::App& command, const GlobalOptions& global);
+Runner setup_status(CLI::App& command, const GlobalOptions& global);
+Runner setup_gc(CLI::App& command, const GlobalOptions& global);
 
 } // namespace redsem::cli

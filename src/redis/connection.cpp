@@ -10,9 +10,9 @@
 
 namespace redsem {
 
-namespace {
-
 using Clock = std::chrono::steady_clock;
+
+namespace {
 
 timeval to_timeval(Milliseconds duration) {
     timeval tv{};
@@ -161,8 +161,7 @@ void Connection::fail_io(std::string_view during) {
         fmt::format("connection to Redis at {} failed {}: {}", where, during, printable(reason, 100)));
 }
 
-Reply Connection::exchange(const std::vector<std::string>& args, Milliseconds budget,
-                           int interrupt_fd) {
+void Connection::append(const std::vector<std::string>& args) {
     std::vector<const char*> argv;
     std::vector<std::size_t> lengths;
     argv.reserve(args.size());
@@ -175,13 +174,18 @@ Reply Connection::exchange(const std::vector<std::string>& args, Milliseconds bu
                                lengths.data()) != REDIS_OK) {
         fail_io("while preparing a command");
     }
+}
+
+void Connection::flush() {
     int done = 0;
     while (done == 0) {
         if (redisBufferWrite(m_context.get(), &done) != REDIS_OK) {
             fail_io("while sending");
         }
     }
-    const auto deadline = Clock::now() + m_options.command_timeout + budget;
+}
+
+Reply Connection::read_reply(Clock::time_point deadline, int interrupt_fd) {
     void* raw = nullptr;
     for (;;) {
         if (redisGetReplyFromReader(m_context.get(), &raw) != REDIS_OK) {
@@ -197,8 +201,7 @@ Reply Connection::exchange(const std::vector<std::string>& args, Milliseconds bu
         case Readiness::timed_out: {
             const std::string where = m_options.url.describe();
             disconnect();
-            throw ConnectionLost(fmt::format("Redis at {} did not answer within {}", where,
-                                             format_duration(m_options.command_timeout + budget)));
+            throw ConnectionLost(fmt::format("Redis at {} did not answer in time", where));
         }
         case Readiness::readable:
             break;
@@ -210,6 +213,28 @@ Reply Connection::exchange(const std::vector<std::string>& args, Milliseconds bu
     std::unique_ptr<redisReply, void (*)(void*)> reply(static_cast<redisReply*>(raw),
                                                        freeReplyObject);
     return convert(*reply);
+}
+
+Reply Connection::exchange(const std::vector<std::string>& args, Milliseconds budget,
+                           int interrupt_fd) {
+    append(args);
+    flush();
+    return read_reply(Clock::now() + m_options.command_timeout + budget, interrupt_fd);
+}
+
+std::vector<Reply> Connection::pipeline(const std::vector<std::vector<std::string>>& commands) {
+    connect();
+    for (const auto& args : commands) {
+        append(args);
+    }
+    flush();
+    std::vector<Reply> replies;
+    replies.reserve(commands.size());
+    for (std::size_t i = 0; i < commands.size(); ++i) {
+        // Each reply gets the full command timeout: a batch is many small commands.
+        replies.push_back(read_reply(Clock::now() + m_options.command_timeout, -1));
+    }
+    return replies;
 }
 
 Reply Connection::command(const std::vector<std::string>& args, Milliseconds blocking_for,

@@ -55,6 +55,10 @@ public:
     // Like command(), but an error reply becomes the Error that classify_reply_error() names.
     Reply call(const std::vector<std::string>& args);
 
+    // Sends all `commands` in one write and returns their replies in order, error replies
+    // included: one round trip for a batch of reads.
+    std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands);
+
     // Runs `script` with EVALSHA; on NOSCRIPT sends the body with EVAL (which also caches
     // it). Error replies are thrown as by call().
     Reply eval(const Script& script, const std::vector<std::string>& keys,
@@ -70,6 +74,9 @@ private:
     using ContextPtr = std::unique_ptr<redisContext, void (*)(redisContext*)>;
 
     Reply exchange(const std::vector<std::string>& args, Milliseconds budget, int interrupt_fd);
+    void append(const std::vector<std::string>& args);
+    void flush();
+    Reply read_reply(std::chrono::steady_clock::time_point deadline, int interrupt_fd);
     [[noreturn]] void fail_io(std::string_view during);
     void handshake();
 

@@ -1,0 +1,100 @@
+#include "cli/commands.hpp"
+#include "semaphore/gc.hpp"
+#include "util/duration.hpp"
+#include "util/name.hpp"
+#include "util/table.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+namespace redsem::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct GcArgs {
+    std::vector<std::string> names;
+    bool dry_run = false;
+    bool json = false;
+};
+
+void print_json(const GcReport& report, bool dry_run) {
+    json removed = json::array();
+    for (const auto& entry : report.removed) {
+        const auto& r = entry.record;
+        removed.push_back({{"name", entry.name},
+                           {"kind", kind_name(entry.kind)},
+                           {"token", entry.token},
+                           {"host", r ? json(r->meta.host) : json(nullptr)},
+                           {"pid", r ? json(r->meta.pid) : json(nullptr)},
+                           {"user", r ? json(r->meta.user) : json(nullptr)},
+                           {"label", r ? json(r->meta.label) : json(nullptr)},
+                           {"dead_for_ms", entry.dead_for_ms}});
+    }
+    const json out{{"dry_run", dry_run}, {"removed", removed}, {"deleted", report.deleted}};
+    std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+}
+
+void print_text(const GcReport& report, bool dry_run) {
+    const char* verb = dry_run ? "would remove" : "removed";
+    if (report.removed.empty() && report.deleted.empty()) {
+        std::cout << "nothing to clean\n";
+        return;
+    }
+    if (!report.removed.empty()) {
+        std::vector<std::vector<std::string>> rows{
+            {"SEMAPHORE", "WHAT", "TOKEN", "HOST", "PID", "DEAD FOR", "LABEL"}};
+        for (const auto& entry : report.removed) {
+            const auto& r = entry.record;
+            rows.push_back({entry.name, std::string(kind_name(entry.kind)), entry.token.substr(0, 8),
+                            r ? r->meta.host : "?", r ? std::to_string(r->meta.pid) : "?",
+                            entry.kind == GcEntry::Kind::orphan
+                                ? "-"
+                                : format_duration(Milliseconds{entry.dead_for_ms}),
+                            r ? r->meta.label : "?"});
+        }
+        std::cout << render_table(rows);
+    }
+    std::cout << fmt::format("{} {} dead entr{}", verb, report.removed.size(),
+                             report.removed.size() == 1 ? "y" : "ies");
+    if (!report.deleted.empty()) {
+        std::cout << fmt::format("; {} the keys of {} empty semaphore{}",
+                                 dry_run ? "would delete" : "deleted", report.deleted.size(),
+                                 report.deleted.size() == 1 ? "" : "s");
+    }
+    std::cout << "\n";
+}
+
+int run_gc(const GcArgs& args, const GlobalOptions& global) {
+    for (const auto& name : args.names) {
+        check_name(name);
+    }
+    const std::string prefix = resolve_prefix(global);
+    Connection connection(resolve_connection(global));
+    const GcReport report = collect_garbage(connection, prefix, args.names, args.dry_run);
+    if (args.json) {
+        print_json(report, args.dry_run);
+    } else {
+        print_text(report, args.dry_run);
+    }
+    return 0;
+}
+
+} // namespace
+
+Runner setup_gc(CLI::App& command, const GlobalOptions& global) {
+    auto args = std::make_shared<GcArgs>();
+    command.description("Remove expired holders and dead waiters from each NAME (default: every "
+                        "semaphore under the prefix), and delete semaphores left empty. Never "
+                        "touches a live holder.");
+    command.add_option("NAME", args->names, "Semaphore names (default: all)");
+    command.add_flag("--dry-run", args->dry_run, "Show what would be removed; change nothing");
+    command.add_flag("--json", args->json, "Print JSON (schema in the README)");
+    return [args, &global] { return run_gc(*args, global); };
+}
+
+} // namespace redsem::cli

@@ -1,0 +1,225 @@
+#include "cli/commands.hpp"
+#include "semaphore/inspect.hpp"
+#include "util/duration.hpp"
+#include "util/name.hpp"
+#include "util/table.hpp"
+#include "util/time_format.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+namespace redsem::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct StatusArgs {
+    std::vector<std::string> names;
+    bool json = false;
+};
+
+// The terminal's width when stdout is one (long labels are then cut to fit), else 0.
+std::size_t terminal_width() {
+    winsize size{};
+    if (isatty(STDOUT_FILENO) != 0 && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0) {
+        return size.ws_col;
+    }
+    return 0;
+}
+
+std::string ago(long long ms) { return format_duration(Milliseconds{ms}) + " ago"; }
+
+std::string short_token(const std::string& token) { return token.substr(0, 8); }
+
+json time_fields(const char* name, long long epoch_ms) {
+    return {{std::string(name) + "_ms", epoch_ms}, {name, iso8601_utc(epoch_ms)}};
+}
+
+json meta_json(const std::optional<Record>& record) {
+    if (!record) {
+        return {{"host", nullptr}, {"pid", nullptr}, {"user", nullptr}, {"label", nullptr}};
+    }
+    return {{"host", record->meta.host},
+            {"pid", record->meta.pid},
+            {"user", record->meta.user},
+            {"label", record->meta.label}};
+}
+
+json holder_json(const HolderView& holder, long long now) {
+    json out = meta_json(holder.record);
+    out["token"] = holder.token;
+    out["slot"] = holder.record ? json(holder.record->slot) : json(nullptr);
+    out["fence"] = holder.record ? json(holder.record->fence) : json(nullptr);
+    out["ttl_ms"] = holder.record ? json(holder.record->ttl_ms) : json(nullptr);
+    if (holder.record) {
+        out.update(time_fields("acquired", holder.record->since_ms));
+        out.update(time_fields("renewed", holder.deadline_ms - holder.record->ttl_ms));
+        out["held_for_ms"] = now - holder.record->since_ms;
+    }
+    out.update(time_fields("deadline", holder.deadline_ms));
+    out["expires_in_ms"] = holder.deadline_ms - now;
+    out["expired"] = holder.expired;
+    return out;
+}
+
+json waiter_json(const WaiterView& waiter, long long now) {
+    json out = meta_json(waiter.record);
+    out["token"] = waiter.token;
+    out["position"] = waiter.position;
+    if (waiter.record) {
+        out.update(time_fields("since", waiter.record->since_ms));
+        out["waited_ms"] = now - waiter.record->since_ms;
+        out["ttl_ms"] = waiter.record->ttl_ms;
+    }
+    return out;
+}
+
+json view_json(const SemaphoreView& view) {
+    json holders = json::array();
+    for (const auto& holder : view.holders) {
+        holders.push_back(holder_json(holder, view.server_now_ms));
+    }
+    json waiters = json::array();
+    for (const auto& waiter : view.waiters) {
+        waiters.push_back(waiter_json(waiter, view.server_now_ms));
+    }
+    json out{{"name", view.name},
+             {"limit", view.limit ? json(*view.limit) : json(nullptr)},
+             {"held", view.holders.size()},
+             {"waiting", view.waiters.size()},
+             {"holders", holders},
+             {"waiters", waiters}};
+    out.update(time_fields("server_time", view.server_now_ms));
+    return out;
+}
+
+void print_view(const SemaphoreView& view, std::size_t width) {
+    const long long now = view.server_now_ms;
+    if (view.holders.empty() && view.waiters.empty()) {
+        std::cout << view.name << ": no holders and no waiters\n";
+        return;
+    }
+    std::cout << fmt::format("{}: {}/{} held, {} waiting\n", view.name, view.holders.size(),
+                             view.limit ? std::to_string(*view.limit) : "?", view.waiters.size());
+    if (!view.holders.empty()) {
+        std::vector<std::vector<std::string>> rows{
+            {"SLOT", "TOKEN", "HOST", "PID", "USER", "HELD", "RENEWED", "EXPIRES", "FENCE", "LABEL"}};
+        for (const auto& holder : view.holders) {
+            const auto& r = holder.record;
+            const long long left = holder.deadline_ms - now;
+            rows.push_back({r ? std::to_string(r->slot) : "?", short_token(holder.token),
+                            r ? r->meta.host : "?", r ? std::to_string(r->meta.pid) : "?",
+                            r ? r->meta.user : "?",
+                            r ? format_duration(Milliseconds{now - r->since_ms}) : "?",
+                            r ? ago(now - (holder.deadline_ms - r->ttl_ms)) : "?",
+                            left > 0 ? "in " + format_duration(Milliseconds{left})
+                                     : "expired " + ago(-left),
+                            r ? std::to_string(r->fence) : "?", r ? r->meta.label : "?"});
+        }
+        std::cout << render_table(rows, width, rows[0].size() - 1);
+    }
+    if (!view.waiters.empty()) {
+        std::vector<std::vector<std::string>> rows{
+            {"QUEUED", "TOKEN", "HOST", "PID", "USER", "WAITING", "LABEL"}};
+        for (const auto& waiter : view.waiters) {
+            const auto& r = waiter.record;
+            rows.push_back({std::to_string(waiter.position + 1), short_token(waiter.token),
+                            r ? r->meta.host : "?", r ? std::to_string(r->meta.pid) : "?",
+                            r ? r->meta.user : "?",
+                            r ? format_duration(Milliseconds{now - r->since_ms}) : "?",
+                            r ? r->meta.label : "?"});
+        }
+        std::cout << render_table(rows, width, rows[0].size() - 1);
+    }
+}
+
+int show_all(Connection& connection, const std::string& prefix, bool as_json) {
+    long long now = 0;
+    const auto summaries = list_semaphores(connection, prefix, now);
+    if (as_json) {
+        json out = json::array();
+        for (const auto& summary : summaries) {
+            json oldest = nullptr;
+            if (summary.oldest) {
+                oldest = meta_json(summary.oldest);
+                oldest.update(time_fields("acquired", summary.oldest->since_ms));
+                oldest["held_for_ms"] = now - summary.oldest->since_ms;
+            }
+            out.push_back({{"name", summary.name},
+                           {"limit", summary.limit ? json(*summary.limit) : json(nullptr)},
+                           {"held", summary.held},
+                           {"waiting", summary.waiting},
+                           {"oldest_holder", oldest}});
+        }
+        std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+        return 0;
+    }
+    if (summaries.empty()) {
+        std::cout << "no semaphores under prefix '" << prefix << "'\n";
+        return 0;
+    }
+    std::vector<std::vector<std::string>> rows{{"NAME", "HELD", "WAITING", "OLDEST", "HOLDER", "LABEL"}};
+    for (const auto& summary : summaries) {
+        const auto& oldest = summary.oldest;
+        rows.push_back({summary.name,
+                        fmt::format("{}/{}", summary.held,
+                                    summary.limit ? std::to_string(*summary.limit) : "?"),
+                        std::to_string(summary.waiting),
+                        oldest ? format_duration(Milliseconds{now - oldest->since_ms}) : "-",
+                        oldest ? fmt::format("{}:{}", oldest->meta.host, oldest->meta.pid) : "-",
+                        oldest ? oldest->meta.label : ""});
+    }
+    std::cout << render_table(rows, terminal_width(), rows[0].size() - 1);
+    return 0;
+}
+
+int run_status(const StatusArgs& args, const GlobalOptions& global) {
+    for (const auto& name : args.names) {
+        check_name(name);
+    }
+    const std::string prefix = resolve_prefix(global);
+    Connection connection(resolve_connection(global));
+    if (args.names.empty()) {
+        return show_all(connection, prefix, args.json);
+    }
+    std::vector<SemaphoreView> views;
+    for (const auto& name : args.names) {
+        views.push_back(inspect(connection, prefix, name));
+    }
+    if (args.json) {
+        json out = json::array();
+        for (const auto& view : views) {
+            out.push_back(view_json(view));
+        }
+        const json& shown = views.size() == 1 ? out[0] : out;
+        std::cout << shown.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+        return 0;
+    }
+    const std::size_t width = terminal_width();
+    for (std::size_t i = 0; i < views.size(); ++i) {
+        if (i > 0) {
+            std::cout << "\n";
+        }
+        print_view(views[i], width);
+    }
+    return 0;
+}
+
+} // namespace
+
+Runner setup_status(CLI::App& command, const GlobalOptions& global) {
+    auto args = std::make_shared<StatusArgs>();
+    command.description("Show who holds and who waits for each NAME; without NAME, list every "
+                        "semaphore under the prefix. Changes nothing.");
+    command.add_option("NAME", args->names, "Semaphore names (default: all)");
+    command.add_flag("--json", args->json, "Print JSON (schema in the README)");
+    return [args, &global] { return run_status(*args, global); };
+}
+
+} // namespace redsem::cli

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redis/connection.hpp"
+#include "semaphore/record.hpp"
+
+namespace redsem {
+
+struct GcEntry {
+    enum class Kind { holder, waiter, handover, orphan };
+
+    std::string name; // semaphore
+    Kind kind = Kind::holder;
+    std::string token;
+    std::optional<Record> record;
+    long long dead_for_ms = 0; // since the lease or liveness ran out; 0 for orphans
+};
+
+struct GcReport {
+    std::vector<GcEntry> removed;
+    std::vector<std::string> deleted; // semaphores whose keys were deleted (nothing was left)
+};
+
+// How many semaphores one pipelined round trip cleans.
+inline constexpr std::size_t k_gc_batch = 100;
+
+// Cleans the named semaphores, or every one under `prefix` (found with SCAN) when `names` is
+// empty: each atomically by lua/gc.lua, k_gc_batch per round trip. With `dry_run`, reports
+// what it would remove and changes nothing.
+GcReport collect_garbage(Connection& connection, std::string_view prefix,
+                         const std::vector<std::string>& names, bool dry_run);
+
+std::string_view kind_name(GcEntry::Kind kind);
+
+} // namespace redsem

@@ -1,0 +1,191 @@
+#include "semaphore/inspect.hpp"
+
+#include "semaphore/keys.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+namespace redsem {
+
+namespace {
+
+// Entries read per call: keeps every call short on a semaphore with many holders.
+constexpr long long k_page = 500;
+// Semaphores read per pipelined round trip by list_semaphores().
+constexpr std::size_t k_batch = 100;
+constexpr std::string_view k_scan_count = "1000";
+
+long long to_number(const std::string& text) {
+    long long value = 0;
+    std::from_chars(text.data(), text.data() + text.size(), value);
+    return value;
+}
+
+std::optional<long long> optional_number(const Reply& reply) {
+    if (reply.is_error()) {
+        throw_reply_error(reply.text);
+    }
+    if (reply.is_nil()) {
+        return std::nullopt;
+    }
+    long long value = 0;
+    const std::string& text = reply.as_string();
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || ptr != text.data() + text.size()) {
+        return std::nullopt;
+    }
+    return value;
+}
+
+const Reply& checked(const Reply& reply) {
+    if (reply.is_error()) {
+        throw_reply_error(reply.text);
+    }
+    return reply;
+}
+
+std::optional<Record> record_of(const Reply& reply) {
+    if (reply.type != Reply::Type::string) {
+        return std::nullopt;
+    }
+    return parse_record(reply.text);
+}
+
+// Escapes glob characters so that SCAN MATCH takes the prefix literally.
+std::string glob_escape(std::string_view text) {
+    std::string out;
+    for (const char c : text) {
+        if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') {
+            out += '\\';
+        }
+        out += c;
+    }
+    return out;
+}
+
+} // namespace
+
+long long server_time_ms(Connection& connection) {
+    const Reply time = connection.call({"TIME"});
+    return to_number(time.at(0).as_string()) * 1000 + to_number(time.at(1).as_string()) / 1000;
+}
+
+SemaphoreView inspect(Connection& connection, std::string_view prefix, std::string_view name) {
+    const Keys keys = Keys::make(prefix, name);
+    SemaphoreView view;
+    view.name = name;
+    view.server_now_ms = server_time_ms(connection);
+    const auto head = connection.pipeline({{"HGET", keys.state, "limit"},
+                                           {"ZCARD", keys.holders},
+                                           {"ZCARD", keys.queue}});
+    view.limit = optional_number(head[0]);
+    const long long holders = checked(head[1]).as_integer();
+    const long long waiters = checked(head[2]).as_integer();
+
+    for (long long start = 0; start < holders; start += k_page) {
+        const Reply page = connection.call({"ZRANGE", keys.holders, std::to_string(start),
+                                            std::to_string(start + k_page - 1), "WITHSCORES"});
+        const auto& items = page.as_array();
+        if (items.empty()) {
+            break;
+        }
+        std::vector<std::string> hmget{"HMGET", keys.info};
+        for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+            hmget.push_back(items[i].as_string());
+        }
+        const Reply records = connection.call(hmget);
+        for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+            HolderView holder;
+            holder.token = items[i].as_string();
+            holder.deadline_ms = to_number(items[i + 1].as_string());
+            holder.expired = holder.deadline_ms <= view.server_now_ms;
+            holder.record = record_of(records.at(i / 2));
+            view.holders.push_back(std::move(holder));
+        }
+    }
+    std::stable_sort(view.holders.begin(), view.holders.end(), [](const auto& a, const auto& b) {
+        const long long slot_a = a.record ? a.record->slot : 1LL << 62;
+        const long long slot_b = b.record ? b.record->slot : 1LL << 62;
+        return slot_a < slot_b;
+    });
+
+    for (long long start = 0; start < waiters; start += k_page) {
+        const Reply page = connection.call(
+            {"ZRANGE", keys.queue, std::to_string(start), std::to_string(start + k_page - 1)});
+        const auto& tokens = page.as_array();
+        if (tokens.empty()) {
+            break;
+        }
+        std::vector<std::string> hmget{"HMGET", keys.info};
+        for (const Reply& token : tokens) {
+            hmget.push_back(token.as_string());
+        }
+        const Reply records = connection.call(hmget);
+        for (std::size_t i = 0; i < tokens.size(); ++i) {
+            view.waiters.push_back(WaiterView{tokens[i].as_string(),
+                                              static_cast<long long>(view.waiters.size()),
+                                              record_of(records.at(i))});
+        }
+    }
+    return view;
+}
+
+std::vector<std::string> scan_names(Connection& connection, std::string_view prefix) {
+    const std::string pattern = glob_escape(prefix) + ":{*}:state";
+    const std::string head = std::string(prefix) + ":{";
+    std::set<std::string> names; // SCAN may return a key more than once
+    std::string cursor = "0";
+    do {
+        const Reply reply =
+            connection.call({"SCAN", cursor, "MATCH", pattern, "COUNT", std::string(k_scan_count)});
+        cursor = reply.at(0).as_string();
+        for (const Reply& key : reply.at(1).as_array()) {
+            const std::string& text = key.as_string();
+            const std::size_t close = text.rfind("}:state");
+            if (text.rfind(head, 0) == 0 && close != std::string::npos && close >= head.size()) {
+                names.insert(text.substr(head.size(), close - head.size()));
+            }
+        }
+    } while (cursor != "0");
+    return {names.begin(), names.end()};
+}
+
+std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
+                                              long long& server_now_ms) {
+    const std::vector<std::string> names = scan_names(connection, prefix);
+    server_now_ms = server_time_ms(connection);
+    std::vector<SemaphoreSummary> summaries;
+    summaries.reserve(names.size());
+    for (std::size_t first = 0; first < names.size(); first += k_batch) {
+        const std::size_t last = std::min(names.size(), first + k_batch);
+        std::vector<std::vector<std::string>> commands;
+        for (std::size_t i = first; i < last; ++i) {
+            const Keys keys = Keys::make(prefix, names[i]);
+            commands.push_back({"HGET", keys.state, "limit"});
+            commands.push_back({"ZCARD", keys.holders});
+            commands.push_back({"ZCARD", keys.queue});
+            commands.push_back({"HVALS", keys.info});
+        }
+        const std::vector<Reply> replies = connection.pipeline(commands);
+        for (std::size_t i = first; i < last; ++i) {
+            const std::size_t at = (i - first) * 4;
+            SemaphoreSummary summary;
+            summary.name = names[i];
+            summary.limit = optional_number(replies[at]);
+            summary.held = checked(replies[at + 1]).as_integer();
+            summary.waiting = checked(replies[at + 2]).as_integer();
+            for (const Reply& raw : checked(replies[at + 3]).as_array()) {
+                auto record = record_of(raw);
+                if (record && record->kind == Record::Kind::holder &&
+                    (!summary.oldest || record->since_ms < summary.oldest->since_ms)) {
+                    summary.oldest = std::move(record);
+                }
+            }
+            summaries.push_back(std::move(summary));
+        }
+    }
+    return summaries;
+}
+
+} // namespace redsem

@@ -1,0 +1,170 @@
+// redsem-scale-bench: times `redsem status` and `redsem gc` at scale, and reports the longest
+// single Redis call each made (from SLOWLOG). Prints numbers; asserts nothing.
+//
+//   redsem-scale-bench --url URL --redsem PATH/TO/redsem [--holders 10000] [--semaphores 10000]
+//
+// Populates through the real acquire script (pipelined): one semaphore with N holders and N
+// waiters (waiters get a long liveness so they stay queued while measured), and M semaphores
+// with one holder each, half of whose leases run out before gc runs. Uses FLUSHDB: point it at
+// a private server.
+#include "lua_scripts.hpp"
+#include "redis/connection.hpp"
+#include "semaphore/keys.hpp"
+#include "util/token.hpp"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace redsem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t k_batch = 1000;
+const std::string k_meta = R"({"host":"bench","pid":1,"user":"bench","label":"scale bench"})";
+
+std::vector<std::string> acquire_command(const std::string& name, const std::string& token,
+                                         long long limit, long long ttl_ms, bool wait) {
+    const Keys keys = Keys::make("redsem", name);
+    std::vector<std::string> command{"EVALSHA", scripts::k_acquire_script.sha1, "6"};
+    for (auto& key : keys.script_keys()) {
+        command.push_back(std::move(key));
+    }
+    for (const std::string& arg :
+         {keys.wake_prefix, token, std::to_string(limit), std::to_string(ttl_ms),
+          std::string(wait ? "wait" : "try"), std::string("600000"), k_meta, std::string("0")}) {
+        command.push_back(arg);
+    }
+    return command;
+}
+
+void run_batched(Connection& connection, std::vector<std::vector<std::string>>& commands) {
+    for (std::size_t first = 0; first < commands.size(); first += k_batch) {
+        std::vector<std::vector<std::string>> batch(
+            commands.begin() + static_cast<long>(first),
+            commands.begin() + static_cast<long>(std::min(commands.size(), first + k_batch)));
+        for (const Reply& reply : connection.pipeline(batch)) {
+            if (reply.is_error()) {
+                throw std::runtime_error("populating failed: " + reply.text);
+            }
+        }
+    }
+    commands.clear();
+}
+
+// Runs redsem with `args`, stdout to /dev/null; returns wall seconds.
+double time_redsem(const std::string& redsem, const std::string& url,
+                   const std::vector<std::string>& args) {
+    const auto start = Clock::now();
+    const pid_t pid = fork();
+    if (pid == 0) {
+        std::vector<std::string> all{redsem, "--url", url};
+        all.insert(all.end(), args.begin(), args.end());
+        std::vector<char*> argv;
+        for (auto& arg : all) {
+            argv.push_back(arg.data());
+        }
+        argv.push_back(nullptr);
+        if (freopen("/dev/null", "w", stdout) == nullptr) {
+            _exit(1);
+        }
+        execv(argv[0], argv.data());
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        throw std::runtime_error("redsem failed");
+    }
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The longest call in SLOWLOG since the last reset: {microseconds, command name}.
+std::pair<long long, std::string> longest_call(Connection& admin) {
+    const Reply log = admin.call({"SLOWLOG", "GET", "1000000"});
+    long long longest = 0;
+    std::string name;
+    for (const Reply& entry : log.as_array()) {
+        const long long micros = entry.at(2).as_integer();
+        const std::string command = entry.at(3).at(0).as_string();
+        if (command != "SLOWLOG" && micros > longest) {
+            longest = micros;
+            name = command;
+        }
+    }
+    return {longest, name};
+}
+
+nlohmann::json measure(Connection& admin, const std::string& redsem, const std::string& url,
+                       const std::vector<std::string>& args) {
+    admin.call({"SLOWLOG", "RESET"});
+    const double seconds = time_redsem(redsem, url, args);
+    const auto [micros, command] = longest_call(admin);
+    std::string shown = "redsem";
+    for (const auto& arg : args) {
+        shown += " " + arg;
+    }
+    return {{"command", shown}, {"seconds", seconds}, {"longest_call_us", micros},
+            {"longest_call", command}};
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"Time redsem status and gc at scale"};
+    std::string url;
+    std::string redsem;
+    long long holders = 10'000;
+    long long semaphores = 10'000;
+    app.add_option("--url", url, "Redis URL of a private server (it is flushed)")->required();
+    app.add_option("--redsem", redsem, "The redsem binary")->required();
+    app.add_option("--holders", holders, "Holders and waiters of the big semaphore");
+    app.add_option("--semaphores", semaphores, "Number of small semaphores");
+    CLI11_PARSE(app, argc, argv);
+
+    Connection admin(ConnectOptions{parse_redis_url(url)});
+    admin.call({"FLUSHDB"});
+    admin.call({"SCRIPT", "LOAD", scripts::k_acquire_script.body});
+    admin.call({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+    admin.call({"CONFIG", "SET", "slowlog-max-len", "1000000"});
+
+    std::vector<std::vector<std::string>> commands;
+    for (long long i = 0; i < holders; ++i) {
+        commands.push_back(acquire_command("big", generate_token(), holders, 600'000, false));
+    }
+    for (long long i = 0; i < holders; ++i) {
+        commands.push_back(acquire_command("big", generate_token(), holders, 600'000, true));
+    }
+    run_batched(admin, commands);
+    nlohmann::json results = nlohmann::json::array();
+    results.push_back(measure(admin, redsem, url, {"status", "big"}));
+    results.push_back(measure(admin, redsem, url, {"status", "big", "--json"}));
+    admin.call({"DEL", "redsem:{big}:state", "redsem:{big}:holders", "redsem:{big}:info",
+                "redsem:{big}:queue", "redsem:{big}:alive", "redsem:{big}:slots"});
+
+    for (long long i = 0; i < semaphores; ++i) {
+        const long long ttl = i % 2 == 0 ? 100 : 600'000; // half expire before gc runs
+        commands.push_back(acquire_command(fmt::format("s{:05}", i), generate_token(), 1, ttl, false));
+    }
+    run_batched(admin, commands);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    results.push_back(measure(admin, redsem, url, {"status"}));
+    results.push_back(measure(admin, redsem, url, {"gc", "--dry-run"}));
+    results.push_back(measure(admin, redsem, url, {"gc"}));
+    admin.call({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+
+    std::cout << nlohmann::json{{"holders", holders},
+                                {"waiters", holders},
+                                {"semaphores", semaphores},
+                                {"results", results}}
+                     .dump(2)
+              << "\n";
+    return 0;
+}

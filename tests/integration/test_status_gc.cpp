@@ -1,0 +1,305 @@
+// `redsem status` and `redsem gc` against a private redis-server.
+#include <catch2/catch.hpp>
+
+#include "lua_scripts.hpp"
+#include "semaphore/keys.hpp"
+#include "support/helpers.hpp"
+#include "util/token.hpp"
+
+#include <csignal>
+#include <map>
+#include <sstream>
+#include <thread>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+// Every key with its DUMP and its TTL: compared before and after a command that must change
+// nothing.
+std::map<std::string, std::pair<std::string, long long>> snapshot(Connection& admin) {
+    std::map<std::string, std::pair<std::string, long long>> keys;
+    const Reply names = admin.call({"KEYS", "*"});
+    for (const Reply& key : names.as_array()) {
+        const std::string& name = key.as_string();
+        const Reply dump = admin.call({"DUMP", name});
+        const long long ttl_ms = admin.call({"PTTL", name}).as_integer();
+        // A TTL ticks down while we look; seconds are stable enough to catch a change.
+        keys[name] = {dump.is_nil() ? "" : dump.text, ttl_ms / 10'000};
+    }
+    return keys;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        lines.push_back(line);
+    }
+    return lines;
+}
+
+// Queues a waiter directly through the acquire script with a short liveness, as a waiter
+// that died would leave itself.
+void add_dead_waiter(const RedisServer& server, const std::string& name, const std::string& token,
+                     long long limit) {
+    Connection connection(ConnectOptions{parse_redis_url(server.socket_url())});
+    const Keys keys = Keys::make("redsem", name);
+    const Reply reply = connection.eval(
+        scripts::k_acquire_script, keys.script_keys(),
+        {keys.wake_prefix, token, std::to_string(limit), "60000", "wait", "50",
+         R"({"host":"ghost","pid":4242,"user":"nobody","label":"dead waiter"})", "0"});
+    REQUIRE(reply.at(0).as_string() == "wait");
+}
+
+} // namespace
+
+TEST_CASE("status of an unknown semaphore says it is empty, in text and JSON") {
+    RedisServer server;
+    const auto text = run_redsem({"status", "ghost"}, env_for(server));
+    CHECK(text.exit_code == 0);
+    CHECK(text.out == "ghost: no holders and no waiters\n");
+    const auto data = run_redsem({"status", "ghost", "--json"}, env_for(server));
+    REQUIRE(data.exit_code == 0);
+    const json status = json::parse(data.out);
+    CHECK(status["name"] == "ghost");
+    CHECK(status["limit"].is_null());
+    CHECK(status["held"] == 0);
+    CHECK(status["waiting"] == 0);
+    CHECK(status["holders"].empty());
+    CHECK(status["waiters"].empty());
+    CHECK(run_redsem({"status", "bad{name"}, env_for(server)).exit_code == 64);
+}
+
+TEST_CASE("status shows holders by slot and waiters in queue order, field by field") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const auto first = acquire_json(server, {"st", "-n", "2", "--label", "first job"});
+    const auto second = acquire_json(server, {"st", "-n", "2", "--ttl", "10m", "--label", "second"});
+    Child waiter_a({"acquire", "st", "-n", "2", "--label", "waiter a"}, env_for(server));
+    while (zcard(admin, "redsem:{st}:queue") < 1) {
+        std::this_thread::sleep_for(5ms);
+    }
+    Child waiter_b({"acquire", "st", "-n", "2", "--label", "waiter b"}, env_for(server));
+    while (zcard(admin, "redsem:{st}:queue") < 2) {
+        std::this_thread::sleep_for(5ms);
+    }
+
+    const auto data = run_redsem({"status", "st", "--json"}, env_for(server));
+    REQUIRE(data.exit_code == 0);
+    const json status = json::parse(data.out);
+    CHECK(status["limit"] == 2);
+    CHECK(status["held"] == 2);
+    CHECK(status["waiting"] == 2);
+    REQUIRE(status["holders"].size() == 2);
+    const json& h0 = status["holders"][0];
+    CHECK(h0["slot"] == 0);
+    CHECK(h0["token"] == first["token"]);
+    CHECK(h0["fence"] == first["fence"]);
+    CHECK(h0["label"] == "first job");
+    CHECK(h0["pid"].get<long long>() > 0);
+    CHECK(h0["host"].get<std::string>().size() > 0);
+    CHECK(h0["user"].get<std::string>().size() > 0);
+    CHECK(h0["ttl_ms"] == 60000);
+    CHECK(h0["expired"] == false);
+    CHECK(h0["deadline_ms"] == first["deadline_ms"]);
+    CHECK(h0["deadline"] == first["deadline"]);
+    CHECK(h0["expires_in_ms"].get<long long>() > 50'000);
+    CHECK(h0["held_for_ms"].get<long long>() >= 0);
+    CHECK(h0["acquired_ms"].get<long long>() + 60000 == h0["deadline_ms"].get<long long>());
+    CHECK(h0["renewed_ms"] == h0["acquired_ms"]);
+    CHECK(status["holders"][1]["slot"] == 1);
+    CHECK(status["holders"][1]["label"] == "second");
+    CHECK(status["holders"][1]["ttl_ms"] == 600000);
+    REQUIRE(status["waiters"].size() == 2);
+    CHECK(status["waiters"][0]["position"] == 0);
+    CHECK(status["waiters"][0]["label"] == "waiter a");
+    CHECK(status["waiters"][0]["pid"] == waiter_a.pid());
+    CHECK(status["waiters"][1]["label"] == "waiter b");
+    CHECK(status["waiters"][1]["pid"] == waiter_b.pid());
+    CHECK(status["waiters"][1]["waited_ms"].get<long long>() >= 0);
+
+    // The table: a header, one row per holder (whole token shortened), the waiters after.
+    const auto text = run_redsem({"status", "st"}, env_for(server));
+    const auto lines = lines_of(text.out);
+    REQUIRE(lines.size() == 7);
+    CHECK(lines[0] == "st: 2/2 held, 2 waiting");
+    CHECK(lines[1].rfind("SLOT  TOKEN     HOST", 0) == 0);
+    for (const char* column : {"PID", "USER", "HELD", "RENEWED", "EXPIRES", "FENCE", "LABEL"}) {
+        CHECK(lines[1].find(column) != std::string::npos);
+    }
+    CHECK(lines[2].rfind("0     " + first["token"].get<std::string>().substr(0, 8), 0) == 0);
+    CHECK(lines[2].find("first job") != std::string::npos);
+    CHECK(lines[2].find(std::to_string(first["fence"].get<long long>())) != std::string::npos);
+    CHECK(lines[3].find("second") != std::string::npos);
+    CHECK(lines[3].find("in 10m") != std::string::npos);
+    CHECK(lines[4].rfind("QUEUED", 0) == 0);
+    CHECK(lines[5].find("waiter a") != std::string::npos);
+    CHECK(lines[6].find("waiter b") != std::string::npos);
+    // Not a terminal: long labels are printed whole.
+    const std::string long_label(300, 'L');
+    acquire_json(server, {"long", "--label", long_label});
+    CHECK(run_redsem({"status", "long"}, env_for(server)).out.find(long_label) != std::string::npos);
+}
+
+TEST_CASE("status shows expired holders that were not pruned yet") {
+    RedisServer server;
+    const auto lease = acquire_json(server, {"exp", "--ttl", "200ms", "--label", "stale"});
+    std::this_thread::sleep_for(400ms);
+    const json status = json::parse(run_redsem({"status", "exp", "--json"}, env_for(server)).out);
+    REQUIRE(status["holders"].size() == 1);
+    CHECK(status["holders"][0]["expired"] == true);
+    CHECK(status["holders"][0]["expires_in_ms"].get<long long>() < 0);
+    const auto text = run_redsem({"status", "exp"}, env_for(server)).out;
+    CHECK(text.find("expired ") != std::string::npos);
+    CHECK(text.find("stale") != std::string::npos);
+}
+
+TEST_CASE("status changes nothing in Redis") {
+    RedisServer server;
+    Connection admin = server.admin();
+    acquire_json(server, {"ro", "-n", "2"});
+    acquire_json(server, {"ro", "-n", "2", "--ttl", "200ms"});
+    Child waiter({"acquire", "ro", "-n", "2"}, env_for(server));
+    while (zcard(admin, "redsem:{ro}:queue") < 1) {
+        std::this_thread::sleep_for(5ms);
+    }
+    waiter.signal(SIGSTOP); // a waiter that no longer refreshes: status must not prune it
+    std::this_thread::sleep_for(300ms); // and one holder has expired
+    const auto before = snapshot(admin);
+    CHECK(run_redsem({"status", "ro"}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"status", "ro", "--json"}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"status"}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"status", "--json"}, env_for(server)).exit_code == 0);
+    CHECK(snapshot(admin) == before);
+    waiter.signal(SIGCONT);
+}
+
+TEST_CASE("status without a name lists every semaphore under the prefix, sorted") {
+    RedisServer server;
+    for (const char* name : {"zeta", "alpha", "mid"}) {
+        acquire_json(server, {name, "-n", "3", "--label", std::string("job ") + name});
+    }
+    CHECK(run_redsem({"acquire", "other", "--prefix", "elsewhere"}, env_for(server)).exit_code == 0);
+    const auto text = run_redsem({"status"}, env_for(server));
+    const auto lines = lines_of(text.out);
+    REQUIRE(lines.size() == 4);
+    CHECK(lines[0].rfind("NAME", 0) == 0);
+    CHECK(lines[1].rfind("alpha  1/3", 0) == 0);
+    CHECK(lines[2].rfind("mid", 0) == 0);
+    CHECK(lines[3].rfind("zeta", 0) == 0);
+    CHECK(lines[1].find("job alpha") != std::string::npos);
+
+    const json all = json::parse(run_redsem({"status", "--json"}, env_for(server)).out);
+    REQUIRE(all.size() == 3);
+    CHECK(all[0]["name"] == "alpha");
+    CHECK(all[0]["held"] == 1);
+    CHECK(all[0]["limit"] == 3);
+    CHECK(all[0]["waiting"] == 0);
+    CHECK(all[0]["oldest_holder"]["label"] == "job alpha");
+
+    const json other =
+        json::parse(run_redsem({"status", "--json", "--prefix", "elsewhere"}, env_for(server)).out);
+    REQUIRE(other.size() == 1);
+    CHECK(other[0]["name"] == "other");
+    // Glob characters in a prefix are taken literally.
+    const json none =
+        json::parse(run_redsem({"status", "--json", "--prefix", "*"}, env_for(server)).out);
+    CHECK(none.empty());
+}
+
+TEST_CASE("gc removes expired holders and dead waiters, and deletes what is left empty") {
+    RedisServer server;
+    Connection admin = server.admin();
+    acquire_json(server, {"dead", "--ttl", "150ms", "--label", "crashed"});
+    const auto live = acquire_json(server, {"mixed", "-n", "3", "--label", "alive"});
+    acquire_json(server, {"mixed", "-n", "3", "--ttl", "150ms", "--label", "crashed too"});
+    acquire_json(server, {"queued", "--label", "holds queued"});
+    const std::string ghost = generate_token();
+    add_dead_waiter(server, "queued", ghost, 1);
+    std::this_thread::sleep_for(300ms);
+
+    const auto before = snapshot(admin);
+    const auto dry = run_redsem({"gc", "--dry-run", "--json"}, env_for(server));
+    REQUIRE(dry.exit_code == 0);
+    CHECK(snapshot(admin) == before); // a dry run changes nothing
+    const json planned = json::parse(dry.out);
+    CHECK(planned["dry_run"] == true);
+    CHECK(planned["removed"].size() == 3);
+    CHECK(planned["deleted"] == json::array({"dead"}));
+
+    const auto done = run_redsem({"gc", "--json"}, env_for(server));
+    REQUIRE(done.exit_code == 0);
+    const json report = json::parse(done.out);
+    CHECK(report["dry_run"] == false);
+    std::map<std::string, json> by_label;
+    for (const auto& entry : report["removed"]) {
+        by_label[entry["label"].get<std::string>()] = entry;
+    }
+    REQUIRE(by_label.size() == 3);
+    CHECK(by_label["crashed"]["name"] == "dead");
+    CHECK(by_label["crashed"]["kind"] == "holder");
+    CHECK(by_label["crashed"]["dead_for_ms"].get<long long>() >= 100);
+    CHECK(by_label["crashed too"]["name"] == "mixed");
+    CHECK(by_label["dead waiter"]["kind"] == "waiter");
+    CHECK(by_label["dead waiter"]["token"] == ghost);
+    CHECK(by_label["dead waiter"]["host"] == "ghost");
+    CHECK(by_label["dead waiter"]["pid"] == 4242);
+    CHECK(report["deleted"] == json::array({"dead"}));
+
+    CHECK(admin.call({"KEYS", "redsem:{dead}:*"}).as_array().empty());
+    CHECK(zcard(admin, "redsem:{mixed}:holders") == 1);
+    CHECK(admin.call({"ZSCORE", "redsem:{mixed}:holders", live["token"].get<std::string>()})
+              .type == Reply::Type::string);
+    CHECK(zcard(admin, "redsem:{queued}:queue") == 0);
+    CHECK(zcard(admin, "redsem:{queued}:holders") == 1);
+
+    const auto again = run_redsem({"gc"}, env_for(server));
+    CHECK(again.exit_code == 0);
+    CHECK(again.out == "nothing to clean\n");
+}
+
+TEST_CASE("gc of named semaphores only, and of records nobody owns") {
+    RedisServer server;
+    Connection admin = server.admin();
+    acquire_json(server, {"a", "--ttl", "150ms"});
+    acquire_json(server, {"b", "--ttl", "150ms"});
+    acquire_json(server, {"c"});
+    admin.call({"HSET", "redsem:{c}:info", std::string(32, 'e'), "h 5 1 1 100 {}"});
+    std::this_thread::sleep_for(300ms);
+    const json report = json::parse(run_redsem({"gc", "a", "c", "--json"}, env_for(server)).out);
+    REQUIRE(report["removed"].size() == 2);
+    CHECK(report["removed"][0]["name"] == "a");
+    CHECK(report["removed"][1]["name"] == "c");
+    CHECK(report["removed"][1]["kind"] == "orphan");
+    CHECK(admin.call({"EXISTS", "redsem:{b}:holders"}).as_integer() == 1);
+    CHECK(admin.call({"HLEN", "redsem:{c}:info"}).as_integer() == 1);
+    const auto text = run_redsem({"gc", "b"}, env_for(server));
+    CHECK(text.out.find("removed 1 dead entry; deleted the keys of 1 empty semaphore") !=
+          std::string::npos);
+}
+
+TEST_CASE("gc never removes a live holder that keeps renewing") {
+    RedisServer server;
+    Connection admin = server.admin();
+    Child live({"run", "busy", "-n", "3", "--ttl", "300ms", "--label", "renewing", "--", "sleep", "2"},
+               env_for(server));
+    while (zcard(admin, "redsem:{busy}:holders") < 1) {
+        std::this_thread::sleep_for(5ms);
+    }
+    int removed_live = 0;
+    const auto until = std::chrono::steady_clock::now() + 1500ms;
+    while (std::chrono::steady_clock::now() < until) {
+        acquire_json(server, {"busy", "-n", "3", "--ttl", "100ms", "--label", "dying"});
+        const json report = json::parse(run_redsem({"gc", "busy", "--json"}, env_for(server)).out);
+        for (const auto& entry : report["removed"]) {
+            removed_live += entry["label"] == "renewing" ? 1 : 0;
+        }
+        std::this_thread::sleep_for(50ms);
+    }
+    CHECK(removed_live == 0);
+    CHECK(live.wait(10s).exit_code == 0); // its lease was never lost
+}
