@@ -22,6 +22,7 @@ using nlohmann::json;
 struct StatusArgs {
     std::vector<std::string> names;
     bool json = false;
+    bool names_only = false;
 };
 
 // The terminal's width when stdout is one (long labels are then cut to fit), else 0.
@@ -185,6 +186,15 @@ int run_status(const StatusArgs& args, const GlobalOptions& global) {
     }
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
+    if (args.names_only) {
+        if (!args.names.empty() || args.json) {
+            throw UsageError("--names takes no NAME and no --json");
+        }
+        for (const auto& name : scan_names(connection, prefix)) {
+            std::cout << name << "\n";
+        }
+        return 0;
+    }
     if (args.names.empty()) {
         return show_all(connection, prefix, args.json);
     }
@@ -219,6 +229,8 @@ Runner setup_status(CLI::App& command, const GlobalOptions& global) {
                         "semaphore under the prefix. Changes nothing.");
     command.add_option("NAME", args->names, "Semaphore names (default: all)");
     command.add_flag("--json", args->json, "Print JSON (schema in the README)");
+    command.add_flag("--names", args->names_only,
+                     "Print only the names of all semaphores, one per line (for completion)");
     return [args, &global] { return run_status(*args, global); };
 }
 
