@@ -1,6 +1,7 @@
 #include "cli/app.hpp"
 
 #include "cli/commands.hpp"
+#include "process/child.hpp"
 #include "redis/connection.hpp"
 #include "util/errors.hpp"
 
@@ -46,6 +47,7 @@ std::string command_path(const CLI::App& app) {
 std::span<const Command> commands() { return k_commands; }
 
 int main(int argc, char** argv) {
+    ignore_sigpipe();
     CLI::App app{"redsem: a counting semaphore on Redis for shell scripts, cron jobs and CI.",
                  "redsem"};
     app.set_version_flag("--version", version_text());

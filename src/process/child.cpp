@@ -19,6 +19,10 @@ namespace {
 constexpr int k_not_found = 127;
 constexpr int k_cannot_execute = 126;
 
+// SIGPIPE as redsem found it, for its children; set by ignore_sigpipe().
+struct sigaction g_inherited_sigpipe {};
+bool g_sigpipe_saved = false;
+
 class ChildError : public Error {
 public:
     ChildError(int code, const std::string& message) : Error(code, message) {}
@@ -36,6 +40,15 @@ template <typename Fn> void without_sigttou(Fn fn) {
 }
 
 } // namespace
+
+void ignore_sigpipe() {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    if (sigaction(SIGPIPE, &ignore, &g_inherited_sigpipe) == 0) {
+        g_sigpipe_saved = true;
+    }
+}
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
     // Everything the child needs is prepared before vfork(): the child shares this memory
@@ -73,6 +86,9 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vect
                 action.sa_handler = SIG_DFL;
                 sigaction(signal, &action, nullptr);
             }
+        }
+        if (g_sigpipe_saved) {
+            sigaction(SIGPIPE, &g_inherited_sigpipe, nullptr);
         }
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL);

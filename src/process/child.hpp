@@ -6,6 +6,10 @@
 
 namespace redsem {
 
+// Makes writes to a connection the peer closed fail with EPIPE instead of killing redsem
+// (hiredis writes with write()). Children get the disposition redsem started with back.
+void ignore_sigpipe();
+
 // How a child process ended, in shell terms.
 struct ChildExit {
     int code = 0;   // exit code, or 128+N when killed by signal N

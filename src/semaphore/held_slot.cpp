@@ -20,7 +20,13 @@ bool HeldSlot::release() {
     }
     Semaphore* semaphore = m_semaphore;
     m_semaphore = nullptr;
-    return semaphore->release(m_lease.token) == ReleaseOutcome::released;
+    try {
+        return semaphore->release(m_lease.token) == ReleaseOutcome::released;
+    } catch (const ConnectionLost&) {
+        // The connection may have died while idle; the connection reconnects on the next
+        // command. A second try after a lost reply finds nothing to release, which is fine.
+        return semaphore->release(m_lease.token) == ReleaseOutcome::released;
+    }
 }
 
 } // namespace redsem

@@ -318,3 +318,34 @@ TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once
     std::system(ctrl_c.c_str());
     CHECK(read_file(count) == "INT\n");
 }
+
+TEST_CASE("run survives Redis dropping its connections: the heartbeat reconnects") {
+    RedisServer server;
+    Connection admin = server.admin();
+    Scratch scratch;
+    const std::string ready = scratch.path("ready");
+    Child run({"run", "blip", "--ttl", "900ms", "--", "sh", "-c", "touch " + ready + "; sleep 2.5"},
+              env_for(server));
+    REQUIRE(wait_for_file(ready, 10s));
+    for (int i = 0; i < 4; ++i) {
+        std::this_thread::sleep_for(400ms);
+        // Every client but this one: the run's main and heartbeat connections.
+        admin.call({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+    }
+    const auto result = run.wait(15s);
+    CHECK(result.exit_code == 0);
+    CHECK(result.err.find("lost") == std::string::npos);
+    CHECK(zcard(admin, "redsem:{blip}:holders") == 0); // released after the blips too
+}
+
+TEST_CASE("the child gets the SIGPIPE disposition redsem started with") {
+    RedisServer server;
+    // redsem ignores SIGPIPE for itself; the command must find it at its default again.
+    const auto result = run_redsem({"run", "pipe", "--", "grep", "SigIgn", "/proc/self/status"},
+                                   env_for(server));
+    REQUIRE(result.exit_code == 0);
+    const auto tab = result.out.find_first_of("\t ");
+    REQUIRE(tab != std::string::npos);
+    const unsigned long long ignored = std::stoull(result.out.substr(tab + 1), nullptr, 16);
+    CHECK((ignored & (1ULL << (SIGPIPE - 1))) == 0);
+}

@@ -1,0 +1,235 @@
+# fish completion for redsem(1), a counting semaphore on Redis.
+#
+# Install: copy to ~/.config/fish/completions/redsem.fish or
+# /usr/share/fish/vendor_completions.d/redsem.fish.
+#
+# Semaphore names are read live with
+#   redsem [--url URL] [--prefix P] status --names --connect-timeout 300ms
+# (URL and prefix copied from the command line), bounded by `timeout 1`.
+
+# Options that take a value, for subcommand $argv[1] (empty before the subcommand).
+function __redsem_value_opts
+    printf '%s\n' -u --url --prefix --connect-timeout
+    switch "$argv[1]"
+        case acquire
+            printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label
+        case renew
+            printf '%s\n' --ttl
+        case run
+            printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label \
+                --on-lost --kill-after --lost-exit-code -c --command
+    end
+end
+
+# Parses the command line before the cursor and prints one field of it:
+#   sub     the subcommand (nothing when there is none yet)
+#   npos    how many positionals follow the subcommand
+#   url     the value of -u/--url, prefix: the value of --prefix
+#   incmd   "1" when completing the COMMAND of `run` (after "--" or after NAME)
+#   cmd     the COMMAND words typed so far, one per line
+function __redsem_info --argument-names field
+    set -l tokens (commandline -opc)
+    set -e tokens[1]
+    set -l sub
+    set -l npos 0
+    set -l url
+    set -l prefix
+    set -l ddash 0
+    set -l has_c 0
+    set -l incmd 0
+    set -l cmd
+    set -l n (count $tokens)
+    set -l i 1
+    while test $i -le $n
+        set -l t $tokens[$i]
+        if test $incmd -eq 1
+            set -a cmd $t
+        else if test $ddash -eq 1
+            # after "--": positionals only
+            if test "$sub" = run; and test $has_c -eq 0; and test $npos -ge 1
+                set incmd 1
+                set -a cmd $t
+            else
+                set npos (math $npos + 1)
+            end
+        else if test "$t" = --
+            set ddash 1
+            if test "$sub" = run; and test $has_c -eq 0; and test $npos -ge 1
+                set incmd 1
+            end
+        else if string match -q -- '--*=*' $t
+            set -l kv (string split -m 1 = -- $t)
+            switch $kv[1]
+                case --url
+                    set url $kv[2]
+                case --prefix
+                    set prefix $kv[2]
+                case --command
+                    set has_c 1
+            end
+        else if string match -q -- '-?*' $t
+            set -l vopts (__redsem_value_opts $sub)
+            if contains -- $t $vopts
+                set i (math $i + 1)
+                if test $i -le $n
+                    switch $t
+                        case -u --url
+                            set url $tokens[$i]
+                        case --prefix
+                            set prefix $tokens[$i]
+                        case -c --command
+                            set has_c 1
+                    end
+                end
+            else if not string match -q -- '--*' $t; and contains -- (string sub -l 2 -- $t) $vopts
+                # value attached to a short option: -uURL, -n5, -cCMD
+                switch (string sub -l 2 -- $t)
+                    case -u
+                        set url (string sub -s 3 -- $t)
+                    case -c
+                        set has_c 1
+                end
+            end
+        else if test -z "$sub"
+            set sub $t
+        else
+            set npos (math $npos + 1)
+            if test "$sub" = run; and test $has_c -eq 0; and test $npos -ge 2
+                # run NAME COMMAND... without "--"
+                set incmd 1
+                set -a cmd $t
+            end
+        end
+        set i (math $i + 1)
+    end
+    if test "$sub" = run; and test $has_c -eq 0; and test $npos -ge 1; and test $ddash -eq 1
+        set incmd 1
+    end
+    switch $field
+        case sub
+            test -n "$sub"; and echo $sub
+        case npos
+            echo $npos
+        case url
+            test -n "$url"; and echo $url
+        case prefix
+            test -n "$prefix"; and echo $prefix
+        case incmd
+            echo $incmd
+        case cmd
+            test (count $cmd) -gt 0; and printf '%s\n' $cmd
+    end
+    return 0
+end
+
+# True when the next word is the subcommand.
+function __redsem_use_subcommand
+    set -l sub (__redsem_info sub)
+    test -z "$sub"
+end
+
+# True when the subcommand is one of $argv and we are not in run's COMMAND.
+function __redsem_seen_subcommand_from
+    set -l sub (__redsem_info sub)
+    contains -- "$sub" $argv; and not __redsem_in_command
+end
+
+# True when completing the COMMAND of `redsem run NAME -- COMMAND...`.
+function __redsem_in_command
+    set -l incmd (__redsem_info incmd)
+    test "$incmd" = 1
+end
+
+# True when redsem options may come (not inside run's COMMAND).
+function __redsem_options_ok
+    not __redsem_in_command
+end
+
+# True when the word being completed is a semaphore NAME.
+function __redsem_wants_name
+    set -l sub (__redsem_info sub)
+    switch "$sub"
+        case status gc
+            return 0
+        case acquire release renew run
+            set -l npos (__redsem_info npos)
+            test "$npos" = 0
+        case '*'
+            return 1
+    end
+end
+
+# Prints the semaphore names, one per line; prints nothing on any failure.
+function __redsem_names
+    set -l cmd redsem
+    set -l url (__redsem_info url)
+    set -l prefix (__redsem_info prefix)
+    test -n "$url"; and set -a cmd --url $url
+    test -n "$prefix"; and set -a cmd --prefix $prefix
+    set -a cmd status --names --connect-timeout 300ms
+    set -l names
+    if command -q timeout
+        set names (timeout 1 $cmd 2>/dev/null </dev/null)
+    else
+        set names (command $cmd 2>/dev/null </dev/null)
+    end
+    # status and gc take several names: skip the ones already given.
+    set -l given
+    set -l sub (__redsem_info sub)
+    if contains -- "$sub" status gc
+        set given (commandline -opc)
+    end
+    for name in $names
+        contains -- $name $given; or printf '%s\n' $name
+    end
+    return 0
+end
+
+# Completes run's COMMAND like a command line of its own.
+function __redsem_complete_command
+    __fish_complete_subcommand --commandline (__redsem_info cmd) (commandline -ct)
+end
+
+complete -c redsem -f
+
+# Subcommands
+complete -c redsem -n __redsem_use_subcommand -a acquire -d 'Take a slot and print its token'
+complete -c redsem -n __redsem_use_subcommand -a release -d 'Give back the slot held by TOKEN'
+complete -c redsem -n __redsem_use_subcommand -a renew -d 'Extend the lease of the slot held by TOKEN'
+complete -c redsem -n __redsem_use_subcommand -a run -d 'Run COMMAND while holding a slot'
+complete -c redsem -n __redsem_use_subcommand -a status -d 'Show holders and waiters'
+complete -c redsem -n __redsem_use_subcommand -a gc -d 'Remove expired holders and dead waiters'
+
+# Global options (before or after the subcommand)
+complete -c redsem -n __redsem_options_ok -s h -l help -d 'Print help and exit'
+complete -c redsem -n __redsem_use_subcommand -l version -d 'Print version and exit'
+complete -c redsem -n __redsem_options_ok -s u -l url -x -a 'redis:// rediss:// unix://' -d 'Redis URL'
+complete -c redsem -n __redsem_options_ok -l prefix -x -d 'Prefix of the Redis keys'
+complete -c redsem -n __redsem_options_ok -l connect-timeout -x -d 'How long to wait for the connection (DUR)'
+
+# acquire and run
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s n -l limit -x -d 'How many may hold NAME at once'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run renew' -l ttl -x -d 'Lease length (DUR)'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s w -l wait -x -d 'Give up after DUR without a slot'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s E -l conflict-exit-code -x -d 'Exit status when no slot was had in time'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l label -x -d 'Text shown beside this holder in status'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s q -l quiet -d 'Do not show the queue position'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l json -d 'Print the result as JSON'
+
+# run
+complete -c redsem -n '__redsem_seen_subcommand_from run' -l on-lost -x -a 'term ignore' -d 'What to do when the slot is lost'
+complete -c redsem -n '__redsem_seen_subcommand_from run' -l kill-after -x -d 'SIGKILL this long after SIGTERM (DUR)'
+complete -c redsem -n '__redsem_seen_subcommand_from run' -l lost-exit-code -x -d 'Exit status after the slot was lost'
+complete -c redsem -n '__redsem_seen_subcommand_from run' -s c -l command -x -d 'Shell command line to run with /bin/sh -c'
+
+# status and gc
+complete -c redsem -n '__redsem_seen_subcommand_from status' -l json -d 'Print JSON'
+complete -c redsem -n '__redsem_seen_subcommand_from status' -l names -d 'Print only the names of all semaphores'
+complete -c redsem -n '__redsem_seen_subcommand_from gc' -l dry-run -d 'Show what would be removed; change nothing'
+complete -c redsem -n '__redsem_seen_subcommand_from gc' -l json -d 'Print JSON'
+
+# NAME positionals, read live from Redis
+complete -c redsem -n '__redsem_wants_name; and not __redsem_in_command' -a '(__redsem_names)' -d Semaphore
+
+# run NAME -- COMMAND...
+complete -c redsem -n __redsem_in_command -a '(__redsem_complete_command)'

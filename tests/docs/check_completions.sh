@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Runs each completion in its real shell (bash, zsh, fish) and checks the candidates,
+# including semaphore names read live from a private redis-server, and that completion stays
+# quiet and quick when Redis is down.
+# Usage: check_completions.sh BUILD_DIR COMPLETIONS_DIR
+set -uo pipefail
+build=$(cd "$1" && pwd)
+completions=$(cd "$2" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+export PATH="$build:$PATH"
+unset REDSEM_URL REDIS_URL REDSEM_PASSWORD REDSEM_PREFIX
+
+dir=$(mktemp -d)
+redis-server --port 0 --unixsocket "$dir/r.sock" --save "" --appendonly no --dir "$dir" \
+    --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+trap 'kill "$(cat "$dir/redis.pid")" 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 100); do [ -S "$dir/r.sock" ] && break; sleep 0.05; done
+url="unix://$dir/r.sock"
+redsem --url "$url" acquire alpha >/dev/null && redsem --url "$url" acquire beta >/dev/null || exit 1
+
+failures=0
+expect() { # expect SHELL "LINE" "EXPECTED (space-separated, sorted)" ACTUAL
+    local got
+    got=$(echo "$4" | awk 'NF {print $1}' | sort | tr '\n' ' ' | sed 's/ $//')
+    if [ "$got" = "$3" ]; then
+        echo "ok   $1: '$2' -> $got"
+    else
+        echo "FAIL $1: '$2' -> '$got', expected '$3'"; failures=$((failures + 1))
+    fi
+}
+
+bash_complete() { # bash_complete WORD... (the last word is the one being completed)
+    local words
+    words=$(printf '%q ' "$@")
+    bash --norc -c "source /usr/share/bash-completion/bash_completion 2>/dev/null
+        source '$completions/redsem.bash'
+        COMP_WORDS=($words); COMP_CWORD=\$((\${#COMP_WORDS[@]} - 1))
+        COMP_LINE=\"\${COMP_WORDS[*]}\"; COMP_POINT=\${#COMP_LINE}
+        _redsem; printf '%s\n' \"\${COMPREPLY[@]}\""
+}
+fish_complete() { fish -c "source '$completions/redsem.fish'; complete -C '$1'"; }
+zsh_complete() { COMPDIR="$completions" timeout 20 zsh -f "$here/zcomp.zsh" "$1"; }
+
+expect bash "redsem st" "status" "$(bash_complete redsem st)"
+expect bash "redsem run x --on-lost " "ignore term" "$(bash_complete redsem run x --on-lost '')"
+expect bash "redsem acquire --li" "--limit" "$(bash_complete redsem acquire --li)"
+expect bash "redsem --url URL status " "alpha beta" "$(bash_complete redsem --url "$url" status '')"
+expect bash "redsem --url URL acquire al" "alpha" "$(bash_complete redsem --url "$url" acquire al)"
+expect bash "redsem run x -- ech" "echo" "$(bash_complete redsem run x -- ech)"
+
+expect fish "redsem st" "status" "$(fish_complete 'redsem st')"
+expect fish "redsem run x --on-lost " "ignore term" "$(fish_complete 'redsem run x --on-lost ')"
+expect fish "redsem --url URL status " "alpha beta" "$(fish_complete "redsem --url $url status ")"
+expect fish "redsem status -u URL " "alpha beta" "$(fish_complete "redsem status -u $url ")"
+fish_acquire=$(fish_complete 'redsem acquire --')
+for option in --limit --ttl --wait --json --url; do
+    echo "$fish_acquire" | grep -q -- "^$option" || { echo "FAIL fish: acquire -- lacks $option"; failures=$((failures + 1)); }
+done
+
+expect zsh "redsem st" "status" "$(zsh_complete 'redsem st')"
+expect zsh "redsem run x --on-lost " "ignore term" "$(zsh_complete 'redsem run x --on-lost ')"
+expect zsh "redsem acquire --li" "--limit" "$(zsh_complete 'redsem acquire --li')"
+expect zsh "redsem --url URL status " "alpha beta" "$(zsh_complete "redsem --url $url status ")"
+expect zsh "redsem --url URL acquire al" "alpha" "$(zsh_complete "redsem --url $url acquire al")"
+
+# Redis down: no names, nothing on stderr, no hang.
+for shell in bash fish; do
+    start=$(date +%s%N)
+    if [ $shell = bash ]; then
+        out=$(bash_complete redsem --url redis://127.0.0.1:1 status '' 2>&1)
+    else
+        out=$(fish_complete 'redsem --url redis://127.0.0.1:1 status ' 2>&1)
+    fi
+    elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+    if [ -n "$out" ] || [ "$elapsed_ms" -gt 1500 ]; then
+        echo "FAIL $shell with Redis down: '$out' in ${elapsed_ms}ms"; failures=$((failures + 1))
+    else
+        echo "ok   $shell with Redis down: nothing, in ${elapsed_ms}ms"
+    fi
+done
+
+echo "$failures failed"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Keeps man/redsem.1 clean and in step with the binary:
+# - mandoc -T lint and man --warnings report nothing;
+# - every long option that any `--help` prints appears in the man page, and every long option
+#   the man page names exists in some `--help`.
+# Usage: check_man.sh REDSEM_BINARY MAN_PAGE
+set -euo pipefail
+redsem=$1
+page=$2
+status=0
+
+lint=$(mandoc -T lint -W warning "$page" 2>&1 || true)
+if [ -n "$lint" ]; then
+    echo "mandoc -T lint found:"; echo "$lint"; status=1
+fi
+warnings=$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -E UTF-8 -l "$page" 2>&1 >/dev/null || true)
+if [ -n "$warnings" ]; then
+    echo "man --warnings found:"; echo "$warnings"; status=1
+fi
+
+help_options=$(for sub in "" acquire release renew run status gc; do
+    "$redsem" $sub --help
+done | grep -o -- '--[a-z][a-z-]*' | sort -u)
+page_options=$(sed 's/\\-/-/g' "$page" | grep -o -- '--[a-z][a-z-]*' | sort -u)
+missing=$(comm -23 <(echo "$help_options") <(echo "$page_options"))
+unknown=$(comm -13 <(echo "$help_options") <(echo "$page_options"))
+if [ -n "$missing" ]; then
+    echo "options in --help but not in the man page:"; echo "$missing"; status=1
+fi
+if [ -n "$unknown" ]; then
+    echo "options in the man page that the binary does not have:"; echo "$unknown"; status=1
+fi
+[ "$status" -eq 0 ] && echo "man page clean; $(echo "$help_options" | wc -l) options in step"
+exit "$status"
