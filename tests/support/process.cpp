@@ -42,7 +42,21 @@ std::string read_file(const std::string& path) {
     return buffer.str();
 }
 
-Child::Child(const std::vector<std::string>& args, const EnvChanges& env, const std::string& input) {
+Child::Child(const std::vector<std::string>& args, const EnvChanges& env, const std::string& input)
+    : Child(
+          [&] {
+              std::vector<std::string> argv{REDSEM_BINARY};
+              argv.insert(argv.end(), args.begin(), args.end());
+              return argv;
+          }(),
+          env, input, true) {}
+
+std::unique_ptr<Child> Child::shell(const std::string& script, const EnvChanges& env) {
+    return std::unique_ptr<Child>(new Child({"/bin/sh", "-c", script}, env, "", true));
+}
+
+Child::Child(std::vector<std::string> argv_strings, const EnvChanges& env, const std::string& input,
+             bool) {
     std::string pattern = (std::filesystem::temp_directory_path() / "redsem-child-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
         throw std::runtime_error("mkdtemp failed");
@@ -65,9 +79,6 @@ Child::Child(const std::vector<std::string>& args, const EnvChanges& env, const 
             environment.push_back(name + "=" + *value);
         }
     }
-    std::vector<std::string> argv_strings{REDSEM_BINARY};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-
     m_pid = fork();
     if (m_pid < 0) {
         throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));

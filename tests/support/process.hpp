@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,8 @@ class Child {
 public:
     explicit Child(const std::vector<std::string>& args, const EnvChanges& env = {},
                    const std::string& input = "");
+    // /bin/sh -c `script` instead of redsem (same environment rules).
+    static std::unique_ptr<Child> shell(const std::string& script, const EnvChanges& env = {});
     ~Child();
     Child(const Child&) = delete;
     Child& operator=(const Child&) = delete;
@@ -42,6 +45,7 @@ public:
     std::optional<std::string> wait_for_line(std::chrono::milliseconds timeout);
 
 private:
+    Child(std::vector<std::string> argv, const EnvChanges& env, const std::string& input, bool);
     std::string m_dir;
     int m_pid = -1;
     std::optional<ProcessResult> m_result;

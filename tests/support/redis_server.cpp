@@ -50,6 +50,10 @@ RedisServer::RedisServer(Options options) : m_options(std::move(options)) {
     if (m_options.tcp) {
         m_port = free_port();
     }
+    start();
+}
+
+void RedisServer::start() {
     std::vector<std::string> args{"redis-server",
                                   "--port",
                                   std::to_string(m_port),
@@ -105,6 +109,17 @@ RedisServer::RedisServer(Options options) : m_options(std::move(options)) {
 }
 
 RedisServer::~RedisServer() {
+    stop();
+    std::error_code ignored;
+    std::filesystem::remove_all(m_dir, ignored);
+}
+
+void RedisServer::restart() {
+    stop();
+    start();
+}
+
+void RedisServer::stop() {
     if (m_pid > 0) {
         kill(m_pid, SIGTERM);
         const auto give_up = std::chrono::steady_clock::now() + k_stop_timeout;
@@ -117,9 +132,8 @@ RedisServer::~RedisServer() {
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
+        m_pid = -1;
     }
-    std::error_code ignored;
-    std::filesystem::remove_all(m_dir, ignored);
 }
 
 std::string RedisServer::socket_url() const { return "unix://" + m_socket; }

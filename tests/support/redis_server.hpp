@@ -36,7 +36,14 @@ public:
     // A new connection with the admin credentials, for setting up and observing.
     Connection admin() const;
 
+    // Stops the server (SIGTERM: with --appendonly yes it keeps its data) and starts it again
+    // on the same socket, port and directory.
+    void restart();
+
 private:
+    void start();
+    void stop();
+
     Options m_options;
     std::string m_dir;
     std::string m_socket;

@@ -1,0 +1,273 @@
+// Faults and hostile input: restarts, lost replies, corrupted keys, secrets, malformed input.
+#include <catch2/catch.hpp>
+
+#include "support/cutting_proxy.hpp"
+#include "support/helpers.hpp"
+#include "util/name.hpp"
+
+#include <filesystem>
+#include <thread>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout) {
+    const auto give_up = std::chrono::steady_clock::now() + timeout;
+    while (!std::filesystem::exists(path)) {
+        if (std::chrono::steady_clock::now() > give_up) {
+            return false;
+        }
+        std::this_thread::sleep_for(5ms);
+    }
+    return true;
+}
+
+RedisServer::Options with_args(std::vector<std::string> args, bool tcp = false) {
+    RedisServer::Options options;
+    options.tcp = tcp;
+    options.extra_args = std::move(args);
+    return options;
+}
+
+} // namespace
+
+TEST_CASE("Redis restarted with persistence: the command runs on, the lease continues") {
+    RedisServer server(with_args({"--appendonly", "yes", "--appendfsync", "always"}));
+    const std::string ready = server.dir() + "/ready";
+    Child run({"run", "restart", "--ttl", "2s", "--", "sh", "-c", "touch " + ready + "; sleep 3"},
+              env_for(server));
+    REQUIRE(wait_for_file(ready, 10s));
+    std::this_thread::sleep_for(500ms);
+    server.restart();
+    const auto result = run.wait(20s);
+    CHECK(result.exit_code == 0);
+    CHECK(result.err.find("lost") == std::string::npos);
+    Connection admin = server.admin();
+    CHECK(zcard(admin, "redsem:{restart}:holders") == 0); // released at the end
+}
+
+TEST_CASE("Redis restarted without persistence: the lease is lost and handled as --on-lost says") {
+    RedisServer server;
+    const std::string ready = server.dir() + "/ready";
+    Child run({"run", "amnesia", "--ttl", "1s", "--", "sh", "-c", "touch " + ready + "; sleep 30"},
+              env_for(server));
+    REQUIRE(wait_for_file(ready, 10s));
+    server.restart();
+    const auto result = run.wait(20s); // nothing hangs
+    CHECK(result.exit_code == 76);
+    CHECK(result.err.find("lost the slot of 'amnesia'") != std::string::npos);
+
+    const std::string ready2 = server.dir() + "/ready2";
+    Child ignoring({"run", "amnesia", "--ttl", "1s", "--on-lost", "ignore", "--", "sh", "-c",
+                    "touch " + ready2 + "; sleep 2; exit 4"},
+                   env_for(server));
+    REQUIRE(wait_for_file(ready2, 10s));
+    server.restart();
+    const auto ignored = ignoring.wait(20s);
+    CHECK(ignored.exit_code == 4);
+    CHECK(ignored.err.find("warning: lost the slot") != std::string::npos);
+}
+
+TEST_CASE("a reply lost on a broken connection: the retry does not take a second slot") {
+    RedisServer server(with_args({}, true));
+    Connection admin = server.admin();
+    CuttingProxy proxy(server.port());
+    const auto result = run_redsem(
+        {"acquire", "cut", "-n", "5", "--json", "--url", "redis://127.0.0.1:" + std::to_string(proxy.port())});
+    REQUIRE(result.exit_code == 0);
+    CHECK(proxy.cuts() == 1); // the first reply really was lost after the script ran
+    const json lease = json::parse(result.out);
+    CHECK(zcard(admin, "redsem:{cut}:holders") == 1);
+    CHECK(admin.call({"ZSCORE", "redsem:{cut}:holders", lease["token"].get<std::string>()}).type ==
+          Reply::Type::string);
+    CHECK(lease["slot"] == 0);
+    // One fence was taken, by the one acquire that ran.
+    CHECK(std::stoll(admin.call({"HGET", "redsem:{cut}:state", "fence"}).as_string()) ==
+          lease["fence"].get<long long>());
+}
+
+TEST_CASE("hand-corrupted keys: clear errors, no crash, no over-admission, and gc cleans up") {
+    RedisServer server;
+    Connection admin = server.admin();
+
+    // A holder whose metadata vanished still counts.
+    const auto lease = acquire_json(server, {"corrupt", "--ttl", "300ms"});
+    admin.call({"HDEL", "redsem:{corrupt}:info", lease["token"].get<std::string>()});
+    CHECK(run_redsem({"acquire", "corrupt", "-w", "0"}, env_for(server)).exit_code == 75);
+    const auto status = run_redsem({"status", "corrupt"}, env_for(server));
+    CHECK(status.exit_code == 0);
+    CHECK(status.out.find("?") != std::string::npos);
+    CHECK(run_redsem({"status", "corrupt", "--json"}, env_for(server)).exit_code == 0);
+    std::this_thread::sleep_for(400ms);
+    const auto gc = run_redsem({"gc", "corrupt", "--json"}, env_for(server));
+    CHECK(gc.exit_code == 0);
+    CHECK(json::parse(gc.out)["removed"].size() == 1);
+    CHECK(run_redsem({"acquire", "corrupt", "-w", "0"}, env_for(server)).exit_code == 0);
+
+    // A limit that is not a number: a clear conflict, never a guess.
+    const auto held = acquire_json(server, {"badlimit", "--ttl", "300ms"});
+    admin.call({"HSET", "redsem:{badlimit}:state", "limit", "many"});
+    const auto refused = run_redsem({"acquire", "badlimit", "-w", "0"}, env_for(server));
+    CHECK(refused.exit_code == 65);
+    CHECK(refused.err.find("not a number") != std::string::npos);
+    CHECK(zcard(admin, "redsem:{badlimit}:holders") == 1);
+    std::this_thread::sleep_for(400ms);
+    CHECK(run_redsem({"gc", "badlimit"}, env_for(server)).exit_code == 0);
+    CHECK(admin.call({"EXISTS", "redsem:{badlimit}:state"}).as_integer() == 0);
+    CHECK(run_redsem({"acquire", "badlimit", "-w", "0"}, env_for(server)).exit_code == 0);
+
+    // Garbage in a record: status and gc survive it.
+    acquire_json(server, {"garbage"});
+    admin.call({"HSET", "redsem:{garbage}:info", std::string(32, 'd'), "\xff\x00 not a record"});
+    CHECK(run_redsem({"status", "garbage", "--json"}, env_for(server)).exit_code == 0);
+    const auto swept = run_redsem({"gc", "garbage", "--json"}, env_for(server));
+    CHECK(swept.exit_code == 0);
+    CHECK(json::parse(swept.out)["removed"][0]["kind"] == "orphan");
+}
+
+TEST_CASE("secrets: a password never shows in output, status, JSON, errors or the child") {
+    const std::string secret = "Hunter2-" + std::to_string(getpid()) + "-pw";
+    RedisServer::Options options;
+    options.tcp = true;
+    options.extra_args = {"--requirepass", secret};
+    options.admin_password = secret;
+    RedisServer server(options);
+    const std::string port = std::to_string(server.port());
+    const std::string url_with = "redis://:" + secret + "@127.0.0.1:" + port;
+    const std::string url_without = "redis://127.0.0.1:" + port;
+    const EnvChanges env_password{{"REDSEM_PASSWORD", secret}, {"REDSEM_URL", url_without}};
+
+    std::vector<ProcessResult> results;
+    results.push_back(run_redsem({"acquire", "s", "--label", "l"}, env_password));
+    results.push_back(run_redsem({"status", "s"}, env_password));
+    results.push_back(run_redsem({"status", "s", "--json"}, env_password));
+    results.push_back(run_redsem({"status", "--json"}, env_password));
+    results.push_back(run_redsem({"gc", "--json"}, env_password));
+    results.push_back(run_redsem(
+        {"run", "child", "--", "sh", "-c", "env; tr '\\0' ' ' < /proc/$$/cmdline; ps -ef"}, env_password));
+    results.push_back(run_redsem({"run", "child", "--", "env"}, {{"REDSEM_URL", url_with}}));
+    results.push_back(run_redsem({"run", "child", "--", "env"}, {{"REDIS_URL", url_with}}));
+    for (const auto& result : results) {
+        CHECK(result.exit_code == 0);
+        CHECK(result.err.find("warning") == std::string::npos); // no password in argv
+    }
+    const auto argv_password = run_redsem({"acquire", "s2", "--url", url_with});
+    CHECK(argv_password.exit_code == 0);
+    CHECK(argv_password.err.rfind("redsem: warning: ", 0) == 0);
+    results.push_back(argv_password);
+    results.push_back(run_redsem({"acquire", "s3", "--url", "redis://:" + secret + "x@127.0.0.1:" + port}));
+    results.push_back(run_redsem({"acquire", "s3"}, {{"REDSEM_URL", url_without}, {"REDSEM_PASSWORD", secret + "x"}}));
+    results.push_back(run_redsem({"acquire", "s3", "--url", "redis://:" + secret + "@127.0.0.1:99999"}));
+    results.push_back(run_redsem({"acquire", "s3", "--url", "redis://:" + secret + "@127.0.0.1:1"}));
+    CHECK(results[results.size() - 4].exit_code == 77);
+    CHECK(results[results.size() - 3].exit_code == 77);
+    CHECK(results[results.size() - 2].exit_code == 64);
+    CHECK(results[results.size() - 1].exit_code == 69);
+    for (const auto& result : results) {
+        CHECK(result.out.find(secret) == std::string::npos);
+        CHECK(result.err.find(secret) == std::string::npos);
+    }
+}
+
+TEST_CASE("a table of malformed input: each gives its exit code and one clear line, never a crash") {
+    RedisServer server;
+    const std::string token(32, 'c');
+    struct Case {
+        std::vector<std::string> args;
+        int exit_code;
+    };
+    const std::vector<Case> cases{
+        // URLs
+        {{"acquire", "x", "--url", "http://localhost"}, 64},
+        {{"acquire", "x", "--url", "redis://host:99999"}, 64},
+        {{"acquire", "x", "--url", "redis://host:0"}, 64},
+        {{"acquire", "x", "--url", "redis://host:port"}, 64},
+        {{"acquire", "x", "--url", "redis://[::1"}, 64},
+        {{"acquire", "x", "--url", "redis:///2"}, 64},
+        {{"acquire", "x", "--url", "rediss://host"}, 64},
+        {{"acquire", "x", "--url", "unix://relative.sock"}, 64},
+        {{"acquire", "x", "--url", "unix:///tmp/r.sock?db=x"}, 64},
+        {{"acquire", "x", "--url", "nonsense"}, 64},
+        {{"acquire", "x", "--url", ""}, 64},
+        // durations
+        {{"acquire", "x", "--ttl", "0"}, 64},
+        {{"acquire", "x", "--ttl", "-5s"}, 64},
+        {{"acquire", "x", "--ttl", "50ms"}, 64},
+        {{"acquire", "x", "--ttl", "soon"}, 64},
+        {{"acquire", "x", "--ttl", "1e3"}, 64},
+        {{"acquire", "x", "--ttl", "400d"}, 64},
+        {{"acquire", "x", "--ttl", "99999999999999999999h"}, 64},
+        {{"acquire", "x", "--ttl", "1h1h"}, 64},
+        {{"acquire", "x", "--wait", "forever"}, 64},
+        {{"acquire", "x", "--wait", "-1"}, 64},
+        {{"acquire", "x", "--connect-timeout", "0"}, 64},
+        {{"run", "x", "--kill-after", "later", "--", "true"}, 64},
+        {{"renew", "x", token, "--ttl", "0"}, 64},
+        // names
+        {{"acquire", ""}, 64},
+        {{"acquire", std::string(201, 'n')}, 64},
+        {{"acquire", "a{b}"}, 64},
+        {{"acquire", "a b"}, 64},
+        {{"acquire", "a\nb"}, 64},
+        {{"acquire", "a\tb"}, 64},
+        {{"acquire", "\xff\xfe"}, 64},
+        {{"acquire", "\xc0\xaf"}, 64},
+        {{"status", "bad name"}, 64},
+        {{"gc", "bad}name"}, 64},
+        {{"acquire", "x", "--prefix", ""}, 64},
+        {{"acquire", "x", "--prefix", "a}"}, 64},
+        // limits and codes
+        {{"acquire", "x", "-n", "0"}, 64},
+        {{"acquire", "x", "-n", "-1"}, 64},
+        {{"acquire", "x", "-n", "100001"}, 64},
+        {{"acquire", "x", "-n", "abc"}, 64},
+        {{"acquire", "x", "-n", "1e3"}, 64},
+        {{"acquire", "x", "-n", "3.5"}, 64},
+        {{"acquire", "x", "-n", "99999999999999999999999"}, 64},
+        {{"acquire", "x", "-E", "256"}, 64},
+        {{"acquire", "x", "-E", "-1"}, 64},
+        {{"run", "x", "--lost-exit-code", "300", "--", "true"}, 64},
+        // options and arguments
+        {{"acquire", "x", "--bogus"}, 64},
+        {{"acquire"}, 64},
+        {{"acquire", "x", "y"}, 64},
+        {{"release", "x"}, 64},
+        {{"release", "x", "not-a-token"}, 64},
+        {{"release", "x", token, "extra"}, 64},
+        {{"renew", "x"}, 64},
+        {{"status", "--names", "x"}, 64},
+        {{"frobnicate"}, 64},
+        {{}, 64},
+        // run and its --
+        {{"run", "x"}, 64},
+        {{"run", "x", "--"}, 64},
+        {{"run", "x", "-c", "true", "--", "true"}, 64},
+        {{"run", "x", "--on-lost", "explode", "--", "true"}, 64},
+        {{"run", "--", "true"}, 64},
+        {{"run", "exec", "--", "/nonexistent/command"}, 127},
+        {{"run", "exec", "--", "/"}, 126},
+        {{"run", "exec", "--", ""}, 127},
+    };
+    REQUIRE(cases.size() >= 60);
+    for (const auto& [args, code] : cases) {
+        std::string shown;
+        for (const auto& arg : args) {
+            shown += "[" + printable(arg) + "] ";
+        }
+        INFO(shown);
+        const auto result = run_redsem(args, env_for(server));
+        CHECK(result.exit_code == code);
+        CHECK(result.signal == 0);
+        CHECK(result.out.empty());
+        CHECK(result.err.rfind("redsem: error: ", 0) == 0);
+        CHECK(line_count(result.err) <= 2); // the error, and "Try 'redsem ... --help'."
+    }
+    Connection admin = server.admin();
+    // Usage errors wrote nothing; the commands that could not run gave their slots back.
+    CHECK(admin.call({"KEYS", "redsem:{x}:*"}).as_array().empty());
+    CHECK(zcard(admin, "redsem:{exec}:holders") == 0);
+}
