@@ -121,6 +121,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string other(input);
     other.replace(span->first, span->second, std::string(span->second, 'x'));
     const Outcome second = parse(other);
+    if (first.error == "invalid Redis URL: bad %-escape in the password") {
+        return 0; // the password itself is bad; "xx..." decodes, so anything may follow
+    }
     if (first.url && second.url) {
         if (first.url->describe() != second.url->describe() ||
             second.url->password != std::string(span->second, 'x')) {
@@ -130,8 +133,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (first.error != second.error) {
             violated("the error message depends on the password", input);
         }
-    } else if (first.url || first.error != "invalid Redis URL: bad %-escape in the password") {
-        // Only a bad %-escape in the password itself may make the difference.
+    } else {
         violated("another password changed whether the URL parses", input);
     }
     return 0;
