@@ -5,12 +5,7 @@
 set -euo pipefail
 build=${1:-build}
 seconds=${2:-10}
-dir=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 16379)
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
-    --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
-trap 'kill "$(cat "$dir/redis.pid")" 2>/dev/null; rm -rf "$dir"' EXIT
-until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
+source "$(dirname "$0")/lib.sh"
 
 ping=$(redis-benchmark -p "$port" -c 50 -n 200000 -t ping --csv | awk -F'","' '/PING_MBULK/ {print $2}')
 echo "redis-benchmark -q -c 50 -n 200000 -t ping (PING_MBULK): $ping requests/s"

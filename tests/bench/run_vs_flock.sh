@@ -5,12 +5,7 @@
 set -euo pipefail
 build=${1:-build}
 runs=${2:-300}
-dir=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 16380)
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
-    --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
-trap 'kill "$(cat "$dir/redis.pid")" 2>/dev/null; rm -rf "$dir"' EXIT
-until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
+source "$(dirname "$0")/lib.sh"
 
 export REDSEM_URL="redis://127.0.0.1:$port"
 hyperfine -N --warmup 20 --runs "$runs" --export-json "$dir/result.json" \

@@ -15,17 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout) {
-    const auto give_up = std::chrono::steady_clock::now() + timeout;
-    while (!std::filesystem::exists(path)) {
-        if (std::chrono::steady_clock::now() > give_up) {
-            return false;
-        }
-        std::this_thread::sleep_for(5ms);
-    }
-    return true;
-}
-
 RedisServer::Options with_args(std::vector<std::string> args, bool tcp = false) {
     RedisServer::Options options;
     options.tcp = tcp;

@@ -30,17 +30,6 @@ struct Scratch {
     std::string path(const std::string& name) const { return dir + "/" + name; }
 };
 
-bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout) {
-    const auto give_up = std::chrono::steady_clock::now() + timeout;
-    while (!std::filesystem::exists(path)) {
-        if (std::chrono::steady_clock::now() > give_up) {
-            return false;
-        }
-        std::this_thread::sleep_for(5ms);
-    }
-    return true;
-}
-
 // Whether `pid` is gone or a zombie (killed, not yet reaped by its new parent).
 bool process_gone(int pid) {
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");

@@ -1,7 +1,10 @@
 #pragma once
 
+#include <chrono>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
@@ -34,6 +37,18 @@ inline nlohmann::json acquire_json(const RedisServer& server, const std::vector<
         throw std::runtime_error("acquire failed: " + result.err);
     }
     return nlohmann::json::parse(result.out);
+}
+
+// Polls until `path` exists; false when `timeout` passes first.
+inline bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout) {
+    const auto give_up = std::chrono::steady_clock::now() + timeout;
+    while (!std::filesystem::exists(path)) {
+        if (std::chrono::steady_clock::now() > give_up) {
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
 }
 
 inline long long zcard(Connection& admin, const std::string& key) {
