@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -71,12 +72,16 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vect
 
     // vfork() rather than fork(): no copy of this process's page tables, which is most of
     // the cost of starting a short command. Signals stay blocked until the child has reset
-    // redsem's handlers, so none runs in the child.
+    // redsem's handlers, so none runs in the child. An exec failure comes back through a
+    // close-on-exec pipe, which works whether or not the child shares our memory.
+    int exec_error[2];
+    if (pipe2(exec_error, O_CLOEXEC) != 0) {
+        throw InternalError(fmt::format("cannot create a pipe: {}", std::strerror(errno)));
+    }
     sigset_t all;
     sigset_t original;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &original);
-    volatile int exec_errno = 0;
     m_pid = vfork();
     if (m_pid == 0) {
         for (int signal = 1; signal < NSIG; ++signal) {
@@ -100,16 +105,23 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vect
         }
         sigprocmask(SIG_SETMASK, &original, nullptr);
         execvpe(args[0], args.data(), envp.data());
-        exec_errno = errno;
-        _exit(errno == ENOENT ? k_not_found : k_cannot_execute);
+        const int error = errno;
+        [[maybe_unused]] const ssize_t ignored = write(exec_error[1], &error, sizeof(error));
+        _exit(error == ENOENT ? k_not_found : k_cannot_execute);
     }
     const int vfork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &original, nullptr);
+    close(exec_error[1]);
     if (m_pid < 0) {
+        close(exec_error[0]);
         throw InternalError(fmt::format("cannot start a process: {}", std::strerror(vfork_errno)));
     }
-    if (exec_errno != 0) {
-        const int error = exec_errno;
+    int error = 0;
+    ssize_t got = 0;
+    while ((got = read(exec_error[0], &error, sizeof(error))) < 0 && errno == EINTR) {
+    }
+    close(exec_error[0]);
+    if (got == sizeof(error)) {
         waitpid(m_pid, nullptr, 0);
         m_exit = ChildExit{error == ENOENT ? k_not_found : k_cannot_execute, 0};
         take_back_terminal();

@@ -5,6 +5,7 @@
 #include "util/name.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,8 +21,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string this_user() {
-    if (const passwd* entry = getpwuid(geteuid()); entry != nullptr && entry->pw_name != nullptr) {
-        return entry->pw_name;
+    // getpwuid_r: several threads may build holder metadata at once.
+    passwd entry{};
+    passwd* found = nullptr;
+    std::array<char, 4096> buffer{};
+    if (getpwuid_r(geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 &&
+        found != nullptr && found->pw_name != nullptr) {
+        return found->pw_name;
     }
     if (const char* user = std::getenv("USER"); user != nullptr) {
         return user;
