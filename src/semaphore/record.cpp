@@ -17,6 +17,11 @@ std::optional<long long> number(std::string_view text) {
     return value;
 }
 
+std::string string_field(const nlohmann::json& object, const char* name) {
+    const auto field = object.find(name);
+    return field != object.end() && field->is_string() ? field->get<std::string>() : std::string();
+}
+
 } // namespace
 
 std::optional<Record> parse_record(std::string_view raw) {
@@ -54,12 +59,15 @@ std::optional<Record> parse_record(std::string_view raw) {
     record.since_ms = *since;
     record.ttl_ms = *ttl;
 
+    // The metadata may have been edited by hand: take each field only if it has its type.
     const auto meta = nlohmann::json::parse(json, nullptr, false);
     if (meta.is_object()) {
-        record.meta.host = meta.value("host", "");
-        record.meta.pid = meta.value("pid", 0LL);
-        record.meta.user = meta.value("user", "");
-        record.meta.label = meta.value("label", "");
+        record.meta.host = string_field(meta, "host");
+        record.meta.user = string_field(meta, "user");
+        record.meta.label = string_field(meta, "label");
+        if (const auto pid = meta.find("pid"); pid != meta.end() && pid->is_number_integer()) {
+            record.meta.pid = pid->get<long long>();
+        }
     }
     return record;
 }

@@ -84,7 +84,7 @@ for target in $TARGETS; do
     if ((status != 0 || crashes != 0)); then
         failed=1
         echo "$line (exit status $status); log: $log" >&2
-        grep -E '^(==[0-9]+==|SUMMARY|.*runtime error|fuzz_[a-z]+: invariant|    #[0-9])' "$log" |
+        grep -E '^(==[0-9]+==|SUMMARY|.*runtime error|fuzz_[a-z]+: invariant|terminate called|  what\(\)|    #[0-9])' "$log" |
             cut -c 1-240 | head -n 40 >&2 || true
         find "$artifacts" -type f -exec sh -c \
             'for f; do echo "input $f (hex): $(od -An -tx1 -v "$f" | tr -d " \n")"; done' sh {} + >&2

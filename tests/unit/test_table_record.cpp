@@ -61,3 +61,18 @@ TEST_CASE("parse_record refuses malformed entries and tolerates bad JSON") {
     REQUIRE(no_json);
     CHECK(no_json->meta.host.empty());
 }
+
+TEST_CASE("parse_record survives metadata of the wrong types (found by fuzz_reply)") {
+    for (const std::string odd : {R"(h 0 1795245712042058 1795245712042 60000 {"host":"vm","pid":"x"})",
+                                  R"(w - - 2 2 {"label":-1})", R"(w - - 2 2 {"host":null})",
+                                  R"(w - - 2 2 {"pid":1e300})", R"(w - - 2 2 {"pid":1.5,"user":[]})"}) {
+        INFO(odd);
+        const auto record = parse_record(odd);
+        REQUIRE(record);
+        CHECK(record->meta.pid == 0);
+    }
+    const auto mixed = parse_record(R"(h 0 1 2 3 {"host":"vm","pid":"x","label":7})");
+    REQUIRE(mixed);
+    CHECK(mixed->meta.host == "vm");
+    CHECK(mixed->meta.label.empty());
+}
