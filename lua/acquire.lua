@@ -9,11 +9,13 @@
 --         its place), '0' for a token never sent before (skips the look-ups)
 -- Reply, by first element:
 --   {'ok', fence, slot, deadline_ms, limit, now_ms}      the caller holds a slot
---   {'wait', position, held, limit, next_expiry_in_ms, queued}  queued (position 0 = next);
---                                                        next_expiry_in_ms is -1 when unknown
+--   {'wait', position, held, limit, next_expiry_in_ms, queued, now_ms}  queued (position 0 =
+--                                                        next); next_expiry_in_ms is -1 when
+--                                                        unknown
 --   {'busy', held, limit, queued}                        full and ARGV[5] == 'try'
 --   {'conflict', stored_limit, held, queued}             another limit is in force
---                                                        (stored_limit -1: not a number)
+--                                                        (stored_limit -1: not a number;
+--                                                        -2: state lost while in use)
 --   {'wrongtype', key, actual_type, expected_type}       a foreign key is in the way
 -- Calling again with the same token is safe: a holder gets its lease back (and so collects a
 -- hand-over), a waiter keeps its place in the queue.
@@ -24,12 +26,17 @@ if not state then
 end
 local token, limit, ttl = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local mode, liveness, json, known = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8] == '1'
-local now, now_us = server_now()
+local now = server_now()
 prune(state, now)
 
 local position
 if known then
     local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
+    if deadline and deadline <= now then
+        -- Expired, and not pruned yet (prune takes 100 at a time): not the caller's any more.
+        remove_holder(state, token, nil, now)
+        deadline = nil
+    end
     if deadline then
         -- Already holding: a lost reply retried, or a hand-over collected here.
         local info = parse_info(redis.call('HGET', K_INFO, token)) or {}
@@ -51,6 +58,11 @@ if state.limit ~= limit then
     if state.limit and (held > 0 or others_waiting > 0) then
         return {'conflict', state.limit, held, queued}
     end
+    if not state.limit and (held > 0 or others_waiting > 0) then
+        -- Holders without a state hash: it was deleted or evicted. Guessing the limit could
+        -- admit too many, so refuse until gc or the leases clear the semaphore.
+        return {'conflict', -2, held, queued}
+    end
     -- Idle (or new): the caller's limit applies from now on.
     redis.call('HSET', K_STATE, 'limit', limit)
     redis.call('DEL', K_SLOTS)
@@ -61,11 +73,6 @@ end
 -- Takes the lowest free slot for `token`; nil when the bitmap and the holders disagree
 -- beyond repair.
 local function grant(held)
-    if not state.fence then
-        -- Seeding from the server clock in microseconds keeps fences increasing even when
-        -- the semaphore's keys expired in between and the counter starts over.
-        redis.call('HSET', K_STATE, 'fence', now_us)
-    end
     if held == 0 then
         redis.call('DEL', K_SLOTS) -- all slots are free: forget any stale bits
     end
@@ -79,13 +86,14 @@ local function grant(held)
                 redis.call('SETBIT', K_SLOTS, info.slot, 1)
             end
         end
+        expire_new(state, K_SLOTS)
         slot = redis.call('BITPOS', K_SLOTS, 0)
         if slot >= limit then
             return nil
         end
     end
     redis.call('SETBIT', K_SLOTS, slot, 1)
-    local fence = redis.call('HINCRBY', K_STATE, 'fence', 1)
+    local fence = next_fence(state)
     local deadline = now + ttl
     redis.call('ZADD', K_HOLDERS, deadline, token)
     redis.call('HSET', K_INFO, token, holder_info(slot, fence, now, ttl, json))
@@ -118,7 +126,7 @@ if position then
     end
     redis.call('ZADD', K_ALIVE, now + liveness, token)
     touch(state, now + liveness)
-    return {'wait', position, held, limit, next_expiry_in(), queued}
+    return {'wait', position, held, limit, next_expiry_in(), queued, now}
 end
 
 -- While anybody is queued every slot is held, so a newcomer can only queue behind them.
@@ -144,4 +152,4 @@ if queued == 0 then
     expire_new(state, K_ALIVE)
 end
 touch(state, now + liveness)
-return {'wait', queued, held or limit, limit, next_expiry_in(), queued + 1}
+return {'wait', queued, held or limit, limit, next_expiry_in(), queued + 1, now}

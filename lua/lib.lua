@@ -60,11 +60,23 @@ local function load_state()
             keep = tonumber(got[3]) or 0}
 end
 
--- Server time: milliseconds as a number, and microseconds as an exact decimal string.
+-- Server time in milliseconds; also remembers it in microseconds (an exact decimal string)
+-- for next_fence().
+local now_us_text
 local function server_now()
     local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
-        t[1] .. string.format('%06d', tonumber(t[2]))
+    now_us_text = t[1] .. string.format('%06d', tonumber(t[2]))
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The next fencing token. A missing counter is seeded from the server clock in microseconds,
+-- so fences keep increasing even when the semaphore's keys expired in between.
+local function next_fence(state)
+    if not state.fence then
+        redis.call('HSET', K_STATE, 'fence', now_us_text)
+        state.fence = now_us_text
+    end
+    return redis.call('HINCRBY', K_STATE, 'fence', 1)
 end
 
 -- Makes sure every key outlives `deadline` by KEEP_MIN_MS. Cheap when nothing is due.
@@ -123,7 +135,7 @@ local function hand_over(state, slot, now)
         end
         local waiter = parse_info(redis.call('HGET', K_INFO, token))
         if waiter and waiter.kind == 'w' then
-            local fence = redis.call('HINCRBY', K_STATE, 'fence', 1)
+            local fence = next_fence(state)
             local deadline = now + waiter.ttl
             redis.call('ZADD', K_HOLDERS, deadline, token)
             redis.call('HSET', K_INFO, token, holder_info(slot, fence, now, waiter.ttl, waiter.json))
@@ -139,13 +151,15 @@ local function hand_over(state, slot, now)
     end
 end
 
--- Removes holder `token`, handing its slot on. Returns true when it was a holder.
+-- Removes holder `token`, handing its slot on. Returns true when it was a holder. Its wake
+-- list goes too: a hand-over it never collected must not be read later as a new grant.
 local function remove_holder(state, token, info, now)
     info = info or parse_info(redis.call('HGET', K_INFO, token))
     if info and info.kind == 'h' and info.slot then
         hand_over(state, info.slot, now)
     end
     redis.call('HDEL', K_INFO, token)
+    redis.call('DEL', WAKE_PREFIX .. token)
     return redis.call('ZREM', K_HOLDERS, token) == 1
 end
 

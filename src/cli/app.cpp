@@ -78,6 +78,10 @@ int main(int argc, char** argv) {
 
     try {
         return runners.at(app.get_subcommands().front())();
+    } catch (const UsageError& error) {
+        std::cerr << "redsem: error: " << error.what() << "\n"
+                  << "Try '" << command_path(app) << " --help'.\n";
+        return error.exit_code();
     } catch (const Error& error) {
         if (*error.what() != '\0') {
             std::cerr << "redsem: error: " << error.what() << "\n";

@@ -35,7 +35,12 @@ void print_json(const GcReport& report, bool dry_run) {
                            {"label", r ? json(r->meta.label) : json(nullptr)},
                            {"dead_for_ms", entry.dead_for_ms}});
     }
-    const json out{{"dry_run", dry_run}, {"removed", removed}, {"deleted", report.deleted}};
+    json failed = json::array();
+    for (const auto& failure : report.failed) {
+        failed.push_back({{"name", failure.name}, {"error", failure.message}});
+    }
+    const json out{{"dry_run", dry_run}, {"removed", removed}, {"deleted", report.deleted},
+                   {"failed", failed}};
     std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
 }
 
@@ -81,7 +86,12 @@ int run_gc(const GcArgs& args, const GlobalOptions& global) {
     } else {
         print_text(report, args.dry_run);
     }
-    return 0;
+    std::cout.flush();
+    for (const auto& failure : report.failed) {
+        std::cerr << "redsem: error: gc of '" << printable(failure.name) << "': " << failure.message
+                  << "\n";
+    }
+    return report.failed.empty() ? 0 : static_cast<int>(report.failed.front().code);
 }
 
 } // namespace

@@ -70,16 +70,18 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
 
     Connection connection(connect);
     Semaphore semaphore(connection, prefix, name);
-    SignalWatch signals{SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD};
+    SignalWatch signals{SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
     const auto lease = wait_for_slot(semaphore, args.request, parsed.options, signals);
     if (!lease) {
         return parsed.busy_exit;
     }
-    const auto received_at = Heartbeat::Clock::now();
     HeldSlot slot(semaphore, *lease); // released on every way out of this function
+    // Only now: a child redsem inherited (exec'd from a shell that had one) must not end the
+    // wait above.
+    signals.add(SIGCHLD);
 
     ChildProcess child(argv, child_environment(name, *lease));
-    Heartbeat heartbeat(connect, prefix, name, *lease, received_at);
+    Heartbeat heartbeat(connect, prefix, name, *lease, lease->local_start);
     supervise_options.on_lost = [&](const std::string& reason) {
         if (supervise_options.stop_on_lost) {
             std::fprintf(stderr, "redsem: lost the slot of '%s': %s; stopping the command\n",

@@ -64,7 +64,8 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
         ->type_name("CODE");
     command.add_option("--label", request.label, "Text shown beside this holder in status")
         ->type_name("TEXT");
-    command.add_flag("-q,--quiet", request.quiet, "Do not show the queue position while waiting");
+    command.add_flag("-q,--quiet", request.quiet,
+                     "Show no queue position while waiting, and no notice when no slot came");
 }
 
 ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label) {
@@ -96,11 +97,11 @@ std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& requ
     if (signals.received() != 0) {
         // The signal came while the last script ran: nobody will use the slot; give it back.
         if (lease) {
-            semaphore.release(lease->token);
+            semaphore.release_quietly(lease->token);
         }
         throw Interrupted(signals.received());
     }
-    if (!lease) {
+    if (!lease && !request.quiet) {
         std::fprintf(stderr, "redsem: no slot of '%s' free %s\n", printable(request.name).c_str(),
                      options.wait && options.wait->count() > 0
                          ? ("within " + format_duration(*options.wait)).c_str()

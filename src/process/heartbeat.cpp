@@ -3,6 +3,7 @@
 #include "util/errors.hpp"
 
 #include <algorithm>
+#include <csignal>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -20,11 +21,11 @@ Milliseconds Heartbeat::safety_margin(Milliseconds ttl) {
 }
 
 Heartbeat::Heartbeat(ConnectOptions connect, std::string prefix, std::string name,
-                     const Lease& lease, Clock::time_point received_at)
+                     const Lease& lease, Clock::time_point granted_by)
     : m_connect(std::move(connect)), m_prefix(std::move(prefix)), m_name(std::move(name)),
       m_token(lease.token), m_ttl(lease.ttl) {
     const Milliseconds remaining{std::max(0LL, lease.deadline_ms - lease.server_now_ms)};
-    m_status.valid_until = received_at + remaining - safety_margin(m_ttl);
+    m_status.valid_until = granted_by + remaining - safety_margin(m_ttl);
     if (pipe2(m_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw InternalError("cannot create the heartbeat pipe");
     }
@@ -69,6 +70,10 @@ void Heartbeat::drain() noexcept {
 }
 
 void Heartbeat::run() {
+    // Signals are the main thread's business; here they would only interrupt Redis I/O.
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, nullptr);
     Connection connection(m_connect);
     Semaphore semaphore(connection, m_prefix, m_name);
     const Milliseconds renew_every = std::max(m_ttl / 3, Milliseconds{1});

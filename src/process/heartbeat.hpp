@@ -29,9 +29,10 @@ public:
         std::string last_error;     // the last renewal failure, if any, for messages
     };
 
-    // `received_at` is when the lease reached this process. Starts the thread.
+    // `granted_by` is a local time no later than the server's grant (Lease::local_start).
+    // Starts the thread.
     Heartbeat(ConnectOptions connect, std::string prefix, std::string name, const Lease& lease,
-              Clock::time_point received_at);
+              Clock::time_point granted_by);
     ~Heartbeat();
     Heartbeat(const Heartbeat&) = delete;
     Heartbeat& operator=(const Heartbeat&) = delete;

@@ -41,15 +41,22 @@ SignalWatch::SignalWatch(std::initializer_list<int> signals) : m_signals(signals
         throw InternalError(std::string("cannot create a pipe: ") + std::strerror(errno));
     }
     g_first_signal = 0;
+    const std::vector<int> signals_to_watch = m_signals;
+    m_signals.clear();
+    for (const int signal : signals_to_watch) {
+        add(signal);
+    }
+}
+
+void SignalWatch::add(int signal) {
     struct sigaction action {};
     action.sa_handler = on_signal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = 0; // no SA_RESTART: a blocking call returns EINTR and rechecks
-    for (const int signal : m_signals) {
-        auto* saved = new Saved{};
-        sigaction(signal, &action, &saved->action);
-        m_saved.push_back(saved);
-    }
+    auto* saved = new Saved{};
+    sigaction(signal, &action, &saved->action);
+    m_signals.push_back(signal);
+    m_saved.push_back(saved);
 }
 
 SignalWatch::~SignalWatch() {

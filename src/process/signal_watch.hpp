@@ -15,6 +15,9 @@ public:
     SignalWatch(const SignalWatch&) = delete;
     SignalWatch& operator=(const SignalWatch&) = delete;
 
+    // Starts watching one more signal.
+    void add(int signal);
+
     // Readable once any watched signal has arrived.
     int fd() const noexcept;
     // The first signal caught, or 0.

@@ -56,11 +56,14 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
         // local end of the lease, or the time to escalate to SIGKILL.
         Clock::time_point wake = lost ? k_never : status.valid_until;
         wake = std::min(wake, kill_at);
-        int timeout = -1;
+        // At most a minute per sleep, so a long ttl or --kill-after cannot overflow poll().
+        constexpr long long k_longest_sleep_ms = 60'000;
+        long long timeout_ms = k_longest_sleep_ms;
         if (wake != k_never) {
-            timeout = static_cast<int>(
-                std::max<long long>(0, std::chrono::ceil<Milliseconds>(wake - now).count()));
+            timeout_ms = std::clamp<long long>(std::chrono::ceil<Milliseconds>(wake - now).count(), 0,
+                                               k_longest_sleep_ms);
         }
+        const int timeout = static_cast<int>(timeout_ms);
         pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {heartbeat.fd(), POLLIN, 0}};
         ::poll(fds, lost ? 1 : 2, timeout);
         heartbeat.drain();

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
+#include <fcntl.h>
 #include <poll.h>
 
 namespace redsem {
@@ -111,6 +112,9 @@ void Connection::connect() {
     }
     // Bounds writes; reads are bounded by poll() in exchange().
     redisSetTimeout(context.get(), to_timeval(m_options.command_timeout));
+    // hiredis 0.14 leaves its socket inheritable: a command started by `run` must not get an
+    // authenticated connection to Redis.
+    fcntl(context->fd, F_SETFD, fcntl(context->fd, F_GETFD) | FD_CLOEXEC);
     m_context = std::move(context);
     try {
         handshake();

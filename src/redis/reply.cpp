@@ -66,6 +66,18 @@ const Reply& Reply::at(std::size_t index) const {
 }
 
 ReplyErrorMeaning classify_reply_error(std::string_view error) {
+    // Redis 6.2 wraps an error raised inside a script: "ERR Error running script (call to
+    // f_...): @user_script:12: WRONGTYPE ...". Classify the error inside.
+    if (error.rfind("ERR Error running script", 0) == 0) {
+        const std::size_t inner = error.find("@user_script:");
+        const std::size_t colon = inner == std::string_view::npos ? inner : error.find(": ", inner);
+        if (colon != std::string_view::npos) {
+            auto meaning = classify_reply_error(error.substr(colon + 2));
+            if (meaning.code != ExitCode::internal) {
+                return meaning;
+            }
+        }
+    }
     const std::string_view code = error.substr(0, error.find(' '));
     const std::string shown = printable(error, 200);
 

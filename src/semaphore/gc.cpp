@@ -41,10 +41,12 @@ GcEntry::Kind parse_kind(const std::string& text) {
 void collect_reply(const std::string& name, const Reply& reply, GcReport& report) {
     const auto& items = reply.as_array();
     if (!items.empty() && items[0].type == Reply::Type::string && items[0].text == "wrongtype") {
-        throw ConflictError(fmt::format(
-            "key '{}' of semaphore '{}' holds a {}, not the {} redsem keeps there; gc left it alone",
-            printable(reply.at(1).as_string(), 300), name, reply.at(2).as_string(),
-            reply.at(3).as_string()));
+        report.failed.push_back(GcFailure{
+            name, ExitCode::conflict,
+            fmt::format("key '{}' holds a {}, not the {} redsem keeps there; gc left it alone",
+                        printable(reply.at(1).as_string(), 300), reply.at(2).as_string(),
+                        reply.at(3).as_string())});
+        return;
     }
     if (reply.at(0).as_integer() == 1) {
         report.deleted.push_back(name);
@@ -97,7 +99,8 @@ GcReport collect_garbage(Connection& connection, std::string_view prefix,
             }
             if (reply.is_error()) {
                 auto meaning = classify_reply_error(reply.text);
-                throw Error(meaning.code, fmt::format("gc of '{}': {}", targets[i], meaning.message));
+                report.failed.push_back(GcFailure{targets[i], meaning.code, meaning.message});
+                continue;
             }
             collect_reply(targets[i], reply, report);
         }

@@ -20,9 +20,16 @@ struct GcEntry {
     long long dead_for_ms = 0; // since the lease or liveness ran out; 0 for orphans
 };
 
+struct GcFailure {
+    std::string name;
+    ExitCode code;
+    std::string message;
+};
+
 struct GcReport {
     std::vector<GcEntry> removed;
     std::vector<std::string> deleted; // semaphores whose keys were deleted (nothing was left)
+    std::vector<GcFailure> failed;    // semaphores that could not be cleaned (others were)
 };
 
 // How many semaphores one pipelined round trip cleans.
@@ -30,7 +37,8 @@ inline constexpr std::size_t k_gc_batch = 100;
 
 // Cleans the named semaphores, or every one under `prefix` (found with SCAN) when `names` is
 // empty: each atomically by lua/gc.lua, k_gc_batch per round trip. With `dry_run`, reports
-// what it would remove and changes nothing.
+// what it would remove and changes nothing. A semaphore that cannot be cleaned (a foreign key
+// in its place) is reported in `failed`, and the others are still cleaned.
 GcReport collect_garbage(Connection& connection, std::string_view prefix,
                          const std::vector<std::string>& names, bool dry_run);
 

@@ -102,7 +102,9 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
 }
 
 std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options,
-                                                   const std::string& token, Milliseconds timeout) {
+                                                   const std::string& token, Milliseconds timeout,
+                                                   Clock::time_point asked_at,
+                                                   long long server_now_at_ask) {
     timeout = std::max(timeout, Milliseconds{1});
     const std::string seconds = fmt::format("{:.3f}", static_cast<double>(timeout.count()) / 1000.0);
     const Reply reply = m_connection.command({"BLPOP", m_keys.wake_prefix + token, seconds}, timeout,
@@ -115,40 +117,72 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
     }
     // "FENCE SLOT DEADLINE_MS NOW_MS", pushed by hand_over() in lua/lib.lua.
     const std::string& grant = reply.at(1).as_string();
-    Lease lease{token, 0, 0, options.limit, options.ttl, 0, 0, true, true};
+    Lease lease{token, 0, 0, options.limit, options.ttl, 0, 0, true, true, asked_at};
+    long long granted_at_ms = 0;
     if (std::sscanf(grant.c_str(), "%lld %lld %lld %lld", &lease.fence, &lease.slot,
-                    &lease.deadline_ms, &lease.server_now_ms) != 4) {
+                    &lease.deadline_ms, &granted_at_ms) != 4) {
         throw InternalError(fmt::format("malformed hand-over '{}'", printable(grant)));
     }
+    // The grant came after the acquire that queued or refreshed this waiter, and may have sat
+    // in the list a while: time the lease from that acquire, whose script read the server
+    // clock after `asked_at`.
+    lease.server_now_ms = server_now_at_ask;
     return lease;
 }
+
+namespace {
+
+// Redis could not be reached or dropped the connection (as opposed to refusing the request).
+bool is_unreachable(const Error& error) {
+    return dynamic_cast<const UnavailableError*>(&error) != nullptr;
+}
+
+} // namespace
 
 std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std::string& token) {
     const bool try_once = options.wait && options.wait->count() == 0;
     const auto give_up_at = options.wait ? Clock::now() + *options.wait : Clock::time_point::max();
     bool sent = options.retry; // once sent, the server may know the token (holder or waiter)
     bool waited = false;
-    int reconnects = 0;
+    bool answered = false; // Redis answered at least once during this acquire
+    std::optional<Clock::time_point> unreachable_since;
+    Milliseconds backoff = k_reconnect_backoff;
+    // Redis unreachable: retry with the same token (a holder gets its lease back, a waiter its
+    // place) with backoff, for up to k_reconnect_window; then the error being handled stands.
+    auto retry_or_rethrow = [&] {
+        const auto now = Clock::now();
+        if (!unreachable_since) {
+            unreachable_since = now;
+        }
+        if (now - *unreachable_since >= k_reconnect_window) {
+            throw;
+        }
+        if (interruptible_sleep(backoff, options.interrupt_fd)) {
+            throw WaitInterrupted();
+        }
+        backoff = std::min(backoff * 2, k_max_reconnect_backoff);
+    };
     try {
         for (;;) {
             Reply reply;
+            const auto asked_at = Clock::now();
             try {
                 reply = attempt(options, token, !try_once, sent);
-            } catch (const ConnectionLost&) {
-                // The reply may have been lost after the script ran; the same token makes the
-                // retry safe (a holder gets its lease back, a waiter keeps its place).
-                sent = true;
-                if (++reconnects > k_max_reconnects) {
+            } catch (const Error& error) {
+                // Unreachable from the start is reported at once; a connection that broke
+                // after Redis had answered (a restart, a blip) is retried.
+                const bool lost = dynamic_cast<const ConnectionLost*>(&error) != nullptr;
+                sent = sent || lost; // the request may have run before the connection broke
+                if (!is_unreachable(error) || !(lost || answered)) {
                     throw;
                 }
-                if (interruptible_sleep(k_reconnect_backoff * (1 << (reconnects - 1)),
-                                        options.interrupt_fd)) {
-                    throw WaitInterrupted();
-                }
+                retry_or_rethrow();
                 continue;
             }
             sent = true;
-            reconnects = 0;
+            answered = true;
+            unreachable_since.reset();
+            backoff = k_reconnect_backoff;
             const std::string& status = reply.at(0).as_string();
             if (status == "ok") {
                 return Lease{token,
@@ -159,18 +193,26 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                              reply.at(3).as_integer(),
                              reply.at(5).as_integer(),
                              waited,
-                             false};
+                             false,
+                             asked_at};
             }
             if (status == "busy") {
                 return std::nullopt;
             }
             if (status == "conflict") {
                 const long long current = reply.at(1).as_integer();
-                if (current < 0) {
+                if (current == -1) {
                     throw ConflictError(fmt::format(
                         "the stored limit of '{}' is not a number (key '{}' was changed by hand); "
-                        "delete that key to reset it",
-                        m_name, m_keys.state));
+                        "run 'redsem gc {}' once its leases ran out, or delete that key",
+                        m_name, m_keys.state, m_name));
+                }
+                if (current < 0) {
+                    throw ConflictError(fmt::format(
+                        "'{}' has holders but its state key '{}' is gone (deleted, or evicted: "
+                        "use maxmemory-policy noeviction); it admits nobody new until its "
+                        "leases run out and 'redsem gc {}' cleans it",
+                        m_name, m_keys.state, m_name));
                 }
                 throw ConflictError(fmt::format(
                     "'{}' has limit {} with {} holding and {} waiting; it cannot change to {} "
@@ -203,23 +245,34 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                 timeout = std::min(timeout, std::chrono::ceil<Milliseconds>(give_up_at - now));
             }
             try {
-                if (auto lease = wait_for_hand_over(options, token, timeout)) {
+                if (auto lease = wait_for_hand_over(options, token, timeout, asked_at,
+                                                    reply.at(6).as_integer())) {
                     return lease;
                 }
-            } catch (const ConnectionLost&) {
-                if (++reconnects > k_max_reconnects) {
+            } catch (const Error& error) {
+                if (!is_unreachable(error)) {
                     throw;
                 }
+                retry_or_rethrow();
             }
         }
     } catch (const WaitInterrupted&) {
         // Leave the queue (or give back a slot handed over in a reply we did not read) before
         // reporting the interruption; a failure here is covered by the waiter's liveness.
-        try {
-            release(token);
-        } catch (const Error&) {
+        release_quietly(token);
+        throw;
+    } catch (const Error&) {
+        if (sent) {
+            release_quietly(token);
         }
         throw;
+    }
+}
+
+void Semaphore::release_quietly(const std::string& token) noexcept {
+    try {
+        release(token);
+    } catch (const std::exception&) {
     }
 }
 

@@ -19,9 +19,11 @@ inline constexpr Milliseconds k_min_ttl{100};
 inline constexpr Milliseconds k_waiter_liveness{5'000};
 // How often a queued waiter refreshes its place; well inside k_waiter_liveness.
 inline constexpr Milliseconds k_waiter_refresh{1'500};
-// How many times an acquire reconnects after a broken connection before it gives up.
-inline constexpr int k_max_reconnects = 3;
+// How long an acquire keeps reconnecting after Redis became unreachable (a restart, a blip)
+// before it gives up: inside k_waiter_liveness, so a queued waiter keeps its place.
+inline constexpr Milliseconds k_reconnect_window{4'000};
 inline constexpr Milliseconds k_reconnect_backoff{100};
+inline constexpr Milliseconds k_max_reconnect_backoff{1'000};
 // A label longer than this is cut, to keep holder metadata small.
 inline constexpr std::size_t k_max_label_bytes = 1024;
 
@@ -65,9 +67,13 @@ struct Lease {
     long long limit = 0;
     Milliseconds ttl{0};
     long long deadline_ms = 0; // server clock, epoch milliseconds
+    // A server time at or after local_start: locally, the lease ends no later than
+    // local_start + (deadline_ms - server_now_ms) on the monotonic clock.
     long long server_now_ms = 0;
     bool waited = false;       // the acquire had to queue first
     bool handed_over = false;  // a release handed this slot straight to this waiter
+    // The local send time of the request whose script read server_now_ms.
+    std::chrono::steady_clock::time_point local_start;
 };
 
 struct Renewal {
@@ -94,6 +100,9 @@ public:
     // Gives the token's slot back, or takes it out of the queue; never touches another token.
     ReleaseOutcome release(const std::string& token);
 
+    // Best-effort release, for cleaning up on a way out; ignores every failure.
+    void release_quietly(const std::string& token) noexcept;
+
     // Extends the token's lease to server-now + ttl; nullopt when the token holds nothing.
     std::optional<Renewal> renew(const std::string& token, Milliseconds ttl);
 
@@ -105,7 +114,9 @@ private:
     Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known);
     // Blocks on the waiter's wake list; returns the slot handed over to it, if any came.
     std::optional<Lease> wait_for_hand_over(const AcquireOptions& options, const std::string& token,
-                                            Milliseconds timeout);
+                                            Milliseconds timeout,
+                                            std::chrono::steady_clock::time_point asked_at,
+                                            long long server_now_at_ask);
 
     Connection& m_connection;
     std::string m_name;

@@ -10,7 +10,7 @@ using namespace redsem;
 using namespace redsem::test;
 using namespace std::chrono_literals;
 
-TEST_CASE("acquire prints a token; release frees the slot; a mutex admits one") {
+TEST_CASE("acquire prints a token, release frees the slot, a mutex admits one") {
     RedisServer server;
     const auto first = run_redsem({"acquire", "job"}, env_for(server));
     REQUIRE(first.exit_code == 0);
@@ -231,7 +231,7 @@ TEST_CASE("every key of a semaphore carries a TTL") {
     }
 }
 
-TEST_CASE("global options work before and after the subcommand; --prefix and db apply") {
+TEST_CASE("global options work before and after the subcommand, and the prefix and db apply") {
     RedisServer server;
     Connection admin = server.admin();
     CHECK(run_redsem({"--url", server.socket_url(), "acquire", "g"}).exit_code == 0);
@@ -248,7 +248,7 @@ TEST_CASE("global options work before and after the subcommand; --prefix and db 
     CHECK(admin.call({"EXISTS", "redsem:{g5}:holders"}).as_integer() == 1);
 }
 
-TEST_CASE("help goes to stdout and exits 0; the version names hiredis") {
+TEST_CASE("help goes to stdout and exits 0, and the version names hiredis") {
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"--help"}, {"acquire", "--help"}, {"release", "--help"},
           {"renew", "--help"}}) {

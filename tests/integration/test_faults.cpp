@@ -1,6 +1,8 @@
 // Faults and hostile input: restarts, lost replies, corrupted keys, secrets, malformed input.
 #include <catch2/catch.hpp>
 
+#include "lua_scripts.hpp"
+#include "semaphore/keys.hpp"
 #include "support/cutting_proxy.hpp"
 #include "support/helpers.hpp"
 #include "util/name.hpp"
@@ -59,6 +61,59 @@ TEST_CASE("Redis restarted without persistence: the lease is lost and handled as
     const auto ignored = ignoring.wait(20s);
     CHECK(ignored.exit_code == 4);
     CHECK(ignored.err.find("warning: lost the slot") != std::string::npos);
+}
+
+TEST_CASE("a waiter rides out a Redis restart and keeps its place") {
+    RedisServer server(with_args({"--appendonly", "yes", "--appendfsync", "always"}));
+    Connection admin = server.admin();
+    const auto holder = acquire_json(server, {"patient"});
+    Child waiter({"acquire", "patient"}, env_for(server));
+    while (zcard(admin, "redsem:{patient}:queue") < 1) {
+        std::this_thread::sleep_for(5ms);
+    }
+    server.restart();
+    std::this_thread::sleep_for(300ms);
+    CHECK_FALSE(waiter.finished());
+    Connection after = server.admin();
+    CHECK(zcard(after, "redsem:{patient}:queue") == 1);
+    REQUIRE(run_redsem({"release", "patient", holder["token"].get<std::string>()}, env_for(server))
+                .exit_code == 0);
+    const auto result = waiter.wait(10s);
+    CHECK(result.exit_code == 0);
+    CHECK(result.out.size() == 33); // a token and a newline
+}
+
+TEST_CASE("a hand-over nobody collected is deleted with its lease, never read later") {
+    RedisServer server;
+    Connection admin = server.admin();
+    Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
+    const Keys keys = Keys::make("redsem", "stale");
+    auto acquire = [&](const std::string& token, const char* ttl, const char* known) {
+        return client.eval(scripts::k_acquire_script, keys.script_keys(),
+                           {keys.wake_prefix, token, "1", ttl, "wait", "60000",
+                            R"({"host":"h","pid":1,"user":"u","label":""})", known});
+    };
+    const std::string holder(32, 'a');
+    const std::string stalled(32, 'b');
+    const std::string next(32, 'c');
+    REQUIRE(acquire(holder, "60000", "0").at(0).as_string() == "ok");
+    REQUIRE(acquire(stalled, "300", "0").at(0).as_string() == "wait");
+    REQUIRE(acquire(next, "60000", "0").at(0).as_string() == "wait");
+    // The release hands the slot to `stalled`, which never collects it, and its lease runs out.
+    client.eval(scripts::k_release_script, keys.script_keys(), {keys.wake_prefix, holder});
+    CHECK(admin.call({"EXISTS", keys.wake_prefix + stalled}).as_integer() == 1);
+    std::this_thread::sleep_for(400ms);
+    // `next` refreshing prunes it and collects the slot at once; the old grant goes with the
+    // old lease.
+    const Reply refreshed = acquire(next, "60000", "1");
+    CHECK(refreshed.at(0).as_string() == "ok");
+    CHECK(refreshed.at(2).as_integer() == 0); // slot 0, handed on
+    CHECK(zcard(admin, keys.holders) == 1);
+    CHECK(admin.call({"ZSCORE", keys.holders, next}).type == Reply::Type::string);
+    CHECK(admin.call({"EXISTS", keys.wake_prefix + stalled}).as_integer() == 0);
+    // The stalled client coming back queues again and finds no stale grant.
+    CHECK(acquire(stalled, "300", "1").at(0).as_string() == "wait");
+    CHECK(admin.call({"BLPOP", keys.wake_prefix + stalled, "0.2"}).is_nil());
 }
 
 TEST_CASE("a reply lost on a broken connection: the retry does not take a second slot") {
@@ -256,7 +311,12 @@ TEST_CASE("a table of malformed input: each gives its exit code and one clear li
         CHECK(line_count(result.err) <= 2); // the error, and "Try 'redsem ... --help'."
     }
     Connection admin = server.admin();
-    // Usage errors wrote nothing; the commands that could not run gave their slots back.
-    CHECK(admin.call({"KEYS", "redsem:{x}:*"}).as_array().empty());
+    // Usage errors wrote nothing, under any prefix; the commands that could not run took
+    // their slot and gave it back.
+    const Reply keys = admin.call({"KEYS", "*"});
+    for (const Reply& key : keys.as_array()) {
+        INFO(key.as_string());
+        CHECK(key.as_string().rfind("redsem:{exec}:", 0) == 0);
+    }
     CHECK(zcard(admin, "redsem:{exec}:holders") == 0);
 }

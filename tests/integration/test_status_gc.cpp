@@ -303,3 +303,20 @@ TEST_CASE("gc never removes a live holder that keeps renewing") {
     CHECK(removed_live == 0);
     CHECK(live.wait(10s).exit_code == 0); // its lease was never lost
 }
+
+TEST_CASE("gc reports a semaphore it cannot clean and still cleans the others") {
+    RedisServer server;
+    Connection admin = server.admin();
+    acquire_json(server, {"fine", "--ttl", "150ms"});
+    acquire_json(server, {"foreign", "--ttl", "60s"});
+    admin.call({"DEL", "redsem:{foreign}:state"});
+    admin.call({"SET", "redsem:{foreign}:state", "somebody else's"});
+    std::this_thread::sleep_for(300ms);
+    const auto result = run_redsem({"gc", "--json"}, env_for(server));
+    CHECK(result.exit_code == 65);
+    CHECK(result.err.find("gc of 'foreign'") != std::string::npos);
+    const json report = json::parse(result.out);
+    CHECK(report["deleted"] == json::array({"fine"}));
+    CHECK(report["failed"][0]["name"] == "foreign");
+    CHECK(admin.call({"GET", "redsem:{foreign}:state"}).as_string() == "somebody else's");
+}

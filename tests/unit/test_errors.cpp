@@ -26,6 +26,16 @@ TEST_CASE("Redis error replies map to the documented exit codes") {
         {"MOVED 3999 127.0.0.1:6381", ExitCode::unavailable},
         {"ERR unknown command 'EVALSHA'", ExitCode::unavailable},
         {"ERR something nobody expected", ExitCode::internal},
+        // Redis 6.2 wraps errors from inside a script
+        {"ERR Error running script (call to f_0123): @user_script:12: WRONGTYPE Operation against "
+         "a key holding the wrong kind of value",
+         ExitCode::conflict},
+        {"ERR Error running script (call to f_0123): @user_script:7: OOM command not allowed when "
+         "used memory > 'maxmemory'.",
+         ExitCode::unavailable},
+        {"ERR Error running script (call to f_0123): @user_script:3: NOPERM this user has no "
+         "permissions to access one of the keys",
+         ExitCode::denied},
     };
     for (const auto& [reply, code] : cases) {
         INFO(reply);
