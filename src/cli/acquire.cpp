@@ -58,8 +58,9 @@ Runner setup_acquire(CLI::App& command, const GlobalOptions& global) {
     command.description("Take a slot of semaphore NAME and print its token on stdout. Waits "
                         "for ever unless --wait says otherwise.");
     add_slot_options(command, args->request);
-    command.add_flag("--json", args->json,
-                     "Print name, token, fence, slot, limit, ttl_ms, deadline_ms and deadline as JSON");
+    command.add_flag(
+        "--json", args->json,
+        "Print name, token, fence, slot, limit, ttl_ms, deadline_ms and deadline as JSON");
     return [args, &global] { return run_acquire(*args, global); };
 }
 

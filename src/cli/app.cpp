@@ -44,7 +44,9 @@ std::string command_path(const CLI::App& app) {
 
 } // namespace
 
-std::span<const Command> commands() { return k_commands; }
+std::span<const Command> commands() {
+    return k_commands;
+}
 
 int main(int argc, char** argv) {
     ignore_sigpipe();

@@ -1,5 +1,5 @@
-#include "cli/commands.hpp"
 #include "semaphore/gc.hpp"
+#include "cli/commands.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
 #include "util/table.hpp"
@@ -39,7 +39,9 @@ void print_json(const GcReport& report, bool dry_run) {
     for (const auto& failure : report.failed) {
         failed.push_back({{"name", failure.name}, {"error", failure.message}});
     }
-    const json out{{"dry_run", dry_run}, {"removed", removed}, {"deleted", report.deleted},
+    const json out{{"dry_run", dry_run},
+                   {"removed", removed},
+                   {"deleted", report.deleted},
                    {"failed", failed}};
     std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
 }
@@ -55,8 +57,9 @@ void print_text(const GcReport& report, bool dry_run) {
             {"SEMAPHORE", "WHAT", "TOKEN", "HOST", "PID", "DEAD FOR", "LABEL"}};
         for (const auto& entry : report.removed) {
             const auto& r = entry.record;
-            rows.push_back({entry.name, std::string(kind_name(entry.kind)), entry.token.substr(0, 8),
-                            r ? r->meta.host : "?", r ? std::to_string(r->meta.pid) : "?",
+            rows.push_back({entry.name, std::string(kind_name(entry.kind)),
+                            entry.token.substr(0, 8), r ? r->meta.host : "?",
+                            r ? std::to_string(r->meta.pid) : "?",
                             entry.kind == GcEntry::Kind::orphan
                                 ? "-"
                                 : format_duration(Milliseconds{entry.dead_for_ms}),

@@ -98,7 +98,8 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     try {
         slot.release();
     } catch (const Error& error) {
-        std::fprintf(stderr, "redsem: warning: could not release the slot of '%s' (%s); it frees "
+        std::fprintf(stderr,
+                     "redsem: warning: could not release the slot of '%s' (%s); it frees "
                      "itself when its lease runs out\n",
                      printable(name).c_str(), error.what());
     }
@@ -116,20 +117,24 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
                         "keep its lease alive while COMMAND runs, stop COMMAND if the slot is "
                         "lost, and release it however COMMAND ends. Exits with COMMAND's status.");
     add_slot_options(command, args->request);
-    command.add_option("--on-lost", args->on_lost,
-                       "When the slot is lost: 'term' stops COMMAND, 'ignore' lets it run on")
+    command
+        .add_option("--on-lost", args->on_lost,
+                    "When the slot is lost: 'term' stops COMMAND, 'ignore' lets it run on")
         ->type_name("ACTION")
         ->check(CLI::IsMember({"term", "ignore"}))
         ->capture_default_str();
-    command.add_option("--kill-after", args->kill_after,
-                       "After a lost slot, SIGKILL COMMAND this long after SIGTERM")
+    command
+        .add_option("--kill-after", args->kill_after,
+                    "After a lost slot, SIGKILL COMMAND this long after SIGTERM")
         ->type_name("DUR")
         ->capture_default_str();
-    command.add_option("--lost-exit-code", args->lost_exit_code,
-                       "Exit status after the slot was lost and COMMAND stopped (default 76)")
+    command
+        .add_option("--lost-exit-code", args->lost_exit_code,
+                    "Exit status after the slot was lost and COMMAND stopped (default 76)")
         ->type_name("CODE");
-    command.add_option("-c,--command", args->shell_command,
-                       "Run this shell command line with /bin/sh -c instead of COMMAND")
+    command
+        .add_option("-c,--command", args->shell_command,
+                    "Run this shell command line with /bin/sh -c instead of COMMAND")
         ->type_name("CMDLINE");
     command.add_option("COMMAND", args->command, "The command and its arguments, after --")
         ->type_name("COMMAND [ARGS...]");

@@ -56,11 +56,13 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
     command.add_option("--ttl", request.ttl, "Lease length; renew before it runs out")
         ->type_name("DUR")
         ->capture_default_str();
-    command.add_option("-w,--wait", request.wait,
-                       "Give up after DUR without a slot (0: try once; default: wait for ever)")
+    command
+        .add_option("-w,--wait", request.wait,
+                    "Give up after DUR without a slot (0: try once; default: wait for ever)")
         ->type_name("DUR");
-    command.add_option("-E,--conflict-exit-code", request.conflict_exit_code,
-                       "Exit status when no slot was had in time (default 75)")
+    command
+        .add_option("-E,--conflict-exit-code", request.conflict_exit_code,
+                    "Exit status when no slot was had in time (default 75)")
         ->type_name("CODE");
     command.add_option("--label", request.label, "Text shown beside this holder in status")
         ->type_name("TEXT");

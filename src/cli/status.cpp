@@ -34,9 +34,13 @@ std::size_t terminal_width() {
     return 0;
 }
 
-std::string ago(long long ms) { return format_duration(Milliseconds{ms}) + " ago"; }
+std::string ago(long long ms) {
+    return format_duration(Milliseconds{ms}) + " ago";
+}
 
-std::string short_token(const std::string& token) { return token.substr(0, 8); }
+std::string short_token(const std::string& token) {
+    return token.substr(0, 8);
+}
 
 json time_fields(const char* name, long long epoch_ms) {
     return {{std::string(name) + "_ms", epoch_ms}, {name, iso8601_utc(epoch_ms)}};
@@ -90,12 +94,10 @@ json view_json(const SemaphoreView& view) {
     for (const auto& waiter : view.waiters) {
         waiters.push_back(waiter_json(waiter, view.server_now_ms));
     }
-    json out{{"name", view.name},
-             {"limit", view.limit ? json(*view.limit) : json(nullptr)},
-             {"held", view.holders.size()},
-             {"waiting", view.waiters.size()},
-             {"holders", holders},
-             {"waiters", waiters}};
+    json out{
+        {"name", view.name},           {"limit", view.limit ? json(*view.limit) : json(nullptr)},
+        {"held", view.holders.size()}, {"waiting", view.waiters.size()},
+        {"holders", holders},          {"waiters", waiters}};
     out.update(time_fields("server_time", view.server_now_ms));
     return out;
 }
@@ -109,19 +111,18 @@ void print_view(const SemaphoreView& view, std::size_t width) {
     std::cout << fmt::format("{}: {}/{} held, {} waiting\n", view.name, view.holders.size(),
                              view.limit ? std::to_string(*view.limit) : "?", view.waiters.size());
     if (!view.holders.empty()) {
-        std::vector<std::vector<std::string>> rows{
-            {"SLOT", "TOKEN", "HOST", "PID", "USER", "HELD", "RENEWED", "EXPIRES", "FENCE", "LABEL"}};
+        std::vector<std::vector<std::string>> rows{{"SLOT", "TOKEN", "HOST", "PID", "USER", "HELD",
+                                                    "RENEWED", "EXPIRES", "FENCE", "LABEL"}};
         for (const auto& holder : view.holders) {
             const auto& r = holder.record;
             const long long left = holder.deadline_ms - now;
-            rows.push_back({r ? std::to_string(r->slot) : "?", short_token(holder.token),
-                            r ? r->meta.host : "?", r ? std::to_string(r->meta.pid) : "?",
-                            r ? r->meta.user : "?",
-                            r ? format_duration(Milliseconds{now - r->since_ms}) : "?",
-                            r ? ago(now - (holder.deadline_ms - r->ttl_ms)) : "?",
-                            left > 0 ? "in " + format_duration(Milliseconds{left})
-                                     : "expired " + ago(-left),
-                            r ? std::to_string(r->fence) : "?", r ? r->meta.label : "?"});
+            rows.push_back(
+                {r ? std::to_string(r->slot) : "?", short_token(holder.token),
+                 r ? r->meta.host : "?", r ? std::to_string(r->meta.pid) : "?",
+                 r ? r->meta.user : "?", r ? format_duration(Milliseconds{now - r->since_ms}) : "?",
+                 r ? ago(now - (holder.deadline_ms - r->ttl_ms)) : "?",
+                 left > 0 ? "in " + format_duration(Milliseconds{left}) : "expired " + ago(-left),
+                 r ? std::to_string(r->fence) : "?", r ? r->meta.label : "?"});
         }
         std::cout << render_table(rows, width, rows[0].size() - 1);
     }
@@ -165,7 +166,8 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
         std::cout << "no semaphores under prefix '" << prefix << "'\n";
         return 0;
     }
-    std::vector<std::vector<std::string>> rows{{"NAME", "HELD", "WAITING", "OLDEST", "HOLDER", "LABEL"}};
+    std::vector<std::vector<std::string>> rows{
+        {"NAME", "HELD", "WAITING", "OLDEST", "HOLDER", "LABEL"}};
     for (const auto& summary : summaries) {
         const auto& oldest = summary.oldest;
         rows.push_back({summary.name,

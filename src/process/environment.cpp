@@ -12,8 +12,9 @@ namespace redsem {
 
 namespace {
 
-constexpr std::array<std::string_view, 6> k_replaced{"REDSEM_PASSWORD", "REDSEM_NAME", "REDSEM_TOKEN",
-                                                     "REDSEM_FENCE",    "REDSEM_SLOT", "REDSEM_LIMIT"};
+constexpr std::array<std::string_view, 6> k_replaced{"REDSEM_PASSWORD", "REDSEM_NAME",
+                                                     "REDSEM_TOKEN",    "REDSEM_FENCE",
+                                                     "REDSEM_SLOT",     "REDSEM_LIMIT"};
 
 // The entry with any password taken out of the URL; nothing when it does not parse (it might
 // hold a password we cannot find).

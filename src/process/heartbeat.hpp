@@ -24,9 +24,9 @@ public:
     using Clock = std::chrono::steady_clock;
 
     struct Status {
-        bool lost = false;          // a renewal answered that the token holds nothing
+        bool lost = false; // a renewal answered that the token holds nothing
         Clock::time_point valid_until;
-        std::string last_error;     // the last renewal failure, if any, for messages
+        std::string last_error; // the last renewal failure, if any, for messages
     };
 
     // `granted_by` is a local time no later than the server's grant (Lease::local_start).

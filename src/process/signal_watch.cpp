@@ -69,9 +69,13 @@ SignalWatch::~SignalWatch() {
     g_pipe[0] = g_pipe[1] = -1;
 }
 
-int SignalWatch::fd() const noexcept { return g_pipe[0]; }
+int SignalWatch::fd() const noexcept {
+    return g_pipe[0];
+}
 
-int SignalWatch::received() const noexcept { return g_first_signal.load(); }
+int SignalWatch::received() const noexcept {
+    return g_first_signal.load();
+}
 
 std::vector<int> SignalWatch::take_pending() {
     std::vector<int> signals;

@@ -34,9 +34,10 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
         if (!lost && (status.lost || now >= status.valid_until)) {
             lost = true;
             std::string reason =
-                status.lost ? status.last_error
-                            : fmt::format("no renewal was confirmed in time{}",
-                                          status.last_error.empty() ? "" : " (" + status.last_error + ")");
+                status.lost
+                    ? status.last_error
+                    : fmt::format("no renewal was confirmed in time{}",
+                                  status.last_error.empty() ? "" : " (" + status.last_error + ")");
             // The child first: the heartbeat thread may be stuck waiting for Redis.
             if (options.stop_on_lost) {
                 child.signal_group(SIGTERM);
@@ -60,8 +61,8 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
         constexpr long long k_longest_sleep_ms = 60'000;
         long long timeout_ms = k_longest_sleep_ms;
         if (wake != k_never) {
-            timeout_ms = std::clamp<long long>(std::chrono::ceil<Milliseconds>(wake - now).count(), 0,
-                                               k_longest_sleep_ms);
+            timeout_ms = std::clamp<long long>(std::chrono::ceil<Milliseconds>(wake - now).count(),
+                                               0, k_longest_sleep_ms);
         }
         const int timeout = static_cast<int>(timeout_ms);
         pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {heartbeat.fd(), POLLIN, 0}};

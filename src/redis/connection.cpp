@@ -4,9 +4,9 @@
 #include "util/name.hpp"
 
 #include <cerrno>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
-#include <fcntl.h>
 #include <poll.h>
 
 namespace redsem {
@@ -86,7 +86,9 @@ Connection::~Connection() = default;
 Connection::Connection(Connection&&) noexcept = default;
 Connection& Connection::operator=(Connection&&) noexcept = default;
 
-void Connection::disconnect() noexcept { m_context.reset(); }
+void Connection::disconnect() noexcept {
+    m_context.reset();
+}
 
 void Connection::connect() {
     if (m_context) {
@@ -108,7 +110,8 @@ void Connection::connect() {
             reason = fmt::format("no answer within {} (--connect-timeout)",
                                  format_duration(m_options.connect_timeout));
         }
-        throw UnavailableError(fmt::format("cannot connect to Redis at {}: {}", url.describe(), reason));
+        throw UnavailableError(
+            fmt::format("cannot connect to Redis at {}: {}", url.describe(), reason));
     }
     // Bounds writes; reads are bounded by poll() in exchange().
     redisSetTimeout(context.get(), to_timeval(m_options.command_timeout));
@@ -161,8 +164,8 @@ void Connection::fail_io(std::string_view during) {
     if (err == REDIS_ERR_EOF) {
         throw ConnectionLost(fmt::format("Redis at {} closed the connection {}", where, during));
     }
-    throw ConnectionLost(
-        fmt::format("connection to Redis at {} failed {}: {}", where, during, printable(reason, 100)));
+    throw ConnectionLost(fmt::format("connection to Redis at {} failed {}: {}", where, during,
+                                     printable(reason, 100)));
 }
 
 void Connection::append(const std::vector<std::string>& args) {

@@ -59,8 +59,8 @@ const std::vector<Reply>& Reply::as_array() const {
 const Reply& Reply::at(std::size_t index) const {
     const auto& all = as_array();
     if (index >= all.size()) {
-        throw InternalError(fmt::format("unexpected reply from Redis: array of {} has no element {}",
-                                        all.size(), index));
+        throw InternalError(fmt::format(
+            "unexpected reply from Redis: array of {} has no element {}", all.size(), index));
     }
     return all[index];
 }
@@ -116,9 +116,10 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
     }
     // Redis 7 refuses long commands from a client that has not authenticated this way.
     if (code == "ERR" && error.find("unauthenticated") != std::string_view::npos) {
-        return {ExitCode::denied,
-                fmt::format("Redis requires a password: set REDSEM_PASSWORD or put it in the URL ({})",
-                            shown)};
+        return {
+            ExitCode::denied,
+            fmt::format("Redis requires a password: set REDSEM_PASSWORD or put it in the URL ({})",
+                        shown)};
     }
     if (code == "ERR" && error.find("unknown command") != std::string_view::npos) {
         return {ExitCode::unavailable,

@@ -95,7 +95,8 @@ GcReport collect_garbage(Connection& connection, std::string_view prefix,
             Reply reply = replies[i - first];
             if (reply.is_error() && reply.text.rfind("NOSCRIPT", 0) == 0) {
                 // The server does not have the script cached: EVAL sends it (and caches it).
-                reply = connection.command(gc_command(script.body, false, prefix, targets[i], dry_run));
+                reply =
+                    connection.command(gc_command(script.body, false, prefix, targets[i], dry_run));
             }
             if (reply.is_error()) {
                 auto meaning = classify_reply_error(reply.text);

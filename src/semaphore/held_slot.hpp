@@ -8,7 +8,8 @@ namespace redsem {
 // swallowed: the lease then simply runs out by its ttl).
 class HeldSlot {
 public:
-    HeldSlot(Semaphore& semaphore, Lease lease) : m_semaphore(&semaphore), m_lease(std::move(lease)) {}
+    HeldSlot(Semaphore& semaphore, Lease lease)
+        : m_semaphore(&semaphore), m_lease(std::move(lease)) {}
     ~HeldSlot();
     HeldSlot(HeldSlot&& other) noexcept;
     HeldSlot& operator=(HeldSlot&&) = delete;

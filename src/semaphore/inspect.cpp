@@ -76,9 +76,8 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
     SemaphoreView view;
     view.name = name;
     view.server_now_ms = server_time_ms(connection);
-    const auto head = connection.pipeline({{"HGET", keys.state, "limit"},
-                                           {"ZCARD", keys.holders},
-                                           {"ZCARD", keys.queue}});
+    const auto head = connection.pipeline(
+        {{"HGET", keys.state, "limit"}, {"ZCARD", keys.holders}, {"ZCARD", keys.queue}});
     view.limit = optional_number(head[0]);
     const long long holders = checked(head[1]).as_integer();
     const long long waiters = checked(head[2]).as_integer();

@@ -14,8 +14,8 @@ struct Record {
     enum class Kind { holder, waiter };
 
     Kind kind = Kind::holder;
-    long long slot = -1;  // holders only
-    long long fence = 0;  // holders only
+    long long slot = -1;    // holders only
+    long long fence = 0;    // holders only
     long long since_ms = 0; // acquired (holder) or queued (waiter), server clock
     long long ttl_ms = 0;
     HolderMeta meta;

@@ -106,9 +106,10 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
                                                    Clock::time_point asked_at,
                                                    long long server_now_at_ask) {
     timeout = std::max(timeout, Milliseconds{1});
-    const std::string seconds = fmt::format("{:.3f}", static_cast<double>(timeout.count()) / 1000.0);
-    const Reply reply = m_connection.command({"BLPOP", m_keys.wake_prefix + token, seconds}, timeout,
-                                             options.interrupt_fd);
+    const std::string seconds =
+        fmt::format("{:.3f}", static_cast<double>(timeout.count()) / 1000.0);
+    const Reply reply = m_connection.command({"BLPOP", m_keys.wake_prefix + token, seconds},
+                                             timeout, options.interrupt_fd);
     if (reply.is_error()) {
         throw_reply_error(reply.text);
     }
@@ -221,7 +222,8 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                     options.limit, current));
             }
             if (status != "wait") {
-                throw InternalError(fmt::format("unexpected acquire reply '{}'", printable(status)));
+                throw InternalError(
+                    fmt::format("unexpected acquire reply '{}'", printable(status)));
             }
             waited = true;
             const auto now = Clock::now();

@@ -41,8 +41,8 @@ struct HolderMeta {
 
 // Where a queued waiter stands, reported while it waits.
 struct QueuePosition {
-    long long ahead = 0;  // waiters in front of this one
-    long long held = 0;   // slots held now
+    long long ahead = 0; // waiters in front of this one
+    long long held = 0;  // slots held now
     long long limit = 0;
     long long queued = 0; // waiters in all, this one included
 };
@@ -62,16 +62,16 @@ struct AcquireOptions {
 // A held slot, as the server granted it.
 struct Lease {
     std::string token;
-    long long fence = 0;       // strictly increasing per semaphore
-    long long slot = 0;        // lowest free number in 0..limit-1, stable for the lease
+    long long fence = 0; // strictly increasing per semaphore
+    long long slot = 0;  // lowest free number in 0..limit-1, stable for the lease
     long long limit = 0;
     Milliseconds ttl{0};
     long long deadline_ms = 0; // server clock, epoch milliseconds
     // A server time at or after local_start: locally, the lease ends no later than
     // local_start + (deadline_ms - server_now_ms) on the monotonic clock.
     long long server_now_ms = 0;
-    bool waited = false;       // the acquire had to queue first
-    bool handed_over = false;  // a release handed this slot straight to this waiter
+    bool waited = false;      // the acquire had to queue first
+    bool handed_over = false; // a release handed this slot straight to this waiter
     // The local send time of the request whose script read server_now_ms.
     std::chrono::steady_clock::time_point local_start;
 };

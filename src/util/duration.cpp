@@ -35,7 +35,9 @@ int unit_rank(std::string_view suffix) {
     return -1;
 }
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
 
 [[noreturn]] void fail(std::string_view text, std::string_view what, std::string_view why) {
     throw UsageError(fmt::format("{}: invalid duration '{}': {}", what, text, why));
@@ -131,13 +133,15 @@ std::string format_duration(Milliseconds duration) {
     const std::int64_t minutes = seconds % 3600 / 60;
     const std::int64_t secs = seconds % 60;
     if (days > 0) {
-        return hours > 0 ? fmt::format("{}{}d{}h", sign, days, hours) : fmt::format("{}{}d", sign, days);
+        return hours > 0 ? fmt::format("{}{}d{}h", sign, days, hours)
+                         : fmt::format("{}{}d", sign, days);
     }
     if (hours > 0) {
         return minutes > 0 ? fmt::format("{}{}h{}m", sign, hours, minutes)
                            : fmt::format("{}{}h", sign, hours);
     }
-    return secs > 0 ? fmt::format("{}{}m{}s", sign, minutes, secs) : fmt::format("{}{}m", sign, minutes);
+    return secs > 0 ? fmt::format("{}{}m{}s", sign, minutes, secs)
+                    : fmt::format("{}{}m", sign, minutes);
 }
 
 } // namespace redsem

@@ -38,7 +38,8 @@ bool is_valid_utf8(std::string_view text) {
             code = (code << 6) | (next & 0x3F);
         }
         constexpr char32_t k_min_for_length[] = {0, 0x80, 0x800, 0x10000};
-        if (code < k_min_for_length[extra] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+        if (code < k_min_for_length[extra] || code > 0x10FFFF ||
+            (code >= 0xD800 && code <= 0xDFFF)) {
             return false;
         }
         i += extra + 1;
@@ -50,7 +51,8 @@ namespace {
 
 std::optional<std::string> key_part_problem(std::string_view text, std::string_view what) {
     if (text.size() > k_max_name_bytes) {
-        return fmt::format("{} is {} bytes long; the limit is {}", what, text.size(), k_max_name_bytes);
+        return fmt::format("{} is {} bytes long; the limit is {}", what, text.size(),
+                           k_max_name_bytes);
     }
     for (const char c : text) {
         const auto byte = static_cast<unsigned char>(c);

@@ -111,7 +111,9 @@ nlohmann::json measure(Connection& admin, const std::string& redsem, const std::
     for (const auto& arg : args) {
         shown += " " + arg;
     }
-    return {{"command", shown}, {"seconds", seconds}, {"longest_call_us", micros},
+    return {{"command", shown},
+            {"seconds", seconds},
+            {"longest_call_us", micros},
             {"longest_call", command}};
 }
 
@@ -151,7 +153,8 @@ int main(int argc, char** argv) {
 
     for (long long i = 0; i < semaphores; ++i) {
         const long long ttl = i % 2 == 0 ? 100 : 600'000; // half expire before gc runs
-        commands.push_back(acquire_command(fmt::format("s{:05}", i), generate_token(), 1, ttl, false));
+        commands.push_back(
+            acquire_command(fmt::format("s{:05}", i), generate_token(), 1, ttl, false));
     }
     run_batched(admin, commands);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));

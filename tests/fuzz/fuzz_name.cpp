@@ -78,8 +78,8 @@ bool reference_utf8(std::string_view text) {
 
 bool forbidden_byte(char c) {
     const auto byte = static_cast<unsigned char>(c);
-    return c == '{' || c == '}' || c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
-           c == '\v' || c == '\f' || byte < 0x20 || byte == 0x7F;
+    return c == '{' || c == '}' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+           c == '\f' || byte < 0x20 || byte == 0x7F;
 }
 
 void check_accepted(std::string_view text, std::string_view input) {
@@ -153,8 +153,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         violated("prefix_problem() and name_problem() disagree", input);
     }
     // Anything accepted is exactly: 1..200 bytes, valid UTF-8, no forbidden byte.
-    bool expected_ok = !input.empty() && input.size() <= redsem::k_max_name_bytes &&
-                       reference_utf8(input);
+    bool expected_ok =
+        !input.empty() && input.size() <= redsem::k_max_name_bytes && reference_utf8(input);
     for (const char c : input) {
         expected_ok = expected_ok && !forbidden_byte(c);
     }

@@ -200,8 +200,8 @@ void fuzz_hiredis(const char* data, std::size_t size) {
         if (!reader) {
             return;
         }
-        whole_ok = redisReaderFeed(reader.get(), data, size) == REDIS_OK &&
-                   drain(reader.get(), whole);
+        whole_ok =
+            redisReaderFeed(reader.get(), data, size) == REDIS_OK && drain(reader.get(), whole);
     }
     std::string bytewise;
     bool bytewise_ok = true;
@@ -229,7 +229,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     // Must not throw: an escaping exception crashes the fuzzer.
     if (const auto record = redsem::parse_record(input)) {
-        if (record->kind == redsem::Record::Kind::waiter && (record->slot != -1 || record->fence != 0)) {
+        if (record->kind == redsem::Record::Kind::waiter &&
+            (record->slot != -1 || record->fence != 0)) {
             violated("a waiter record has a slot or a fence");
         }
     }

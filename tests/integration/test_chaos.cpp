@@ -7,8 +7,8 @@
 #include "support/helpers.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -23,8 +23,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr int k_clients = 66;                   // running at once
-constexpr auto k_chaos_time = 20s;              // spawning and killing
+constexpr int k_clients = 66;      // running at once
+constexpr auto k_chaos_time = 20s; // spawning and killing
 constexpr auto k_kill_every = 150ms;
 constexpr const char* k_faketime_lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const std::vector<std::string> k_clock_skews{"-1h", "+1h", "+1h x1.05", "-1h x0.95"};
@@ -77,22 +77,23 @@ TEST_CASE("64+ clients, SIGKILLs and skewed clocks: never more than the limit in
             env["FAKETIME_NO_CACHE"] = "1";
             // A sanitized build (CI) refuses a preloaded library unless told it may.
             const char* asan = std::getenv("ASAN_OPTIONS");
-            env["ASAN_OPTIONS"] = std::string(asan != nullptr ? asan : "") + ":verify_asan_link_order=0";
+            env["ASAN_OPTIONS"] =
+                std::string(asan != nullptr ? asan : "") + ":verify_asan_link_order=0";
         }
         const std::string hold = "0.0" + std::to_string(1 + random() % 8); // 10..80ms
         const std::string tag = client.semaphore + " " + std::to_string(client.id);
-        const std::string body = "echo \"S " + tag + " " + stamp + "\" >> " + log + "; sleep " + hold +
-                                 "; echo \"E " + tag + " " + stamp + "\" >> " + log;
+        const std::string body = "echo \"S " + tag + " " + stamp + "\" >> " + log + "; sleep " +
+                                 hold + "; echo \"E " + tag + " " + stamp + "\" >> " + log;
         const std::string n = std::to_string(client.limit);
         if (random() % 2 == 0) {
             client.process = std::make_unique<Child>(
-                std::vector<std::string>{"run", client.semaphore, "-n", n, "--ttl", "1s", "-q", "--",
-                                         "sh", "-c", body},
+                std::vector<std::string>{"run", client.semaphore, "-n", n, "--ttl", "1s", "-q",
+                                         "--", "sh", "-c", body},
                 env);
         } else {
             client.process = Child::shell(
-                "tok=$(" + std::string(REDSEM_BINARY) + " acquire " + client.semaphore + " -n " + n +
-                    " --ttl 1s -q) || exit 9; " + body + "; " + REDSEM_BINARY + " release " +
+                "tok=$(" + std::string(REDSEM_BINARY) + " acquire " + client.semaphore + " -n " +
+                    n + " --ttl 1s -q) || exit 9; " + body + "; " + REDSEM_BINARY + " release " +
                     client.semaphore + " \"$tok\"",
                 env);
         }
@@ -212,8 +213,8 @@ TEST_CASE("64+ clients, SIGKILLs and skewed clocks: never more than the limit in
     INFO("left over: " << names);
     CHECK(left_over.as_array().empty());
 
-    std::cout << "chaos: " << clients.size() << " clients (" << k_clients << " at once), " << completed
-              << " completed cycles (" << skewed_completed << " with skewed clocks), " << kills
-              << " SIGKILLs, max inside c1/c3/c10 = " << most["c1"] << "/" << most["c3"] << "/"
-              << most["c10"] << ", violations " << violations << "\n";
+    std::cout << "chaos: " << clients.size() << " clients (" << k_clients << " at once), "
+              << completed << " completed cycles (" << skewed_completed << " with skewed clocks), "
+              << kills << " SIGKILLs, max inside c1/c3/c10 = " << most["c1"] << "/" << most["c3"]
+              << "/" << most["c10"] << ", violations " << violations << "\n";
 }

@@ -43,8 +43,8 @@ TEST_CASE("limit N admits N, hands out the lowest free slot and increasing fence
     CHECK(leases[1]["fence"].get<long long>() < leases[2]["fence"].get<long long>());
     CHECK(run_redsem({"acquire", "gpu", "-n", "3", "-w", "0"}, env_for(server)).exit_code == 75);
 
-    const auto released = run_redsem(
-        {"release", "gpu", leases[1]["token"].get<std::string>()}, env_for(server));
+    const auto released =
+        run_redsem({"release", "gpu", leases[1]["token"].get<std::string>()}, env_for(server));
     CHECK(released.exit_code == 0);
     const auto again = acquire_json(server, {"gpu", "-n", "3"});
     CHECK(again["slot"] == 1);
@@ -106,7 +106,8 @@ TEST_CASE("release and renew of a foreign, released or expired token exit 1") {
     CHECK(zcard(admin, "redsem:{r}:holders") == 1);
 
     CHECK(run_redsem({"renew", "r", token, "--ttl", "2m"}, env_for(server)).exit_code == 0);
-    const double deadline = std::stod(admin.call({"ZSCORE", "redsem:{r}:holders", token}).as_string());
+    const double deadline =
+        std::stod(admin.call({"ZSCORE", "redsem:{r}:holders", token}).as_string());
     CHECK(deadline >= lease["deadline_ms"].get<double>() + 55'000);
 
     CHECK(run_redsem({"release", "r", token}, env_for(server)).exit_code == 0);
@@ -138,8 +139,8 @@ TEST_CASE("five queued waiters are served in arrival order") {
     const auto holder = acquire_json(server, {"fifo"});
     std::vector<std::unique_ptr<Child>> waiters;
     for (int i = 0; i < 5; ++i) {
-        waiters.push_back(std::make_unique<Child>(std::vector<std::string>{"acquire", "fifo"},
-                                                  env_for(server)));
+        waiters.push_back(
+            std::make_unique<Child>(std::vector<std::string>{"acquire", "fifo"}, env_for(server)));
         // Start the next one only once this one is queued, so arrival order is known.
         const auto give_up = std::chrono::steady_clock::now() + 10s;
         while (zcard(admin, "redsem:{fifo}:queue") < i + 1) {
@@ -236,22 +237,25 @@ TEST_CASE("global options work before and after the subcommand, and the prefix a
     Connection admin = server.admin();
     CHECK(run_redsem({"--url", server.socket_url(), "acquire", "g"}).exit_code == 0);
     CHECK(run_redsem({"acquire", "g2", "--url", server.socket_url()}).exit_code == 0);
-    CHECK(run_redsem({"acquire", "--prefix", "team", "g3", "-u", server.socket_url()}).exit_code == 0);
+    CHECK(run_redsem({"acquire", "--prefix", "team", "g3", "-u", server.socket_url()}).exit_code ==
+          0);
     CHECK(admin.call({"EXISTS", "team:{g3}:holders"}).as_integer() == 1);
-    CHECK(run_redsem({"acquire", "g4"}, {{"REDSEM_URL", server.socket_url()},
-                                         {"REDSEM_PREFIX", "envp"}})
+    CHECK(run_redsem({"acquire", "g4"},
+                     {{"REDSEM_URL", server.socket_url()}, {"REDSEM_PREFIX", "envp"}})
               .exit_code == 0);
     CHECK(admin.call({"EXISTS", "envp:{g4}:holders"}).as_integer() == 1);
-    CHECK(run_redsem({"acquire", "g5"}, {{"REDIS_URL", server.socket_url() + "?db=4"}}).exit_code == 0);
+    CHECK(run_redsem({"acquire", "g5"}, {{"REDIS_URL", server.socket_url() + "?db=4"}}).exit_code ==
+          0);
     CHECK(admin.call({"EXISTS", "redsem:{g5}:holders"}).as_integer() == 0);
     admin.call({"SELECT", "4"});
     CHECK(admin.call({"EXISTS", "redsem:{g5}:holders"}).as_integer() == 1);
 }
 
 TEST_CASE("help goes to stdout and exits 0, and the version names hiredis") {
-    for (const std::vector<std::string>& args :
-         {std::vector<std::string>{"--help"}, {"acquire", "--help"}, {"release", "--help"},
-          {"renew", "--help"}}) {
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"--help"},
+                                                 {"acquire", "--help"},
+                                                 {"release", "--help"},
+                                                 {"renew", "--help"}}) {
         const auto help = run_redsem(args);
         CHECK(help.exit_code == 0);
         CHECK(help.out.find("Usage:") != std::string::npos);

@@ -95,10 +95,11 @@ TEST_CASE("TCP URLs reach the server, IPv6 in brackets too when ::1 exists") {
 TEST_CASE("a password is taken from the URL or REDSEM_PASSWORD and never shown") {
     RedisServer server(tcp_server({"--requirepass", k_password}, k_password));
     const std::string base = server.tcp_url();
-    const std::string with_password = "redis://:" + k_password + "@127.0.0.1:" +
-                                      std::to_string(server.port());
+    const std::string with_password =
+        "redis://:" + k_password + "@127.0.0.1:" + std::to_string(server.port());
 
-    const auto from_env = run_redsem({"acquire", "p", "-u", base}, {{"REDSEM_PASSWORD", k_password}});
+    const auto from_env =
+        run_redsem({"acquire", "p", "-u", base}, {{"REDSEM_PASSWORD", k_password}});
     CHECK(from_env.exit_code == 0);
     CHECK(from_env.err.empty()); // no warning: the password was not in argv
     check_no_password(from_env, k_password);
@@ -124,8 +125,9 @@ TEST_CASE("a password is taken from the URL or REDSEM_PASSWORD and never shown")
     CHECK(line_count(wrong_password.err) == 1);
     check_no_password(wrong_password, wrong);
 
-    const auto wrong_in_url = run_redsem(
-        {"acquire", "p6", "-u", "redis://:" + wrong + "@127.0.0.1:" + std::to_string(server.port())});
+    const auto wrong_in_url =
+        run_redsem({"acquire", "p6", "-u",
+                    "redis://:" + wrong + "@127.0.0.1:" + std::to_string(server.port())});
     CHECK(wrong_in_url.exit_code == 77);
     check_no_password(wrong_in_url, wrong);
 
@@ -154,7 +156,8 @@ TEST_CASE("ACL users: a full user works, a restricted one gets NOPERM as exit 77
 TEST_CASE("no server: refused port, missing socket, unknown db are clear and quick") {
     const int port = free_port();
     const auto start = std::chrono::steady_clock::now();
-    const auto refused = run_redsem({"acquire", "u", "-u", "redis://127.0.0.1:" + std::to_string(port)});
+    const auto refused =
+        run_redsem({"acquire", "u", "-u", "redis://127.0.0.1:" + std::to_string(port)});
     CHECK(refused.exit_code == 69);
     CHECK(refused.err.find("cannot connect") != std::string::npos);
     CHECK(line_count(refused.err) == 1);

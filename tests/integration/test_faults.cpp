@@ -120,8 +120,8 @@ TEST_CASE("a reply lost on a broken connection: the retry does not take a second
     RedisServer server(with_args({}, true));
     Connection admin = server.admin();
     CuttingProxy proxy(server.port());
-    const auto result = run_redsem(
-        {"acquire", "cut", "-n", "5", "--json", "--url", "redis://127.0.0.1:" + std::to_string(proxy.port())});
+    const auto result = run_redsem({"acquire", "cut", "-n", "5", "--json", "--url",
+                                    "redis://127.0.0.1:" + std::to_string(proxy.port())});
     REQUIRE(result.exit_code == 0);
     CHECK(proxy.cuts() == 1); // the first reply really was lost after the script ran
     const json lease = json::parse(result.out);
@@ -192,7 +192,8 @@ TEST_CASE("secrets: a password never shows in output, status, JSON, errors or th
     results.push_back(run_redsem({"status", "--json"}, env_password));
     results.push_back(run_redsem({"gc", "--json"}, env_password));
     results.push_back(run_redsem(
-        {"run", "child", "--", "sh", "-c", "env; tr '\\0' ' ' < /proc/$$/cmdline; ps -ef"}, env_password));
+        {"run", "child", "--", "sh", "-c", "env; tr '\\0' ' ' < /proc/$$/cmdline; ps -ef"},
+        env_password));
     results.push_back(run_redsem({"run", "child", "--", "env"}, {{"REDSEM_URL", url_with}}));
     results.push_back(run_redsem({"run", "child", "--", "env"}, {{"REDIS_URL", url_with}}));
     for (const auto& result : results) {
@@ -203,10 +204,14 @@ TEST_CASE("secrets: a password never shows in output, status, JSON, errors or th
     CHECK(argv_password.exit_code == 0);
     CHECK(argv_password.err.rfind("redsem: warning: ", 0) == 0);
     results.push_back(argv_password);
-    results.push_back(run_redsem({"acquire", "s3", "--url", "redis://:" + secret + "x@127.0.0.1:" + port}));
-    results.push_back(run_redsem({"acquire", "s3"}, {{"REDSEM_URL", url_without}, {"REDSEM_PASSWORD", secret + "x"}}));
-    results.push_back(run_redsem({"acquire", "s3", "--url", "redis://:" + secret + "@127.0.0.1:99999"}));
-    results.push_back(run_redsem({"acquire", "s3", "--url", "redis://:" + secret + "@127.0.0.1:1"}));
+    results.push_back(
+        run_redsem({"acquire", "s3", "--url", "redis://:" + secret + "x@127.0.0.1:" + port}));
+    results.push_back(run_redsem({"acquire", "s3"},
+                                 {{"REDSEM_URL", url_without}, {"REDSEM_PASSWORD", secret + "x"}}));
+    results.push_back(
+        run_redsem({"acquire", "s3", "--url", "redis://:" + secret + "@127.0.0.1:99999"}));
+    results.push_back(
+        run_redsem({"acquire", "s3", "--url", "redis://:" + secret + "@127.0.0.1:1"}));
     CHECK(results[results.size() - 4].exit_code == 77);
     CHECK(results[results.size() - 3].exit_code == 77);
     CHECK(results[results.size() - 2].exit_code == 64);
@@ -217,7 +222,8 @@ TEST_CASE("secrets: a password never shows in output, status, JSON, errors or th
     }
 }
 
-TEST_CASE("a table of malformed input: each gives its exit code and one clear line, never a crash") {
+TEST_CASE(
+    "a table of malformed input: each gives its exit code and one clear line, never a crash") {
     RedisServer server;
     const std::string token(32, 'c');
     struct Case {

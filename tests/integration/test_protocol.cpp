@@ -157,7 +157,8 @@ TEST_CASE("32 concurrent clients on limit 3: an outside observer never sees more
                         continue;
                     }
                     // The observer counts holders in a key of its own; redsem never sees it.
-                    const long long inside = observer.call({"INCR", "observer:inside"}).as_integer();
+                    const long long inside =
+                        observer.call({"INCR", "observer:inside"}).as_integer();
                     long long seen = max_seen.load();
                     while (inside > seen && !max_seen.compare_exchange_weak(seen, inside)) {
                     }

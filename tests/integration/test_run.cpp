@@ -20,7 +20,8 @@ namespace {
 struct Scratch {
     std::string dir;
     Scratch() {
-        std::string pattern = (std::filesystem::temp_directory_path() / "redsem-run-XXXXXX").string();
+        std::string pattern =
+            (std::filesystem::temp_directory_path() / "redsem-run-XXXXXX").string();
         dir = mkdtemp(pattern.data());
     }
     ~Scratch() {
@@ -75,10 +76,11 @@ TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ v
     const auto shell = run_redsem({"run", "io", "-c", "echo $((6 * 7)) | tr 4 X"}, env_for(server));
     CHECK(shell.out == "X2\n");
 
-    const auto env = run_redsem({"run", "io", "-n", "3", "--", "sh", "-c",
-                                 "echo $REDSEM_NAME $REDSEM_SLOT $REDSEM_LIMIT; echo $REDSEM_TOKEN; "
-                                 "echo $REDSEM_FENCE"},
-                                env_for(server));
+    const auto env =
+        run_redsem({"run", "io", "-n", "3", "--", "sh", "-c",
+                    "echo $REDSEM_NAME $REDSEM_SLOT $REDSEM_LIMIT; echo $REDSEM_TOKEN; "
+                    "echo $REDSEM_FENCE"},
+                   env_for(server));
     REQUIRE(env.exit_code == 0);
     std::istringstream lines(env.out);
     std::string first, token, fence;
@@ -104,13 +106,15 @@ TEST_CASE("run keeps the Redis password out of the child's environment") {
     CHECK(from_env.out.find("Sekrit-4d1f") == std::string::npos);
     CHECK(from_env.err.find("Sekrit-4d1f") == std::string::npos);
 
-    const auto from_url = run_redsem({"run", "pw", "--", "env"}, {{"REDIS_URL", url_with_password}});
+    const auto from_url =
+        run_redsem({"run", "pw", "--", "env"}, {{"REDIS_URL", url_with_password}});
     CHECK(from_url.exit_code == 0);
     CHECK(from_url.out.find("REDIS_URL=") != std::string::npos);
     CHECK(from_url.out.find("Sekrit-4d1f") == std::string::npos);
 }
 
-TEST_CASE("a signal to redsem reaches the child once, redsem exits as the child did and frees the slot") {
+TEST_CASE(
+    "a signal to redsem reaches the child once, redsem exits as the child did and frees the slot") {
     RedisServer server;
     Connection admin = server.admin();
     for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
@@ -120,9 +124,8 @@ TEST_CASE("a signal to redsem reaches the child once, redsem exits as the child 
         const std::string ready = scratch.path("ready");
         // The child counts the signals it receives, then exits as a shell does after one.
         const std::string script = "trap 'echo caught >> " + got + "; exit " +
-                                   std::to_string(128 + signal) + "' " +
-                                   std::to_string(signal) + "; touch " + ready +
-                                   "; while :; do sleep 0.05; done";
+                                   std::to_string(128 + signal) + "' " + std::to_string(signal) +
+                                   "; touch " + ready + "; while :; do sleep 0.05; done";
         Child run({"run", "sig", "--", "sh", "-c", script}, env_for(server));
         REQUIRE(wait_for_file(ready, 10s));
         run.signal(signal);
@@ -137,9 +140,10 @@ TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself b
     RedisServer server;
     Scratch scratch;
     const std::string pid_file = scratch.path("pid");
-    Child run({"run", "kill9", "--ttl", "1s", "--", "sh", "-c",
-               "echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file + "; exec sleep 60"},
-              env_for(server));
+    Child run(
+        {"run", "kill9", "--ttl", "1s", "--", "sh", "-c",
+         "echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file + "; exec sleep 60"},
+        env_for(server));
     REQUIRE(wait_for_file(pid_file, 10s));
     const int child_pid = std::stoi(read_file(pid_file));
     run.signal(SIGKILL);
@@ -156,14 +160,15 @@ TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself b
     CHECK(std::chrono::steady_clock::now() - start < 2s); // ttl + 1s
 }
 
-TEST_CASE("a lost lease stops the child and exits with the lost code, unless the child is let finish") {
+TEST_CASE(
+    "a lost lease stops the child and exits with the lost code, unless the child is let finish") {
     RedisServer server;
     Connection admin = server.admin();
     Scratch scratch;
     const std::string ready = scratch.path("ready");
-    Child run({"run", "lost", "--ttl", "600ms", "--", "sh", "-c",
-               "touch " + ready + "; exec sleep 30"},
-              env_for(server));
+    Child run(
+        {"run", "lost", "--ttl", "600ms", "--", "sh", "-c", "touch " + ready + "; exec sleep 30"},
+        env_for(server));
     REQUIRE(wait_for_file(ready, 10s));
     // Take the lease away behind redsem's back.
     admin.call({"DEL", "redsem:{lost}:holders"});
@@ -183,10 +188,11 @@ TEST_CASE("a lost lease stops the child and exits with the lost code, unless the
     CHECK(std::filesystem::exists(done));
     CHECK(ignored.err.find("warning: lost the slot") != std::string::npos);
 
-    const auto custom = run_redsem({"run", "lost2", "--ttl", "600ms", "--lost-exit-code", "99",
-                                    "--", "sh", "-c", "redis-cli -s " + server.dir() +
-                                    "/redis.sock DEL 'redsem:{lost2}:holders' >/dev/null; sleep 30"},
-                                   env_for(server));
+    const auto custom =
+        run_redsem({"run", "lost2", "--ttl", "600ms", "--lost-exit-code", "99", "--", "sh", "-c",
+                    "redis-cli -s " + server.dir() +
+                        "/redis.sock DEL 'redsem:{lost2}:holders' >/dev/null; sleep 30"},
+                   env_for(server));
     CHECK(custom.exit_code == 99);
 }
 
@@ -209,9 +215,9 @@ TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else ca
     const auto stopped_at_ns = std::stoll(read_file(stopped));
     // Every lease deadline on the server is at most pause start + ttl (1s): the child was
     // stopped before the slot could be anyone else's, not merely before Redis woke up.
-    const auto lease_ends_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   (paused_at + 1s).time_since_epoch())
-                                   .count();
+    const auto lease_ends_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>((paused_at + 1s).time_since_epoch())
+            .count();
     CHECK(stopped_at_ns < lease_ends_ns);
 }
 
@@ -219,7 +225,8 @@ TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all comp
     RedisServer server;
     Scratch scratch;
     const std::string log = scratch.path("log");
-    const std::string script = "echo \"S $(date +%s%N)\" >> " + log + "; sleep 0.05; echo \"E $(date +%s%N)\" >> " + log;
+    const std::string script =
+        "echo \"S $(date +%s%N)\" >> " + log + "; sleep 0.05; echo \"E $(date +%s%N)\" >> " + log;
     std::vector<std::unique_ptr<Child>> runs;
     for (int i = 0; i < 20; ++i) {
         runs.push_back(std::make_unique<Child>(
@@ -331,8 +338,8 @@ TEST_CASE("run survives Redis dropping its connections: the heartbeat reconnects
 TEST_CASE("the child gets the SIGPIPE disposition redsem started with") {
     RedisServer server;
     // redsem ignores SIGPIPE for itself; the command must find it at its default again.
-    const auto result = run_redsem({"run", "pipe", "--", "grep", "SigIgn", "/proc/self/status"},
-                                   env_for(server));
+    const auto result =
+        run_redsem({"run", "pipe", "--", "grep", "SigIgn", "/proc/self/status"}, env_for(server));
     REQUIRE(result.exit_code == 0);
     const auto tab = result.out.find_first_of("\t ");
     REQUIRE(tab != std::string::npos);
@@ -360,7 +367,8 @@ TEST_CASE("a child that redsem inherited does not end its wait for a slot") {
 
 TEST_CASE("the command inherits no connection to Redis") {
     RedisServer server;
-    const auto result = run_redsem({"run", "fds", "--", "sh", "-c", "ls -l /proc/$$/fd"}, env_for(server));
+    const auto result =
+        run_redsem({"run", "fds", "--", "sh", "-c", "ls -l /proc/$$/fd"}, env_for(server));
     REQUIRE(result.exit_code == 0);
     CHECK(result.out.find("socket:") == std::string::npos);
 }

@@ -78,7 +78,8 @@ TEST_CASE("status shows holders by slot and waiters in queue order, field by fie
     RedisServer server;
     Connection admin = server.admin();
     const auto first = acquire_json(server, {"st", "-n", "2", "--label", "first job"});
-    const auto second = acquire_json(server, {"st", "-n", "2", "--ttl", "10m", "--label", "second"});
+    const auto second =
+        acquire_json(server, {"st", "-n", "2", "--ttl", "10m", "--label", "second"});
     Child waiter_a({"acquire", "st", "-n", "2", "--label", "waiter a"}, env_for(server));
     while (zcard(admin, "redsem:{st}:queue") < 1) {
         std::this_thread::sleep_for(5ms);
@@ -142,7 +143,8 @@ TEST_CASE("status shows holders by slot and waiters in queue order, field by fie
     // Not a terminal: long labels are printed whole.
     const std::string long_label(300, 'L');
     acquire_json(server, {"long", "--label", long_label});
-    CHECK(run_redsem({"status", "long"}, env_for(server)).out.find(long_label) != std::string::npos);
+    CHECK(run_redsem({"status", "long"}, env_for(server)).out.find(long_label) !=
+          std::string::npos);
 }
 
 TEST_CASE("status shows expired holders that were not pruned yet") {
@@ -183,7 +185,8 @@ TEST_CASE("status without a name lists every semaphore under the prefix, sorted"
     for (const char* name : {"zeta", "alpha", "mid"}) {
         acquire_json(server, {name, "-n", "3", "--label", std::string("job ") + name});
     }
-    CHECK(run_redsem({"acquire", "other", "--prefix", "elsewhere"}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"acquire", "other", "--prefix", "elsewhere"}, env_for(server)).exit_code ==
+          0);
     const auto text = run_redsem({"status"}, env_for(server));
     const auto lines = lines_of(text.out);
     REQUIRE(lines.size() == 4);
@@ -252,8 +255,8 @@ TEST_CASE("gc removes expired holders and dead waiters, and deletes what is left
 
     CHECK(admin.call({"KEYS", "redsem:{dead}:*"}).as_array().empty());
     CHECK(zcard(admin, "redsem:{mixed}:holders") == 1);
-    CHECK(admin.call({"ZSCORE", "redsem:{mixed}:holders", live["token"].get<std::string>()})
-              .type == Reply::Type::string);
+    CHECK(admin.call({"ZSCORE", "redsem:{mixed}:holders", live["token"].get<std::string>()}).type ==
+          Reply::Type::string);
     CHECK(zcard(admin, "redsem:{queued}:queue") == 0);
     CHECK(zcard(admin, "redsem:{queued}:holders") == 1);
 
@@ -285,8 +288,9 @@ TEST_CASE("gc of named semaphores only, and of records nobody owns") {
 TEST_CASE("gc never removes a live holder that keeps renewing") {
     RedisServer server;
     Connection admin = server.admin();
-    Child live({"run", "busy", "-n", "3", "--ttl", "300ms", "--label", "renewing", "--", "sleep", "2"},
-               env_for(server));
+    Child live(
+        {"run", "busy", "-n", "3", "--ttl", "300ms", "--label", "renewing", "--", "sleep", "2"},
+        env_for(server));
     while (zcard(admin, "redsem:{busy}:holders") < 1) {
         std::this_thread::sleep_for(5ms);
     }

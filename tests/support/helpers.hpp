@@ -28,7 +28,8 @@ inline std::size_t line_count(const std::string& text) {
 }
 
 // Acquires `name` through the binary with --json and returns the parsed object.
-inline nlohmann::json acquire_json(const RedisServer& server, const std::vector<std::string>& args) {
+inline nlohmann::json acquire_json(const RedisServer& server,
+                                   const std::vector<std::string>& args) {
     std::vector<std::string> all{"acquire"};
     all.insert(all.end(), args.begin(), args.end());
     all.emplace_back("--json");

@@ -62,9 +62,7 @@ Child::Child(std::vector<std::string> argv_strings, const EnvChanges& env, const
         throw std::runtime_error("mkdtemp failed");
     }
     m_dir = pattern;
-    {
-        std::ofstream(m_dir + "/in", std::ios::binary) << input;
-    }
+    { std::ofstream(m_dir + "/in", std::ios::binary) << input; }
 
     std::vector<std::string> environment;
     for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -118,7 +116,9 @@ Child::~Child() {
     std::filesystem::remove_all(m_dir, ignored);
 }
 
-void Child::signal(int number) const { kill(m_pid, number); }
+void Child::signal(int number) const {
+    kill(m_pid, number);
+}
 
 bool Child::finished() {
     if (m_result) {
@@ -151,7 +151,9 @@ ProcessResult Child::wait(std::chrono::milliseconds timeout) {
     return result;
 }
 
-std::string Child::out_so_far() const { return read_file(m_dir + "/out"); }
+std::string Child::out_so_far() const {
+    return read_file(m_dir + "/out");
+}
 
 std::optional<std::string> Child::wait_for_line(std::chrono::milliseconds timeout) {
     const auto give_up = std::chrono::steady_clock::now() + timeout;

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <fcntl.h>
+#include <filesystem>
 #include <netinet/in.h>
 #include <stdexcept>
 #include <sys/socket.h>
@@ -136,7 +136,9 @@ void RedisServer::stop() {
     }
 }
 
-std::string RedisServer::socket_url() const { return "unix://" + m_socket; }
+std::string RedisServer::socket_url() const {
+    return "unix://" + m_socket;
+}
 
 std::string RedisServer::tcp_url() const {
     if (!m_options.tcp) {

@@ -10,7 +10,8 @@
 using namespace redsem;
 
 TEST_CASE("valid semaphore names") {
-    for (const std::string& name : std::vector<std::string>{"deploy", "nightly-backup", "gpu:0", "a", "über", "x.y_z/1", std::string(200, 'n')}) {
+    for (const std::string& name : std::vector<std::string>{
+             "deploy", "nightly-backup", "gpu:0", "a", "über", "x.y_z/1", std::string(200, 'n')}) {
         INFO(name);
         CHECK_FALSE(name_problem(name));
     }
@@ -28,9 +29,9 @@ TEST_CASE("invalid semaphore names say why") {
         {std::string("a\x01", 2), "control"},
         {"a\x7f", "control"},
         {"\xff\xfe", "UTF-8"},
-        {"\xc0\xaf", "UTF-8"},       // overlong '/'
-        {"\xed\xa0\x80", "UTF-8"},   // surrogate
-        {"abc\xe2\x82", "UTF-8"},    // truncated
+        {"\xc0\xaf", "UTF-8"},     // overlong '/'
+        {"\xed\xa0\x80", "UTF-8"}, // surrogate
+        {"abc\xe2\x82", "UTF-8"},  // truncated
     };
     for (const auto& [name, why] : bad) {
         INFO(printable(name));

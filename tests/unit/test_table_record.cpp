@@ -6,7 +6,8 @@
 using namespace redsem;
 
 TEST_CASE("render_table aligns columns on two spaces") {
-    const std::string table = render_table({{"SLOT", "HOST", "LABEL"}, {"0", "ci-runner-7", "x"}, {"10", "a", "deploy"}});
+    const std::string table =
+        render_table({{"SLOT", "HOST", "LABEL"}, {"0", "ci-runner-7", "x"}, {"10", "a", "deploy"}});
     CHECK(table == "SLOT  HOST         LABEL\n"
                    "0     ci-runner-7  x\n"
                    "10    a            deploy\n");
@@ -26,7 +27,8 @@ TEST_CASE("render_table cuts the chosen column with an ellipsis to fit a width")
 
 TEST_CASE("display_width counts UTF-8 code points") {
     CHECK(display_width("abc") == 3);
-    CHECK(display_width("\xc3\xbc" "ber") == 4);
+    CHECK(display_width("\xc3\xbc"
+                        "ber") == 4);
     CHECK(display_width("") == 0);
 }
 
@@ -44,7 +46,8 @@ TEST_CASE("parse_record reads holder and waiter entries") {
     CHECK(holder->meta.user == "root");
     CHECK(holder->meta.label == "a b");
 
-    const auto waiter = parse_record(R"(w - - 1795245712042 5000 {"host":"h","pid":1,"user":"u","label":""})");
+    const auto waiter =
+        parse_record(R"(w - - 1795245712042 5000 {"host":"h","pid":1,"user":"u","label":""})");
     REQUIRE(waiter);
     CHECK(waiter->kind == Record::Kind::waiter);
     CHECK(waiter->since_ms == 1795245712042);
@@ -52,8 +55,8 @@ TEST_CASE("parse_record reads holder and waiter entries") {
 }
 
 TEST_CASE("parse_record refuses malformed entries and tolerates bad JSON") {
-    for (const std::string bad : {"", "h", "x 0 1 2 3 {}", "h a 1 2 3 {}", "h 0 1 2 {}", "w - - x 3 {}",
-                                  "h 0 1 2 3"}) {
+    for (const std::string bad :
+         {"", "h", "x 0 1 2 3 {}", "h a 1 2 3 {}", "h 0 1 2 {}", "w - - x 3 {}", "h 0 1 2 3"}) {
         INFO(bad);
         CHECK_FALSE(parse_record(bad));
     }
@@ -63,9 +66,10 @@ TEST_CASE("parse_record refuses malformed entries and tolerates bad JSON") {
 }
 
 TEST_CASE("parse_record survives metadata of the wrong types (found by fuzz_reply)") {
-    for (const std::string odd : {R"(h 0 1795245712042058 1795245712042 60000 {"host":"vm","pid":"x"})",
-                                  R"(w - - 2 2 {"label":-1})", R"(w - - 2 2 {"host":null})",
-                                  R"(w - - 2 2 {"pid":1e300})", R"(w - - 2 2 {"pid":1.5,"user":[]})"}) {
+    for (const std::string odd :
+         {R"(h 0 1795245712042058 1795245712042 60000 {"host":"vm","pid":"x"})",
+          R"(w - - 2 2 {"label":-1})", R"(w - - 2 2 {"host":null})", R"(w - - 2 2 {"pid":1e300})",
+          R"(w - - 2 2 {"pid":1.5,"user":[]})"}) {
         INFO(odd);
         const auto record = parse_record(odd);
         REQUIRE(record);
