@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <netinet/in.h>
 #include <stdexcept>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
@@ -75,6 +76,9 @@ void RedisServer::start() {
 
     m_pid = fork();
     if (m_pid == 0) {
+        // Dies with the test, even when the test is killed (a ctest timeout) and no destructor
+        // runs.
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         std::vector<char*> argv;
         for (auto& arg : args) {
             argv.push_back(arg.data());
