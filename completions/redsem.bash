@@ -12,9 +12,9 @@
 _redsem_value_opts() {
     local opts='-u --url --prefix --connect-timeout'
     case $1 in
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace' ;;
         renew) opts+=' --ttl' ;;
-        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --on-lost --kill-after --lost-exit-code -c --command' ;;
+        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --on-lost --kill-after --lost-exit-code -c --command' ;;
     esac
     printf '%s' "$opts"
 }
@@ -24,9 +24,9 @@ _redsem_all_opts() {
     local opts='-h --help -u --url --prefix --connect-timeout'
     case $1 in
         '') opts+=' --version' ;;
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label -q --quiet --json' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace -q --quiet --json' ;;
         renew) opts+=' --ttl' ;;
-        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
+        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
         status) opts+=' --json --names' ;;
         gc) opts+=' --dry-run --json' ;;
     esac

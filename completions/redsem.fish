@@ -12,11 +12,11 @@ function __redsem_value_opts
     printf '%s\n' -u --url --prefix --connect-timeout
     switch "$argv[1]"
         case acquire
-            printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label
+            printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace
         case renew
             printf '%s\n' --ttl
         case run
-            printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label \
+            printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
                 --on-lost --kill-after --lost-exit-code -c --command
     end
 end
@@ -213,6 +213,7 @@ complete -c redsem -n '__redsem_seen_subcommand_from acquire run renew' -l ttl -
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s w -l wait -x -d 'Give up after DUR without a slot'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s E -l conflict-exit-code -x -d 'Exit status when no slot was had in time'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l label -x -d 'Text shown beside this holder in status'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l loss-grace -x -d 'Admit nobody for DUR after Redis may have lost data'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s q -l quiet -d 'Do not show the queue position'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l json -d 'Print the result as JSON'
 

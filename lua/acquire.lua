@@ -7,12 +7,15 @@
 -- ARGV[7] metadata JSON {host, pid, user, label}
 -- ARGV[8] '1' when this token may be known already (a retry, or a queued waiter refreshing
 --         its place), '0' for a token never sent before (skips the look-ups)
+-- ARGV[9] the loss grace in ms, stored with the semaphore; '' keeps the stored one (default:
+--         the longer of the ttl and DEFAULT_LOSS_GRACE_MS)
 -- Reply, by first element:
 --   {'ok', fence, slot, deadline_ms, limit, now_ms}      the caller holds a slot
---   {'wait', position, held, limit, next_expiry_in_ms, queued, now_ms}  queued (position 0 =
---                                                        next); next_expiry_in_ms is -1 when
---                                                        unknown
---   {'busy', held, limit, queued}                        full and ARGV[5] == 'try'
+--   {'wait', position, held, limit, next_expiry_in_ms, queued, now_ms, closed_for_ms}
+--                                                        queued (position 0 = next);
+--                                                        next_expiry_in_ms is -1 when unknown
+--   {'busy', held, limit, queued, closed_for_ms}         full and ARGV[5] == 'try'
+--   closed_for_ms > 0: admission is closed for that long after a possible loss of data.
 --   {'conflict', stored_limit, held, queued}             another limit is in force
 --                                                        (stored_limit -1: not a number;
 --                                                        -2: state lost while in use)
@@ -27,6 +30,12 @@ end
 local token, limit, ttl = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local mode, liveness, json, known = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8] == '1'
 local now = server_now()
+local asked_grace = tonumber(ARGV[9])
+if asked_grace and asked_grace ~= state.loss_grace then
+    redis.call('HSET', K_STATE, 'loss_grace', asked_grace)
+    state.loss_grace = asked_grace
+end
+local grace = loss_grace(state, ttl)
 prune(state, now)
 
 local position
@@ -70,9 +79,12 @@ if state.limit ~= limit then
     state.limit = limit
 end
 
--- Takes the lowest free slot for `token`; nil when the bitmap and the holders disagree
--- beyond repair.
+-- Takes the lowest free slot for `token`; nil when admission is closed, or when the bitmap
+-- and the holders disagree beyond repair.
 local function grant(held)
+    if admission_opens(now, grace) > 0 then
+        return nil
+    end
     if held == 0 then
         redis.call('DEL', K_SLOTS) -- all slots are free: forget any stale bits
     end
@@ -106,9 +118,23 @@ local function grant(held)
     return {'ok', fence, slot, deadline, limit, now}
 end
 
+-- How long admission stays closed after a possible loss of data (0: open). Only asked where
+-- a slot could have been granted; elsewhere the queue is served by hand-overs.
+local closed_for = 0
+local function closed_for_ms()
+    local opens = admission_opens(now, grace)
+    return opens > 0 and opens - now or 0
+end
+
+-- When the waiter should look again: the earliest holder's deadline (it may have died), or
+-- the end of a closed admission; -1 when neither is known.
 local function next_expiry_in()
     local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
-    return first[2] and (tonumber(first[2]) - now) or -1
+    local expiry = first[2] and (tonumber(first[2]) - now) or -1
+    if closed_for > 0 and (expiry < 0 or closed_for < expiry) then
+        return closed_for
+    end
+    return expiry
 end
 
 if position then
@@ -123,10 +149,11 @@ if position then
             redis.call('DEL', WAKE_PREFIX .. token)
             return granted
         end
+        closed_for = closed_for_ms()
     end
     redis.call('ZADD', K_ALIVE, now + liveness, token)
     touch(state, now + liveness)
-    return {'wait', position, held, limit, next_expiry_in(), queued, now}
+    return {'wait', position, held, limit, next_expiry_in(), queued, now, closed_for}
 end
 
 -- While anybody is queued every slot is held, so a newcomer can only queue behind them.
@@ -137,11 +164,13 @@ if queued == 0 then
         if granted then
             return granted
         end
+        closed_for = closed_for_ms()
     end
 end
 
 if mode ~= 'wait' then
-    return {'busy', held or redis.call('ZCARD', K_HOLDERS), limit, queued}
+    touch(state, now) -- a new semaphore's state (limit, loss grace) expires like the rest
+    return {'busy', held or redis.call('ZCARD', K_HOLDERS), limit, queued, closed_for}
 end
 local ticket = redis.call('HINCRBY', K_STATE, 'ticket', 1)
 redis.call('ZADD', K_QUEUE, ticket, token)
@@ -152,4 +181,4 @@ if queued == 0 then
     expire_new(state, K_ALIVE)
 end
 touch(state, now + liveness)
-return {'wait', queued, held or limit, limit, next_expiry_in(), queued + 1, now}
+return {'wait', queued, held or limit, limit, next_expiry_in(), queued + 1, now, closed_for}

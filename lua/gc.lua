@@ -1,100 +1,128 @@
--- gc.lua: removes what is dead from one semaphore, atomically, and deletes its keys when
--- nothing is left.
--- KEYS: see lib.lua.   ARGV[1] wake-list prefix   ARGV[2] '1' for a dry run (change nothing)
+-- gc.lua: removes what is dead from one semaphore, a bounded batch per call, and deletes its
+-- keys when nothing is left. The client calls again with the returned cursor until it is done,
+-- so no single call blocks Redis for long, however big the semaphore.
+-- KEYS: see lib.lua.
+-- ARGV[1] wake-list prefix   ARGV[2] '1' for a dry run (change nothing)
+-- ARGV[3] phase: 'alive' (start), 'holders' or 'orphans'   ARGV[4] position within the phase
+--         (an offset into the lapsed entries in a dry run, an HSCAN cursor for 'orphans')
+-- ARGV[5] how many entries to examine in this call
 -- Dead: holders whose lease ran out, waiters that stopped refreshing, hand-overs nobody
 -- collected, and records no holder or waiter owns (keys edited by hand). A live holder is
--- never touched, even one renewing right now: this runs atomically, by the server's clock.
--- Reply: {deleted, entry, entry, ...}; deleted is 1 when the semaphore's keys were (or, in a
--- dry run, would be) deleted; each entry is {kind, token, record, dead_for_ms} with kind
--- 'holder', 'waiter', 'handover' or 'orphan', record the raw info entry ('' if none), and
--- dead_for_ms how long ago the lease or liveness ran out (0 for orphans).
+-- never touched, even one renewing right now: each call runs atomically, by the server's clock.
+-- Reply: {next_phase, next_position, deleted, holders, queued, entry, entry, ...};
+--   next_phase '' when done. On the last call, deleted is 1 when the semaphore's keys were
+--   deleted (never in a dry run), and holders/queued count what is there now (in a dry run the
+--   caller subtracts what it would have removed). Each entry is {kind, token, record,
+--   dead_for_ms} with kind 'holder', 'waiter', 'handover' or 'orphan', record the raw info
+--   entry ('' if none), and dead_for_ms how long ago the lease or liveness ran out (0 for
+--   orphans).
 
 local state, bad = load_state()
 if not state then
     return bad
 end
 local dry_run = ARGV[2] == '1'
+local phase, position, budget = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local now = server_now()
 local removed = {}
-local gone = {} -- tokens removed (or that would be), so a dry run counts what is left
 
 local function note(kind, token, dead_since)
     removed[#removed + 1] = {kind, token, redis.call('HGET', K_INFO, token) or '',
                              dead_since and math.max(0, now - dead_since) or 0}
-    gone[token] = true
+    budget = budget - 1
 end
 
--- Dead waiters first, so that no freed slot is handed to one of them. WITHSCORES replies
--- interleave members and scores.
-local lapsed = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now, 'WITHSCORES')
-local handovers = {}
-for i = 1, #lapsed, 2 do
-    local token, since = lapsed[i], tonumber(lapsed[i + 1])
-    if redis.call('ZSCORE', K_HOLDERS, token) then
-        handovers[#handovers + 1] = {token, since}
-    else
-        note('waiter', token, since)
-        if not dry_run then
-            remove_waiter(token)
+-- A holder whose hand-over lapsed uncollected: removed in the 'alive' phase.
+local function uncollected(token, claim_by)
+    return claim_by and tonumber(claim_by) <= now and redis.call('EXISTS', WAKE_PREFIX .. token) == 1
+end
+
+-- Entries removed in this call leave the range; in a dry run nothing leaves, so the offset
+-- moves past what was examined.
+local function next_offset(examined)
+    return dry_run and tonumber(position) + examined or 0
+end
+
+local function reply(next_phase, next_position, deleted)
+    local out = {next_phase, tostring(next_position), deleted, redis.call('ZCARD', K_HOLDERS),
+                 redis.call('ZCARD', K_QUEUE)}
+    for _, entry in ipairs(removed) do
+        out[#out + 1] = entry
+    end
+    return out
+end
+
+-- Dead waiters and uncollected hand-overs first, so that no freed slot is handed to a dead
+-- waiter. WITHSCORES replies interleave members and scores.
+if phase == 'alive' then
+    local lapsed = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now, 'WITHSCORES', 'LIMIT',
+                              tonumber(position), budget)
+    for i = 1, #lapsed, 2 do
+        local token, since = lapsed[i], tonumber(lapsed[i + 1])
+        if not redis.call('ZSCORE', K_HOLDERS, token) then
+            note('waiter', token, since)
+            if not dry_run then
+                remove_waiter(token)
+            end
+        elseif uncollected(token, since) then
+            note('handover', token, since)
+            if not dry_run then
+                remove_holder(state, token, nil, now)
+            end
+        else
+            budget = budget - 1
+            if not dry_run then
+                redis.call('ZREM', K_ALIVE, token) -- collected: nothing to report
+            end
         end
     end
-end
-for _, handover in ipairs(handovers) do
-    local token, since = handover[1], handover[2]
-    local wake = WAKE_PREFIX .. token
-    if redis.call('EXISTS', wake) == 1 then
-        note('handover', token, since)
-        if not dry_run then
-            redis.call('DEL', wake)
-            redis.call('ZREM', K_ALIVE, token)
-            remove_holder(state, token, nil, now)
-        end
-    elseif not dry_run then
-        redis.call('ZREM', K_ALIVE, token) -- collected: nothing to report
+    if #lapsed / 2 == tonumber(ARGV[5]) then
+        return reply('alive', next_offset(#lapsed / 2), 0)
     end
+    phase, position = 'holders', '0'
 end
-local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now, 'WITHSCORES')
-for i = 1, #expired, 2 do
-    local token = expired[i]
-    if not gone[token] then
-        note('holder', token, tonumber(expired[i + 1]))
-        if not dry_run then
-            remove_holder(state, token, nil, now)
+
+if phase == 'holders' then
+    local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now, 'WITHSCORES', 'LIMIT',
+                               tonumber(position), math.max(budget, 1))
+    for i = 1, #expired, 2 do
+        local token = expired[i]
+        if dry_run and uncollected(token, redis.call('ZSCORE', K_ALIVE, token)) then
+            budget = budget - 1 -- reported as a hand-over already
+        else
+            note('holder', token, tonumber(expired[i + 1]))
+            if not dry_run then
+                remove_holder(state, token, nil, now)
+            end
         end
     end
+    if budget <= 0 then
+        return reply('holders', next_offset(#expired / 2), 0)
+    end
+    phase, position = 'orphans', '0'
 end
-for _, token in ipairs(redis.call('HKEYS', K_INFO)) do
-    if not gone[token] and not redis.call('ZSCORE', K_HOLDERS, token) and
-        not redis.call('ZSCORE', K_QUEUE, token) then
-        note('orphan', token, nil)
-        if not dry_run then
-            redis.call('HDEL', K_INFO, token)
+
+if phase == 'orphans' then
+    local scan = redis.call('HSCAN', K_INFO, position, 'COUNT', math.max(budget, 10))
+    for i = 1, #scan[2], 2 do
+        local token = scan[2][i]
+        if not redis.call('ZSCORE', K_HOLDERS, token) and not redis.call('ZSCORE', K_QUEUE, token) then
+            note('orphan', token, nil)
+            if not dry_run then
+                redis.call('HDEL', K_INFO, token)
+            end
         end
+    end
+    if scan[1] ~= '0' then
+        return reply('orphans', scan[1], 0)
     end
 end
 
--- What is left alive?
-local holders_left = 0
-for _, token in ipairs(redis.call('ZRANGE', K_HOLDERS, 0, -1)) do
-    if not gone[token] then
-        holders_left = holders_left + 1
-    end
-end
-local waiters_left = 0
-for _, token in ipairs(redis.call('ZRANGE', K_QUEUE, 0, -1)) do
-    if not gone[token] then
-        waiters_left = waiters_left + 1
-    end
-end
+-- Done: delete the semaphore when nobody holds or waits.
 local deleted = 0
-if holders_left == 0 and waiters_left == 0 and redis.call('EXISTS', unpack(KEYS)) > 0 then
+if not dry_run and redis.call('ZCARD', K_HOLDERS) == 0 and redis.call('ZCARD', K_QUEUE) == 0 and
+    redis.call('EXISTS', unpack(KEYS, 1, SEMAPHORE_KEYS)) > 0 then
+    redis.call('DEL', unpack(KEYS, 1, SEMAPHORE_KEYS))
     deleted = 1
-    if not dry_run then
-        redis.call('DEL', unpack(KEYS))
-    end
 end
-local reply = {deleted}
-for _, entry in ipairs(removed) do
-    reply[#reply + 1] = entry
-end
-return reply
+return reply('', 0, deleted)

@@ -11,19 +11,31 @@
 --   KEYS[5] alive    zset    token -> deadline: a waiter's liveness, or for a slot handed to a
 --                            waiter, the time by which it must have collected the grant
 --   KEYS[6] slots    string  bitmap, bit N set while slot N is held
+--   KEYS[7] epoch    hash    "<prefix>:epoch", one per prefix and database, never expires:
+--                            run (the run_id of the Redis process that last checked it) and
+--                            lost_at (server ms of the latest possible loss of data, 0: none)
 -- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:".
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
 -- hash tag, so they live on the same Cluster slot.
 --
 -- Invariants: time is the server's (TIME), never a client's, and a lease is valid while
--- now < deadline. While anybody is queued, every slot is held: a freed slot goes straight to
--- the head of the queue (hand_over), so FIFO needs no wake-and-race.
+-- now < deadline. While anybody is queued and admission is open, every slot is held: a freed
+-- slot goes straight to the head of the queue (hand_over), so FIFO needs no wake-and-race.
+-- Fences only grow, also across a restart that lost data: each is at least the server clock
+-- in microseconds at its grant.
+--
+-- Lost data: Redis may come back from a restart without the latest writes (no persistence, an
+-- older RDB snapshot, appendfsync everysec), or be flushed, or be another server (a promoted
+-- replica). A lease it forgot may still be running. The epoch key notices: it is missing, or
+-- names another Redis process. Then nobody is admitted to a semaphore until its loss grace
+-- has passed since the possible loss (see admission_opens()).
 --
 -- Every redis.call costs microseconds, and these scripts run on every acquire and release:
 -- the hot paths keep the number of calls small on purpose.
 
 local K_STATE, K_HOLDERS, K_INFO = KEYS[1], KEYS[2], KEYS[3]
-local K_QUEUE, K_ALIVE, K_SLOTS = KEYS[4], KEYS[5], KEYS[6]
+local K_QUEUE, K_ALIVE, K_SLOTS, K_EPOCH = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local SEMAPHORE_KEYS = 6 -- KEYS[1..6] belong to the semaphore; the epoch key is shared
 local WAKE_PREFIX = ARGV[1]
 
 -- Keys outlive the last lease or waiter by at least KEEP_MIN_MS, so an abandoned semaphore
@@ -33,6 +45,9 @@ local KEEP_STEP_MS = 24 * 3600 * 1000
 -- A waiter that was handed a slot must collect it within this time, or the slot is taken
 -- back and handed on (the waiter died between its last refresh and the hand-over).
 local CLAIM_MS = 3000
+-- The loss grace when neither the caller nor the semaphore names one: at least this, and at
+-- least the lease ttl of whoever is to be admitted.
+local DEFAULT_LOSS_GRACE_MS = 60000
 local KEY_TYPES = {'hash', 'zset', 'hash', 'zset', 'zset', 'string'}
 
 -- Integers above 1e14 lose digits in tostring(); format them exactly.
@@ -44,7 +59,7 @@ end
 -- a key holds a type redsem did not create. All keys are checked only when the state hash is
 -- missing (a new semaphore); a foreign key appearing later still fails with WRONGTYPE.
 local function load_state()
-    local got = redis.pcall('HMGET', K_STATE, 'limit', 'fence', 'keep')
+    local got = redis.pcall('HMGET', K_STATE, 'limit', 'fence', 'keep', 'loss_grace')
     if got.err then
         return nil, {'wrongtype', K_STATE, redis.call('TYPE', K_STATE).ok, 'hash'}
     end
@@ -57,26 +72,27 @@ local function load_state()
         end
     end
     return {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
-            keep = tonumber(got[3]) or 0}
+            keep = tonumber(got[3]) or 0, loss_grace = tonumber(got[4])}
 end
 
--- Server time in milliseconds; also remembers it in microseconds (an exact decimal string)
--- for next_fence().
-local now_us_text
+-- Server time in milliseconds; also remembers it in microseconds for next_fence(). (Both
+-- stay below 2^53, so Lua's doubles hold them exactly.)
+local now_us
 local function server_now()
     local t = redis.call('TIME')
-    now_us_text = t[1] .. string.format('%06d', tonumber(t[2]))
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The next fencing token. A missing counter is seeded from the server clock in microseconds,
--- so fences keep increasing even when the semaphore's keys expired in between.
+-- The next fencing token: one more than the last, and never below the server clock in
+-- microseconds. So fences keep increasing when the semaphore's keys expired in between, and
+-- when Redis lost them (a restart from an older snapshot): a fence handed out before the
+-- loss was at most the server clock then, plus the grants of that one script.
 local function next_fence(state)
-    if not state.fence then
-        redis.call('HSET', K_STATE, 'fence', now_us_text)
-        state.fence = now_us_text
-    end
-    return redis.call('HINCRBY', K_STATE, 'fence', 1)
+    local fence = math.max((tonumber(state.fence) or 0) + 1, now_us)
+    state.fence = fence
+    redis.call('HSET', K_STATE, 'fence', int_str(fence))
+    return fence
 end
 
 -- Makes sure every key outlives `deadline` by KEEP_MIN_MS. Cheap when nothing is due.
@@ -86,9 +102,48 @@ local function touch(state, deadline)
     end
     state.keep = deadline + KEEP_STEP_MS
     redis.call('HSET', K_STATE, 'keep', int_str(state.keep))
-    for i = 1, #KEYS do
+    for i = 1, SEMAPHORE_KEYS do
         redis.call('PEXPIREAT', KEYS[i], int_str(state.keep))
     end
+end
+
+-- Admission after a possible loss of data. Returns the server time before which nobody new
+-- may take a slot, for a caller whose loss grace is `grace` ms; 0 when admission is open.
+-- The epoch key is read once per script (with INFO, only on paths that admit someone).
+local lost_at
+local function admission_opens(now, grace)
+    if not lost_at then
+        local server = redis.call('INFO', 'server')
+        local run_id = string.match(server, 'run_id:(%x+)')
+        local uptime_ms = tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) * 1000
+        local epoch = redis.call('HMGET', K_EPOCH, 'run', 'lost_at')
+        if epoch[1] == run_id then
+            lost_at = tonumber(epoch[2]) or 0
+        else
+            -- Written by another Redis process, or missing. A restart (with an older snapshot,
+            -- or without persistence) loses data at its start. A server that has run longer
+            -- than the default grace: missing means redsem never used it (or this prefix),
+            -- another process means a promoted replica, which lost what it had not received
+            -- by now. (A FLUSHALL is not noticed on such a server: do not flush a live Redis.)
+            if uptime_ms < DEFAULT_LOSS_GRACE_MS then
+                lost_at = now - uptime_ms
+            elseif epoch[1] then
+                lost_at = now
+            else
+                lost_at = 0
+            end
+            redis.call('HSET', K_EPOCH, 'run', run_id, 'lost_at', int_str(lost_at))
+        end
+    end
+    if lost_at > 0 and now < lost_at + grace then
+        return lost_at + grace
+    end
+    return 0
+end
+
+-- The loss grace for admitting a holder whose lease ttl is `ttl`.
+local function loss_grace(state, ttl)
+    return state.loss_grace or math.max(ttl, DEFAULT_LOSS_GRACE_MS)
 end
 
 -- Gives a key created after the last touch() the same expiry as the others.
@@ -123,8 +178,11 @@ end
 
 -- `slot` has just become free: give it to the head of the queue, or mark it free. The new
 -- holder learns of it from its wake list ("FENCE SLOT DEADLINE NOW"), and must collect it
--- within CLAIM_MS. Writes the new holder before the caller removes the old one, so the
--- holders key never empties (and never loses its expiry) on a hand-over.
+-- within CLAIM_MS; the list lives as long as the lease, so prune() can always tell a grant
+-- nobody collected. Writes the new holder before the caller removes the old one, so the
+-- holders key never empties (and never loses its expiry) on a hand-over. While admission is
+-- closed after a loss of data, the slot is only marked free: the head of the queue takes it
+-- when it next refreshes its place after admission opens.
 local function hand_over(state, slot, now)
     while true do
         local head = redis.call('ZPOPMIN', K_QUEUE)
@@ -134,6 +192,11 @@ local function hand_over(state, slot, now)
             return
         end
         local waiter = parse_info(redis.call('HGET', K_INFO, token))
+        if waiter and waiter.kind == 'w' and admission_opens(now, loss_grace(state, waiter.ttl)) > 0 then
+            redis.call('ZADD', K_QUEUE, head[2], token) -- back in its place
+            redis.call('SETBIT', K_SLOTS, slot, 0)
+            return
+        end
         if waiter and waiter.kind == 'w' then
             local fence = next_fence(state)
             local deadline = now + waiter.ttl
@@ -142,7 +205,7 @@ local function hand_over(state, slot, now)
             redis.call('ZADD', K_ALIVE, now + CLAIM_MS, token)
             local wake = WAKE_PREFIX .. token
             redis.call('RPUSH', wake, int_str(fence) .. ' ' .. slot .. ' ' .. int_str(deadline) .. ' ' .. int_str(now))
-            redis.call('PEXPIRE', wake, CLAIM_MS * 2)
+            redis.call('PEXPIREAT', wake, int_str(math.max(deadline, now + CLAIM_MS)))
             touch(state, deadline)
             return
         end
@@ -152,7 +215,8 @@ local function hand_over(state, slot, now)
 end
 
 -- Removes holder `token`, handing its slot on. Returns true when it was a holder. Its wake
--- list goes too: a hand-over it never collected must not be read later as a new grant.
+-- list and claim deadline go too: a hand-over it never collected must not be read later as a
+-- new grant, nor reported as a waiter.
 local function remove_holder(state, token, info, now)
     info = info or parse_info(redis.call('HGET', K_INFO, token))
     if info and info.kind == 'h' and info.slot then
@@ -160,6 +224,7 @@ local function remove_holder(state, token, info, now)
     end
     redis.call('HDEL', K_INFO, token)
     redis.call('DEL', WAKE_PREFIX .. token)
+    redis.call('ZREM', K_ALIVE, token)
     return redis.call('ZREM', K_HOLDERS, token) == 1
 end
 
@@ -178,10 +243,9 @@ local function prune(state, now)
         end
     end
     for _, token in ipairs(handovers) do
-        -- Collected when its wake list is gone; otherwise the waiter died: hand it on.
-        local wake = WAKE_PREFIX .. token
-        if redis.call('EXISTS', wake) == 1 then
-            redis.call('DEL', wake)
+        -- Collected when its wake list is gone (the list lives as long as the lease);
+        -- otherwise the waiter died: hand it on.
+        if redis.call('EXISTS', WAKE_PREFIX .. token) == 1 then
             remove_holder(state, token, nil, now)
         end
     end

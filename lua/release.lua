@@ -15,9 +15,6 @@ local info = parse_info(redis.call('HGET', K_INFO, token))
 if info and info.kind == 'h' then
     local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
     local held = remove_holder(state, token, info, now)
-    -- Usually a no-op; when this holder came by a hand-over, it spares prune() the claim check.
-    -- (An uncollected wake list expires by itself.)
-    redis.call('ZREM', K_ALIVE, token)
     -- A lease that ran out but was not pruned yet is not the caller's any more.
     if held and deadline and deadline > now then
         return 1

@@ -126,6 +126,16 @@ Milliseconds parse_ttl(const std::string& text, const char* option) {
     return ttl;
 }
 
+std::optional<Milliseconds> resolve_loss_grace(const std::optional<std::string>& option) {
+    if (option) {
+        return parse_duration(*option, "--loss-grace");
+    }
+    if (auto from_env = env("REDSEM_LOSS_GRACE")) {
+        return parse_duration(*from_env, "REDSEM_LOSS_GRACE");
+    }
+    return std::nullopt;
+}
+
 void check_token(const std::string& token) {
     if (!is_token(token)) {
         throw UsageError(fmt::format("'{}' is not a redsem token (32 hex digits, as printed by "

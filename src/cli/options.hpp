@@ -29,6 +29,10 @@ ConnectOptions resolve_connection(const GlobalOptions& options);
 // --prefix, else $REDSEM_PREFIX, else "redsem"; validated.
 std::string resolve_prefix(const GlobalOptions& options);
 
+// --loss-grace, else $REDSEM_LOSS_GRACE, else nullopt (the semaphore's stored grace, or the
+// default). Throws UsageError for a bad duration.
+std::optional<Milliseconds> resolve_loss_grace(const std::optional<std::string>& option);
+
 // Checked parsers for option values; each throws UsageError naming `option`.
 long long parse_limit(const std::string& text, const char* option);
 int parse_exit_code(const std::string& text, const char* option);

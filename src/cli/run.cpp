@@ -81,7 +81,7 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     signals.add(SIGCHLD);
 
     ChildProcess child(argv, child_environment(name, *lease));
-    Heartbeat heartbeat(connect, prefix, name, *lease, lease->local_start);
+    Heartbeat heartbeat(connect, prefix, name, *lease);
     supervise_options.on_lost = [&](const std::string& reason) {
         if (supervise_options.stop_on_lost) {
             std::fprintf(stderr, "redsem: lost the slot of '%s': %s; stopping the command\n",

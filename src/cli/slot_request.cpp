@@ -21,11 +21,7 @@ public:
     WaitFeedback(std::string name, bool enabled)
         : m_name(std::move(name)), m_enabled(enabled && isatty(STDERR_FILENO) != 0),
           m_started(Clock::now()) {}
-    ~WaitFeedback() {
-        if (m_shown) {
-            std::fputs("\r\033[K", stderr);
-        }
-    }
+    ~WaitFeedback() { clear(); }
     WaitFeedback(const WaitFeedback&) = delete;
     WaitFeedback& operator=(const WaitFeedback&) = delete;
 
@@ -37,6 +33,14 @@ public:
                      printable(m_name).c_str(), position.ahead, position.held, position.limit);
         std::fflush(stderr);
         m_shown = true;
+    }
+
+    // Erases the status line, so that a message can be printed.
+    void clear() {
+        if (m_shown) {
+            std::fputs("\r\033[K", stderr);
+            m_shown = false;
+        }
     }
 
 private:
@@ -66,6 +70,12 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
         ->type_name("CODE");
     command.add_option("--label", request.label, "Text shown beside this holder in status")
         ->type_name("TEXT");
+    command
+        .add_option("--loss-grace", request.loss_grace,
+                    "After Redis may have lost data (restart, flush, fail-over), admit nobody "
+                    "new to NAME for DUR; stored with NAME (default: the longer of the ttl and "
+                    "60s)")
+        ->type_name("DUR");
     command.add_flag("-q,--quiet", request.quiet,
                      "Show no queue position while waiting, and no notice when no slot came");
 }
@@ -81,6 +91,7 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
     parsed.busy_exit = request.conflict_exit_code
                            ? parse_exit_code(*request.conflict_exit_code, "--conflict-exit-code")
                            : static_cast<int>(ExitCode::timeout);
+    parsed.options.loss_grace = resolve_loss_grace(request.loss_grace);
     parsed.options.meta = HolderMeta::of_this_process(request.label.value_or(default_label));
     return parsed;
 }
@@ -90,6 +101,19 @@ std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& requ
     WaitFeedback feedback(request.name, !request.quiet);
     options.interrupt_fd = signals.fd();
     options.on_wait = [&feedback](const QueuePosition& position) { feedback.update(position); };
+    bool told_closed = false;
+    options.on_closed = [&](const AdmissionClosed& closed) {
+        if (request.quiet || told_closed) {
+            return;
+        }
+        told_closed = true;
+        feedback.clear();
+        std::fprintf(stderr,
+                     "redsem: Redis may have lost leases of '%s' (it restarted, was flushed, or is "
+                     "another server); nobody is admitted for %s more, until they have run out "
+                     "(--loss-grace)\n",
+                     printable(request.name).c_str(), format_duration(closed.opens_in).c_str());
+    };
     std::optional<Lease> lease;
     try {
         lease = semaphore.acquire(options, generate_token());

@@ -21,10 +21,11 @@ struct SlotRequest {
     std::optional<std::string> wait;
     std::optional<std::string> conflict_exit_code;
     std::optional<std::string> label;
+    std::optional<std::string> loss_grace;
     bool quiet = false;
 };
 
-// Declares NAME, -n, --ttl, -w, -E, --label and -q on `command`.
+// Declares NAME, -n, --ttl, -w, -E, --label, --loss-grace and -q on `command`.
 void add_slot_options(CLI::App& command, SlotRequest& request);
 
 struct ParsedRequest {
@@ -36,8 +37,9 @@ struct ParsedRequest {
 ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label);
 
 // Waits for a slot as the request says; while waiting longer than a second with stderr on a
-// terminal (and no -q), shows the queue position on one line. Returns nullopt when no slot came
-// in time, after saying so on stderr (unless -q). When a signal caught by `signals` arrives, leaves
+// terminal (and no -q), shows the queue position on one line. When admission is closed after a
+// possible loss of data at the server, says so once on stderr (unless -q). Returns nullopt when
+// no slot came in time, after saying so on stderr (unless -q). When a signal caught by `signals` arrives, leaves
 // the queue and throws Interrupted.
 std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& request,
                                    AcquireOptions options, const SignalWatch& signals);

@@ -16,16 +16,12 @@ constexpr Milliseconds k_max_retry{1000};
 
 } // namespace
 
-Milliseconds Heartbeat::safety_margin(Milliseconds ttl) {
-    return std::min(ttl / 4, Milliseconds{2000});
-}
-
 Heartbeat::Heartbeat(ConnectOptions connect, std::string prefix, std::string name,
-                     const Lease& lease, Clock::time_point granted_by)
+                     const Lease& lease)
     : m_connect(std::move(connect)), m_prefix(std::move(prefix)), m_name(std::move(name)),
       m_token(lease.token), m_ttl(lease.ttl) {
-    const Milliseconds remaining{std::max(0LL, lease.deadline_ms - lease.server_now_ms)};
-    m_status.valid_until = granted_by + remaining - safety_margin(m_ttl);
+    m_status.valid_until = lease.valid_until();
+    m_status.ends_by = lease.ends_by();
     if (pipe2(m_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw InternalError("cannot create the heartbeat pipe");
     }
@@ -76,6 +72,9 @@ void Heartbeat::run() {
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
     Connection connection(m_connect);
     Semaphore semaphore(connection, m_prefix, m_name);
+    // Renewals are scheduled on the monotonic clock (what condition variables wait on); the
+    // lease itself is timed on the BootClock.
+    using Clock = std::chrono::steady_clock;
     const Milliseconds renew_every = std::max(m_ttl / 3, Milliseconds{1});
     Clock::time_point next = Clock::now() + renew_every;
     Milliseconds retry = k_first_retry;
@@ -86,7 +85,8 @@ void Heartbeat::run() {
             return;
         }
         lock.unlock();
-        const auto sent = Clock::now();
+        const auto scheduled_from = Clock::now();
+        const auto sent = BootClock::now();
         std::optional<Renewal> renewal;
         bool gone = false;
         std::string error;
@@ -102,9 +102,10 @@ void Heartbeat::run() {
         }
         if (renewal) {
             // The server set deadline = its now + ttl, and its now came after `sent`.
-            m_status.valid_until = sent + m_ttl - safety_margin(m_ttl);
+            m_status.ends_by = sent + m_ttl;
+            m_status.valid_until = m_status.ends_by - Lease::safety_margin(m_ttl);
             m_status.last_error.clear();
-            next = sent + renew_every;
+            next = scheduled_from + renew_every;
             retry = k_first_retry;
         } else if (gone) {
             m_status.lost = true;

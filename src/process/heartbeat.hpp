@@ -15,24 +15,22 @@ namespace redsem {
 // ttl/3, and after a failed renewal retries with backoff (reconnecting) for as long as the
 // lease may still be valid.
 //
-// It also keeps a local, conservative view of the lease: valid_until() is the local monotonic
-// time by which the lease must be treated as lost, ttl minus a safety margin after the send
-// time of the last confirmed renewal. The caller acts on it even if this thread is stuck
+// It also keeps a local, conservative view of the lease on the BootClock (which counts a
+// suspend): valid_until is the time by which the lease must be treated as lost, ttl minus a
+// safety margin after the send time of the last confirmed renewal, and ends_by the time by
+// which the server may hand the slot on. The caller acts on them even if this thread is stuck
 // in a renewal that gets no answer.
 class Heartbeat {
 public:
-    using Clock = std::chrono::steady_clock;
-
     struct Status {
         bool lost = false; // a renewal answered that the token holds nothing
-        Clock::time_point valid_until;
+        BootClock::time_point valid_until;
+        BootClock::time_point ends_by;
         std::string last_error; // the last renewal failure, if any, for messages
     };
 
-    // `granted_by` is a local time no later than the server's grant (Lease::local_start).
     // Starts the thread.
-    Heartbeat(ConnectOptions connect, std::string prefix, std::string name, const Lease& lease,
-              Clock::time_point granted_by);
+    Heartbeat(ConnectOptions connect, std::string prefix, std::string name, const Lease& lease);
     ~Heartbeat();
     Heartbeat(const Heartbeat&) = delete;
     Heartbeat& operator=(const Heartbeat&) = delete;
@@ -45,9 +43,6 @@ public:
     void request_stop();
     // Stops renewing and joins the thread.
     void stop();
-
-    // How far ahead of the lease's end the holder gives up: a quarter of the ttl, at most 2s.
-    static Milliseconds safety_margin(Milliseconds ttl);
 
 private:
     void run();

@@ -1,5 +1,6 @@
 #include "process/supervise.hpp"
 
+#include "process/boot_timer.hpp"
 #include "util/duration.hpp"
 
 #include <algorithm>
@@ -11,11 +12,15 @@ namespace redsem {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 bool is_forwarded(int signal) {
     return std::find(std::begin(k_forwarded_signals), std::end(k_forwarded_signals), signal) !=
            std::end(k_forwarded_signals);
+}
+
+// When the child must be killed at the latest after its lease was lost: half-way through the
+// safety margin, so that it is dead before the server can hand the slot on.
+BootClock::time_point kill_deadline(const Heartbeat::Status& status) {
+    return status.valid_until + (status.ends_by - status.valid_until) / 2;
 }
 
 } // namespace
@@ -23,14 +28,15 @@ bool is_forwarded(int signal) {
 SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch& signals,
                          const SuperviseOptions& options) {
     bool lost = false;
-    constexpr Clock::time_point k_never = Clock::time_point::max();
-    Clock::time_point kill_at = k_never; // when to escalate to SIGKILL
+    constexpr BootClock::time_point k_never = BootClock::time_point::max();
+    BootClock::time_point kill_at = k_never; // when to escalate to SIGKILL
+    BootTimer timer;
     for (;;) {
         if (auto exit = child.poll()) {
             return SupervisedExit{*exit, lost};
         }
         const Heartbeat::Status status = heartbeat.status();
-        const auto now = Clock::now();
+        const auto now = BootClock::now();
         if (!lost && (status.lost || now >= status.valid_until)) {
             lost = true;
             std::string reason =
@@ -41,7 +47,7 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
             // The child first: the heartbeat thread may be stuck waiting for Redis.
             if (options.stop_on_lost) {
                 child.signal_group(SIGTERM);
-                kill_at = now + options.kill_after;
+                kill_at = std::min(now + options.kill_after, kill_deadline(status));
             }
             heartbeat.request_stop();
             if (options.on_lost) {
@@ -54,19 +60,17 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
         }
 
         // Sleep until something happens: a signal (SIGCHLD included), a heartbeat event, the
-        // local end of the lease, or the time to escalate to SIGKILL.
-        Clock::time_point wake = lost ? k_never : status.valid_until;
-        wake = std::min(wake, kill_at);
-        // At most a minute per sleep, so a long ttl or --kill-after cannot overflow poll().
-        constexpr long long k_longest_sleep_ms = 60'000;
-        long long timeout_ms = k_longest_sleep_ms;
-        if (wake != k_never) {
-            timeout_ms = std::clamp<long long>(std::chrono::ceil<Milliseconds>(wake - now).count(),
-                                               0, k_longest_sleep_ms);
+        // local end of the lease, or the time to escalate to SIGKILL. The timer counts a
+        // suspend of the machine; poll()'s own timeout would not.
+        const BootClock::time_point wake = std::min(lost ? k_never : status.valid_until, kill_at);
+        if (wake == k_never) {
+            timer.disarm();
+        } else {
+            timer.arm(wake);
         }
-        const int timeout = static_cast<int>(timeout_ms);
-        pollfd fds[2] = {{signals.fd(), POLLIN, 0}, {heartbeat.fd(), POLLIN, 0}};
-        ::poll(fds, lost ? 1 : 2, timeout);
+        pollfd fds[3] = {{signals.fd(), POLLIN, 0}, {timer.fd(), POLLIN, 0}, {heartbeat.fd(), POLLIN, 0}};
+        ::poll(fds, lost ? 2 : 3, -1);
+        timer.drain();
         heartbeat.drain();
         for (const int signal : signals.take_pending()) {
             if (is_forwarded(signal)) {

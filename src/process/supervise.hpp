@@ -15,7 +15,7 @@ inline constexpr int k_forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, 
 
 struct SuperviseOptions {
     bool stop_on_lost = true;                        // --on-lost term (else ignore)
-    Milliseconds kill_after{10'000};                 // SIGKILL this long after SIGTERM
+    Milliseconds kill_after{10'000}; // SIGKILL this long after SIGTERM, or sooner: see below
     std::function<void(const std::string&)> on_lost; // told why, once, when the lease is lost
 };
 
@@ -27,7 +27,9 @@ struct SupervisedExit {
 // Waits for `child` to end while `heartbeat` keeps the lease alive. Signals caught by
 // `signals` (which must include SIGCHLD) are passed on to the child's process group. When
 // the lease is lost (a renewal says so, or none was confirmed in time) and stop_on_lost is
-// set, the child's group gets SIGTERM at once and SIGKILL after kill_after.
+// set, the child's group gets SIGTERM at once and SIGKILL after kill_after, but never later
+// than half-way through the lease's safety margin: the group is dead before the server can
+// hand the slot to anyone else.
 SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch& signals,
                          const SuperviseOptions& options);
 

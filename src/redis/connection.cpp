@@ -281,7 +281,7 @@ Reply Connection::eval(const Script& script, const std::vector<std::string>& key
             throw InternalError(fmt::format("the {} script failed in Redis: {}", script.name,
                                             printable(reply.text, 300)));
         }
-        throw Error(meaning.code, meaning.message);
+        throw Error(meaning.code, meaning.message, meaning.transience);
     }
     return reply;
 }

@@ -85,28 +85,31 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
         std::string_view code;
         ExitCode exit;
         std::string_view explanation;
+        Transience transience = Transience::permanent;
     };
+    constexpr Transience passes = Transience::transient;
     static constexpr std::array<Known, 13> k_known{{
         {"NOAUTH", ExitCode::denied,
          "Redis requires a password: set REDSEM_PASSWORD or put it in the URL"},
         {"WRONGPASS", ExitCode::denied, "Redis rejected the user name or password"},
         {"NOPERM", ExitCode::denied, "Redis denied permission (ACL)"},
         {"WRONGTYPE", ExitCode::conflict, "a key holds the wrong kind of value"},
-        {"LOADING", ExitCode::unavailable, "Redis is loading its data set; try again shortly"},
+        {"LOADING", ExitCode::unavailable, "Redis is loading its data set; try again shortly",
+         passes},
         {"READONLY", ExitCode::unavailable,
          "Redis is a read-only replica; point --url at the primary"},
         {"OOM", ExitCode::unavailable, "Redis is out of memory (maxmemory reached)"},
-        {"MASTERDOWN", ExitCode::unavailable, "the Redis replica has lost its primary"},
+        {"MASTERDOWN", ExitCode::unavailable, "the Redis replica has lost its primary", passes},
         {"MISCONF", ExitCode::unavailable, "Redis refuses writes because it cannot save to disk"},
-        {"BUSY", ExitCode::unavailable, "Redis is busy running a long script"},
-        {"TRYAGAIN", ExitCode::unavailable, "Redis Cluster is resharding; try again"},
-        {"CLUSTERDOWN", ExitCode::unavailable, "Redis Cluster is down"},
+        {"BUSY", ExitCode::unavailable, "Redis is busy running a long script", passes},
+        {"TRYAGAIN", ExitCode::unavailable, "Redis Cluster is resharding; try again", passes},
+        {"CLUSTERDOWN", ExitCode::unavailable, "Redis Cluster is down", passes},
         {"MOVED", ExitCode::unavailable,
          "this semaphore lives on another Redis Cluster node; connect to that node"},
     }};
     for (const Known& known : k_known) {
         if (code == known.code) {
-            return {known.exit, fmt::format("{} ({})", known.explanation, shown)};
+            return {known.exit, fmt::format("{} ({})", known.explanation, shown), known.transience};
         }
     }
     if (code == "ERR" && error.find("password") != std::string_view::npos &&
@@ -132,7 +135,7 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
 
 void throw_reply_error(std::string_view error) {
     auto meaning = classify_reply_error(error);
-    throw Error(meaning.code, meaning.message);
+    throw Error(meaning.code, meaning.message, meaning.transience);
 }
 
 } // namespace redsem

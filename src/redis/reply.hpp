@@ -32,11 +32,13 @@ struct Reply {
 struct ReplyErrorMeaning {
     ExitCode code;
     std::string message;
+    Transience transience = Transience::permanent;
 };
 
 // Maps an error reply ("NOAUTH ...", "WRONGPASS ...", "OOM ...") to its meaning. Auth and ACL
 // failures are `denied`; a server that cannot serve now (LOADING, READONLY, OOM, BUSY...) is
-// `unavailable`; WRONGTYPE is `conflict`; anything else is `internal`.
+// `unavailable`, and transient when it will pass by itself (LOADING, BUSY, TRYAGAIN,
+// CLUSTERDOWN, MASTERDOWN); WRONGTYPE is `conflict`; anything else is `internal`.
 ReplyErrorMeaning classify_reply_error(std::string_view error);
 
 // Throws the Error that classify_reply_error() describes.

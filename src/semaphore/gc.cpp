@@ -6,22 +6,32 @@
 #include "util/name.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <fmt/format.h>
 
 namespace redsem {
 
 namespace {
 
+// Where a semaphore's cleaning stands between calls of lua/gc.lua.
+struct GcCursor {
+    std::string phase = "alive"; // empty once done
+    std::string position = "0";
+};
+
 std::vector<std::string> gc_command(const std::string& sha_or_body, bool by_sha,
                                     std::string_view prefix, const std::string& name,
-                                    bool dry_run) {
+                                    bool dry_run, const GcCursor& cursor) {
     const Keys keys = Keys::make(prefix, name);
-    std::vector<std::string> command{by_sha ? "EVALSHA" : "EVAL", sha_or_body, "6"};
-    for (auto& key : keys.script_keys()) {
-        command.push_back(std::move(key));
-    }
+    const std::vector<std::string> script_keys = keys.script_keys();
+    std::vector<std::string> command{by_sha ? "EVALSHA" : "EVAL", sha_or_body,
+                                     std::to_string(script_keys.size())};
+    command.insert(command.end(), script_keys.begin(), script_keys.end());
     command.push_back(keys.wake_prefix);
     command.push_back(dry_run ? "1" : "0");
+    command.push_back(cursor.phase);
+    command.push_back(cursor.position);
+    command.push_back(std::to_string(k_gc_entries_per_call));
     return command;
 }
 
@@ -38,20 +48,26 @@ GcEntry::Kind parse_kind(const std::string& text) {
     return GcEntry::Kind::holder;
 }
 
-void collect_reply(const std::string& name, const Reply& reply, GcReport& report) {
+// What one semaphore's calls added up to.
+struct SemaphoreGc {
+    std::vector<GcEntry> removed;
+    long long holders_removed = 0;
+    long long waiters_removed = 0;
+};
+
+// Takes one reply of lua/gc.lua into `progress`; returns the cursor for the next call, or
+// throws the failure.
+GcCursor collect_reply(const std::string& name, const Reply& reply, SemaphoreGc& progress,
+                       bool dry_run, GcReport& report) {
     const auto& items = reply.as_array();
     if (!items.empty() && items[0].type == Reply::Type::string && items[0].text == "wrongtype") {
-        report.failed.push_back(GcFailure{
-            name, ExitCode::conflict,
+        throw ConflictError(
             fmt::format("key '{}' holds a {}, not the {} redsem keeps there; gc left it alone",
                         printable(reply.at(1).as_string(), 300), reply.at(2).as_string(),
-                        reply.at(3).as_string())});
-        return;
+                        reply.at(3).as_string()));
     }
-    if (reply.at(0).as_integer() == 1) {
-        report.deleted.push_back(name);
-    }
-    for (std::size_t i = 1; i < items.size(); ++i) {
+    GcCursor next{reply.at(0).as_string(), reply.at(1).as_string()};
+    for (std::size_t i = 5; i < items.size(); ++i) {
         const Reply& entry = items[i];
         GcEntry removed;
         removed.name = name;
@@ -59,8 +75,26 @@ void collect_reply(const std::string& name, const Reply& reply, GcReport& report
         removed.token = entry.at(1).as_string();
         removed.record = parse_record(entry.at(2).as_string());
         removed.dead_for_ms = entry.at(3).as_integer();
-        report.removed.push_back(std::move(removed));
+        if (removed.kind == GcEntry::Kind::holder || removed.kind == GcEntry::Kind::handover) {
+            ++progress.holders_removed;
+        } else if (removed.kind == GcEntry::Kind::waiter) {
+            ++progress.waiters_removed;
+        }
+        progress.removed.push_back(std::move(removed));
     }
+    if (next.phase.empty()) {
+        // A dry run deletes nothing: the semaphore would go if nothing were left after it.
+        const bool deleted =
+            dry_run ? reply.at(3).as_integer() - progress.holders_removed <= 0 &&
+                          reply.at(4).as_integer() - progress.waiters_removed <= 0
+                    : reply.at(2).as_integer() == 1;
+        if (deleted) {
+            report.deleted.push_back(name);
+        }
+        std::move(progress.removed.begin(), progress.removed.end(),
+                  std::back_inserter(report.removed));
+    }
+    return next;
 }
 
 } // namespace
@@ -84,26 +118,48 @@ GcReport collect_garbage(Connection& connection, std::string_view prefix,
     std::vector<std::string> targets = names.empty() ? scan_names(connection, prefix) : names;
     GcReport report;
     const Script& script = scripts::k_gc_script;
+    // Runs the script once for `name` from `cursor`: EVALSHA, or EVAL when the server does not
+    // have it cached yet (which also caches it).
+    auto call = [&](const std::string& name, const GcCursor& cursor) {
+        Reply reply = connection.command(gc_command(script.sha1, true, prefix, name, dry_run, cursor));
+        if (reply.is_error() && reply.text.rfind("NOSCRIPT", 0) == 0) {
+            reply = connection.command(gc_command(script.body, false, prefix, name, dry_run, cursor));
+        }
+        return reply;
+    };
     for (std::size_t first = 0; first < targets.size(); first += k_gc_batch) {
         const std::size_t last = std::min(targets.size(), first + k_gc_batch);
+        // The first call of each semaphore is pipelined: most finish in it.
         std::vector<std::vector<std::string>> commands;
         for (std::size_t i = first; i < last; ++i) {
-            commands.push_back(gc_command(script.sha1, true, prefix, targets[i], dry_run));
+            commands.push_back(gc_command(script.sha1, true, prefix, targets[i], dry_run, {}));
         }
         const std::vector<Reply> replies = connection.pipeline(commands);
         for (std::size_t i = first; i < last; ++i) {
-            Reply reply = replies[i - first];
-            if (reply.is_error() && reply.text.rfind("NOSCRIPT", 0) == 0) {
-                // The server does not have the script cached: EVAL sends it (and caches it).
-                reply =
-                    connection.command(gc_command(script.body, false, prefix, targets[i], dry_run));
+            const std::string& name = targets[i];
+            SemaphoreGc progress;
+            try {
+                Reply reply = replies[i - first];
+                if (reply.is_error() && reply.text.rfind("NOSCRIPT", 0) == 0) {
+                    reply = call(name, {});
+                }
+                for (;;) {
+                    if (reply.is_error()) {
+                        throw_reply_error(reply.text);
+                    }
+                    const GcCursor next = collect_reply(name, reply, progress, dry_run, report);
+                    if (next.phase.empty()) {
+                        break;
+                    }
+                    reply = call(name, next);
+                }
+            } catch (const Error& error) {
+                if (error.transience() == Transience::unreachable) {
+                    throw; // the connection failed: not this semaphore's fault
+                }
+                report.failed.push_back(
+                    GcFailure{name, static_cast<ExitCode>(error.exit_code()), error.what()});
             }
-            if (reply.is_error()) {
-                auto meaning = classify_reply_error(reply.text);
-                report.failed.push_back(GcFailure{targets[i], meaning.code, meaning.message});
-                continue;
-            }
-            collect_reply(targets[i], reply, report);
         }
     }
     return report;

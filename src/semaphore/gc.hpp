@@ -32,11 +32,15 @@ struct GcReport {
     std::vector<GcFailure> failed;    // semaphores that could not be cleaned (others were)
 };
 
-// How many semaphores one pipelined round trip cleans.
+// How many semaphores one pipelined round trip starts cleaning.
 inline constexpr std::size_t k_gc_batch = 100;
+// How many entries of one semaphore a single call of lua/gc.lua examines at most: a call stays
+// around a millisecond, so gc never stalls Redis, however big the semaphore.
+inline constexpr long long k_gc_entries_per_call = 200;
 
 // Cleans the named semaphores, or every one under `prefix` (found with SCAN) when `names` is
-// empty: each atomically by lua/gc.lua, k_gc_batch per round trip. With `dry_run`, reports
+// empty, by lua/gc.lua: each call removes up to k_gc_entries_per_call entries atomically, and
+// the first calls of k_gc_batch semaphores share one round trip. With `dry_run`, reports
 // what it would remove and changes nothing. A semaphore that cannot be cleaned (a foreign key
 // in its place) is reported in `failed`, and the others are still cleaned.
 GcReport collect_garbage(Connection& connection, std::string_view prefix,

@@ -17,6 +17,7 @@ struct Keys {
     std::string queue;
     std::string alive;
     std::string slots;
+    std::string epoch;       // "<prefix>:epoch", shared by all semaphores: notices lost data
     std::string wake_prefix; // + token = the waiter's wake list
 
     // Builds the keys for `name` under `prefix`: "<prefix>:{<name>}:<part>".

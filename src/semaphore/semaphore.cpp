@@ -18,7 +18,7 @@ namespace redsem {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = std::chrono::steady_clock; // waits; leases use BootClock
 
 std::string this_user() {
     // getpwuid_r: several threads may build holder metadata at once.
@@ -98,12 +98,13 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
     return run(scripts::k_acquire_script,
                {token, std::to_string(options.limit), std::to_string(options.ttl.count()),
                 queue ? "wait" : "try", std::to_string(k_waiter_liveness.count()),
-                options.meta.to_json(), known ? "1" : "0"});
+                options.meta.to_json(), known ? "1" : "0",
+                options.loss_grace ? std::to_string(options.loss_grace->count()) : ""});
 }
 
 std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options,
                                                    const std::string& token, Milliseconds timeout,
-                                                   Clock::time_point asked_at,
+                                                   BootClock::time_point asked_at,
                                                    long long server_now_at_ask) {
     timeout = std::max(timeout, Milliseconds{1});
     const std::string seconds =
@@ -118,25 +119,56 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
     }
     // "FENCE SLOT DEADLINE_MS NOW_MS", pushed by hand_over() in lua/lib.lua.
     const std::string& grant = reply.at(1).as_string();
-    Lease lease{token, 0, 0, options.limit, options.ttl, 0, 0, true, true, asked_at};
+    Lease lease{.token = token,
+                .limit = options.limit,
+                .ttl = options.ttl,
+                .waited = true,
+                .handed_over = true,
+                .local_start = asked_at};
     long long granted_at_ms = 0;
     if (std::sscanf(grant.c_str(), "%lld %lld %lld %lld", &lease.fence, &lease.slot,
                     &lease.deadline_ms, &granted_at_ms) != 4) {
         throw InternalError(fmt::format("malformed hand-over '{}'", printable(grant)));
     }
     // The grant came after the acquire that queued or refreshed this waiter, and may have sat
-    // in the list a while: time the lease from that acquire, whose script read the server
-    // clock after `asked_at`.
+    // in the list (or in this socket, while the process was stopped) a while: time the lease
+    // from that acquire, whose script read the server clock after `asked_at`.
     lease.server_now_ms = server_now_at_ask;
     return lease;
 }
 
+bool Semaphore::confirm(Lease& lease) {
+    if (BootClock::now() < lease.valid_until()) {
+        return true;
+    }
+    // The grant is too old to trust (this process was stopped, or starved, after it was
+    // made): the slot may have been handed on. Only the server can say.
+    const auto sent = BootClock::now();
+    const std::optional<Renewal> renewal = renew(lease.token, lease.ttl);
+    if (!renewal) {
+        return false;
+    }
+    lease.deadline_ms = renewal->deadline_ms;
+    lease.server_now_ms = renewal->server_now_ms;
+    lease.local_start = sent;
+    return true;
+}
+
 namespace {
 
-// Redis could not be reached or dropped the connection (as opposed to refusing the request).
-bool is_unreachable(const Error& error) {
-    return dynamic_cast<const UnavailableError*>(&error) != nullptr;
-}
+// Doubling delays between retries, from k_reconnect_backoff up to k_max_reconnect_backoff.
+class Backoff {
+public:
+    Milliseconds next() {
+        const Milliseconds delay = m_delay;
+        m_delay = std::min(m_delay * 2, k_max_reconnect_backoff);
+        return delay;
+    }
+    void reset() { m_delay = k_reconnect_backoff; }
+
+private:
+    Milliseconds m_delay = k_reconnect_backoff;
+};
 
 } // namespace
 
@@ -146,80 +178,66 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
     bool sent = options.retry; // once sent, the server may know the token (holder or waiter)
     bool waited = false;
     bool answered = false; // Redis answered at least once during this acquire
-    std::optional<Clock::time_point> unreachable_since;
-    Milliseconds backoff = k_reconnect_backoff;
-    // Redis unreachable: retry with the same token (a holder gets its lease back, a waiter its
-    // place) with backoff, for up to k_reconnect_window; then the error being handled stands.
-    auto retry_or_rethrow = [&] {
+    std::optional<Clock::time_point> failing_since;
+    Backoff backoff;
+    // A failure worth retrying (Redis restarting or busy, a broken connection, unreachable
+    // after it had answered) is retried with the same token, with backoff, for up to
+    // k_reconnect_window: a holder gets its lease back, a waiter its place. Anything else, or
+    // a failure that lasts, stands.
+    auto retry_or_rethrow = [&](const Error& error) {
+        const Transience transience = error.transience();
+        sent = sent || transience == Transience::broken; // it may have run before the break
+        const bool worth_retrying = transience == Transience::transient ||
+                                    transience == Transience::broken ||
+                                    (transience == Transience::unreachable && answered);
         const auto now = Clock::now();
-        if (!unreachable_since) {
-            unreachable_since = now;
+        if (!failing_since) {
+            failing_since = now;
         }
-        if (now - *unreachable_since >= k_reconnect_window) {
+        if (!worth_retrying || now - *failing_since >= k_reconnect_window) {
             throw;
         }
-        if (interruptible_sleep(backoff, options.interrupt_fd)) {
+        if (interruptible_sleep(backoff.next(), options.interrupt_fd)) {
             throw WaitInterrupted();
         }
-        backoff = std::min(backoff * 2, k_max_reconnect_backoff);
     };
     try {
         for (;;) {
             Reply reply;
-            const auto asked_at = Clock::now();
+            const auto asked_at = BootClock::now();
             try {
                 reply = attempt(options, token, !try_once, sent);
-            } catch (const Error& error) {
-                // Unreachable from the start is reported at once; a connection that broke
-                // after Redis had answered (a restart, a blip) is retried.
-                const bool lost = dynamic_cast<const ConnectionLost*>(&error) != nullptr;
-                sent = sent || lost; // the request may have run before the connection broke
-                if (!is_unreachable(error) || !(lost || answered)) {
-                    throw;
+                sent = true;
+                answered = true;
+                const std::string& status = reply.at(0).as_string();
+                if (status == "ok") {
+                    Lease lease{.token = token,
+                                .fence = reply.at(1).as_integer(),
+                                .slot = reply.at(2).as_integer(),
+                                .limit = reply.at(4).as_integer(),
+                                .ttl = options.ttl,
+                                .deadline_ms = reply.at(3).as_integer(),
+                                .server_now_ms = reply.at(5).as_integer(),
+                                .waited = waited,
+                                .local_start = asked_at};
+                    if (confirm(lease)) {
+                        return lease;
+                    }
+                    continue; // it ran out while this process was stopped: queue again
                 }
-                retry_or_rethrow();
+            } catch (const Error& error) {
+                retry_or_rethrow(error);
                 continue;
             }
-            sent = true;
-            answered = true;
-            unreachable_since.reset();
-            backoff = k_reconnect_backoff;
+            failing_since.reset();
+            backoff.reset();
             const std::string& status = reply.at(0).as_string();
-            if (status == "ok") {
-                return Lease{token,
-                             reply.at(1).as_integer(),
-                             reply.at(2).as_integer(),
-                             reply.at(4).as_integer(),
-                             options.ttl,
-                             reply.at(3).as_integer(),
-                             reply.at(5).as_integer(),
-                             waited,
-                             false,
-                             asked_at};
-            }
             if (status == "busy") {
+                report_closed(options, reply, 4);
                 return std::nullopt;
             }
             if (status == "conflict") {
-                const long long current = reply.at(1).as_integer();
-                if (current == -1) {
-                    throw ConflictError(fmt::format(
-                        "the stored limit of '{}' is not a number (key '{}' was changed by hand); "
-                        "run 'redsem gc {}' once its leases ran out, or delete that key",
-                        m_name, m_keys.state, m_name));
-                }
-                if (current < 0) {
-                    throw ConflictError(fmt::format(
-                        "'{}' has holders but its state key '{}' is gone (deleted, or evicted: "
-                        "use maxmemory-policy noeviction); it admits nobody new until its "
-                        "leases run out and 'redsem gc {}' cleans it",
-                        m_name, m_keys.state, m_name));
-                }
-                throw ConflictError(fmt::format(
-                    "'{}' has limit {} with {} holding and {} waiting; it cannot change to {} "
-                    "until it is idle (use -n {})",
-                    m_name, current, reply.at(2).as_integer(), reply.at(3).as_integer(),
-                    options.limit, current));
+                throw_conflict(reply, options.limit);
             }
             if (status != "wait") {
                 throw InternalError(
@@ -232,12 +250,14 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                 release(token);
                 return std::nullopt;
             }
+            report_closed(options, reply, 7);
             if (options.on_wait) {
                 options.on_wait(QueuePosition{reply.at(1).as_integer(), reply.at(2).as_integer(),
                                               reply.at(3).as_integer(), reply.at(5).as_integer()});
             }
             // Sleep until a release hands this waiter a slot, or until the earliest holder's
-            // lease runs out (it may have died), or until this waiter must refresh its place.
+            // lease runs out (it may have died) or admission opens, or until this waiter must
+            // refresh its place.
             Milliseconds timeout = k_waiter_refresh;
             const long long next_expiry_in = reply.at(4).as_integer();
             if (next_expiry_in >= 0) {
@@ -249,13 +269,12 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
             try {
                 if (auto lease = wait_for_hand_over(options, token, timeout, asked_at,
                                                     reply.at(6).as_integer())) {
-                    return lease;
+                    if (confirm(*lease)) {
+                        return lease;
+                    }
                 }
             } catch (const Error& error) {
-                if (!is_unreachable(error)) {
-                    throw;
-                }
-                retry_or_rethrow();
+                retry_or_rethrow(error);
             }
         }
     } catch (const WaitInterrupted&) {
@@ -269,6 +288,35 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
         }
         throw;
     }
+}
+
+void Semaphore::report_closed(const AcquireOptions& options, const Reply& reply,
+                              std::size_t index) const {
+    const auto& items = reply.as_array();
+    if (options.on_closed && index < items.size() && items[index].as_integer() > 0) {
+        options.on_closed(AdmissionClosed{Milliseconds{items[index].as_integer()}});
+    }
+}
+
+void Semaphore::throw_conflict(const Reply& reply, long long wanted_limit) const {
+    const long long current = reply.at(1).as_integer();
+    if (current == -1) {
+        throw ConflictError(fmt::format(
+            "the stored limit of '{}' is not a number (key '{}' was changed by hand); "
+            "run 'redsem gc {}' once its leases ran out, or delete that key",
+            m_name, m_keys.state, m_name));
+    }
+    if (current < 0) {
+        throw ConflictError(fmt::format(
+            "'{}' has holders but its state key '{}' is gone (deleted, or evicted: "
+            "use maxmemory-policy noeviction); it admits nobody new until its "
+            "leases run out and 'redsem gc {}' cleans it",
+            m_name, m_keys.state, m_name));
+    }
+    throw ConflictError(fmt::format("'{}' has limit {} with {} holding and {} waiting; it cannot "
+                                    "change to {} until it is idle (use -n {})",
+                                    m_name, current, reply.at(2).as_integer(),
+                                    reply.at(3).as_integer(), wanted_limit, current));
 }
 
 void Semaphore::release_quietly(const std::string& token) noexcept {
@@ -296,6 +344,14 @@ std::optional<Renewal> Semaphore::renew(const std::string& token, Milliseconds t
         return std::nullopt;
     }
     return Renewal{reply.at(1).as_integer(), reply.at(2).as_integer()};
+}
+
+Milliseconds Lease::safety_margin(Milliseconds ttl) {
+    return std::min(ttl / 4, Milliseconds{2000});
+}
+
+BootClock::time_point Lease::ends_by() const {
+    return local_start + Milliseconds{std::max(0LL, deadline_ms - server_now_ms)};
 }
 
 } // namespace redsem

@@ -7,6 +7,7 @@
 
 #include "redis/connection.hpp"
 #include "semaphore/keys.hpp"
+#include "util/boot_clock.hpp"
 
 namespace redsem {
 
@@ -14,6 +15,10 @@ inline constexpr long long k_min_limit = 1;
 inline constexpr long long k_max_limit = 100'000;
 inline constexpr Milliseconds k_default_ttl{60'000};
 inline constexpr Milliseconds k_min_ttl{100};
+// After Redis may have lost data (a restart, a flush, another server), nobody new is admitted
+// for the loss grace, so that a lease it forgot has run out first. Without --loss-grace: the
+// semaphore's stored grace, else the longer of the ttl and this.
+inline constexpr Milliseconds k_default_loss_grace{60'000};
 // A queued waiter that has not refreshed its place for this long is dropped from the queue,
 // so a waiter killed with SIGKILL stops blocking the ones behind it within this time.
 inline constexpr Milliseconds k_waiter_liveness{5'000};
@@ -47,6 +52,11 @@ struct QueuePosition {
     long long queued = 0; // waiters in all, this one included
 };
 
+// Admission is closed after a possible loss of data at the server (see lua/lib.lua).
+struct AdmissionClosed {
+    Milliseconds opens_in{0}; // until the loss grace has passed
+};
+
 struct AcquireOptions {
     long long limit = 1;
     Milliseconds ttl = k_default_ttl;
@@ -54,6 +64,9 @@ struct AcquireOptions {
     HolderMeta meta;
     int interrupt_fd = -1; // readable => stop waiting, leave the queue, throw WaitInterrupted
     std::function<void(const QueuePosition&)> on_wait; // called each time the waiter is queued
+    // Called when a slot could have been taken but admission is closed for a while.
+    std::function<void(const AdmissionClosed&)> on_closed;
+    std::optional<Milliseconds> loss_grace; // stored with the semaphore; nullopt keeps it
     // The token may have reached the server before (a retry after a lost reply): look it up
     // rather than treat it as new.
     bool retry = false;
@@ -62,18 +75,26 @@ struct AcquireOptions {
 // A held slot, as the server granted it.
 struct Lease {
     std::string token;
-    long long fence = 0; // strictly increasing per semaphore
+    long long fence = 0; // strictly increasing per semaphore, so per slot too
     long long slot = 0;  // lowest free number in 0..limit-1, stable for the lease
     long long limit = 0;
     Milliseconds ttl{0};
     long long deadline_ms = 0; // server clock, epoch milliseconds
     // A server time at or after local_start: locally, the lease ends no later than
-    // local_start + (deadline_ms - server_now_ms) on the monotonic clock.
+    // local_start + (deadline_ms - server_now_ms).
     long long server_now_ms = 0;
     bool waited = false;      // the acquire had to queue first
     bool handed_over = false; // a release handed this slot straight to this waiter
     // The local send time of the request whose script read server_now_ms.
-    std::chrono::steady_clock::time_point local_start;
+    BootClock::time_point local_start;
+
+    // How far ahead of the lease's end a holder stops trusting it: a quarter of the ttl, at
+    // most 2s. It covers the local clock running slower than the server's.
+    static Milliseconds safety_margin(Milliseconds ttl);
+    // The local time by which the server may hand the slot on.
+    BootClock::time_point ends_by() const;
+    // The local time until which the holder may act on the lease: ends_by() less the margin.
+    BootClock::time_point valid_until() const { return ends_by() - safety_margin(ttl); }
 };
 
 struct Renewal {
@@ -91,10 +112,14 @@ public:
 
     // Takes a slot under `token`. With options.wait == 0 tries once; otherwise queues in FIFO
     // order and blocks (woken by the release that gives this waiter its turn, or by the
-    // earliest holder's deadline) until a slot is granted or the wait passes. Returns nullopt
-    // when no slot came in time, having left the queue. Retrying with the same token never
-    // takes a second slot. Throws ConflictError on a limit mismatch or a foreign key,
-    // WaitInterrupted when options.interrupt_fd fired (after leaving the queue).
+    // earliest holder's deadline) until a slot is granted or the wait passes. A returned lease
+    // is valid by the local clock (Lease::valid_until() is ahead): a grant that may have run
+    // out while this process was stopped is confirmed by a renewal first, or, if it was lost,
+    // the caller queues again. Returns nullopt when no slot came in time, having left the
+    // queue. Retrying with the same token never takes a second slot. Transient failures
+    // (a broken connection, LOADING, BUSY) are retried within k_reconnect_window. Throws
+    // ConflictError on a limit mismatch or a foreign key, WaitInterrupted when
+    // options.interrupt_fd fired (after leaving the queue).
     std::optional<Lease> acquire(const AcquireOptions& options, const std::string& token);
 
     // Gives the token's slot back, or takes it out of the queue; never touches another token.
@@ -114,9 +139,15 @@ private:
     Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known);
     // Blocks on the waiter's wake list; returns the slot handed over to it, if any came.
     std::optional<Lease> wait_for_hand_over(const AcquireOptions& options, const std::string& token,
-                                            Milliseconds timeout,
-                                            std::chrono::steady_clock::time_point asked_at,
+                                            Milliseconds timeout, BootClock::time_point asked_at,
                                             long long server_now_at_ask);
+    // Makes sure `lease` is still valid by the local clock: true at once when it is, else
+    // after a renewal confirmed it (updating it); false when the server no longer has it.
+    bool confirm(Lease& lease);
+    // Tells options.on_closed when element `index` of an acquire reply says admission is
+    // closed.
+    void report_closed(const AcquireOptions& options, const Reply& reply, std::size_t index) const;
+    [[noreturn]] void throw_conflict(const Reply& reply, long long wanted_limit) const;
 
     Connection& m_connection;
     std::string m_name;

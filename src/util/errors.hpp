@@ -17,13 +17,25 @@ enum class ExitCode : int {
     denied = 77,      // EX_NOPERM: wrong password, unknown user, ACL denial
 };
 
+// Whether the same request may succeed when tried again.
+enum class Transience {
+    permanent,   // a refusal, a bad request or a bug: the answer will not change
+    transient,   // Redis is there but cannot serve now (LOADING, BUSY, TRYAGAIN, CLUSTERDOWN,
+                 // MASTERDOWN): try again shortly
+    unreachable, // Redis could not be reached: worth retrying only if it was reached before
+    broken,      // the connection broke after the request was sent: it may or may not have run
+};
+
 // Every failure redsem reports is an Error; the one catch in cli/app.cpp prints
 // "redsem: error: <what()>" and exits with exit_code().
 class Error : public std::runtime_error {
 public:
-    Error(ExitCode code, const std::string& message)
-        : std::runtime_error(message), m_exit_code(static_cast<int>(code)) {}
+    Error(ExitCode code, const std::string& message,
+          Transience transience = Transience::permanent)
+        : std::runtime_error(message), m_exit_code(static_cast<int>(code)),
+          m_transience(transience) {}
     int exit_code() const noexcept { return m_exit_code; }
+    Transience transience() const noexcept { return m_transience; }
 
 protected:
     Error(int exit_code, const std::string& message)
@@ -31,6 +43,7 @@ protected:
 
 private:
     int m_exit_code;
+    Transience m_transience = Transience::permanent;
 };
 
 class UsageError : public Error {
@@ -43,15 +56,22 @@ public:
     explicit ConflictError(const std::string& message) : Error(ExitCode::conflict, message) {}
 };
 
+// Redis could not be reached (a refused or timed-out connect).
 class UnavailableError : public Error {
 public:
-    explicit UnavailableError(const std::string& message) : Error(ExitCode::unavailable, message) {}
+    explicit UnavailableError(const std::string& message)
+        : Error(ExitCode::unavailable, message, Transience::unreachable) {}
+
+protected:
+    UnavailableError(const std::string& message, Transience transience)
+        : Error(ExitCode::unavailable, message, transience) {}
 };
 
 // The connection broke after a request was sent: the request may or may not have run.
 class ConnectionLost : public UnavailableError {
 public:
-    explicit ConnectionLost(const std::string& message) : UnavailableError(message) {}
+    explicit ConnectionLost(const std::string& message)
+        : UnavailableError(message, Transience::broken) {}
 };
 
 class InternalError : public Error {

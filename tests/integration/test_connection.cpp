@@ -80,7 +80,8 @@ RedisServer::Options tcp_server(std::vector<std::string> extra_args = {},
 TEST_CASE("TCP URLs reach the server, IPv6 in brackets too when ::1 exists") {
     RedisServer server(tcp_server());
     CHECK(run_redsem({"acquire", "t", "-u", server.tcp_url()}).exit_code == 0);
-    CHECK(run_redsem({"acquire", "t2", "-u", server.tcp_url() + "/2"}).exit_code == 0);
+    CHECK(run_redsem({"acquire", "t2", "-u", server.tcp_url() + "/2"}, {{"REDSEM_LOSS_GRACE", "0"}})
+              .exit_code == 0);
 
     std::unique_ptr<RedisServer> v6;
     try {

@@ -31,17 +31,6 @@ struct Scratch {
     std::string path(const std::string& name) const { return dir + "/" + name; }
 };
 
-// Whether `pid` is gone or a zombie (killed, not yet reaped by its new parent).
-bool process_gone(int pid) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    if (!stat) {
-        return true;
-    }
-    std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const auto close = content.rfind(')');
-    return close != std::string::npos && content.size() > close + 2 && content[close + 2] == 'Z';
-}
-
 std::size_t count_lines(const std::string& text) {
     return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
 }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -46,6 +47,30 @@ inline bool wait_for_file(const std::string& path, std::chrono::milliseconds tim
     while (!std::filesystem::exists(path)) {
         if (std::chrono::steady_clock::now() > give_up) {
             return false;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+}
+
+// Whether `pid` is gone or a zombie (killed, not yet reaped by its parent).
+inline bool process_gone(int pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    if (!stat) {
+        return true;
+    }
+    std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = content.rfind(')');
+    return close != std::string::npos && content.size() > close + 2 && content[close + 2] == 'Z';
+}
+
+// Polls until `done()` or `timeout` passes; returns the final done().
+template <typename Condition>
+bool wait_until(Condition done, std::chrono::milliseconds timeout) {
+    const auto give_up = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > give_up) {
+            return done();
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }

@@ -52,6 +52,20 @@ RedisServer::RedisServer(Options options) : m_options(std::move(options)) {
         m_port = free_port();
     }
     start();
+    if (!m_options.new_data_set) {
+        mark_in_use();
+    }
+}
+
+void RedisServer::mark_in_use(const std::string& prefix) const {
+    Connection connection = admin();
+    const std::string info = connection.call({"INFO", "server"}).as_string();
+    const std::size_t at = info.find("run_id:");
+    if (at == std::string::npos) {
+        throw std::runtime_error("INFO server has no run_id");
+    }
+    const std::string run_id = info.substr(at + 7, 40);
+    connection.call({"HSET", prefix + ":epoch", "run", run_id, "lost_at", "0"});
 }
 
 void RedisServer::start() {

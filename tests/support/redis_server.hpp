@@ -18,6 +18,9 @@ public:
         std::vector<std::string> extra_args; // e.g. {"--requirepass", "secret"}
         std::string admin_password;          // what admin() authenticates with
         std::string admin_user;
+        // A server redsem has never used: its first admissions wait for the loss grace, as
+        // after a loss of data. By default the server is marked as long in use (mark_in_use).
+        bool new_data_set = false;
     };
 
     RedisServer();
@@ -39,6 +42,11 @@ public:
     // Stops the server (SIGTERM: with --appendonly yes it keeps its data) and starts it again
     // on the same socket, port and directory.
     void restart();
+
+    // Writes redsem's epoch key under `prefix` (see lua/lib.lua) as a long-used Redis has it:
+    // this server process, no possible loss of data. Without it the first admissions wait
+    // for the loss grace.
+    void mark_in_use(const std::string& prefix = "redsem") const;
 
 private:
     void start();

@@ -1,0 +1,289 @@
+// Never act on a stale lease: a client stopped past its lease, a lost lease whose command
+// ignores SIGTERM, a Redis that lost its data, a hand-over to a dead waiter, phantom gc
+// entries, per-slot fences, and a Redis that is still loading. Real processes, real signals,
+// a real redis-server.
+#include <catch2/catch.hpp>
+
+#include "lua_scripts.hpp"
+#include "semaphore/semaphore.hpp"
+#include "support/helpers.hpp"
+#include "util/token.hpp"
+
+#include <csignal>
+#include <map>
+#include <random>
+#include <thread>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+long long now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// The holder of `name`'s only slot, by token, from the holders key.
+std::string only_holder(Connection& admin, const std::string& name) {
+    const Reply holders = admin.call({"ZRANGE", "redsem:{" + name + "}:holders", "0", "-1"});
+    return holders.as_array().size() == 1 ? holders.at(0).as_string() : "";
+}
+
+} // namespace
+
+TEST_CASE("a run stopped while its grant arrives never starts its command on a lost lease") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const std::string started = server.dir() + "/started";
+    const auto holder = acquire_json(server, {"stale", "--ttl", "60s"});
+    Child waiter({"run", "stale", "--ttl", "1s", "--", "touch", started}, env_for(server));
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{stale}:queue") == 1; }, 10s));
+    // Stopped while blocked for its turn (a paused VM, a swapped-out process): the release
+    // hands it the slot, and its 1s lease runs out while it cannot act.
+    waiter.signal(SIGSTOP);
+    REQUIRE(run_redsem({"release", "stale", holder["token"].get<std::string>()}, env_for(server))
+                .exit_code == 0);
+    // Someone else takes the slot once the stopped waiter's grant has lapsed.
+    const auto next = run_redsem({"acquire", "stale", "--ttl", "60s", "-w", "10s", "--json"},
+                                 env_for(server));
+    REQUIRE(next.exit_code == 0);
+    const json next_lease = json::parse(next.out);
+    waiter.signal(SIGCONT);
+    // The resumed waiter must find out that its grant is gone and queue again, not run.
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{stale}:queue") == 1; }, 10s));
+    CHECK_FALSE(std::filesystem::exists(started));
+    CHECK(only_holder(admin, "stale") == next_lease["token"].get<std::string>());
+    // Its turn comes after the new holder's.
+    REQUIRE(run_redsem({"release", "stale", next_lease["token"].get<std::string>()},
+                       env_for(server))
+                .exit_code == 0);
+    CHECK(waiter.wait(10s).exit_code == 0);
+    CHECK(std::filesystem::exists(started));
+}
+
+TEST_CASE("an acquire stopped while its grant arrives never prints a token that ran out") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const auto holder = acquire_json(server, {"stale2", "--ttl", "60s"});
+    Child waiter({"acquire", "stale2", "--ttl", "1s", "--json"}, env_for(server));
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{stale2}:queue") == 1; }, 10s));
+    waiter.signal(SIGSTOP);
+    REQUIRE(run_redsem({"release", "stale2", holder["token"].get<std::string>()}, env_for(server))
+                .exit_code == 0);
+    const auto next = run_redsem({"acquire", "stale2", "--ttl", "60s", "-w", "10s", "--json"},
+                                 env_for(server));
+    REQUIRE(next.exit_code == 0);
+    const json next_lease = json::parse(next.out);
+    waiter.signal(SIGCONT);
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{stale2}:queue") == 1; }, 10s));
+    CHECK(waiter.out_so_far().empty()); // no token printed while another holds the slot
+    REQUIRE(run_redsem({"release", "stale2", next_lease["token"].get<std::string>()},
+                       env_for(server))
+                .exit_code == 0);
+    const auto result = waiter.wait(10s);
+    REQUIRE(result.exit_code == 0);
+    const json lease = json::parse(result.out);
+    // The token it prints holds the slot now, with a deadline still ahead.
+    CHECK(only_holder(admin, "stale2") == lease["token"].get<std::string>());
+    const Reply time = admin.call({"TIME"});
+    const long long server_ms = std::stoll(time.at(0).as_string()) * 1000 +
+                                std::stoll(time.at(1).as_string()) / 1000;
+    CHECK(lease["deadline_ms"].get<long long>() > server_ms);
+    CHECK(lease["fence"].get<long long>() > next_lease["fence"].get<long long>());
+}
+
+TEST_CASE("a lost lease: a command that ignores SIGTERM is killed before the lease ends") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const std::string ready = server.dir() + "/ready";
+    const std::string pid_file = server.dir() + "/pid";
+    // The command traps TERM and carries on; --kill-after 10s is longer than the lease.
+    Child run({"run", "stubborn", "--ttl", "4s", "--kill-after", "10s", "--", "sh", "-c",
+               "trap '' TERM; echo $$ > " + pid_file + "; touch " + ready +
+                   "; while :; do sleep 0.05; done"},
+              env_for(server));
+    REQUIRE(wait_for_file(ready, 10s));
+    const int command_pid = std::stoi(read_file(pid_file));
+    // Redis stops answering: no renewal can be confirmed from now on, so the server may hand
+    // the slot on at most one ttl (4s) after now.
+    admin.call({"CLIENT", "PAUSE", "8000", "ALL"});
+    const auto paused_at = Clock::now();
+    REQUIRE(wait_until([&] { return process_gone(command_pid); }, 15s));
+    const auto dead_after = Clock::now() - paused_at;
+    CHECK(dead_after < 4s);
+    const auto result = run.wait(20s);
+    CHECK(result.exit_code == 76);
+}
+
+TEST_CASE("Redis restarted without its data: fences go on rising and nobody is admitted while "
+          "an old lease may run") {
+    RedisServer server; // no persistence
+    const std::string ready = server.dir() + "/ready";
+    const std::string fence_file = server.dir() + "/fence";
+    const std::string ended = server.dir() + "/ended";
+    Child old_holder({"run", "amnesia", "--ttl", "3s", "--", "sh", "-c",
+                      "echo $REDSEM_FENCE > " + fence_file + "; touch " + ready +
+                          "; sleep 30; touch " + ended},
+                     env_for(server));
+    REQUIRE(wait_for_file(ready, 10s));
+    const long long old_fence = std::stoll(read_file(fence_file));
+    server.restart();
+    const long long restarted_ns = now_ns();
+    // A newcomer: the server forgot the old lease, but must not admit anyone until its loss
+    // grace (4s) has passed since the restart, by which time the old command has stopped.
+    const auto newcomer = run_redsem(
+        {"acquire", "amnesia", "--ttl", "3s", "--loss-grace", "4s", "--json"}, env_for(server));
+    const long long admitted_ns = now_ns();
+    REQUIRE(newcomer.exit_code == 0);
+    CHECK(newcomer.err.find("may have lost leases of 'amnesia'") != std::string::npos);
+    CHECK(admitted_ns - restarted_ns >= 3'900'000'000LL); // uptime is counted in whole seconds
+    // The old command was stopped (its renewal found nothing) before the newcomer got in.
+    const auto old_result = old_holder.wait(20s);
+    CHECK(old_result.exit_code == 76);
+    CHECK_FALSE(std::filesystem::exists(ended));
+    // The new fence is above every fence handed out before the loss.
+    CHECK(json::parse(newcomer.out)["fence"].get<long long>() > old_fence);
+}
+
+TEST_CASE("a brand-new Redis admits nobody until the loss grace has passed since it started") {
+    RedisServer::Options options;
+    options.new_data_set = true;
+    RedisServer server(options);
+    const auto started = Clock::now();
+    // -w 0: refused at once, saying why.
+    const auto refused = run_redsem({"acquire", "fresh", "-w", "0", "--loss-grace", "3s"},
+                                    env_for(server));
+    CHECK(refused.exit_code == 75);
+    CHECK(refused.err.find("nobody is admitted") != std::string::npos);
+    // Waiting: admitted once the grace has passed, and no sooner.
+    const auto waited =
+        run_redsem({"acquire", "fresh", "--loss-grace", "3s", "--json"}, env_for(server));
+    CHECK(waited.exit_code == 0);
+    CHECK(Clock::now() - started >= 2s);
+    // -q says nothing; --loss-grace 0 (or REDSEM_LOSS_GRACE=0) admits at once.
+    RedisServer::Options other;
+    other.new_data_set = true;
+    RedisServer second(other);
+    const auto quiet = run_redsem({"acquire", "q", "-w", "0", "-q"}, env_for(second));
+    CHECK(quiet.exit_code == 75);
+    CHECK(quiet.err.empty());
+    EnvChanges env = env_for(second);
+    env["REDSEM_LOSS_GRACE"] = "0";
+    CHECK(run_redsem({"acquire", "q", "-w", "0"}, env).exit_code == 0);
+    CHECK(run_redsem({"acquire", "q2", "-w", "0", "--loss-grace", "soon"}, env_for(second))
+              .exit_code == 64);
+    env["REDSEM_LOSS_GRACE"] = "-1s";
+    const auto bad_env = run_redsem({"acquire", "q3", "-w", "0"}, env);
+    CHECK(bad_env.exit_code == 64);
+    CHECK(bad_env.err.find("REDSEM_LOSS_GRACE") != std::string::npos);
+}
+
+TEST_CASE("a slot handed to a waiter killed with SIGKILL moves on within the claim window") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const auto holder = acquire_json(server, {"dead", "--ttl", "60s"});
+    Child waiter({"acquire", "dead", "--ttl", "40s"}, env_for(server));
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{dead}:queue") == 1; }, 10s));
+    waiter.signal(SIGKILL);
+    waiter.wait(5s);
+    // Handed to the dead waiter, whose 40s lease would block the slot.
+    REQUIRE(run_redsem({"release", "dead", holder["token"].get<std::string>()}, env_for(server))
+                .exit_code == 0);
+    const auto handed_at = Clock::now();
+    // Nobody calls for longer than the claim window and the old wake-list expiry (6s).
+    std::this_thread::sleep_for(7s);
+    const auto newcomer = run_redsem({"acquire", "dead", "-w", "5s"}, env_for(server));
+    CHECK(newcomer.exit_code == 0);
+    CHECK(Clock::now() - handed_at < 10s);
+}
+
+TEST_CASE("an expired hand-over leaves no phantom waiter for gc to report") {
+    RedisServer server;
+    Connection admin = server.admin();
+    Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
+    const Keys keys = Keys::make("redsem", "phantom");
+    auto acquire = [&](const std::string& token, const char* ttl, const char* known) {
+        return client.eval(scripts::k_acquire_script, keys.script_keys(),
+                           {keys.wake_prefix, token, "1", ttl, "wait", "60000",
+                            R"({"host":"h","pid":1,"user":"u","label":""})", known, ""});
+    };
+    const std::string holder(32, 'a');
+    const std::string stalled(32, 'b');
+    const std::string other(32, 'c');
+    REQUIRE(acquire(holder, "60000", "0").at(0).as_string() == "ok");
+    REQUIRE(acquire(stalled, "300", "0").at(0).as_string() == "wait");
+    client.eval(scripts::k_release_script, keys.script_keys(), {keys.wake_prefix, holder});
+    // The hand-over's 300ms lease runs out before its 3s claim window; a call prunes it.
+    std::this_thread::sleep_for(400ms);
+    acquire(other, "60000", "0");
+    CHECK(admin.call({"ZSCORE", keys.alive, stalled}).is_nil());
+    const auto dry = run_redsem({"gc", "phantom", "--dry-run", "--json"}, env_for(server));
+    REQUIRE(dry.exit_code == 0);
+    for (const auto& entry : json::parse(dry.out)["removed"]) {
+        CHECK(entry["token"] != stalled);
+        CHECK(entry["kind"] != "waiter");
+    }
+}
+
+TEST_CASE("per slot, fences strictly increase across many hand-overs") {
+    RedisServer server;
+    Connection connection(ConnectOptions{parse_redis_url(server.socket_url())});
+    Semaphore semaphore(connection, "redsem", "perslot");
+    std::mt19937 random(20261122);
+    std::vector<Lease> held;
+    std::map<long long, long long> last_fence; // slot -> fence
+    AcquireOptions options;
+    options.limit = 3;
+    options.wait = 0ms;
+    int checked = 0;
+    for (int round = 0; round < 300; ++round) {
+        if (held.size() < 3 && (held.empty() || random() % 2 == 0)) {
+            auto lease = semaphore.acquire(options, generate_token());
+            REQUIRE(lease);
+            CHECK(lease->slot < 3);
+            if (last_fence.count(lease->slot) != 0) {
+                CHECK(lease->fence > last_fence[lease->slot]);
+                ++checked;
+            }
+            last_fence[lease->slot] = lease->fence;
+            held.push_back(*lease);
+        } else {
+            const std::size_t victim = random() % held.size();
+            CHECK(semaphore.release(held[victim].token) == ReleaseOutcome::released);
+            held.erase(held.begin() + static_cast<long>(victim));
+        }
+    }
+    CHECK(checked > 50);
+}
+
+TEST_CASE("a waiter rides out Redis loading its data set (LOADING) instead of failing") {
+    RedisServer::Options options;
+    options.extra_args = {"--enable-debug-command", "yes"};
+    RedisServer server(options);
+    Connection admin = server.admin();
+    const auto holder = acquire_json(server, {"loading", "--ttl", "60s"});
+    // Enough data that loading it takes a while, saved where the restart will load it from.
+    admin.call({"DEBUG", "POPULATE", "1500000", "filler", "16"});
+    admin.call({"SAVE"});
+    Child waiter({"acquire", "loading", "--loss-grace", "0", "-w", "60s"}, env_for(server));
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{loading}:queue") == 1; }, 10s));
+    server.restart(); // returns once the data is loaded and PING answers
+    Connection after = server.admin();
+    const std::string errors = after.call({"INFO", "errorstats"}).as_string();
+    INFO(errors);
+    CHECK(errors.find("errorstat_LOADING") != std::string::npos); // the waiter met LOADING
+    CHECK_FALSE(waiter.finished());
+    REQUIRE(run_redsem({"release", "loading", holder["token"].get<std::string>()},
+                       env_for(server))
+                .exit_code == 0);
+    const auto result = waiter.wait(20s);
+    CHECK(result.exit_code == 0);
+    INFO(result.err);
+    CHECK(result.out.size() == 33);
+}
