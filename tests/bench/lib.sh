@@ -6,3 +6,5 @@ redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$d
     --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
 trap 'kill "$(cat "$dir/redis.pid")" 2>/dev/null; rm -rf "$dir"' EXIT
 until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
+# A brand-new Redis: nobody used it, so no lease can have been lost (see --loss-grace).
+export REDSEM_LOSS_GRACE=0

@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
                 AcquireOptions options;
                 options.limit = limit;
                 options.ttl = std::chrono::seconds(30);
+                options.loss_grace = Milliseconds{0}; // a private, brand-new server
                 options.meta = HolderMeta::of_this_process("redsem-bench");
                 while (!stop) {
                     const auto lease = semaphore.acquire(options, generate_token());

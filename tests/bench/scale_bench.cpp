@@ -2,11 +2,13 @@
 // single Redis call each made (from SLOWLOG). Prints numbers; asserts nothing.
 //
 //   redsem-scale-bench --url URL --redsem PATH/TO/redsem [--holders 10000] [--semaphores 10000]
+//                      [--expired 100000]
 //
 // Populates through the real acquire script (pipelined): one semaphore with N holders and N
-// waiters (waiters get a long liveness so they stay queued while measured), and M semaphores
-// with one holder each, half of whose leases run out before gc runs. Uses FLUSHDB: point it at
-// a private server.
+// waiters (waiters get a long liveness so they stay queued while measured), M semaphores with
+// one holder each, half of whose leases run out before gc runs, and one semaphore with E
+// holders whose leases all run out (gc must clean it without one long call). Uses FLUSHDB:
+// point it at a private server.
 #include "lua_scripts.hpp"
 #include "redis/connection.hpp"
 #include "semaphore/keys.hpp"
@@ -33,13 +35,15 @@ const std::string k_meta = R"({"host":"bench","pid":1,"user":"bench","label":"sc
 std::vector<std::string> acquire_command(const std::string& name, const std::string& token,
                                          long long limit, long long ttl_ms, bool wait) {
     const Keys keys = Keys::make("redsem", name);
-    std::vector<std::string> command{"EVALSHA", scripts::k_acquire_script.sha1, "6"};
-    for (auto& key : keys.script_keys()) {
-        command.push_back(std::move(key));
-    }
+    const std::vector<std::string> script_keys = keys.script_keys();
+    std::vector<std::string> command{"EVALSHA", scripts::k_acquire_script.sha1,
+                                     std::to_string(script_keys.size())};
+    command.insert(command.end(), script_keys.begin(), script_keys.end());
+    // Loss grace 0: a private, flushed server has lost no lease.
     for (const std::string& arg :
          {keys.wake_prefix, token, std::to_string(limit), std::to_string(ttl_ms),
-          std::string(wait ? "wait" : "try"), std::string("600000"), k_meta, std::string("0")}) {
+          std::string(wait ? "wait" : "try"), std::string("600000"), k_meta, std::string("0"),
+          std::string("0")}) {
         command.push_back(arg);
     }
     return command;
@@ -129,6 +133,8 @@ int main(int argc, char** argv) {
     app.add_option("--redsem", redsem, "The redsem binary")->required();
     app.add_option("--holders", holders, "Holders and waiters of the big semaphore");
     app.add_option("--semaphores", semaphores, "Number of small semaphores");
+    long long expired = 100'000;
+    app.add_option("--expired", expired, "Expired holders of one semaphore, for gc");
     CLI11_PARSE(app, argc, argv);
 
     Connection admin(ConnectOptions{parse_redis_url(url)});
@@ -161,11 +167,24 @@ int main(int argc, char** argv) {
     results.push_back(measure(admin, redsem, url, {"status"}));
     results.push_back(measure(admin, redsem, url, {"gc", "--dry-run"}));
     results.push_back(measure(admin, redsem, url, {"gc"}));
+
+    // One semaphore full of leases that all ran out: gc works through it in bounded calls.
+    // (The leases outlast the filling, or later acquires would prune the first ones.)
+    constexpr long long k_dead_ttl_ms = 30'000;
+    const auto filled_from = Clock::now();
+    for (long long i = 0; i < expired; ++i) {
+        commands.push_back(acquire_command("dead", generate_token(), 100'000, k_dead_ttl_ms, false));
+    }
+    run_batched(admin, commands);
+    std::this_thread::sleep_until(filled_from + std::chrono::milliseconds(k_dead_ttl_ms + 500));
+    results.push_back(measure(admin, redsem, url, {"gc", "dead", "--dry-run"}));
+    results.push_back(measure(admin, redsem, url, {"gc", "dead"}));
     admin.call({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
 
     std::cout << nlohmann::json{{"holders", holders},
                                 {"waiters", holders},
                                 {"semaphores", semaphores},
+                                {"expired_holders", expired},
                                 {"results", results}}
                      .dump(2)
               << "\n";

@@ -287,3 +287,48 @@ TEST_CASE("a waiter rides out Redis loading its data set (LOADING) instead of fa
     INFO(result.err);
     CHECK(result.out.size() == 33);
 }
+
+TEST_CASE("gc works through a big semaphore in bounded calls, and a dry run reports the same") {
+    RedisServer server;
+    Connection admin = server.admin();
+    Connection connection(ConnectOptions{parse_redis_url(server.socket_url())});
+    Semaphore semaphore(connection, "redsem", "big");
+    AcquireOptions options;
+    options.limit = 1000;
+    options.ttl = 3s;
+    options.wait = 0ms;
+    const auto filled_from = Clock::now();
+    for (int i = 0; i < 1000; ++i) {
+        REQUIRE(semaphore.acquire(options, generate_token()));
+    }
+    // Every lease runs out before gc looks (and none was pruned while filling).
+    std::this_thread::sleep_until(filled_from + 3200ms);
+    REQUIRE(zcard(admin, "redsem:{big}:holders") == 1000);
+    auto script_calls = [&] {
+        const std::string stats = admin.call({"INFO", "commandstats"}).as_string();
+        const std::size_t at = stats.find("cmdstat_evalsha:calls=");
+        return at == std::string::npos ? 0LL : std::stoll(stats.substr(at + 22));
+    };
+
+    const long long calls_before_dry = script_calls();
+    const auto dry = run_redsem({"gc", "big", "--dry-run", "--json"}, env_for(server));
+    REQUIRE(dry.exit_code == 0);
+    const json dry_report = json::parse(dry.out);
+    CHECK(dry_report["removed"].size() == 1000);
+    CHECK(dry_report["deleted"] == json::array({"big"}));
+    CHECK(zcard(admin, "redsem:{big}:holders") == 1000); // a dry run changes nothing
+    // 1000 entries at k_gc_entries_per_call (200) a call: at least 5 calls, none long.
+    CHECK(script_calls() - calls_before_dry >= 5);
+
+    const long long calls_before = script_calls();
+    const auto real = run_redsem({"gc", "big", "--json"}, env_for(server));
+    REQUIRE(real.exit_code == 0);
+    const json report = json::parse(real.out);
+    CHECK(report["removed"].size() == 1000);
+    for (const auto& entry : report["removed"]) {
+        CHECK(entry["kind"] == "holder");
+    }
+    CHECK(report["deleted"] == json::array({"big"}));
+    CHECK(script_calls() - calls_before >= 5);
+    CHECK(admin.call({"KEYS", "redsem:{big}*"}).as_array().empty());
+}

@@ -80,3 +80,33 @@ TEST_CASE("Reply accessors refuse the wrong shape") {
     CHECK(array.at(0).as_integer() == 7);
     CHECK_THROWS_AS(array.at(1), InternalError);
 }
+
+TEST_CASE("whether an error is worth retrying is a property of the error") {
+    const std::vector<std::pair<std::string, Transience>> cases{
+        {"LOADING Redis is loading the dataset in memory", Transience::transient},
+        {"BUSY Redis is busy running a script.", Transience::transient},
+        {"TRYAGAIN Multiple keys request during rehashing of slot", Transience::transient},
+        {"CLUSTERDOWN The cluster is down", Transience::transient},
+        {"MASTERDOWN Link with MASTER is down", Transience::transient},
+        {"ERR Error running script (call to f_0123): @user_script:7: BUSY Redis is busy",
+         Transience::transient},
+        {"READONLY You can't write against a read only replica.", Transience::permanent},
+        {"OOM command not allowed when used memory > 'maxmemory'.", Transience::permanent},
+        {"NOPERM this user has no permissions", Transience::permanent},
+        {"WRONGTYPE Operation against a key holding the wrong kind of value",
+         Transience::permanent},
+        {"ERR something nobody expected", Transience::permanent},
+    };
+    for (const auto& [reply, transience] : cases) {
+        INFO(reply);
+        CHECK(classify_reply_error(reply).transience == transience);
+        try {
+            throw_reply_error(reply);
+        } catch (const Error& error) {
+            CHECK(error.transience() == transience);
+        }
+    }
+    CHECK(ConnectionLost("broke").transience() == Transience::broken);
+    CHECK(UnavailableError("refused").transience() == Transience::unreachable);
+    CHECK(UsageError("bad").transience() == Transience::permanent);
+}
