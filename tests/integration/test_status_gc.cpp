@@ -182,6 +182,7 @@ TEST_CASE("status changes nothing in Redis") {
 
 TEST_CASE("status without a name lists every semaphore under the prefix, sorted") {
     RedisServer server;
+    server.mark_in_use("elsewhere");
     for (const char* name : {"zeta", "alpha", "mid"}) {
         acquire_json(server, {name, "-n", "3", "--label", std::string("job ") + name});
     }
