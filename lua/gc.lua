@@ -4,7 +4,8 @@
 -- KEYS: see lib.lua.
 -- ARGV[1] wake-list prefix   ARGV[2] '1' for a dry run (change nothing)
 -- ARGV[3] phase: 'alive' (start), 'holders' or 'orphans'   ARGV[4] position within the phase
---         (an offset into the lapsed entries in a dry run, an HSCAN cursor for 'orphans')
+--         (a rank in the zset in a dry run, where nothing leaves it; an HSCAN cursor for
+--         'orphans')
 -- ARGV[5] how many entries to examine in this call
 -- Dead: holders whose lease ran out, waiters that stopped refreshing, hand-overs nobody
 -- collected, and records no holder or waiter owns (keys edited by hand). A live holder is
@@ -37,10 +38,26 @@ local function uncollected(token, claim_by)
     return claim_by and tonumber(claim_by) <= now and redis.call('EXISTS', WAKE_PREFIX .. token) == 1
 end
 
--- Entries removed in this call leave the range; in a dry run nothing leaves, so the offset
+-- Entries removed in this call leave the zset; in a dry run nothing leaves, so the rank
 -- moves past what was examined.
 local function next_offset(examined)
     return dry_run and tonumber(position) + examined or 0
+end
+
+-- Up to `count` entries of zset `key` from rank `from` on whose score is at most now, as
+-- {member, score, member, score, ...}. By rank, not ZRANGEBYSCORE ... LIMIT, whose offset
+-- costs as much as the entries it skips.
+local function lapsed_from(key, from, count)
+    local entries = redis.call('ZRANGE', key, from, from + count - 1, 'WITHSCORES')
+    local lapsed = {}
+    for i = 1, #entries, 2 do
+        if tonumber(entries[i + 1]) > now then
+            break
+        end
+        lapsed[#lapsed + 1] = entries[i]
+        lapsed[#lapsed + 1] = entries[i + 1]
+    end
+    return lapsed, #lapsed < #entries
 end
 
 local function reply(next_phase, next_position, deleted)
@@ -55,8 +72,7 @@ end
 -- Dead waiters and uncollected hand-overs first, so that no freed slot is handed to a dead
 -- waiter. WITHSCORES replies interleave members and scores.
 if phase == 'alive' then
-    local lapsed = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now, 'WITHSCORES', 'LIMIT',
-                              tonumber(position), budget)
+    local lapsed, ended = lapsed_from(K_ALIVE, tonumber(position), budget)
     for i = 1, #lapsed, 2 do
         local token, since = lapsed[i], tonumber(lapsed[i + 1])
         if not redis.call('ZSCORE', K_HOLDERS, token) then
@@ -76,15 +92,14 @@ if phase == 'alive' then
             end
         end
     end
-    if #lapsed / 2 == tonumber(ARGV[5]) then
+    if not ended and #lapsed / 2 == tonumber(ARGV[5]) then
         return reply('alive', next_offset(#lapsed / 2), 0)
     end
     phase, position = 'holders', '0'
 end
 
 if phase == 'holders' then
-    local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now, 'WITHSCORES', 'LIMIT',
-                               tonumber(position), math.max(budget, 1))
+    local expired, ended = lapsed_from(K_HOLDERS, tonumber(position), math.max(budget, 1))
     for i = 1, #expired, 2 do
         local token = expired[i]
         if dry_run and uncollected(token, redis.call('ZSCORE', K_ALIVE, token)) then
@@ -96,7 +111,7 @@ if phase == 'holders' then
             end
         end
     end
-    if budget <= 0 then
+    if not ended and budget <= 0 then
         return reply('holders', next_offset(#expired / 2), 0)
     end
     phase, position = 'orphans', '0'

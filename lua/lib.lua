@@ -114,8 +114,9 @@ local lost_at
 local function admission_opens(now, grace)
     if not lost_at then
         local server = redis.call('INFO', 'server')
-        local run_id = string.match(server, 'run_id:(%x+)')
-        local uptime_ms = tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) * 1000
+        -- (A server that does not report these is taken as one process that never restarted.)
+        local run_id = string.match(server, 'run_id:(%x+)') or 'unknown'
+        local uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000
         local epoch = redis.call('HMGET', K_EPOCH, 'run', 'lost_at')
         if epoch[1] == run_id then
             lost_at = tonumber(epoch[2]) or 0

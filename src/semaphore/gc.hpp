@@ -35,8 +35,8 @@ struct GcReport {
 // How many semaphores one pipelined round trip starts cleaning.
 inline constexpr std::size_t k_gc_batch = 100;
 // How many entries of one semaphore a single call of lua/gc.lua examines at most: a call stays
-// around a millisecond, so gc never stalls Redis, however big the semaphore.
-inline constexpr long long k_gc_entries_per_call = 200;
+// a few milliseconds at most, so gc never stalls Redis, however big the semaphore.
+inline constexpr long long k_gc_entries_per_call = 100;
 
 // Cleans the named semaphores, or every one under `prefix` (found with SCAN) when `names` is
 // empty, by lua/gc.lua: each call removes up to k_gc_entries_per_call entries atomically, and

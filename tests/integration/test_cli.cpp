@@ -162,18 +162,14 @@ TEST_CASE("five queued waiters are served in arrival order") {
     }
 }
 
-TEST_CASE("a waiter killed with SIGKILL stops blocking the queue within seconds") {
+TEST_CASE("a waiter killed with SIGKILL stops blocking the queue within seconds", "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     const auto holder = acquire_json(server, {"k"});
     Child doomed({"acquire", "k"}, env_for(server));
-    while (zcard(admin, "redsem:{k}:queue") < 1) {
-        std::this_thread::sleep_for(5ms);
-    }
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{k}:queue") >= 1; }, 10s));
     Child survivor({"acquire", "k"}, env_for(server));
-    while (zcard(admin, "redsem:{k}:queue") < 2) {
-        std::this_thread::sleep_for(5ms);
-    }
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{k}:queue") >= 2; }, 10s));
     doomed.signal(SIGKILL);
     REQUIRE(run_redsem({"release", "k", holder["token"].get<std::string>()}, env_for(server))
                 .exit_code == 0);
@@ -184,15 +180,13 @@ TEST_CASE("a waiter killed with SIGKILL stops blocking the queue within seconds"
     CHECK(zcard(admin, "redsem:{k}:queue") == 0);
 }
 
-TEST_CASE("SIGTERM or SIGINT while waiting leaves the queue and exits 128+N") {
+TEST_CASE("SIGTERM or SIGINT while waiting leaves the queue and exits 128+N", "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     const auto holder = acquire_json(server, {"s"});
     for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
         Child waiter({"acquire", "s"}, env_for(server));
-        while (zcard(admin, "redsem:{s}:queue") < 1) {
-            std::this_thread::sleep_for(5ms);
-        }
+        REQUIRE(wait_until([&] { return zcard(admin, "redsem:{s}:queue") >= 1; }, 10s));
         waiter.signal(signal);
         const auto result = waiter.wait(5s);
         CHECK(result.exit_code == 128 + signal);
@@ -221,9 +215,7 @@ TEST_CASE("every key of a semaphore carries a TTL") {
     Connection admin = server.admin();
     const auto holder = acquire_json(server, {"ttl", "-n", "1"});
     Child waiter({"acquire", "ttl"}, env_for(server));
-    while (zcard(admin, "redsem:{ttl}:queue") < 1) {
-        std::this_thread::sleep_for(5ms);
-    }
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{ttl}:queue") >= 1; }, 10s));
     const Reply keys = admin.call({"KEYS", "redsem:{*"});
     CHECK(keys.as_array().size() >= 5);
     for (const Reply& key : keys.as_array()) {

@@ -26,7 +26,7 @@ RedisServer::Options with_args(std::vector<std::string> args, bool tcp = false) 
 
 } // namespace
 
-TEST_CASE("Redis restarted with persistence: the command runs on, the lease continues") {
+TEST_CASE("Redis restarted with persistence: the command runs on, the lease continues", "[threads]") {
     RedisServer server(with_args({"--appendonly", "yes", "--appendfsync", "always"}));
     const std::string ready = server.dir() + "/ready";
     Child run({"run", "restart", "--ttl", "2s", "--", "sh", "-c", "touch " + ready + "; sleep 3"},
@@ -41,7 +41,7 @@ TEST_CASE("Redis restarted with persistence: the command runs on, the lease cont
     CHECK(zcard(admin, "redsem:{restart}:holders") == 0); // released at the end
 }
 
-TEST_CASE("Redis restarted without persistence: the lease is lost and handled as --on-lost says") {
+TEST_CASE("Redis restarted without persistence: the lease is lost and handled as --on-lost says", "[threads]") {
     RedisServer server;
     const std::string ready = server.dir() + "/ready";
     Child run({"run", "amnesia", "--ttl", "1s", "--", "sh", "-c", "touch " + ready + "; sleep 30"},
@@ -71,9 +71,7 @@ TEST_CASE("a waiter rides out a Redis restart and keeps its place") {
     const auto holder = acquire_json(server, {"patient"});
     // A restart may have lost the last writes: admission reopens after the loss grace.
     Child waiter({"acquire", "patient", "--loss-grace", "1s"}, env_for(server));
-    while (zcard(admin, "redsem:{patient}:queue") < 1) {
-        std::this_thread::sleep_for(5ms);
-    }
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{patient}:queue") >= 1; }, 10s));
     server.restart();
     std::this_thread::sleep_for(300ms);
     CHECK_FALSE(waiter.finished());
@@ -86,7 +84,7 @@ TEST_CASE("a waiter rides out a Redis restart and keeps its place") {
     CHECK(result.out.size() == 33); // a token and a newline
 }
 
-TEST_CASE("a hand-over nobody collected is deleted with its lease, never read later") {
+TEST_CASE("a hand-over nobody collected is deleted with its lease, never read later", "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     Connection client(ConnectOptions{parse_redis_url(server.socket_url())});

@@ -37,7 +37,7 @@ std::size_t count_lines(const std::string& text) {
 
 } // namespace
 
-TEST_CASE("run passes on the command's exit status and frees the slot every time") {
+TEST_CASE("run passes on the command's exit status and frees the slot every time", "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     CHECK(run_redsem({"run", "r", "--", "true"}, env_for(server)).exit_code == 0);
@@ -56,7 +56,7 @@ TEST_CASE("run passes on the command's exit status and frees the slot every time
     CHECK(zcard(admin, "redsem:{r}:holders") == 0);
 }
 
-TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ variables") {
+TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ variables", "[threads]") {
     RedisServer server;
     const auto cat = run_redsem({"run", "io", "--", "cat"}, env_for(server), "hi\n");
     CHECK(cat.exit_code == 0);
@@ -81,7 +81,7 @@ TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ v
     CHECK(std::stoll(fence) > 0);
 }
 
-TEST_CASE("run keeps the Redis password out of the child's environment") {
+TEST_CASE("run keeps the Redis password out of the child's environment", "[threads]") {
     RedisServer::Options options;
     options.extra_args = {"--requirepass", "Sekrit-4d1f"};
     options.admin_password = "Sekrit-4d1f";
@@ -102,8 +102,7 @@ TEST_CASE("run keeps the Redis password out of the child's environment") {
     CHECK(from_url.out.find("Sekrit-4d1f") == std::string::npos);
 }
 
-TEST_CASE(
-    "a signal to redsem reaches the child once, redsem exits as the child did and frees the slot") {
+TEST_CASE("a signal to redsem reaches the child once, redsem exits as the child did and frees the slot", "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
@@ -125,7 +124,7 @@ TEST_CASE(
     }
 }
 
-TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself by its ttl") {
+TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself by its ttl", "[threads]") {
     RedisServer server;
     Scratch scratch;
     const std::string pid_file = scratch.path("pid");
@@ -149,8 +148,7 @@ TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself b
     CHECK(std::chrono::steady_clock::now() - start < 2s); // ttl + 1s
 }
 
-TEST_CASE(
-    "a lost lease stops the child and exits with the lost code, unless the child is let finish") {
+TEST_CASE("a lost lease stops the child and exits with the lost code, unless the child is let finish", "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     Scratch scratch;
@@ -185,7 +183,7 @@ TEST_CASE(
     CHECK(custom.exit_code == 99);
 }
 
-TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else can take the slot") {
+TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else can take the slot", "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     Scratch scratch;
@@ -210,7 +208,7 @@ TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else ca
     CHECK(stopped_at_ns < lease_ends_ns);
 }
 
-TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all complete") {
+TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all complete", "[threads]") {
     RedisServer server;
     Scratch scratch;
     const std::string log = scratch.path("log");
@@ -247,16 +245,14 @@ TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all comp
     CHECK(most == 2); // the runs did overlap
 }
 
-TEST_CASE("a signal while waiting leaves the queue without starting the command") {
+TEST_CASE("a signal while waiting leaves the queue without starting the command", "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     const auto holder = acquire_json(server, {"waitsig"});
     Scratch scratch;
     const std::string started = scratch.path("started");
     Child waiter({"run", "waitsig", "--", "touch", started}, env_for(server));
-    while (zcard(admin, "redsem:{waitsig}:queue") < 1) {
-        std::this_thread::sleep_for(5ms);
-    }
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{waitsig}:queue") >= 1; }, 10s));
     waiter.signal(SIGTERM);
     const auto result = waiter.wait(5s);
     CHECK(result.exit_code == 143);
@@ -265,7 +261,7 @@ TEST_CASE("a signal while waiting leaves the queue without starting the command"
     CHECK(count_lines(result.err) == 0);
 }
 
-TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, --lost-exit-code") {
+TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, --lost-exit-code", "[threads]") {
     RedisServer server;
     for (const auto& args : std::vector<std::vector<std::string>>{
              {"run", "b"},
@@ -281,7 +277,7 @@ TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, -
     }
 }
 
-TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once") {
+TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once", "[threads]") {
     RedisServer server;
     Scratch scratch;
     const std::string out = scratch.path("out");
@@ -305,7 +301,7 @@ TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once
     CHECK(read_file(count) == "INT\n");
 }
 
-TEST_CASE("run survives Redis dropping its connections: the heartbeat reconnects") {
+TEST_CASE("run survives Redis dropping its connections: the heartbeat reconnects", "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     Scratch scratch;
@@ -324,7 +320,7 @@ TEST_CASE("run survives Redis dropping its connections: the heartbeat reconnects
     CHECK(zcard(admin, "redsem:{blip}:holders") == 0); // released after the blips too
 }
 
-TEST_CASE("the child gets the SIGPIPE disposition redsem started with") {
+TEST_CASE("the child gets the SIGPIPE disposition redsem started with", "[threads]") {
     RedisServer server;
     // redsem ignores SIGPIPE for itself; the command must find it at its default again.
     const auto result =
@@ -336,7 +332,7 @@ TEST_CASE("the child gets the SIGPIPE disposition redsem started with") {
     CHECK((ignored & (1ULL << (SIGPIPE - 1))) == 0);
 }
 
-TEST_CASE("a child that redsem inherited does not end its wait for a slot") {
+TEST_CASE("a child that redsem inherited does not end its wait for a slot", "[threads]") {
     RedisServer server;
     const auto holder = acquire_json(server, {"inherit"});
     Scratch scratch;
@@ -354,7 +350,7 @@ TEST_CASE("a child that redsem inherited does not end its wait for a slot") {
     CHECK(std::filesystem::exists(ran));
 }
 
-TEST_CASE("the command inherits no connection to Redis") {
+TEST_CASE("the command inherits no connection to Redis", "[threads]") {
     RedisServer server;
     const auto result =
         run_redsem({"run", "fds", "--", "sh", "-c", "ls -l /proc/$$/fd"}, env_for(server));

@@ -81,13 +81,9 @@ TEST_CASE("status shows holders by slot and waiters in queue order, field by fie
     const auto second =
         acquire_json(server, {"st", "-n", "2", "--ttl", "10m", "--label", "second"});
     Child waiter_a({"acquire", "st", "-n", "2", "--label", "waiter a"}, env_for(server));
-    while (zcard(admin, "redsem:{st}:queue") < 1) {
-        std::this_thread::sleep_for(5ms);
-    }
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{st}:queue") >= 1; }, 10s));
     Child waiter_b({"acquire", "st", "-n", "2", "--label", "waiter b"}, env_for(server));
-    while (zcard(admin, "redsem:{st}:queue") < 2) {
-        std::this_thread::sleep_for(5ms);
-    }
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{st}:queue") >= 2; }, 10s));
 
     const auto data = run_redsem({"status", "st", "--json"}, env_for(server));
     REQUIRE(data.exit_code == 0);
@@ -166,9 +162,7 @@ TEST_CASE("status changes nothing in Redis") {
     acquire_json(server, {"ro", "-n", "2"});
     acquire_json(server, {"ro", "-n", "2", "--ttl", "200ms"});
     Child waiter({"acquire", "ro", "-n", "2"}, env_for(server));
-    while (zcard(admin, "redsem:{ro}:queue") < 1) {
-        std::this_thread::sleep_for(5ms);
-    }
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{ro}:queue") >= 1; }, 10s));
     waiter.signal(SIGSTOP); // a waiter that no longer refreshes: status must not prune it
     std::this_thread::sleep_for(300ms); // and one holder has expired
     const auto before = snapshot(admin);
@@ -286,15 +280,13 @@ TEST_CASE("gc of named semaphores only, and of records nobody owns") {
           std::string::npos);
 }
 
-TEST_CASE("gc never removes a live holder that keeps renewing") {
+TEST_CASE("gc never removes a live holder that keeps renewing", "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     Child live(
         {"run", "busy", "-n", "3", "--ttl", "300ms", "--label", "renewing", "--", "sleep", "2"},
         env_for(server));
-    while (zcard(admin, "redsem:{busy}:holders") < 1) {
-        std::this_thread::sleep_for(5ms);
-    }
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{busy}:holders") >= 1; }, 10s));
     int removed_live = 0;
     const auto until = std::chrono::steady_clock::now() + 1500ms;
     while (std::chrono::steady_clock::now() < until) {
