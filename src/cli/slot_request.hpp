@@ -39,8 +39,8 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
 // Waits for a slot as the request says; while waiting longer than a second with stderr on a
 // terminal (and no -q), shows the queue position on one line. When admission is closed after a
 // possible loss of data at the server, says so once on stderr (unless -q). Returns nullopt when
-// no slot came in time, after saying so on stderr (unless -q). When a signal caught by `signals` arrives, leaves
-// the queue and throws Interrupted.
+// no slot came in time, after saying so on stderr (unless -q). When a signal caught by `signals`
+// arrives, leaves the queue and throws Interrupted.
 std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& request,
                                    AcquireOptions options, const SignalWatch& signals);
 

@@ -68,7 +68,8 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
         } else {
             timer.arm(wake);
         }
-        pollfd fds[3] = {{signals.fd(), POLLIN, 0}, {timer.fd(), POLLIN, 0}, {heartbeat.fd(), POLLIN, 0}};
+        pollfd fds[3] = {
+            {signals.fd(), POLLIN, 0}, {timer.fd(), POLLIN, 0}, {heartbeat.fd(), POLLIN, 0}};
         ::poll(fds, lost ? 2 : 3, -1);
         timer.drain();
         heartbeat.drain();

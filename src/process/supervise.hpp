@@ -14,7 +14,7 @@ namespace redsem {
 inline constexpr int k_forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
 struct SuperviseOptions {
-    bool stop_on_lost = true;                        // --on-lost term (else ignore)
+    bool stop_on_lost = true;        // --on-lost term (else ignore)
     Milliseconds kill_after{10'000}; // SIGKILL this long after SIGTERM, or sooner: see below
     std::function<void(const std::string&)> on_lost; // told why, once, when the lease is lost
 };

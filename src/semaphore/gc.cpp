@@ -6,8 +6,8 @@
 #include "util/name.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <fmt/format.h>
+#include <iterator>
 
 namespace redsem {
 
@@ -20,8 +20,8 @@ struct GcCursor {
 };
 
 std::vector<std::string> gc_command(const std::string& sha_or_body, bool by_sha,
-                                    std::string_view prefix, const std::string& name,
-                                    bool dry_run, const GcCursor& cursor) {
+                                    std::string_view prefix, const std::string& name, bool dry_run,
+                                    const GcCursor& cursor) {
     const Keys keys = Keys::make(prefix, name);
     const std::vector<std::string> script_keys = keys.script_keys();
     std::vector<std::string> command{by_sha ? "EVALSHA" : "EVAL", sha_or_body,
@@ -84,10 +84,9 @@ GcCursor collect_reply(const std::string& name, const Reply& reply, SemaphoreGc&
     }
     if (next.phase.empty()) {
         // A dry run deletes nothing: the semaphore would go if nothing were left after it.
-        const bool deleted =
-            dry_run ? reply.at(3).as_integer() - progress.holders_removed <= 0 &&
-                          reply.at(4).as_integer() - progress.waiters_removed <= 0
-                    : reply.at(2).as_integer() == 1;
+        const bool deleted = dry_run ? reply.at(3).as_integer() - progress.holders_removed <= 0 &&
+                                           reply.at(4).as_integer() - progress.waiters_removed <= 0
+                                     : reply.at(2).as_integer() == 1;
         if (deleted) {
             report.deleted.push_back(name);
         }
@@ -121,9 +120,11 @@ GcReport collect_garbage(Connection& connection, std::string_view prefix,
     // Runs the script once for `name` from `cursor`: EVALSHA, or EVAL when the server does not
     // have it cached yet (which also caches it).
     auto call = [&](const std::string& name, const GcCursor& cursor) {
-        Reply reply = connection.command(gc_command(script.sha1, true, prefix, name, dry_run, cursor));
+        Reply reply =
+            connection.command(gc_command(script.sha1, true, prefix, name, dry_run, cursor));
         if (reply.is_error() && reply.text.rfind("NOSCRIPT", 0) == 0) {
-            reply = connection.command(gc_command(script.body, false, prefix, name, dry_run, cursor));
+            reply =
+                connection.command(gc_command(script.body, false, prefix, name, dry_run, cursor));
         }
         return reply;
     };

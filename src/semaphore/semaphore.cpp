@@ -301,17 +301,17 @@ void Semaphore::report_closed(const AcquireOptions& options, const Reply& reply,
 void Semaphore::throw_conflict(const Reply& reply, long long wanted_limit) const {
     const long long current = reply.at(1).as_integer();
     if (current == -1) {
-        throw ConflictError(fmt::format(
-            "the stored limit of '{}' is not a number (key '{}' was changed by hand); "
-            "run 'redsem gc {}' once its leases ran out, or delete that key",
-            m_name, m_keys.state, m_name));
+        throw ConflictError(
+            fmt::format("the stored limit of '{}' is not a number (key '{}' was changed by hand); "
+                        "run 'redsem gc {}' once its leases ran out, or delete that key",
+                        m_name, m_keys.state, m_name));
     }
     if (current < 0) {
-        throw ConflictError(fmt::format(
-            "'{}' has holders but its state key '{}' is gone (deleted, or evicted: "
-            "use maxmemory-policy noeviction); it admits nobody new until its "
-            "leases run out and 'redsem gc {}' cleans it",
-            m_name, m_keys.state, m_name));
+        throw ConflictError(
+            fmt::format("'{}' has holders but its state key '{}' is gone (deleted, or evicted: "
+                        "use maxmemory-policy noeviction); it admits nobody new until its "
+                        "leases run out and 'redsem gc {}' cleans it",
+                        m_name, m_keys.state, m_name));
     }
     throw ConflictError(fmt::format("'{}' has limit {} with {} holding and {} waiting; it cannot "
                                     "change to {} until it is idle (use -n {})",

@@ -30,8 +30,7 @@ enum class Transience {
 // "redsem: error: <what()>" and exits with exit_code().
 class Error : public std::runtime_error {
 public:
-    Error(ExitCode code, const std::string& message,
-          Transience transience = Transience::permanent)
+    Error(ExitCode code, const std::string& message, Transience transience = Transience::permanent)
         : std::runtime_error(message), m_exit_code(static_cast<int>(code)),
           m_transience(transience) {}
     int exit_code() const noexcept { return m_exit_code; }

@@ -176,7 +176,8 @@ int main(int argc, char** argv) {
     constexpr long long k_dead_ttl_ms = 30'000;
     const auto filled_from = Clock::now();
     for (long long i = 0; i < expired; ++i) {
-        commands.push_back(acquire_command("dead", generate_token(), 100'000, k_dead_ttl_ms, false));
+        commands.push_back(
+            acquire_command("dead", generate_token(), 100'000, k_dead_ttl_ms, false));
     }
     run_batched(admin, commands);
     std::this_thread::sleep_until(filled_from + std::chrono::milliseconds(k_dead_ttl_ms + 500));

@@ -26,7 +26,8 @@ RedisServer::Options with_args(std::vector<std::string> args, bool tcp = false) 
 
 } // namespace
 
-TEST_CASE("Redis restarted with persistence: the command runs on, the lease continues", "[threads]") {
+TEST_CASE("Redis restarted with persistence: the command runs on, the lease continues",
+          "[threads]") {
     RedisServer server(with_args({"--appendonly", "yes", "--appendfsync", "always"}));
     const std::string ready = server.dir() + "/ready";
     Child run({"run", "restart", "--ttl", "2s", "--", "sh", "-c", "touch " + ready + "; sleep 3"},
@@ -41,7 +42,8 @@ TEST_CASE("Redis restarted with persistence: the command runs on, the lease cont
     CHECK(zcard(admin, "redsem:{restart}:holders") == 0); // released at the end
 }
 
-TEST_CASE("Redis restarted without persistence: the lease is lost and handled as --on-lost says", "[threads]") {
+TEST_CASE("Redis restarted without persistence: the lease is lost and handled as --on-lost says",
+          "[threads]") {
     RedisServer server;
     const std::string ready = server.dir() + "/ready";
     Child run({"run", "amnesia", "--ttl", "1s", "--", "sh", "-c", "touch " + ready + "; sleep 30"},
@@ -55,8 +57,7 @@ TEST_CASE("Redis restarted without persistence: the lease is lost and handled as
     const std::string ready2 = server.dir() + "/ready2";
     // Admitted once the loss grace after the restart has passed.
     Child ignoring({"run", "amnesia", "--ttl", "1s", "--loss-grace", "1s", "--on-lost", "ignore",
-                    "--", "sh", "-c",
-                    "touch " + ready2 + "; sleep 2; exit 4"},
+                    "--", "sh", "-c", "touch " + ready2 + "; sleep 2; exit 4"},
                    env_for(server));
     REQUIRE(wait_for_file(ready2, 10s));
     server.restart();
@@ -323,7 +324,8 @@ TEST_CASE(
     const Reply keys = admin.call({"KEYS", "*"});
     for (const Reply& key : keys.as_array()) {
         INFO(key.as_string());
-        CHECK((key.as_string().rfind("redsem:{exec}:", 0) == 0 || key.as_string() == "redsem:epoch"));
+        CHECK(
+            (key.as_string().rfind("redsem:{exec}:", 0) == 0 || key.as_string() == "redsem:epoch"));
     }
     CHECK(zcard(admin, "redsem:{exec}:holders") == 0);
 }

@@ -56,7 +56,8 @@ TEST_CASE("run passes on the command's exit status and frees the slot every time
     CHECK(zcard(admin, "redsem:{r}:holders") == 0);
 }
 
-TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ variables", "[threads]") {
+TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ variables",
+          "[threads]") {
     RedisServer server;
     const auto cat = run_redsem({"run", "io", "--", "cat"}, env_for(server), "hi\n");
     CHECK(cat.exit_code == 0);
@@ -102,7 +103,9 @@ TEST_CASE("run keeps the Redis password out of the child's environment", "[threa
     CHECK(from_url.out.find("Sekrit-4d1f") == std::string::npos);
 }
 
-TEST_CASE("a signal to redsem reaches the child once, redsem exits as the child did and frees the slot", "[threads]") {
+TEST_CASE(
+    "a signal to redsem reaches the child once, redsem exits as the child did and frees the slot",
+    "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
@@ -124,7 +127,8 @@ TEST_CASE("a signal to redsem reaches the child once, redsem exits as the child 
     }
 }
 
-TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself by its ttl", "[threads]") {
+TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself by its ttl",
+          "[threads]") {
     RedisServer server;
     Scratch scratch;
     const std::string pid_file = scratch.path("pid");
@@ -148,7 +152,9 @@ TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself b
     CHECK(std::chrono::steady_clock::now() - start < 2s); // ttl + 1s
 }
 
-TEST_CASE("a lost lease stops the child and exits with the lost code, unless the child is let finish", "[threads]") {
+TEST_CASE(
+    "a lost lease stops the child and exits with the lost code, unless the child is let finish",
+    "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     Scratch scratch;
@@ -183,7 +189,8 @@ TEST_CASE("a lost lease stops the child and exits with the lost code, unless the
     CHECK(custom.exit_code == 99);
 }
 
-TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else can take the slot", "[threads]") {
+TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else can take the slot",
+          "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     Scratch scratch;
@@ -208,7 +215,8 @@ TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else ca
     CHECK(stopped_at_ns < lease_ends_ns);
 }
 
-TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all complete", "[threads]") {
+TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all complete",
+          "[threads]") {
     RedisServer server;
     Scratch scratch;
     const std::string log = scratch.path("log");
@@ -261,7 +269,8 @@ TEST_CASE("a signal while waiting leaves the queue without starting the command"
     CHECK(count_lines(result.err) == 0);
 }
 
-TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, --lost-exit-code", "[threads]") {
+TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, --lost-exit-code",
+          "[threads]") {
     RedisServer server;
     for (const auto& args : std::vector<std::vector<std::string>>{
              {"run", "b"},

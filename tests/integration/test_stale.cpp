@@ -37,7 +37,8 @@ std::string only_holder(Connection& admin, const std::string& name) {
 
 } // namespace
 
-TEST_CASE("a run stopped while its grant arrives never starts its command on a lost lease", "[threads]") {
+TEST_CASE("a run stopped while its grant arrives never starts its command on a lost lease",
+          "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     const std::string started = server.dir() + "/started";
@@ -50,8 +51,8 @@ TEST_CASE("a run stopped while its grant arrives never starts its command on a l
     REQUIRE(run_redsem({"release", "stale", holder["token"].get<std::string>()}, env_for(server))
                 .exit_code == 0);
     // Someone else takes the slot once the stopped waiter's grant has lapsed.
-    const auto next = run_redsem({"acquire", "stale", "--ttl", "60s", "-w", "10s", "--json"},
-                                 env_for(server));
+    const auto next =
+        run_redsem({"acquire", "stale", "--ttl", "60s", "-w", "10s", "--json"}, env_for(server));
     REQUIRE(next.exit_code == 0);
     const json next_lease = json::parse(next.out);
     waiter.signal(SIGCONT);
@@ -60,14 +61,15 @@ TEST_CASE("a run stopped while its grant arrives never starts its command on a l
     CHECK_FALSE(std::filesystem::exists(started));
     CHECK(only_holder(admin, "stale") == next_lease["token"].get<std::string>());
     // Its turn comes after the new holder's.
-    REQUIRE(run_redsem({"release", "stale", next_lease["token"].get<std::string>()},
-                       env_for(server))
-                .exit_code == 0);
+    REQUIRE(
+        run_redsem({"release", "stale", next_lease["token"].get<std::string>()}, env_for(server))
+            .exit_code == 0);
     CHECK(waiter.wait(10s).exit_code == 0);
     CHECK(std::filesystem::exists(started));
 }
 
-TEST_CASE("an acquire stopped while its grant arrives never prints a token that ran out", "[threads]") {
+TEST_CASE("an acquire stopped while its grant arrives never prints a token that ran out",
+          "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     const auto holder = acquire_json(server, {"stale2", "--ttl", "60s"});
@@ -76,29 +78,30 @@ TEST_CASE("an acquire stopped while its grant arrives never prints a token that 
     waiter.signal(SIGSTOP);
     REQUIRE(run_redsem({"release", "stale2", holder["token"].get<std::string>()}, env_for(server))
                 .exit_code == 0);
-    const auto next = run_redsem({"acquire", "stale2", "--ttl", "60s", "-w", "10s", "--json"},
-                                 env_for(server));
+    const auto next =
+        run_redsem({"acquire", "stale2", "--ttl", "60s", "-w", "10s", "--json"}, env_for(server));
     REQUIRE(next.exit_code == 0);
     const json next_lease = json::parse(next.out);
     waiter.signal(SIGCONT);
     REQUIRE(wait_until([&] { return zcard(admin, "redsem:{stale2}:queue") == 1; }, 10s));
     CHECK(waiter.out_so_far().empty()); // no token printed while another holds the slot
-    REQUIRE(run_redsem({"release", "stale2", next_lease["token"].get<std::string>()},
-                       env_for(server))
-                .exit_code == 0);
+    REQUIRE(
+        run_redsem({"release", "stale2", next_lease["token"].get<std::string>()}, env_for(server))
+            .exit_code == 0);
     const auto result = waiter.wait(10s);
     REQUIRE(result.exit_code == 0);
     const json lease = json::parse(result.out);
     // The token it prints holds the slot now, with a deadline still ahead.
     CHECK(only_holder(admin, "stale2") == lease["token"].get<std::string>());
     const Reply time = admin.call({"TIME"});
-    const long long server_ms = std::stoll(time.at(0).as_string()) * 1000 +
-                                std::stoll(time.at(1).as_string()) / 1000;
+    const long long server_ms =
+        std::stoll(time.at(0).as_string()) * 1000 + std::stoll(time.at(1).as_string()) / 1000;
     CHECK(lease["deadline_ms"].get<long long>() > server_ms);
     CHECK(lease["fence"].get<long long>() > next_lease["fence"].get<long long>());
 }
 
-TEST_CASE("a lost lease: a command that ignores SIGTERM is killed before the lease ends", "[threads]") {
+TEST_CASE("a lost lease: a command that ignores SIGTERM is killed before the lease ends",
+          "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     const std::string ready = server.dir() + "/ready";
@@ -122,15 +125,16 @@ TEST_CASE("a lost lease: a command that ignores SIGTERM is killed before the lea
 }
 
 TEST_CASE("Redis restarted without its data: fences go on rising and nobody is admitted while "
-          "an old lease may run", "[threads]") {
+          "an old lease may run",
+          "[threads]") {
     RedisServer server; // no persistence
     const std::string ready = server.dir() + "/ready";
     const std::string fence_file = server.dir() + "/fence";
     const std::string ended = server.dir() + "/ended";
-    Child old_holder({"run", "amnesia", "--ttl", "3s", "--", "sh", "-c",
-                      "echo $REDSEM_FENCE > " + fence_file + "; touch " + ready +
-                          "; sleep 30; touch " + ended},
-                     env_for(server));
+    Child old_holder(
+        {"run", "amnesia", "--ttl", "3s", "--", "sh", "-c",
+         "echo $REDSEM_FENCE > " + fence_file + "; touch " + ready + "; sleep 30; touch " + ended},
+        env_for(server));
     REQUIRE(wait_for_file(ready, 10s));
     const long long old_fence = std::stoll(read_file(fence_file));
     server.restart();
@@ -151,14 +155,15 @@ TEST_CASE("Redis restarted without its data: fences go on rising and nobody is a
     CHECK(json::parse(newcomer.out)["fence"].get<long long>() > old_fence);
 }
 
-TEST_CASE("a brand-new Redis admits nobody until the loss grace has passed since it started", "[threads]") {
+TEST_CASE("a brand-new Redis admits nobody until the loss grace has passed since it started",
+          "[threads]") {
     RedisServer::Options options;
     options.new_data_set = true;
     RedisServer server(options);
     const auto started = Clock::now();
     // -w 0: refused at once, saying why.
-    const auto refused = run_redsem({"acquire", "fresh", "-w", "0", "--loss-grace", "3s"},
-                                    env_for(server));
+    const auto refused =
+        run_redsem({"acquire", "fresh", "-w", "0", "--loss-grace", "3s"}, env_for(server));
     CHECK(refused.exit_code == 75);
     CHECK(refused.err.find("nobody is admitted") != std::string::npos);
     // Waiting: admitted once the grace has passed, and no sooner.
@@ -184,7 +189,8 @@ TEST_CASE("a brand-new Redis admits nobody until the loss grace has passed since
     CHECK(bad_env.err.find("REDSEM_LOSS_GRACE") != std::string::npos);
 }
 
-TEST_CASE("a slot handed to a waiter killed with SIGKILL moves on within the claim window", "[threads]") {
+TEST_CASE("a slot handed to a waiter killed with SIGKILL moves on within the claim window",
+          "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     const auto holder = acquire_json(server, {"dead", "--ttl", "60s"});
@@ -262,7 +268,8 @@ TEST_CASE("per slot, fences strictly increase across many hand-overs", "[threads
     CHECK(checked > 50);
 }
 
-TEST_CASE("a waiter rides out Redis loading its data set (LOADING) instead of failing", "[threads]") {
+TEST_CASE("a waiter rides out Redis loading its data set (LOADING) instead of failing",
+          "[threads]") {
     RedisServer::Options options;
     options.extra_args = {"--enable-debug-command", "yes"};
     RedisServer server(options);
@@ -279,8 +286,7 @@ TEST_CASE("a waiter rides out Redis loading its data set (LOADING) instead of fa
     INFO(errors);
     CHECK(errors.find("errorstat_LOADING") != std::string::npos); // the waiter met LOADING
     CHECK_FALSE(waiter.finished());
-    REQUIRE(run_redsem({"release", "loading", holder["token"].get<std::string>()},
-                       env_for(server))
+    REQUIRE(run_redsem({"release", "loading", holder["token"].get<std::string>()}, env_for(server))
                 .exit_code == 0);
     const auto result = waiter.wait(20s);
     CHECK(result.exit_code == 0);
@@ -288,7 +294,8 @@ TEST_CASE("a waiter rides out Redis loading its data set (LOADING) instead of fa
     CHECK(result.out.size() == 33);
 }
 
-TEST_CASE("gc works through a big semaphore in bounded calls, and a dry run reports the same", "[threads]") {
+TEST_CASE("gc works through a big semaphore in bounded calls, and a dry run reports the same",
+          "[threads]") {
     RedisServer server;
     Connection admin = server.admin();
     Connection connection(ConnectOptions{parse_redis_url(server.socket_url())});

@@ -65,8 +65,7 @@ inline bool process_gone(int pid) {
 }
 
 // Polls until `done()` or `timeout` passes; returns the final done().
-template <typename Condition>
-bool wait_until(Condition done, std::chrono::milliseconds timeout) {
+template <typename Condition> bool wait_until(Condition done, std::chrono::milliseconds timeout) {
     const auto give_up = std::chrono::steady_clock::now() + timeout;
     while (!done()) {
         if (std::chrono::steady_clock::now() > give_up) {

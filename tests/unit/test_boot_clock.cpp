@@ -46,7 +46,7 @@ TEST_CASE("a lease is trusted until its end less the safety margin, on the boot 
     lease.local_start = BootClock::now();
     lease.server_now_ms = 1'000'000;
     lease.deadline_ms = 1'008'000;
-    CHECK(Lease::safety_margin(8s) == 2s); // at most 2s
+    CHECK(Lease::safety_margin(8s) == 2s);    // at most 2s
     CHECK(Lease::safety_margin(1s) == 250ms); // a quarter of the ttl
     CHECK(lease.ends_by() - lease.local_start == 8s);
     CHECK(lease.valid_until() - lease.local_start == 6s);
