@@ -12,9 +12,13 @@
 --                            waiter, the time by which it must have collected the grant
 --   KEYS[6] slots    string  bitmap, bit N set while slot N is held
 --   KEYS[7] epoch    hash    "<prefix>:epoch", one per prefix and database, never expires:
---                            run (the run_id of the Redis process that last checked it) and
+--                            run (the run_id of the Redis process that last checked it),
 --                            lost_at (server ms of the latest possible loss of data, 0: none)
--- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:".
+--                            and checked_at (server ms of that check)
+-- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:",
+-- and the last ARGV is always '1' when the client sent the script with EVAL because the server
+-- did not have it cached (a new server process, or SCRIPT FLUSH), else '0' (EVALSHA); the
+-- client library adds it (Connection::eval).
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
 -- hash tag, so they live on the same Cluster slot.
 --
@@ -37,6 +41,7 @@ local K_STATE, K_HOLDERS, K_INFO = KEYS[1], KEYS[2], KEYS[3]
 local K_QUEUE, K_ALIVE, K_SLOTS, K_EPOCH = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local SEMAPHORE_KEYS = 6 -- KEYS[1..6] belong to the semaphore; the epoch key is shared
 local WAKE_PREFIX = ARGV[1]
+local SENT_BY_EVAL = ARGV[#ARGV] == '1'
 
 -- Keys outlive the last lease or waiter by at least KEEP_MIN_MS, so an abandoned semaphore
 -- disappears by itself; touch() moves the horizon forward in steps of KEEP_STEP_MS.
@@ -48,6 +53,10 @@ local CLAIM_MS = 3000
 -- The loss grace when neither the caller nor the semaphore names one: at least this, and at
 -- least the lease ttl of whoever is to be admitted.
 local DEFAULT_LOSS_GRACE_MS = 60000
+-- The server's identity (INFO) is checked by a script sent with EVAL, which is how each script
+-- first runs in a new server process (the script cache does not survive a restart), and at
+-- least this often otherwise.
+local IDENTITY_CHECK_MS = 1000
 local KEY_TYPES = {'hash', 'zset', 'hash', 'zset', 'zset', 'string'}
 
 -- Integers above 1e14 lose digits in tostring(); format them exactly.
@@ -109,17 +118,23 @@ end
 
 -- Admission after a possible loss of data. Returns the server time before which nobody new
 -- may take a slot, for a caller whose loss grace is `grace` ms; 0 when admission is open.
--- The epoch key is read once per script (with INFO, only on paths that admit someone).
+-- The epoch key is read once per script, only on paths that admit someone.
 local lost_at
 local function admission_opens(now, grace)
     if not lost_at then
+        local epoch = redis.call('HMGET', K_EPOCH, 'run', 'lost_at', 'checked_at')
+        local since_check = now - (tonumber(epoch[3]) or 0)
+        if epoch[1] and not SENT_BY_EVAL and since_check >= 0 and since_check < IDENTITY_CHECK_MS then
+            lost_at = tonumber(epoch[2]) or 0
+            return admission_opens(now, grace)
+        end
         local server = redis.call('INFO', 'server')
         -- (A server that does not report these is taken as one process that never restarted.)
         local run_id = string.match(server, 'run_id:(%x+)') or 'unknown'
         local uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000
-        local epoch = redis.call('HMGET', K_EPOCH, 'run', 'lost_at')
         if epoch[1] == run_id then
             lost_at = tonumber(epoch[2]) or 0
+            redis.call('HSET', K_EPOCH, 'checked_at', int_str(now))
         else
             -- Written by another Redis process, or missing. A restart (with an older snapshot,
             -- or without persistence) loses data at its start. A server that has run longer
@@ -133,7 +148,8 @@ local function admission_opens(now, grace)
             else
                 lost_at = 0
             end
-            redis.call('HSET', K_EPOCH, 'run', run_id, 'lost_at', int_str(lost_at))
+            redis.call('HSET', K_EPOCH, 'run', run_id, 'lost_at', int_str(lost_at), 'checked_at',
+                       int_str(now))
         end
     end
     if lost_at > 0 and now < lost_at + grace then

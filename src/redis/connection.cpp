@@ -258,20 +258,25 @@ Reply Connection::call(const std::vector<std::string>& args) {
     return reply;
 }
 
-Reply Connection::eval(const Script& script, const std::vector<std::string>& keys,
-                       const std::vector<std::string>& args) {
+std::vector<std::string> Connection::script_command(const Script& script, bool by_sha,
+                                                    const std::vector<std::string>& keys,
+                                                    const std::vector<std::string>& args) {
     std::vector<std::string> argv;
-    argv.reserve(3 + keys.size() + args.size());
-    argv.emplace_back("EVALSHA");
-    argv.emplace_back(script.sha1);
+    argv.reserve(4 + keys.size() + args.size());
+    argv.emplace_back(by_sha ? "EVALSHA" : "EVAL");
+    argv.emplace_back(by_sha ? script.sha1 : script.body);
     argv.push_back(std::to_string(keys.size()));
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), args.begin(), args.end());
-    Reply reply = command(argv);
+    argv.emplace_back(by_sha ? "0" : "1");
+    return argv;
+}
+
+Reply Connection::eval(const Script& script, const std::vector<std::string>& keys,
+                       const std::vector<std::string>& args) {
+    Reply reply = command(script_command(script, true, keys, args));
     if (reply.is_error() && reply.text.rfind("NOSCRIPT", 0) == 0) {
-        argv[0] = "EVAL";
-        argv[1] = script.body;
-        reply = command(argv);
+        reply = command(script_command(script, false, keys, args));
     }
     if (reply.is_error()) {
         // A refusal (NOPERM, OOM, READONLY...) keeps its meaning inside a script; anything

@@ -60,9 +60,17 @@ public:
     std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands);
 
     // Runs `script` with EVALSHA; on NOSCRIPT sends the body with EVAL (which also caches
-    // it). Error replies are thrown as by call().
+    // it). Appends one last argument, "1" when sent with EVAL, else "0": a script learns that
+    // it may be the first to run in this server process (see lua/lib.lua). Error replies are
+    // thrown as by call().
     Reply eval(const Script& script, const std::vector<std::string>& keys,
                const std::vector<std::string>& args);
+
+    // The command eval() sends: EVALSHA (by_sha) or EVAL, with the keys, the args, and the
+    // last argument saying which. For callers that pipeline script calls.
+    static std::vector<std::string> script_command(const Script& script, bool by_sha,
+                                                   const std::vector<std::string>& keys,
+                                                   const std::vector<std::string>& args);
 
     // Connects now (normally done by the first command); throws as command() does.
     void connect();

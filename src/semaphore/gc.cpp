@@ -19,20 +19,12 @@ struct GcCursor {
     std::string position = "0";
 };
 
-std::vector<std::string> gc_command(const std::string& sha_or_body, bool by_sha,
-                                    std::string_view prefix, const std::string& name, bool dry_run,
-                                    const GcCursor& cursor) {
+std::vector<std::string> gc_command(bool by_sha, std::string_view prefix, const std::string& name,
+                                    bool dry_run, const GcCursor& cursor) {
     const Keys keys = Keys::make(prefix, name);
-    const std::vector<std::string> script_keys = keys.script_keys();
-    std::vector<std::string> command{by_sha ? "EVALSHA" : "EVAL", sha_or_body,
-                                     std::to_string(script_keys.size())};
-    command.insert(command.end(), script_keys.begin(), script_keys.end());
-    command.push_back(keys.wake_prefix);
-    command.push_back(dry_run ? "1" : "0");
-    command.push_back(cursor.phase);
-    command.push_back(cursor.position);
-    command.push_back(std::to_string(k_gc_entries_per_call));
-    return command;
+    return Connection::script_command(scripts::k_gc_script, by_sha, keys.script_keys(),
+                                      {keys.wake_prefix, dry_run ? "1" : "0", cursor.phase,
+                                       cursor.position, std::to_string(k_gc_entries_per_call)});
 }
 
 GcEntry::Kind parse_kind(const std::string& text) {
@@ -116,15 +108,12 @@ GcReport collect_garbage(Connection& connection, std::string_view prefix,
                          const std::vector<std::string>& names, bool dry_run) {
     std::vector<std::string> targets = names.empty() ? scan_names(connection, prefix) : names;
     GcReport report;
-    const Script& script = scripts::k_gc_script;
     // Runs the script once for `name` from `cursor`: EVALSHA, or EVAL when the server does not
     // have it cached yet (which also caches it).
     auto call = [&](const std::string& name, const GcCursor& cursor) {
-        Reply reply =
-            connection.command(gc_command(script.sha1, true, prefix, name, dry_run, cursor));
+        Reply reply = connection.command(gc_command(true, prefix, name, dry_run, cursor));
         if (reply.is_error() && reply.text.rfind("NOSCRIPT", 0) == 0) {
-            reply =
-                connection.command(gc_command(script.body, false, prefix, name, dry_run, cursor));
+            reply = connection.command(gc_command(false, prefix, name, dry_run, cursor));
         }
         return reply;
     };
@@ -133,7 +122,7 @@ GcReport collect_garbage(Connection& connection, std::string_view prefix,
         // The first call of each semaphore is pipelined: most finish in it.
         std::vector<std::vector<std::string>> commands;
         for (std::size_t i = first; i < last; ++i) {
-            commands.push_back(gc_command(script.sha1, true, prefix, targets[i], dry_run, {}));
+            commands.push_back(gc_command(true, prefix, targets[i], dry_run, {}));
         }
         const std::vector<Reply> replies = connection.pipeline(commands);
         for (std::size_t i = first; i < last; ++i) {

@@ -36,18 +36,11 @@ const std::string k_meta = R"({"host":"bench","pid":1,"user":"bench","label":"sc
 std::vector<std::string> acquire_command(const std::string& name, const std::string& token,
                                          long long limit, long long ttl_ms, bool wait) {
     const Keys keys = Keys::make("redsem", name);
-    const std::vector<std::string> script_keys = keys.script_keys();
-    std::vector<std::string> command{"EVALSHA", scripts::k_acquire_script.sha1,
-                                     std::to_string(script_keys.size())};
-    command.insert(command.end(), script_keys.begin(), script_keys.end());
     // Loss grace 0: a private, flushed server has lost no lease.
-    for (const std::string& arg :
-         {keys.wake_prefix, token, std::to_string(limit), std::to_string(ttl_ms),
-          std::string(wait ? "wait" : "try"), std::string("600000"), k_meta, std::string("0"),
-          std::string("0")}) {
-        command.push_back(arg);
-    }
-    return command;
+    return Connection::script_command(scripts::k_acquire_script, true, keys.script_keys(),
+                                      {keys.wake_prefix, token, std::to_string(limit),
+                                       std::to_string(ttl_ms), wait ? "wait" : "try", "600000",
+                                       k_meta, "0", "0"});
 }
 
 void run_batched(Connection& connection, std::vector<std::vector<std::string>>& commands) {

@@ -93,7 +93,7 @@ TEST_CASE("a hand-over nobody collected is deleted with its lease, never read la
     auto acquire = [&](const std::string& token, const char* ttl, const char* known) {
         return client.eval(scripts::k_acquire_script, keys.script_keys(),
                            {keys.wake_prefix, token, "1", ttl, "wait", "60000",
-                            R"({"host":"h","pid":1,"user":"u","label":""})", known});
+                            R"({"host":"h","pid":1,"user":"u","label":""})", known, ""});
     };
     const std::string holder(32, 'a');
     const std::string stalled(32, 'b');

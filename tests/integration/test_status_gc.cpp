@@ -51,7 +51,7 @@ void add_dead_waiter(const RedisServer& server, const std::string& name, const s
     const Reply reply = connection.eval(
         scripts::k_acquire_script, keys.script_keys(),
         {keys.wake_prefix, token, std::to_string(limit), "60000", "wait", "50",
-         R"({"host":"ghost","pid":4242,"user":"nobody","label":"dead waiter"})", "0"});
+         R"({"host":"ghost","pid":4242,"user":"nobody","label":"dead waiter"})", "0", ""});
     REQUIRE(reply.at(0).as_string() == "wait");
 }
 
