@@ -94,6 +94,12 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
         }
     };
     const SupervisedExit result = supervise(child, heartbeat, signals, supervise_options);
+    if (result.lost_after_end) {
+        std::fprintf(stderr,
+                     "redsem: %slost the slot of '%s' before the command ended (was redsem "
+                     "stopped?); it may have run beside the next holder\n",
+                     supervise_options.stop_on_lost ? "" : "warning: ", printable(name).c_str());
+    }
     heartbeat.stop();
     try {
         slot.release();

@@ -20,13 +20,15 @@ BootTimer::~BootTimer() {
 }
 
 void BootTimer::arm(BootClock::time_point when) {
-    const auto since_boot = when.time_since_epoch();
-    // A zero it_value would disarm the timer: a time at or before boot fires at once instead.
-    const long long ns = std::max<long long>(since_boot.count(), 1);
+    // Relative, not TFD_TIMER_ABSTIME: a relative CLOCK_BOOTTIME timer counts a suspend just
+    // the same, and time shims such as libfaketime shift absolute times (an hour off, or
+    // EINVAL) even when told to leave the monotonic clocks alone. A zero it_value would disarm
+    // the timer: a time already passed fires at once instead.
+    const long long ns = std::max<long long>((when - BootClock::now()).count(), 1);
     itimerspec spec{};
     spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
     spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-    if (timerfd_settime(m_fd, TFD_TIMER_ABSTIME, &spec, nullptr) != 0) {
+    if (timerfd_settime(m_fd, 0, &spec, nullptr) != 0) {
         throw InternalError("cannot arm a CLOCK_BOOTTIME timer");
     }
 }

@@ -32,11 +32,15 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
     BootClock::time_point kill_at = k_never; // when to escalate to SIGKILL
     BootTimer timer;
     for (;;) {
-        if (auto exit = child.poll()) {
-            return SupervisedExit{*exit, lost};
-        }
+        const std::optional<ChildExit> exit = child.poll();
         const Heartbeat::Status status = heartbeat.status();
         const auto now = BootClock::now();
+        if (exit) {
+            // redsem itself may have been stopped or starved past the lease while the command
+            // ran to its end, perhaps beside the next holder: the caller must hear of it.
+            const bool lost_unseen = !lost && (status.lost || now >= status.valid_until);
+            return SupervisedExit{*exit, lost || lost_unseen, lost_unseen};
+        }
         if (!lost && (status.lost || now >= status.valid_until)) {
             lost = true;
             std::string reason =

@@ -22,6 +22,9 @@ struct SuperviseOptions {
 struct SupervisedExit {
     ChildExit child;
     bool lease_lost = false;
+    // The lease was found lost only after the child had ended: on_lost was not called, and
+    // the child may have run past the lease (redsem was stopped, or starved of CPU).
+    bool lost_after_end = false;
 };
 
 // Waits for `child` to end while `heartbeat` keeps the lease alive. Signals caught by

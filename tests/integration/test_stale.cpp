@@ -10,6 +10,7 @@
 #include "util/token.hpp"
 
 #include <csignal>
+#include <cstdlib>
 #include <map>
 #include <random>
 #include <thread>
@@ -338,4 +339,48 @@ TEST_CASE("gc works through a big semaphore in bounded calls, and a dry run repo
     CHECK(report["deleted"] == json::array({"big"}));
     CHECK(script_calls() - calls_before >= 10);
     CHECK(admin.call({"KEYS", "redsem:{big}*"}).as_array().empty());
+}
+
+TEST_CASE("a run stopped past its lease while its command ended reports the lost slot",
+          "[threads]") {
+    RedisServer server;
+    const std::string ready = server.dir() + "/ready";
+    Child run({"run", "unseen", "--ttl", "1s", "--", "sh", "-c", "touch " + ready + "; sleep 1.5"},
+              env_for(server));
+    REQUIRE(wait_for_file(ready, 10s));
+    // Only redsem stops (the command runs on and ends): only fencing could have helped the
+    // resource, but the caller must learn that exclusivity was not kept.
+    run.signal(SIGSTOP);
+    std::this_thread::sleep_for(3s);
+    run.signal(SIGCONT);
+    const auto result = run.wait(10s);
+    CHECK(result.exit_code == 76);
+    CHECK(result.err.find("lost the slot of 'unseen' before the command ended") !=
+          std::string::npos);
+}
+
+TEST_CASE("run renews and ends normally with its wall clock an hour off (libfaketime)",
+          "[threads]") {
+    const std::string faketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+    if (!std::filesystem::exists(faketime)) {
+        WARN("libfaketime is not installed (Debian package faketime): not tested");
+        return;
+    }
+    RedisServer server;
+    for (const char* skew : {"+1h", "-1h", "+1h x1.05", "-1h x0.95"}) {
+        INFO(skew);
+        EnvChanges env = env_for(server);
+        env["LD_PRELOAD"] = faketime;
+        env["FAKETIME"] = skew;
+        env["FAKETIME_NO_CACHE"] = "1";
+        env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1";
+        const char* asan = std::getenv("ASAN_OPTIONS");
+        env["ASAN_OPTIONS"] =
+            std::string(asan != nullptr ? asan : "") + ":verify_asan_link_order=0";
+        // 300ms leases for a second: several renewals, each timed by the local clocks.
+        const auto result =
+            run_redsem({"run", "skewed", "--ttl", "300ms", "--", "sleep", "1"}, env);
+        CHECK(result.exit_code == 0);
+        CHECK(result.err.empty());
+    }
 }

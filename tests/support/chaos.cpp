@@ -1,0 +1,1641 @@
+#include "support/chaos.hpp"
+
+#include "support/redis_server.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <spawn.h>
+#include <sstream>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace redsem::test::chaos {
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr const char* k_faketime_lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+const std::vector<std::string> k_clock_skews{"-1h", "+1h", "+1h x1.05", "-1h x0.95"};
+// The observer's clock: the machine's real one, whatever clock the client was given. A
+// client without libfaketime has neither variable (they are taken out of the harness's
+// environment), so its plain `date` reads the real clock too, and one process cheaper. The
+// stamp ignores SIGTERM: `redsem run` stops its command with a SIGTERM to the whole process
+// group, which must not kill the `date` of the line being written (an entry or exit without
+// its time); the trap then logs T.
+constexpr const char* k_stamp_skewed =
+    "$(trap \"\" TERM; exec env -u LD_PRELOAD -u FAKETIME date +%s%N)";
+constexpr const char* k_stamp_real = "$(trap \"\" TERM; exec date +%s%N)";
+
+// The observer's time: CLOCK_REALTIME in nanoseconds, the clock `date +%s%N` reads.
+long long real_ns() {
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    return static_cast<long long>(now.tv_sec) * 1'000'000'000LL + now.tv_nsec;
+}
+
+std::string ms_arg(Milliseconds duration) {
+    return std::to_string(duration.count()) + "ms";
+}
+
+// "0.045" for sleep(1).
+std::string seconds_arg(Milliseconds duration) {
+    std::ostringstream out;
+    out << duration.count() / 1000 << "." << std::setw(3) << std::setfill('0')
+        << duration.count() % 1000;
+    return out.str();
+}
+
+// ---- /proc ------------------------------------------------------------------------------
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+}
+
+// The children of every thread of `pid`.
+std::vector<pid_t> children_of(pid_t pid) {
+    std::vector<pid_t> children;
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    DIR* dir = opendir(tasks.c_str());
+    if (dir == nullptr) {
+        return children;
+    }
+    while (const dirent* entry = readdir(dir)) {
+        if (entry->d_name[0] == '.') {
+            continue;
+        }
+        std::istringstream list(slurp(tasks + "/" + entry->d_name + "/children"));
+        pid_t child = 0;
+        while (list >> child) {
+            children.push_back(child);
+        }
+    }
+    closedir(dir);
+    return children;
+}
+
+std::string comm_of(pid_t pid) {
+    std::string comm = slurp("/proc/" + std::to_string(pid) + "/comm");
+    while (!comm.empty() && (comm.back() == '\n' || comm.back() == ' ')) {
+        comm.pop_back();
+    }
+    return comm;
+}
+
+// The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...); 0 when the process is gone.
+char state_of(pid_t pid) {
+    const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+    const auto paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size()) {
+        return 0;
+    }
+    return stat[paren + 2];
+}
+
+bool is_stopped_or_gone(pid_t pid) {
+    const char state = state_of(pid);
+    return state == 0 || state == 'T' || state == 't' || state == 'Z' || state == 'X';
+}
+
+bool is_dead(pid_t pid) {
+    const char state = state_of(pid);
+    return state == 0 || state == 'Z' || state == 'X';
+}
+
+// Waits (bounded) until the signal sent to each of `pids` has taken effect.
+template <typename Predicate>
+void await_all(const std::vector<pid_t>& pids, Predicate done, Milliseconds timeout) {
+    const auto give_up = Steady::now() + timeout;
+    for (pid_t pid : pids) {
+        while (!done(pid) && Steady::now() < give_up) {
+            std::this_thread::sleep_for(200us);
+        }
+    }
+}
+
+// All descendants of `root` (not `root`), parents before children.
+std::vector<pid_t> descendants_of(pid_t root) {
+    std::vector<pid_t> found;
+    std::vector<pid_t> frontier{root};
+    std::set<pid_t> seen{root};
+    while (!frontier.empty()) {
+        std::vector<pid_t> next;
+        for (pid_t pid : frontier) {
+            for (pid_t child : children_of(pid)) {
+                if (seen.insert(child).second) {
+                    found.push_back(child);
+                    next.push_back(child);
+                }
+            }
+        }
+        frontier = std::move(next);
+    }
+    return found;
+}
+
+// SIGSTOPs `root` and then all its descendants, again until no new one appears, and waits
+// until they are all stopped. Returns them, `root` first; `last_signal_ns` is when the last
+// SIGSTOP was sent (once kill() has returned, its target runs no more code of its own).
+std::vector<pid_t> stop_tree(pid_t root, long long& last_signal_ns) {
+    std::vector<pid_t> stopped{root};
+    std::set<pid_t> seen{root};
+    kill(root, SIGSTOP);
+    last_signal_ns = real_ns();
+    for (int round = 0; round < 8; ++round) {
+        bool more = false;
+        for (std::size_t i = 0; i < stopped.size(); ++i) {
+            for (pid_t child : children_of(stopped[i])) {
+                if (seen.insert(child).second) {
+                    kill(child, SIGSTOP);
+                    last_signal_ns = real_ns();
+                    stopped.push_back(child);
+                    more = true;
+                }
+            }
+        }
+        await_all(stopped, is_stopped_or_gone, 200ms);
+        if (!more) {
+            break;
+        }
+    }
+    return stopped;
+}
+
+// ---- client processes --------------------------------------------------------------------
+
+// Starts argv[0] (a path) in a process group of its own, stdin and stdout on /dev/null,
+// stderr into `err_path`, default signal dispositions and an empty mask.
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+            const std::string& err_path) {
+    std::vector<char*> args;
+    for (const auto& arg : argv) {
+        args.push_back(const_cast<char*>(arg.c_str()));
+    }
+    args.push_back(nullptr);
+    std::vector<char*> envp;
+    for (const auto& entry : env) {
+        envp.push_back(const_cast<char*>(entry.c_str()));
+    }
+    envp.push_back(nullptr);
+
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&files, STDERR_FILENO, err_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                              POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setpgroup(&attributes, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attributes, &none);
+    sigset_t all;
+    sigfillset(&all);
+    sigdelset(&all, SIGKILL);
+    sigdelset(&all, SIGSTOP);
+    posix_spawnattr_setsigdefault(&attributes, &all);
+    pid_t pid = -1;
+    const int error = posix_spawn(&pid, args[0], &files, &attributes, args.data(), envp.data());
+    posix_spawn_file_actions_destroy(&files);
+    posix_spawnattr_destroy(&attributes);
+    if (error != 0) {
+        throw std::runtime_error(std::string("posix_spawn failed: ") + std::strerror(error));
+    }
+    return pid;
+}
+
+std::string last_line(const std::string& text) {
+    std::string trimmed = text;
+    while (!trimmed.empty() && (trimmed.back() == '\n' || trimmed.back() == '\r')) {
+        trimmed.pop_back();
+    }
+    const auto newline = trimmed.rfind('\n');
+    return newline == std::string::npos ? trimmed : trimmed.substr(newline + 1);
+}
+
+enum class PauseKind { waiter, holder, supervisor };
+
+const char* name_of(PauseKind kind) {
+    switch (kind) {
+    case PauseKind::waiter:
+        return "waiter";
+    case PauseKind::holder:
+        return "holder";
+    case PauseKind::supervisor:
+        return "supervisor";
+    }
+    return "?";
+}
+
+struct Client {
+    int id = 0;
+    int semaphore = 0; // index into Config::semaphores
+    bool run_form = false;
+    std::string skew; // FAKETIME, empty when the real clock
+    Milliseconds hold{0};
+    bool long_hold = false;
+    pid_t pid = -1; // redsem run, or the shell; leader of its own process group
+    long long spawned_ns = 0;
+    bool done = false;
+    long long reaped_ns = 0;
+    int exit_code = -1;   // 128+N when killed by signal N
+    std::string err_last; // last line of stderr, kept for failures
+
+    // The harness's SIGKILL (of the client's redsem or its shell), when it struck.
+    long long killed_ns = 0;
+    std::string killed_what;
+    bool hung = false; // still running after the grace, killed then
+
+    // Stopped with SIGSTOP (at most once per client).
+    bool paused = false;
+    bool pause_active = false;
+    PauseKind pause_kind = PauseKind::waiter;
+    bool reclassified = false;
+    long long pause_start_ns = 0;
+    long long pause_end_ns = 0;
+    // From here on, what the client did is "fencing-only": not in the overlap count.
+    long long fencing_from_ns = 0;
+
+    // What its command logged.
+    bool has_s = false;
+    long long s_ns = 0;
+    long long slot = -1;
+    long long fence = -1;
+    bool has_e = false;
+    long long e_ns = 0;
+    bool has_t = false;
+    long long t_ns = 0;
+    // `redsem run`'s command (the shell that logs) was seen gone at this time (0: not seen).
+    long long command_gone_ns = 0;
+};
+
+struct Pause {
+    int client = 0;
+    bool group = false; // SIGCONT with kill(-pgid)
+    pid_t pgid = 0;
+    std::vector<pid_t> pids; // SIGCONT each, in this order
+    Steady::time_point resume_at;
+};
+
+struct RestartWindow {
+    long long begin_ns = 0;
+    long long end_ns = 0;
+    std::string kind;
+};
+
+// State shared with the thread that acts on Redis.
+struct Shared {
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool stop_actions = false; // the chaos phase is over
+    bool finish = false;       // the harness is done with Redis: the thread may end
+    std::atomic<bool> redis_down{false};
+    std::vector<RestartWindow> restarts;
+    std::vector<std::string> messages;
+    int client_pauses = 0;
+    int client_kill_rounds = 0;
+    long long connections_killed = 0;
+    int restarts_kept = 0;
+    int restarts_wiped = 0;
+    int restarts_rolled_back = 0;
+    int errors = 0;
+};
+
+class Harness {
+public:
+    explicit Harness(const Config& config)
+        : m_config(config), m_out(config.out != nullptr ? *config.out : std::cout),
+          m_random(config.seed) {}
+    ~Harness() {
+        // Only on a way out that skipped the orderly end: the thread must not outlive us.
+        if (m_actions.joinable()) {
+            {
+                std::lock_guard lock(m_shared.mutex);
+                m_shared.stop_actions = true;
+                m_shared.finish = true;
+            }
+            m_shared.wake.notify_all();
+            m_actions.join();
+        }
+        stop_death_watcher();
+        if (m_log_fd >= 0) {
+            close(m_log_fd);
+        }
+    }
+    Harness(const Harness&) = delete;
+    Harness& operator=(const Harness&) = delete;
+
+    Result run();
+
+private:
+    // setup
+    void prepare();
+    std::vector<std::string> environment_for(const std::string& skew) const;
+    void spawn_client();
+    // the loop
+    void tail_log();
+    void reap();
+    void sweep_group(Client& client);
+    void resume_due(bool all);
+    void kill_one();
+    void pause_one(PauseKind kind);
+    void drain_messages();
+    void progress(bool force);
+    void finish_stragglers();
+    void watch_death(Client& client, pid_t shell);
+    void death_watcher();
+    void stop_death_watcher();
+    // Redis actions, on their own thread
+    void redis_actions();
+    void restart(const std::string& kind);
+    // after
+    void check_keys();
+    void analyse();
+    void classify_exits();
+    std::string describe(const Client& client) const;
+    double rel(long long ns) const { return static_cast<double>(ns - m_start_ns) / 1e9; }
+
+    template <typename T> T uniform(T low, T high) {
+        if (high <= low) {
+            return low;
+        }
+        if constexpr (std::is_integral_v<T>) {
+            return std::uniform_int_distribution<T>(low, high)(m_random);
+        } else {
+            return std::uniform_real_distribution<T>(low, high)(m_random);
+        }
+    }
+    Milliseconds uniform_ms(Milliseconds low, Milliseconds high) {
+        return Milliseconds{uniform<long long>(low.count(), high.count())};
+    }
+    bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(m_random) < p; }
+    Steady::time_point next_after(Steady::time_point from, Milliseconds mean) {
+        if (mean.count() <= 0) {
+            return Steady::time_point::max();
+        }
+        return from + Milliseconds{static_cast<long long>(static_cast<double>(mean.count()) *
+                                                          uniform<double>(0.5, 1.5))};
+    }
+
+    const Config& m_config;
+    std::ostream& m_out;
+    std::mt19937_64 m_random;
+    Result m_result;
+    std::unique_ptr<RedisServer> m_server;
+    std::string m_redsem;
+    std::string m_dir;
+    std::string m_log;
+    int m_log_fd = -1;
+    std::string m_log_partial;
+    std::vector<std::string> m_base_env;
+    bool m_have_faketime = false;
+    std::vector<Client> m_clients;
+    std::vector<int> m_active; // ids of clients not reaped yet
+    std::vector<Pause> m_pauses;
+    long long m_start_ns = 0;
+    Steady::time_point m_chaos_end;
+    Shared m_shared;
+    std::thread m_actions;
+    Steady::time_point m_next_progress;
+    // When `redsem run`'s commands die: their pidfds in an epoll set, and a thread that takes
+    // the time as soon as one becomes readable.
+    int m_epoll = -1;
+    std::atomic<bool> m_stop_watching{false};
+    std::mutex m_deaths_mutex;
+    std::map<int, long long> m_deaths; // client id -> when its command was seen gone
+    std::thread m_watcher;
+};
+
+// ---- setup --------------------------------------------------------------------------------
+
+void Harness::prepare() {
+    m_redsem = m_config.redsem.empty() ? std::string(REDSEM_BINARY) : m_config.redsem;
+    if (access(m_redsem.c_str(), X_OK) != 0) {
+        throw std::runtime_error("redsem binary not executable: " + m_redsem);
+    }
+    m_have_faketime = m_config.skew && std::filesystem::exists(k_faketime_lib);
+    if (m_config.skew && !m_have_faketime) {
+        m_out << "chaos: libfaketime is not installed (Debian package faketime): clocks are "
+                 "not skewed\n";
+    }
+    std::string pattern = (std::filesystem::temp_directory_path() / "redsem-chaos-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+        throw std::runtime_error("mkdtemp failed");
+    }
+    m_dir = pattern;
+    m_result.directory = m_dir;
+    std::filesystem::create_directories(m_dir + "/err");
+    std::filesystem::create_directories(m_dir + "/grant");
+    m_log = m_dir + "/inside.log";
+    { std::ofstream(m_log).flush(); }
+    m_log_fd = open(m_log.c_str(), O_RDONLY | O_CLOEXEC);
+    if (m_log_fd < 0) {
+        throw std::runtime_error("cannot open " + m_log);
+    }
+
+    RedisServer::Options options;
+    options.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
+    m_server = std::make_unique<RedisServer>(options);
+
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+        const std::string_view text(*entry);
+        if (text.rfind("REDSEM_", 0) == 0 || text.rfind("REDIS_URL=", 0) == 0 ||
+            text.rfind("LD_PRELOAD=", 0) == 0 || text.rfind("FAKETIME", 0) == 0) {
+            continue;
+        }
+        m_base_env.emplace_back(text);
+    }
+    m_base_env.push_back("REDSEM_URL=" + m_server->socket_url());
+}
+
+std::vector<std::string> Harness::environment_for(const std::string& skew) const {
+    std::vector<std::string> env = m_base_env;
+    if (skew.empty()) {
+        return env;
+    }
+    env.push_back(std::string("LD_PRELOAD=") + k_faketime_lib);
+    env.push_back("FAKETIME=" + skew);
+    env.emplace_back("FAKETIME_NO_CACHE=1");
+    // Skew between hosts is a wall-clock matter; a faked monotonic clock breaks waits.
+    env.emplace_back("FAKETIME_DONT_FAKE_MONOTONIC=1");
+    // A sanitized build refuses a preloaded library unless told it may.
+    std::string asan;
+    for (auto it = env.begin(); it != env.end(); ++it) {
+        if (it->rfind("ASAN_OPTIONS=", 0) == 0) {
+            asan = it->substr(13);
+            env.erase(it);
+            break;
+        }
+    }
+    env.push_back("ASAN_OPTIONS=" + asan + ":verify_asan_link_order=0");
+    return env;
+}
+
+void Harness::spawn_client() {
+    Client client;
+    client.id = static_cast<int>(m_clients.size());
+    // The semaphore with the fewest clients running: each keeps its share of the load (were
+    // they drawn at random, the slowest would gather nearly every client).
+    std::vector<int> running(m_config.semaphores.size(), 0);
+    for (int id : m_active) {
+        running[static_cast<std::size_t>(m_clients[static_cast<std::size_t>(id)].semaphore)] += 1;
+    }
+    const int fewest = *std::min_element(running.begin(), running.end());
+    std::vector<int> least;
+    for (std::size_t s = 0; s < running.size(); ++s) {
+        if (running[s] == fewest) {
+            least.push_back(static_cast<int>(s));
+        }
+    }
+    client.semaphore = least[uniform<std::size_t>(0, least.size() - 1)];
+    client.run_form = chance(0.5);
+    if (m_have_faketime && chance(0.5)) {
+        client.skew = k_clock_skews[uniform<std::size_t>(0, k_clock_skews.size() - 1)];
+    }
+    if (client.run_form && chance(m_config.long_hold_share)) {
+        client.long_hold = true;
+        client.hold = uniform_ms(m_config.long_hold_min, m_config.long_hold_max);
+    } else {
+        Milliseconds high = m_config.short_hold_max;
+        if (!client.run_form) {
+            high = std::min(high, m_config.ttl / 4);
+        }
+        client.hold = chance(m_config.zero_hold_share)
+                          ? Milliseconds{0}
+                          : uniform_ms(std::min(m_config.short_hold_min, high), high);
+    }
+    const SemaphoreSpec& spec = m_config.semaphores[static_cast<std::size_t>(client.semaphore)];
+    const std::string tag = spec.name + " " + std::to_string(client.id);
+    const std::string limit = std::to_string(spec.limit);
+    const std::string label = "chaos " + std::to_string(client.id);
+    const std::string stamp = client.skew.empty() ? k_stamp_real : k_stamp_skewed;
+    const std::string sleep =
+        client.hold.count() > 0 ? "sleep " + seconds_arg(client.hold) + "; " : std::string();
+    const std::string trap =
+        "trap 'echo \"T " + tag + " " + stamp + "\" >> \"$L\"; exit 143' TERM; ";
+    std::vector<std::string> argv;
+    if (client.run_form) {
+        const std::string body = "L=" + m_log + "; " + trap + "echo \"S " + tag +
+                                 " $REDSEM_SLOT $REDSEM_FENCE " + stamp + " $$\" >> \"$L\"; " +
+                                 sleep + "echo \"E " + tag + " " + stamp + "\" >> \"$L\"";
+        argv = {m_redsem,
+                "run",
+                spec.name,
+                "-n",
+                limit,
+                "--ttl",
+                ms_arg(m_config.ttl),
+                "--loss-grace",
+                ms_arg(m_config.loss_grace),
+                "-q",
+                "--label",
+                label,
+                "--",
+                "/bin/sh",
+                "-c",
+                body};
+    } else {
+        const std::string grant = m_dir + "/grant/" + std::to_string(client.id);
+        // The grant goes to a file (not a pipe), so that the harness can tell, once it has
+        // stopped the client, whether acquire had already handed the slot to the script.
+        const std::string script =
+            "L=" + m_log + "; G=" + grant + "; " + m_redsem + " acquire " + spec.name + " -n " +
+            limit + " --ttl " + ms_arg(m_config.ttl) + " --loss-grace " +
+            ms_arg(m_config.loss_grace) + " -q --json --label '" + label +
+            "' > \"$G\" || exit $?\n"
+            "read -r j < \"$G\"\n"
+            "tok=${j#*\\\"token\\\":\\\"}; tok=${tok%%\\\"*}\n"
+            "slot=${j#*\\\"slot\\\":}; slot=${slot%%,*}\n"
+            "fence=${j#*\\\"fence\\\":}; fence=${fence%%,*}\n" +
+            trap + "\necho \"S " + tag + " $slot $fence " + stamp + " $$\" >> \"$L\"\n" + sleep +
+            "\necho \"E " + tag + " " + stamp +
+            "\" >> \"$L\"\n"
+            // A release that finds Redis restarting (69) is tried again, as a careful script
+            // would; 1 means the lease was gone already.
+            "n=0\nwhile :; do " +
+            m_redsem + " release " + spec.name +
+            " \"$tok\"; rc=$?; if [ $rc -ne 69 ] || [ $n -ge 20 ]; then exit $rc; fi; "
+            "n=$((n+1)); sleep 0.25; done\n";
+        argv = {"/bin/sh", "-c", script};
+    }
+    client.spawned_ns = real_ns();
+    client.pid =
+        spawn(argv, environment_for(client.skew), m_dir + "/err/" + std::to_string(client.id));
+    m_result.clients_started += 1;
+    m_result.clients_skewed += client.skew.empty() ? 0 : 1;
+    m_active.push_back(client.id);
+    m_clients.push_back(std::move(client));
+}
+
+// ---- the loop -----------------------------------------------------------------------------
+
+void Harness::tail_log() {
+    char buffer[65536];
+    for (;;) {
+        const ssize_t got = read(m_log_fd, buffer, sizeof(buffer));
+        if (got <= 0) {
+            break;
+        }
+        m_log_partial.append(buffer, static_cast<std::size_t>(got));
+    }
+    std::size_t begin = 0;
+    for (;;) {
+        const auto newline = m_log_partial.find('\n', begin);
+        if (newline == std::string::npos) {
+            break;
+        }
+        const std::string line = m_log_partial.substr(begin, newline - begin);
+        begin = newline + 1;
+        std::istringstream fields(line);
+        std::string kind, semaphore;
+        long long id = -1;
+        fields >> kind >> semaphore >> id;
+        const bool known_id = id >= 0 && id < static_cast<long long>(m_clients.size());
+        Client* client = known_id ? &m_clients[static_cast<std::size_t>(id)] : nullptr;
+        const bool same_semaphore =
+            client != nullptr &&
+            m_config.semaphores[static_cast<std::size_t>(client->semaphore)].name == semaphore;
+        long long a = 0, b = 0, when = 0;
+        bool ok = same_semaphore;
+        if (ok && kind == "S") {
+            ok = static_cast<bool>(fields >> a >> b >> when) && !client->has_s;
+            if (ok) {
+                client->has_s = true;
+                client->slot = a;
+                client->fence = b;
+                client->s_ns = when;
+                long long shell = 0;
+                if (fields >> shell && shell > 0 && client->run_form) {
+                    watch_death(*client, static_cast<pid_t>(shell));
+                }
+            }
+        } else if (ok && (kind == "E" || kind == "T")) {
+            ok = static_cast<bool>(fields >> when);
+            if (ok && kind == "E" && !client->has_e) {
+                client->has_e = true;
+                client->e_ns = when;
+            } else if (ok && kind == "T" && !client->has_t) {
+                client->has_t = true;
+                client->t_ns = when;
+            } else {
+                ok = false;
+            }
+        } else {
+            ok = false;
+        }
+        if (!ok) {
+            m_result.malformed_lines += 1;
+            m_result.violations.push_back({"malformed", "unexpected log line: " + line});
+        }
+    }
+    m_log_partial.erase(0, begin);
+}
+
+// Kills what is left of a SIGKILLed client's process group (an orphaned `redsem acquire`
+// or sleep of its shell): the group still exists, so its id is still this client's.
+void Harness::sweep_group(Client& client) {
+    if (client.killed_ns != 0 && kill(-client.pid, 0) == 0) {
+        kill(-client.pid, SIGKILL);
+    }
+}
+
+void Harness::reap() {
+    for (auto it = m_active.begin(); it != m_active.end();) {
+        Client& client = m_clients[static_cast<std::size_t>(*it)];
+        int status = 0;
+        const pid_t got = waitpid(client.pid, &status, WNOHANG);
+        if (got != client.pid) {
+            ++it;
+            continue;
+        }
+        client.done = true;
+        client.reaped_ns = real_ns();
+        client.exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                             : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1);
+        sweep_group(client);
+        const std::string err = m_dir + "/err/" + std::to_string(client.id);
+        client.err_last = last_line(slurp(err));
+        std::error_code ignored;
+        std::filesystem::remove(err, ignored);
+        std::filesystem::remove(m_dir + "/grant/" + std::to_string(client.id), ignored);
+        it = m_active.erase(it);
+    }
+}
+
+void Harness::resume_due(bool all) {
+    const auto now = Steady::now();
+    for (auto it = m_pauses.begin(); it != m_pauses.end();) {
+        if (!all && it->resume_at > now) {
+            ++it;
+            continue;
+        }
+        if (it->group) {
+            kill(-it->pgid, SIGCONT);
+        }
+        for (pid_t pid : it->pids) {
+            kill(pid, SIGCONT);
+        }
+        Client& client = m_clients[static_cast<std::size_t>(it->client)];
+        client.pause_active = false;
+        client.pause_end_ns = real_ns();
+        it = m_pauses.erase(it);
+    }
+}
+
+void Harness::kill_one() {
+    std::vector<int> candidates;
+    for (int id : m_active) {
+        const Client& client = m_clients[static_cast<std::size_t>(id)];
+        if (!client.pause_active && client.killed_ns == 0) {
+            candidates.push_back(id);
+        }
+    }
+    if (candidates.empty()) {
+        return;
+    }
+    Client& client = m_clients[static_cast<std::size_t>(
+        candidates[uniform<std::size_t>(0, candidates.size() - 1)])];
+    pid_t target = client.pid;
+    std::string what = client.run_form ? "redsem run" : "shell";
+    std::vector<pid_t> dies_later; // processes the kill ends only indirectly
+    if (chance(0.5)) {
+        // The other process: run's command, or the shell's redsem (acquire or release).
+        for (pid_t child : children_of(client.pid)) {
+            if (client.run_form || comm_of(child) == "redsem") {
+                target = child;
+                what = client.run_form ? "command" : "redsem";
+                break;
+            }
+        }
+    } else if (client.run_form) {
+        // Its command dies with it, by the parent-death signal, once redsem is dead.
+        dies_later = children_of(client.pid);
+    }
+    kill(target, SIGKILL);
+    // Once kill() has returned, the target runs no more code of its own (a process running
+    // elsewhere is interrupted at once; one waiting for a CPU dies before it gets back to user
+    // space): its time inside ends here. Not later: a command killed under `redsem run` is
+    // reaped and its slot released within milliseconds, while this thread may be waiting for
+    // a CPU. A command that dies with its redsem dies only once redsem has: wait for that.
+    client.killed_ns = real_ns();
+    if (!dies_later.empty()) {
+        await_all(dies_later, is_dead, 500ms);
+        client.killed_ns = real_ns();
+    }
+    client.killed_what = what;
+    m_result.sigkills += 1;
+    m_result.sigkill_targets[what] += 1;
+}
+
+void Harness::pause_one(PauseKind kind) {
+    int paused_now = 0;
+    for (const Client& client : m_clients) {
+        paused_now += client.pause_active ? 1 : 0;
+    }
+    if (paused_now >= m_config.max_paused) {
+        return;
+    }
+    std::vector<int> candidates;
+    for (int id : m_active) {
+        const Client& client = m_clients[static_cast<std::size_t>(id)];
+        if (client.paused || client.killed_ns != 0) {
+            continue;
+        }
+        const bool inside = client.has_s && !client.has_e && !client.has_t;
+        switch (kind) {
+        case PauseKind::waiter:
+            if (!client.has_s) {
+                // Waiting: run has not started its command; the script's acquire runs.
+                const std::vector<pid_t> children = children_of(client.pid);
+                const bool waiting =
+                    client.run_form
+                        ? children.empty()
+                        : std::any_of(children.begin(), children.end(),
+                                      [](pid_t child) { return comm_of(child) == "redsem"; });
+                if (waiting) {
+                    candidates.push_back(id);
+                }
+            }
+            break;
+        case PauseKind::holder:
+            if (inside) {
+                candidates.push_back(id);
+            }
+            break;
+        case PauseKind::supervisor:
+            if (inside && client.run_form) {
+                candidates.push_back(id);
+            }
+            break;
+        }
+    }
+    if (candidates.empty()) {
+        return;
+    }
+    Client& client = m_clients[static_cast<std::size_t>(
+        candidates[uniform<std::size_t>(0, candidates.size() - 1)])];
+    Pause pause;
+    pause.client = client.id;
+    pause.pgid = client.pid;
+    PauseKind actual = kind;
+    // When the last SIGSTOP went out: from then on the client does nothing.
+    long long stopped_at = 0;
+    if (kind == PauseKind::supervisor) {
+        kill(client.pid, SIGSTOP);
+        stopped_at = real_ns();
+        pause.pids = {client.pid};
+        await_all(pause.pids, is_stopped_or_gone, 200ms);
+    } else if (!client.run_form) {
+        // The script is its own group leader: stop the whole group at once.
+        kill(-client.pid, SIGSTOP);
+        stopped_at = real_ns();
+        pause.group = true;
+        std::vector<pid_t> tree{client.pid};
+        for (pid_t pid : descendants_of(client.pid)) {
+            tree.push_back(pid);
+        }
+        await_all(tree, is_stopped_or_gone, 200ms);
+    } else if (kind == PauseKind::holder) {
+        pause.pids = stop_tree(client.pid, stopped_at);
+    } else {
+        // A waiting `redsem run`: it has no child yet, so stopping it stops the client.
+        kill(client.pid, SIGSTOP);
+        stopped_at = real_ns();
+        pause.pids = {client.pid};
+        await_all(pause.pids, is_stopped_or_gone, 200ms);
+        if (!children_of(client.pid).empty()) {
+            // It had started its command after all: stop that too.
+            pause.pids = stop_tree(client.pid, stopped_at);
+        }
+    }
+    if (kind == PauseKind::waiter) {
+        // Stopped now, so nothing changes under us: did it hold its slot already?
+        tail_log();
+        bool holding = client.has_s;
+        if (client.run_form) {
+            holding = holding || pause.pids.size() > 1;
+        } else {
+            struct stat grant {};
+            const std::string path = m_dir + "/grant/" + std::to_string(client.id);
+            holding = holding || (stat(path.c_str(), &grant) == 0 && grant.st_size > 0);
+        }
+        if (holding) {
+            actual = PauseKind::holder;
+            client.reclassified = true;
+            m_result.pauses_reclassified += 1;
+        }
+    }
+    client.paused = true;
+    client.pause_active = true;
+    client.pause_kind = actual;
+    client.pause_start_ns = stopped_at;
+    if (actual != PauseKind::waiter) {
+        // A stopped process does nothing: its time inside ends here. What it does after
+        // SIGCONT (holder), or what its command does meanwhile (supervisor), only fencing can
+        // make safe.
+        client.fencing_from_ns = stopped_at;
+    }
+    switch (actual) {
+    case PauseKind::waiter:
+        m_result.pauses_waiter += 1;
+        break;
+    case PauseKind::holder:
+        m_result.pauses_holder += 1;
+        break;
+    case PauseKind::supervisor:
+        m_result.pauses_supervisor += 1;
+        break;
+    }
+    pause.resume_at = Steady::now() + uniform_ms(m_config.pause_min, m_config.pause_max);
+    m_pauses.push_back(std::move(pause));
+}
+
+void Harness::drain_messages() {
+    std::vector<std::string> messages;
+    {
+        std::lock_guard lock(m_shared.mutex);
+        messages.swap(m_shared.messages);
+    }
+    for (const auto& message : messages) {
+        m_out << "chaos: " << message << "\n";
+    }
+    if (!messages.empty()) {
+        m_out.flush();
+    }
+}
+
+void Harness::progress(bool force) {
+    if (m_config.progress_every.count() <= 0 && !force) {
+        return;
+    }
+    const auto now = Steady::now();
+    if (!force && now < m_next_progress) {
+        return;
+    }
+    m_next_progress = now + m_config.progress_every;
+    int cycles = 0;
+    for (const Client& client : m_clients) {
+        cycles += client.has_e ? 1 : 0;
+    }
+    std::lock_guard lock(m_shared.mutex);
+    m_out << "chaos: " << std::fixed << std::setprecision(1) << rel(real_ns())
+          << "s: " << m_result.clients_started << " clients, " << cycles << " cycles, "
+          << m_active.size() << " running, " << m_pauses.size() << " stopped, " << m_result.sigkills
+          << " SIGKILLs, restarts " << m_shared.restarts_kept << "/" << m_shared.restarts_wiped
+          << "/" << m_shared.restarts_rolled_back << "\n"
+          << std::defaultfloat;
+    m_out.flush();
+}
+
+void Harness::finish_stragglers() {
+    resume_due(true);
+    for (int id : m_active) {
+        Client& client = m_clients[static_cast<std::size_t>(id)];
+        client.hung = true;
+        std::vector<pid_t> tree = descendants_of(client.pid);
+        kill(-client.pid, SIGKILL);
+        kill(client.pid, SIGKILL);
+        for (pid_t pid : tree) {
+            kill(pid, SIGKILL);
+        }
+        int status = 0;
+        waitpid(client.pid, &status, 0);
+        client.done = true;
+        client.reaped_ns = real_ns();
+        client.exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                             : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1);
+        client.err_last = last_line(slurp(m_dir + "/err/" + std::to_string(client.id)));
+    }
+    m_active.clear();
+}
+
+// A run client's command dies without a word when redsem SIGKILLs it (the lease's end came
+// before its TERM trap could log). The time it was seen gone bounds its time inside far more
+// tightly than the time redsem was reaped: redsem releases the slot before it exits, and the
+// next holder may enter before this loop gets to reap it. Its pid comes from its S line; a
+// pidfd then tells when it ends, also for a process that is not our child.
+void Harness::watch_death(Client& client, pid_t shell) {
+    const int fd = static_cast<int>(syscall(SYS_pidfd_open, shell, 0));
+    if (fd < 0) {
+        if (errno == ESRCH) {
+            client.command_gone_ns = real_ns(); // gone already
+        }
+        return;
+    }
+    // The pid must still be that command: a child of this client's redsem.
+    const std::string stat = slurp("/proc/" + std::to_string(shell) + "/stat");
+    const auto paren = stat.rfind(')');
+    std::istringstream fields(paren == std::string::npos ? "" : stat.substr(paren + 1));
+    std::string state;
+    pid_t parent = 0;
+    fields >> state >> parent;
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = static_cast<std::uint64_t>(client.id) << 32 | static_cast<std::uint32_t>(fd);
+    if (parent != client.pid || epoll_ctl(m_epoll, EPOLL_CTL_ADD, fd, &event) != 0) {
+        close(fd);
+    }
+}
+
+void Harness::death_watcher() {
+    epoll_event events[64];
+    while (!m_stop_watching) {
+        const int ready = epoll_wait(m_epoll, events, 64, 50);
+        const long long now = real_ns();
+        for (int i = 0; i < ready; ++i) {
+            const int id = static_cast<int>(events[i].data.u64 >> 32);
+            const int fd = static_cast<int>(events[i].data.u64 & 0xffffffffU);
+            epoll_ctl(m_epoll, EPOLL_CTL_DEL, fd, nullptr);
+            close(fd);
+            std::lock_guard lock(m_deaths_mutex);
+            m_deaths.emplace(id, now);
+        }
+    }
+}
+
+void Harness::stop_death_watcher() {
+    if (m_watcher.joinable()) {
+        m_stop_watching = true;
+        m_watcher.join();
+    }
+    if (m_epoll >= 0) {
+        close(m_epoll); // pidfds still in it are closed with the process
+        m_epoll = -1;
+    }
+    std::lock_guard lock(m_deaths_mutex);
+    for (const auto& [id, when] : m_deaths) {
+        Client& client = m_clients[static_cast<std::size_t>(id)];
+        if (client.command_gone_ns == 0) {
+            client.command_gone_ns = when;
+        }
+    }
+}
+
+// ---- Redis actions ------------------------------------------------------------------------
+
+void Harness::restart(const std::string& kind) {
+    Connection admin = m_server->admin();
+    const long long keys_before = admin.call({"DBSIZE"}).as_integer();
+    if (kind != "kept") {
+        // What happens next is not written down: Redis comes back without it.
+        admin.call({"CONFIG", "SET", "appendonly", "no"});
+        if (kind == "wiped") {
+            std::error_code ignored;
+            std::filesystem::remove_all(m_server->dir() + "/appendonlydir", ignored);
+        } else {
+            std::this_thread::sleep_for(m_config.rollback_window);
+        }
+    }
+    admin.disconnect();
+    RestartWindow window;
+    window.kind = kind;
+    window.begin_ns = real_ns();
+    m_shared.redis_down = true;
+    try {
+        m_server->restart(); // SIGTERM; with the AOF on, it keeps what was written
+    } catch (...) {
+        m_shared.redis_down = false;
+        throw;
+    }
+    window.end_ns = real_ns();
+    m_shared.redis_down = false;
+    Connection after = m_server->admin();
+    const long long keys_after = after.call({"DBSIZE"}).as_integer();
+    const Reply appendonly = after.call({"CONFIG", "GET", "appendonly"});
+    if (appendonly.as_array().size() < 2 || appendonly.as_array()[1].as_string() != "yes") {
+        after.call({"CONFIG", "SET", "appendonly", "yes"});
+    }
+    std::lock_guard lock(m_shared.mutex);
+    std::ostringstream message;
+    message << std::fixed << std::setprecision(3) << "Redis restarted (" << kind
+            << ") t=" << rel(window.begin_ns) << "s..t=" << rel(window.end_ns)
+            << "s: " << keys_before << " keys before, " << keys_after << " right after";
+    m_shared.messages.push_back(message.str());
+    m_shared.restarts.push_back(window);
+    if (kind == "kept") {
+        m_shared.restarts_kept += 1;
+    } else if (kind == "wiped") {
+        m_shared.restarts_wiped += 1;
+    } else {
+        m_shared.restarts_rolled_back += 1;
+    }
+}
+
+void Harness::redis_actions() {
+    std::mt19937_64 random(m_config.seed ^ 0x9e3779b97f4a7c15ULL);
+    auto jitter = [&](Milliseconds mean) {
+        if (mean.count() <= 0) {
+            return Steady::time_point::max();
+        }
+        return Steady::now() + Milliseconds{static_cast<long long>(
+                                   static_cast<double>(mean.count()) *
+                                   std::uniform_real_distribution<double>(0.5, 1.5)(random))};
+    };
+    const auto start = Steady::now();
+    const std::vector<std::string> kinds{"kept", "wiped", "rolled back"};
+    std::vector<std::pair<Steady::time_point, std::string>> restarts;
+    const int count = std::max(0, m_config.restarts);
+    for (int i = 0; i < count; ++i) {
+        const double slice = static_cast<double>(m_config.duration.count()) / count;
+        const double at =
+            slice * (i + 0.5) + slice * std::uniform_real_distribution<double>(-0.2, 0.2)(random);
+        restarts.emplace_back(start + Milliseconds{static_cast<long long>(at)},
+                              kinds[static_cast<std::size_t>(i) % kinds.size()]);
+    }
+    std::size_t next_restart = 0;
+    auto next_pause = jitter(m_config.client_pause_every);
+    auto next_kill = jitter(m_config.client_kill_every);
+    for (;;) {
+        const auto restart_at = next_restart < restarts.size() ? restarts[next_restart].first
+                                                               : Steady::time_point::max();
+        const auto due = std::min({restart_at, next_pause, next_kill});
+        {
+            std::unique_lock lock(m_shared.mutex);
+            const auto until = std::min(due, m_chaos_end);
+            m_shared.wake.wait_until(lock, until, [&] { return m_shared.stop_actions; });
+            if (m_shared.stop_actions || Steady::now() >= m_chaos_end) {
+                break;
+            }
+            if (Steady::now() < due) {
+                continue;
+            }
+        }
+        std::string doing;
+        try {
+            if (due == restart_at) {
+                doing = "restart (" + restarts[next_restart].second + ")";
+                restart(restarts[next_restart].second);
+                ++next_restart;
+            } else if (due == next_pause) {
+                doing = "CLIENT PAUSE";
+                next_pause = jitter(m_config.client_pause_every);
+                Connection admin = m_server->admin();
+                admin.call(
+                    {"CLIENT", "PAUSE", std::to_string(m_config.client_pause.count()), "ALL"});
+                {
+                    std::lock_guard lock(m_shared.mutex);
+                    m_shared.client_pauses += 1;
+                }
+                // Nothing else on Redis until the pause is over.
+                std::this_thread::sleep_for(m_config.client_pause + 100ms);
+                next_kill = std::max(next_kill, Steady::now());
+                if (next_restart < restarts.size()) {
+                    restarts[next_restart].first =
+                        std::max(restarts[next_restart].first, Steady::now());
+                }
+            } else {
+                doing = "CLIENT KILL";
+                next_kill = jitter(m_config.client_kill_every);
+                Connection admin = m_server->admin();
+                const Reply killed = admin.call({"CLIENT", "KILL", "TYPE", "normal"});
+                std::lock_guard lock(m_shared.mutex);
+                m_shared.client_kill_rounds += 1;
+                m_shared.connections_killed += killed.as_integer();
+            }
+        } catch (const std::exception& error) {
+            if (due == restart_at) {
+                ++next_restart;
+            }
+            std::lock_guard lock(m_shared.mutex);
+            m_shared.errors += 1;
+            m_shared.messages.push_back("harness error during " + doing + ": " + error.what());
+        }
+    }
+    // Redis was (re)started by this thread, and dies with it (PR_SET_PDEATHSIG follows the
+    // thread that forked): stay until the harness is done with it.
+    std::unique_lock lock(m_shared.mutex);
+    m_shared.wake.wait(lock, [&] { return m_shared.finish; });
+}
+
+// ---- after the chaos ----------------------------------------------------------------------
+
+void Harness::check_keys() {
+    // Waiters drop after 5s, uncollected hand-overs after 3s, leases after the ttl; then gc
+    // removes every semaphore. Poll rather than sleep for the longest of them.
+    const auto give_up = Steady::now() + 15s + 2 * m_config.ttl + m_config.loss_grace;
+    for (;;) {
+        const std::string err = m_dir + "/gc.err";
+        const pid_t pid = spawn({m_redsem, "gc"}, m_base_env, err);
+        int status = 0;
+        const auto gc_deadline = Steady::now() + 30s;
+        pid_t got = 0;
+        while ((got = waitpid(pid, &status, WNOHANG)) == 0 && Steady::now() < gc_deadline) {
+            std::this_thread::sleep_for(5ms);
+        }
+        if (got == 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+        }
+        m_result.gc_ok = got == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!m_result.gc_ok) {
+            m_out << "chaos: redsem gc failed: " << last_line(slurp(err)) << "\n";
+        }
+        Connection admin = m_server->admin();
+        const Reply keys = admin.call({"KEYS", "redsem:*"});
+        m_result.keys_left = 0;
+        m_result.keys_left_names.clear();
+        for (const Reply& key : keys.as_array()) {
+            if (key.as_string() == "redsem:epoch") {
+                continue; // the loss marker: no TTL by design
+            }
+            m_result.keys_left += 1;
+            if (m_result.keys_left <= 12) {
+                m_result.keys_left_names += (m_result.keys_left > 1 ? " " : "") + key.as_string();
+            }
+        }
+        if (m_result.keys_left == 0 || Steady::now() > give_up) {
+            return;
+        }
+        std::this_thread::sleep_for(250ms);
+    }
+}
+
+std::string Harness::describe(const Client& client) const {
+    const SemaphoreSpec& spec = m_config.semaphores[static_cast<std::size_t>(client.semaphore)];
+    std::ostringstream out;
+    out << std::fixed << std::setprecision(3);
+    out << "client " << client.id << " (" << (client.run_form ? "run" : "acquire/release")
+        << (client.skew.empty() ? "" : ", FAKETIME=" + client.skew) << ", hold "
+        << client.hold.count() << "ms, spawned t=" << rel(client.spawned_ns) << "s";
+    if (client.has_s) {
+        out << "; S " << spec.name << " " << client.id << " " << client.slot << " " << client.fence
+            << " " << client.s_ns << " (t=" << rel(client.s_ns) << "s)";
+    }
+    if (client.has_t) {
+        out << "; T " << spec.name << " " << client.id << " " << client.t_ns
+            << " (t=" << rel(client.t_ns) << "s)";
+    }
+    if (client.has_e) {
+        out << "; E " << spec.name << " " << client.id << " " << client.e_ns
+            << " (t=" << rel(client.e_ns) << "s)";
+    }
+    if (client.paused) {
+        out << "; SIGSTOP " << name_of(client.pause_kind)
+            << (client.reclassified ? " (chosen as waiter)" : "")
+            << " t=" << rel(client.pause_start_ns) << "s..t=" << rel(client.pause_end_ns) << "s";
+    }
+    if (client.command_gone_ns != 0 && !client.has_e && !client.has_t) {
+        out << "; command seen gone t=" << rel(client.command_gone_ns) << "s";
+    }
+    if (client.killed_ns != 0) {
+        out << "; SIGKILL of its " << client.killed_what << " t=" << rel(client.killed_ns) << "s";
+    }
+    out << "; exit " << client.exit_code << " reaped t=" << rel(client.reaped_ns) << "s)";
+    return out.str();
+}
+
+void Harness::classify_exits() {
+    std::vector<RestartWindow> windows;
+    {
+        std::lock_guard lock(m_shared.mutex);
+        windows = m_shared.restarts;
+    }
+    for (const Client& client : m_clients) {
+        m_result.exits[client.exit_code] += 1;
+        if (client.killed_ns != 0) {
+            continue; // SIGKILLed by the harness: any outcome
+        }
+        m_result.survivors += 1;
+        std::string problem;
+        if (client.hung) {
+            m_result.survivors_hung += 1;
+            problem = "did not finish within the grace";
+        } else if (client.exit_code == 0) {
+            if (client.has_s && client.has_e) {
+                m_result.exit_ok += 1;
+            } else {
+                problem = "exit 0 without both S and E logged";
+            }
+        } else if (client.exit_code == 76 && client.run_form) {
+            m_result.exit_fenced += 1;
+        } else if (client.exit_code == 1 && !client.run_form && client.has_s && client.has_e) {
+            m_result.exit_release_lost += 1;
+        } else if (client.exit_code == 69 && !client.has_s &&
+                   std::any_of(windows.begin(), windows.end(), [&](const RestartWindow& w) {
+                       return client.spawned_ns >= w.begin_ns - 2'000'000'000LL &&
+                              client.spawned_ns <= w.end_ns;
+                   })) {
+            // Started while Redis was down: unreachable from the start is reported at once.
+            m_result.exit_refused_at_restart += 1;
+        } else {
+            if (client.exit_code == 75) {
+                m_result.exit_75 += 1;
+            } else {
+                m_result.exit_other += 1;
+            }
+            problem = "exit " + std::to_string(client.exit_code);
+        }
+        if (!problem.empty()) {
+            if (!client.hung) {
+                m_result.survivors_failed += 1;
+            }
+            m_result.failures.push_back(problem + ": " + describe(client) + "; stderr: " +
+                                        (client.err_last.empty() ? "(empty)" : client.err_last));
+        }
+    }
+}
+
+void Harness::analyse() {
+    struct Interval {
+        long long start = 0;
+        long long end = 0;
+        int client = 0;
+    };
+    struct Entry {
+        long long at = 0;
+        long long fence = 0;
+        int client = 0;
+    };
+    const std::size_t count = m_config.semaphores.size();
+    std::vector<std::vector<Interval>> intervals(count);
+    std::vector<std::map<long long, std::vector<Entry>>> entries(count); // by slot
+    std::vector<std::map<long long, std::vector<Interval>>> by_slot(count);
+    int late_starts = 0;
+    int late_rejected = 0;
+    std::vector<std::map<long long, std::vector<Entry>>> late(count);
+
+    for (const Client& client : m_clients) {
+        if (client.has_e) {
+            m_result.cycles_completed += 1;
+            m_result.cycles_skewed += client.skew.empty() ? 0 : 1;
+            m_result.long_holds_completed += client.long_hold ? 1 : 0;
+        }
+        if (!client.has_s) {
+            continue;
+        }
+        const auto s = static_cast<std::size_t>(client.semaphore);
+        long long end = 0;
+        if (client.has_e) {
+            end = client.e_ns;
+        } else if (client.has_t) {
+            end = client.t_ns;
+        } else {
+            // It died without a word: by the harness's SIGKILL, by the time its command was
+            // seen gone, at the latest by the time it was reaped. Each is an upper bound.
+            end = client.reaped_ns;
+            m_result.silent_ends += 1;
+            m_result.silent_ends_seen += client.command_gone_ns != 0 ? 1 : 0;
+            if (client.killed_ns != 0 && client.killed_ns >= client.s_ns) {
+                end = std::min(end, client.killed_ns);
+            }
+            if (client.command_gone_ns != 0 && client.command_gone_ns >= client.s_ns) {
+                end = std::min(end, client.command_gone_ns);
+            }
+        }
+        if (client.fencing_from_ns != 0 && client.s_ns >= client.fencing_from_ns) {
+            // It took its slot, was stopped before it could log its entry, and entered only
+            // after SIGCONT, long past its lease: only fencing protects that. Counted apart.
+            late[s][client.slot].push_back({client.s_ns, client.fence, client.id});
+            continue;
+        }
+        entries[s][client.slot].push_back({client.s_ns, client.fence, client.id});
+        const long long overlap_end =
+            client.fencing_from_ns != 0 ? std::min(end, client.fencing_from_ns) : end;
+        if (overlap_end > client.s_ns) {
+            intervals[s].push_back({client.s_ns, overlap_end, client.id});
+            by_slot[s][client.slot].push_back({client.s_ns, overlap_end, client.id});
+        }
+    }
+
+    auto report = [&](const std::string& kind, const std::string& text) {
+        m_result.violations.push_back({kind, text});
+    };
+    for (std::size_t s = 0; s < count; ++s) {
+        const SemaphoreSpec& spec = m_config.semaphores[s];
+        // Overlap: a sweep over entries (+1) and exits (-1), exits first at equal times.
+        std::vector<std::tuple<long long, int, int>> events;
+        for (const Interval& interval : intervals[s]) {
+            events.emplace_back(interval.start, +1, interval.client);
+            events.emplace_back(interval.end, -1, interval.client);
+        }
+        std::sort(events.begin(), events.end());
+        std::set<int> inside;
+        int most = 0;
+        for (const auto& [at, delta, id] : events) {
+            if (delta < 0) {
+                inside.erase(id);
+                continue;
+            }
+            inside.insert(id);
+            most = std::max(most, static_cast<int>(inside.size()));
+            if (static_cast<int>(inside.size()) > spec.limit) {
+                m_result.overlap_violations += 1;
+                std::ostringstream text;
+                text << "overlap on " << spec.name << " at t=" << std::fixed << std::setprecision(3)
+                     << rel(at) << "s: " << inside.size() << " inside (limit " << spec.limit
+                     << "):";
+                for (int other : inside) {
+                    text << "\n    " << describe(m_clients[static_cast<std::size_t>(other)]);
+                }
+                report("overlap", text.str());
+            }
+        }
+        m_result.max_inside[spec.name] = most;
+
+        // One holder per slot at a time.
+        for (auto& [slot, list] : by_slot[s]) {
+            std::sort(list.begin(), list.end(),
+                      [](const Interval& a, const Interval& b) { return a.start < b.start; });
+            const Interval* latest = nullptr; // the one that ends last so far
+            for (const Interval& interval : list) {
+                if (latest != nullptr && interval.start < latest->end) {
+                    m_result.slot_violations += 1;
+                    report("slot",
+                           "slot " + std::to_string(slot) + " of " + spec.name + " shared:\n    " +
+                               describe(m_clients[static_cast<std::size_t>(latest->client)]) +
+                               "\n    " +
+                               describe(m_clients[static_cast<std::size_t>(interval.client)]));
+                }
+                if (latest == nullptr || interval.end > latest->end) {
+                    latest = &interval;
+                }
+            }
+        }
+
+        // Fences: per slot, in the order of entry, strictly increasing; unique per semaphore.
+        std::map<long long, int> fence_owner;
+        for (auto& [slot, list] : entries[s]) {
+            std::sort(list.begin(), list.end(),
+                      [](const Entry& a, const Entry& b) { return a.at < b.at; });
+            for (std::size_t i = 0; i < list.size(); ++i) {
+                const Entry& entry = list[i];
+                if (i > 0 && entry.fence <= list[i - 1].fence) {
+                    m_result.fence_violations += 1;
+                    report("fence",
+                           "fence out of order on slot " + std::to_string(slot) + " of " +
+                               spec.name + ":\n    " +
+                               describe(m_clients[static_cast<std::size_t>(list[i - 1].client)]) +
+                               "\n    " +
+                               describe(m_clients[static_cast<std::size_t>(entry.client)]));
+                }
+            }
+            for (const Entry& entry : list) {
+                const auto [it, fresh] = fence_owner.emplace(entry.fence, entry.client);
+                if (!fresh) {
+                    m_result.fence_violations += 1;
+                    report("fence",
+                           "fence " + std::to_string(entry.fence) + " of " + spec.name +
+                               " given twice:\n    " +
+                               describe(m_clients[static_cast<std::size_t>(it->second)]) +
+                               "\n    " +
+                               describe(m_clients[static_cast<std::size_t>(entry.client)]));
+                }
+            }
+        }
+        // Late entries: a fenced resource would refuse one behind a newer fence on its slot.
+        for (auto& [slot, list] : late[s]) {
+            for (const Entry& entry : list) {
+                ++late_starts;
+                const auto& seen = entries[s][slot];
+                const bool behind = std::any_of(seen.begin(), seen.end(), [&](const Entry& e) {
+                    return e.at < entry.at && e.fence > entry.fence;
+                });
+                late_rejected += behind ? 1 : 0;
+                m_out << "chaos: late entry (stopped holding its grant before it logged S; "
+                      << (behind ? "a fenced resource refuses it: a newer fence entered before"
+                                 : "no newer fence had entered its slot")
+                      << "): " << describe(m_clients[static_cast<std::size_t>(entry.client)])
+                      << "\n";
+                const auto [it, fresh] = fence_owner.emplace(entry.fence, entry.client);
+                if (!fresh) {
+                    m_result.fence_violations += 1;
+                    report("fence",
+                           "fence " + std::to_string(entry.fence) + " of " + spec.name +
+                               " given twice:\n    " +
+                               describe(m_clients[static_cast<std::size_t>(it->second)]) +
+                               "\n    " +
+                               describe(m_clients[static_cast<std::size_t>(entry.client)]));
+                }
+            }
+        }
+    }
+    m_result.late_entries = late_starts;
+    m_result.late_entries_refused = late_rejected;
+    if (late_starts > 0) {
+        m_out << "chaos: " << late_starts << " late entries, " << late_rejected
+              << " of them behind a newer fence\n";
+    }
+}
+
+Result Harness::run() {
+    prepare();
+    m_start_ns = real_ns();
+    const auto start = Steady::now();
+    m_chaos_end = start + m_config.duration;
+    m_next_progress = start + m_config.progress_every;
+    m_epoll = epoll_create1(EPOLL_CLOEXEC);
+    if (m_epoll < 0) {
+        throw std::runtime_error("epoll_create1 failed");
+    }
+    m_watcher = std::thread([this] { death_watcher(); });
+    m_actions = std::thread([this] { redis_actions(); });
+
+    auto next_kill = next_after(start, m_config.kill_every);
+    auto next_waiter = next_after(start, m_config.waiter_pause_every);
+    auto next_holder = next_after(start, m_config.holder_pause_every);
+    auto next_supervisor = next_after(start, m_config.supervisor_pause_every);
+    const auto grace_ends = m_chaos_end + m_config.survivor_grace;
+    bool chaos_over = false;
+    try {
+        for (;;) {
+            tail_log();
+            reap();
+            resume_due(false);
+            drain_messages();
+            const auto now = Steady::now();
+            if (now >= m_chaos_end && !chaos_over) {
+                chaos_over = true;
+                m_result.seconds = std::chrono::duration<double>(now - start).count();
+                {
+                    std::lock_guard lock(m_shared.mutex);
+                    m_shared.stop_actions = true;
+                }
+                m_shared.wake.notify_all();
+            }
+            if (chaos_over) {
+                if (m_active.empty() && m_pauses.empty()) {
+                    break;
+                }
+                if (now >= grace_ends) {
+                    break;
+                }
+            } else {
+                while (static_cast<int>(m_active.size()) < m_config.clients &&
+                       !m_shared.redis_down) {
+                    spawn_client();
+                }
+                if (now >= next_kill) {
+                    kill_one();
+                    next_kill = next_after(now, m_config.kill_every);
+                }
+                if (now >= next_waiter) {
+                    pause_one(PauseKind::waiter);
+                    next_waiter = next_after(now, m_config.waiter_pause_every);
+                }
+                if (now >= next_holder) {
+                    pause_one(PauseKind::holder);
+                    next_holder = next_after(now, m_config.holder_pause_every);
+                }
+                if (now >= next_supervisor) {
+                    pause_one(PauseKind::supervisor);
+                    next_supervisor = next_after(now, m_config.supervisor_pause_every);
+                }
+            }
+            progress(false);
+            std::this_thread::sleep_for(3ms);
+        }
+    } catch (const std::exception& error) {
+        m_result.harness_errors += 1;
+        m_out << "chaos: harness error: " << error.what() << "\n";
+    }
+    if (!chaos_over) {
+        m_result.seconds = std::chrono::duration<double>(Steady::now() - start).count();
+        {
+            std::lock_guard lock(m_shared.mutex);
+            m_shared.stop_actions = true;
+        }
+        m_shared.wake.notify_all();
+    }
+    finish_stragglers();
+    tail_log();
+    stop_death_watcher();
+    drain_messages();
+    try {
+        check_keys();
+    } catch (const std::exception& error) {
+        m_result.harness_errors += 1;
+        m_result.gc_ok = false;
+        m_out << "chaos: harness error while checking keys: " << error.what() << "\n";
+    }
+    {
+        std::lock_guard lock(m_shared.mutex);
+        m_shared.finish = true;
+    }
+    m_shared.wake.notify_all();
+    m_actions.join();
+    drain_messages();
+    {
+        std::lock_guard lock(m_shared.mutex);
+        m_result.client_pauses = m_shared.client_pauses;
+        m_result.client_kill_rounds = m_shared.client_kill_rounds;
+        m_result.connections_killed = m_shared.connections_killed;
+        m_result.restarts_kept = m_shared.restarts_kept;
+        m_result.restarts_wiped = m_shared.restarts_wiped;
+        m_result.restarts_rolled_back = m_shared.restarts_rolled_back;
+        m_result.harness_errors += m_shared.errors;
+    }
+
+    analyse();
+    classify_exits();
+
+    // The verdict and what it rests on.
+    constexpr std::size_t k_most_printed = 40;
+    for (std::size_t i = 0; i < m_result.violations.size() && i < k_most_printed; ++i) {
+        m_out << "chaos: VIOLATION (" << m_result.violations[i].kind
+              << "): " << m_result.violations[i].text << "\n";
+    }
+    for (std::size_t i = 0; i < m_result.failures.size() && i < k_most_printed; ++i) {
+        m_out << "chaos: FAILED SURVIVOR: " << m_result.failures[i] << "\n";
+    }
+    if (m_result.keys_left > 0) {
+        m_out << "chaos: keys left after gc: " << m_result.keys_left_names << "\n";
+    }
+    close(m_log_fd);
+    m_log_fd = -1;
+    m_server.reset();
+    const bool good = m_result.safe() && m_result.live() && m_result.clean();
+    if (good || !m_config.keep_files_on_failure) {
+        std::error_code ignored;
+        std::filesystem::remove_all(m_dir, ignored);
+        m_result.directory.clear();
+    } else {
+        m_out << "chaos: the log is kept in " << m_dir << "/inside.log\n";
+    }
+    m_out << m_result.summary() << "\n";
+    m_out.flush();
+    return m_result;
+}
+
+} // namespace
+
+std::string Result::summary() const {
+    std::ostringstream out;
+    out << std::fixed << std::setprecision(1);
+    out << "chaos: " << seconds << "s, " << clients_started << " clients (" << clients_skewed
+        << " skewed), " << cycles_completed << " cycles (" << cycles_skewed << " skewed, "
+        << long_holds_completed
+        << " long) = " << (seconds > 0 ? static_cast<double>(cycles_completed) / seconds : 0.0)
+        << "/s; survivors' exits 0:" << exit_ok << " 76:" << exit_fenced
+        << " 1(release found no lease):" << exit_release_lost
+        << " 69(started during a restart):" << exit_refused_at_restart << " 75:" << exit_75
+        << " other:" << exit_other << "; all exits";
+    for (const auto& [code, n] : exits) {
+        out << " " << code << ":" << n;
+    }
+    out << "; SIGKILLs " << sigkills;
+    if (!sigkill_targets.empty()) {
+        out << " (";
+        bool first = true;
+        for (const auto& [what, n] : sigkill_targets) {
+            out << (first ? "" : ", ") << what << " " << n;
+            first = false;
+        }
+        out << ")";
+    }
+    out << "; SIGSTOPs waiter/holder/supervisor " << pauses_waiter << "/" << pauses_holder << "/"
+        << pauses_supervisor << " (" << pauses_reclassified << " chosen as waiters were holding)"
+        << "; CLIENT PAUSE " << client_pauses << "; CLIENT KILL " << client_kill_rounds << " ("
+        << connections_killed << " connections); restarts kept/wiped/rolled back " << restarts_kept
+        << "/" << restarts_wiped << "/" << restarts_rolled_back << "; max inside";
+    for (const auto& [name, most] : max_inside) {
+        out << " " << name << "=" << most;
+    }
+    out << "; died without a word " << silent_ends << " (" << silent_ends_seen
+        << " seen by pidfd); late entries " << late_entries << " (" << late_entries_refused
+        << " behind a newer fence)";
+    out << "; violations: overlap " << overlap_violations << ", slot " << slot_violations
+        << ", fence " << fence_violations << ", malformed " << malformed_lines << "; survivors "
+        << survivors << ", failed " << survivors_failed << ", hung " << survivors_hung
+        << "; keys left " << keys_left << (gc_ok ? "" : " (gc failed)");
+    if (harness_errors > 0) {
+        out << "; harness errors " << harness_errors;
+    }
+    out << "; verdict: safety " << (safe() ? "OK" : "VIOLATED") << ", liveness "
+        << (live() ? "OK" : "FAILED") << ", cleanup " << (clean() ? "OK" : "FAILED");
+    return out.str();
+}
+
+Result run(const Config& config) {
+    Harness harness(config);
+    return harness.run();
+}
+
+} // namespace redsem::test::chaos
