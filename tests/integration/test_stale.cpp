@@ -232,7 +232,8 @@ TEST_CASE("an expired hand-over leaves no phantom waiter for gc to report", "[th
     CHECK(admin.call({"ZSCORE", keys.alive, stalled}).is_nil());
     const auto dry = run_redsem({"gc", "phantom", "--dry-run", "--json"}, env_for(server));
     REQUIRE(dry.exit_code == 0);
-    for (const auto& entry : json::parse(dry.out)["removed"]) {
+    const json report = json::parse(dry.out);
+    for (const auto& entry : report["removed"]) {
         CHECK(entry["token"] != stalled);
         CHECK(entry["kind"] != "waiter");
     }
