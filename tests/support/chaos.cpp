@@ -49,6 +49,14 @@ constexpr const char* k_stamp_skewed =
     "$(trap \"\" TERM; exec env -u LD_PRELOAD -u FAKETIME date +%s%N)";
 constexpr const char* k_stamp_real = "$(trap \"\" TERM; exec date +%s%N)";
 
+// The command's exit line. The stamp is taken first and the line written only with it: a
+// stamp process killed on the way (by the group's SIGKILL, in the tight window after the
+// command's work) leaves no line, and the harness bounds the exit by the death it saw,
+// instead of a line without a time.
+std::string exit_line(const std::string& tag, const std::string& stamp) {
+    return "t=" + stamp + "; if [ -n \"$t\" ]; then echo \"E " + tag + " $t\" >> \"$L\"; fi";
+}
+
 // The observer's time: CLOCK_REALTIME in nanoseconds, the clock `date +%s%N` reads.
 long long real_ns() {
     timespec now{};
@@ -545,7 +553,7 @@ void Harness::spawn_client() {
     if (client.run_form) {
         const std::string body = "L=" + m_log + "; " + trap + "echo \"S " + tag +
                                  " $REDSEM_SLOT $REDSEM_FENCE " + stamp + " $$\" >> \"$L\"; " +
-                                 sleep + "echo \"E " + tag + " " + stamp + "\" >> \"$L\"";
+                                 sleep + exit_line(tag, stamp);
         argv = {m_redsem,
                 "run",
                 spec.name,
@@ -576,8 +584,8 @@ void Harness::spawn_client() {
             "slot=${j#*\\\"slot\\\":}; slot=${slot%%,*}\n"
             "fence=${j#*\\\"fence\\\":}; fence=${fence%%,*}\n" +
             trap + "\necho \"S " + tag + " $slot $fence " + stamp + " $$\" >> \"$L\"\n" + sleep +
-            "\necho \"E " + tag + " " + stamp +
-            "\" >> \"$L\"\n"
+            "\n" + exit_line(tag, stamp) +
+            "\n"
             // A release that finds Redis restarting (69) is tried again, as a careful script
             // would; 1 means the lease was gone already.
             "n=0\nwhile :; do " +
