@@ -1248,10 +1248,15 @@ void Harness::classify_exits() {
             m_result.exit_release_lost += 1;
         } else if (client.exit_code == 69 && !client.has_s &&
                    std::any_of(windows.begin(), windows.end(), [&](const RestartWindow& w) {
-                       return client.spawned_ns >= w.begin_ns - 2'000'000'000LL &&
-                              client.spawned_ns <= w.end_ns;
+                       // Its first contact may have come while Redis was down: it started
+                       // then, or it was stopped soon after starting and resumed then.
+                       const auto near = [&](long long ns) {
+                           return ns >= w.begin_ns - 2'000'000'000LL && ns <= w.end_ns;
+                       };
+                       return near(client.spawned_ns) ||
+                              (client.pause_end_ns != 0 && near(client.pause_end_ns));
                    })) {
-            // Started while Redis was down: unreachable from the start is reported at once.
+            // Unreachable at its first contact, which is reported at once.
             m_result.exit_refused_at_restart += 1;
         } else {
             if (client.exit_code == 75) {
