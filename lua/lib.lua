@@ -141,8 +141,10 @@ local function admission_opens(now, grace)
             -- than the default grace: missing means redsem never used it (or this prefix),
             -- another process means a promoted replica, which lost what it had not received
             -- by now. (A FLUSHALL is not noticed on such a server: do not flush a live Redis.)
+            -- uptime_in_seconds is the difference of two whole-second clocks, so the server
+            -- started up to 1s later than now - uptime: take the latest possible start.
             if uptime_ms < DEFAULT_LOSS_GRACE_MS then
-                lost_at = now - uptime_ms
+                lost_at = math.min(now, now - uptime_ms + 1000)
             elseif epoch[1] then
                 lost_at = now
             else
