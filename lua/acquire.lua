@@ -1,7 +1,8 @@
 -- acquire.lua: takes a slot, or queues the caller in FIFO order.
 -- KEYS: see lib.lua.
 -- ARGV[1] wake-list prefix        ARGV[2] token (caller-generated, 128 random bits)
--- ARGV[3] limit                   ARGV[4] lease ttl in ms
+-- ARGV[3] limit, or '' for the stored one (1 for a new semaphore)
+-- ARGV[4] lease ttl in ms
 -- ARGV[5] 'wait' (queue if full) or 'try' (never queue)
 -- ARGV[6] waiter liveness in ms (a queued caller must call again within it)
 -- ARGV[7] metadata JSON {host, pid, user, label}
@@ -16,7 +17,8 @@
 --                                                        next_expiry_in_ms is -1 when unknown
 --   {'busy', held, limit, queued, closed_for_ms}         full and ARGV[5] == 'try'
 --   closed_for_ms > 0: admission is closed for that long after a possible loss of data.
---   {'conflict', stored_limit, held, queued}             another limit is in force
+--   {'conflict', stored_limit, held, queued}             another limit is in force (change
+--                                                        it with limit.lua)
 --                                                        (stored_limit -1: not a number;
 --                                                        -2: state lost while in use)
 --   {'wrongtype', key, actual_type, expected_type}       a foreign key is in the way
@@ -27,7 +29,8 @@ local state, bad = load_state()
 if not state then
     return bad
 end
-local token, limit, ttl = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local token, ttl = ARGV[2], tonumber(ARGV[4])
+local limit = tonumber(ARGV[3]) or state.limit or 1
 local mode, liveness, json, known = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8] == '1'
 local now = server_now()
 local asked_grace = tonumber(ARGV[9])

@@ -53,6 +53,8 @@ local CLAIM_MS = 3000
 -- The loss grace when neither the caller nor the semaphore names one: at least this, and at
 -- least the lease ttl of whoever is to be admitted.
 local DEFAULT_LOSS_GRACE_MS = 60000
+-- The lease ttl of a holder whose record lacks one (keys changed by hand).
+local DEFAULT_TTL_MS = 60000
 -- The server's identity (INFO) is checked by a script sent with EVAL, which is how each script
 -- first runs in a new server process (the script cache does not survive a restart), and at
 -- least this often otherwise.
@@ -195,51 +197,70 @@ local function remove_waiter(token)
     redis.call('DEL', WAKE_PREFIX .. token)
 end
 
--- `slot` has just become free: give it to the head of the queue, or mark it free. The new
--- holder learns of it from its wake list ("FENCE SLOT DEADLINE NOW"), and must collect it
--- within CLAIM_MS; the list lives as long as the lease, so prune() can always tell a grant
--- nobody collected. Writes the new holder before the caller removes the old one, so the
--- holders key never empties (and never loses its expiry) on a hand-over. While admission is
--- closed after a loss of data, the slot is only marked free: the head of the queue takes it
--- when it next refreshes its place after admission opens.
+-- Gives free slot `slot` (its bit clear) to the head of the queue. The new holder learns of
+-- it from its wake list ("FENCE SLOT DEADLINE NOW LIMIT"), and must collect it within CLAIM_MS; the
+-- list lives as long as the lease, so prune() can always tell a grant nobody collected.
+-- Returns false, leaving the slot free, when nobody waits, or while admission is closed after
+-- a loss of data (the head of the queue takes the slot when it next refreshes its place after
+-- admission opens).
 local function hand_over(state, slot, now)
     while true do
         local head = redis.call('ZPOPMIN', K_QUEUE)
         local token = head[1]
         if not token then
-            redis.call('SETBIT', K_SLOTS, slot, 0)
-            return
+            return false
         end
         local waiter = parse_info(redis.call('HGET', K_INFO, token))
         if waiter and waiter.kind == 'w' and admission_opens(now, loss_grace(state, waiter.ttl)) > 0 then
             redis.call('ZADD', K_QUEUE, head[2], token) -- back in its place
-            redis.call('SETBIT', K_SLOTS, slot, 0)
-            return
+            return false
         end
         if waiter and waiter.kind == 'w' then
             local fence = next_fence(state)
             local deadline = now + waiter.ttl
+            redis.call('SETBIT', K_SLOTS, slot, 1)
             redis.call('ZADD', K_HOLDERS, deadline, token)
             redis.call('HSET', K_INFO, token, holder_info(slot, fence, now, waiter.ttl, waiter.json))
             redis.call('ZADD', K_ALIVE, now + CLAIM_MS, token)
             local wake = WAKE_PREFIX .. token
-            redis.call('RPUSH', wake, int_str(fence) .. ' ' .. slot .. ' ' .. int_str(deadline) .. ' ' .. int_str(now))
+            redis.call('RPUSH', wake, int_str(fence) .. ' ' .. slot .. ' ' .. int_str(deadline) .. ' ' .. int_str(now) .. ' ' .. state.limit)
             redis.call('PEXPIREAT', wake, int_str(math.max(deadline, now + CLAIM_MS)))
             touch(state, deadline)
-            return
+            return true
         end
         -- A queue entry without waiter metadata (changed by hand): drop it, try the next.
         remove_waiter(token)
     end
 end
 
--- Removes holder `token`, handing its slot on. Returns true when it was a holder. Its wake
--- list and claim deadline go too: a hand-over it never collected must not be read later as a
--- new grant, nor reported as a waiter.
+-- Hands free slots to the queue, lowest first, while fewer than the limit hold one. `held`
+-- counts the holders that stay. Every slot given is below the limit: with fewer holders than
+-- the limit, one of the slots 0..limit-1 is free.
+local function fill_free_slots(state, held, now)
+    local limit = state.limit or 0
+    while held < limit do
+        local slot = redis.call('BITPOS', K_SLOTS, 0)
+        if slot >= limit or not hand_over(state, slot, now) then
+            return
+        end
+        held = held + 1
+    end
+end
+
+-- Removes holder `token`, passing a slot on when the limit allows (after a lower limit, not
+-- before fewer than the limit hold). Returns true when it was a holder. Its wake list and
+-- claim deadline go too: a hand-over it never collected must not be read later as a new
+-- grant, nor reported as a waiter. The new holder is written before the old one leaves, so
+-- the holders key never empties (and never loses its expiry) on a hand-over.
 local function remove_holder(state, token, info, now)
     info = info or parse_info(redis.call('HGET', K_INFO, token))
     if info and info.kind == 'h' and info.slot then
-        hand_over(state, info.slot, now)
+        redis.call('SETBIT', K_SLOTS, info.slot, 0)
+        local others = redis.call('ZCARD', K_HOLDERS)
+        if redis.call('ZSCORE', K_HOLDERS, token) then
+            others = others - 1
+        end
+        fill_free_slots(state, others, now)
     end
     redis.call('HDEL', K_INFO, token)
     redis.call('DEL', WAKE_PREFIX .. token)

@@ -1,13 +1,14 @@
 -- renew.lua: extends a held lease to now + ttl, by the server's clock.
--- KEYS: see lib.lua.   ARGV[1] wake-list prefix   ARGV[2] token   ARGV[3] ttl in ms
--- Reply: {1, deadline_ms, now_ms} renewed; {0} the token holds nothing (its lease had run
+-- KEYS: see lib.lua.   ARGV[1] wake-list prefix   ARGV[2] token
+-- ARGV[3] ttl in ms, or '' for the lease's own ttl
+-- Reply: {1, deadline_ms, now_ms, ttl_ms} renewed; {0} the token holds nothing (its lease had run
 -- out, it was released, or it never existed), so the caller has lost its slot.
 
 local state, bad = load_state()
 if not state then
     return bad
 end
-local token, ttl = ARGV[2], tonumber(ARGV[3])
+local token = ARGV[2]
 local now = server_now()
 local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
 if not deadline then
@@ -18,11 +19,12 @@ if deadline <= now then
     remove_holder(state, token, nil, now)
     return {0}
 end
+local info = parse_info(redis.call('HGET', K_INFO, token))
+local ttl = tonumber(ARGV[3]) or (info and info.ttl) or DEFAULT_TTL_MS
 deadline = now + ttl
 redis.call('ZADD', K_HOLDERS, 'XX', deadline, token)
-local info = parse_info(redis.call('HGET', K_INFO, token))
 if info and info.kind == 'h' and info.ttl ~= ttl then
     redis.call('HSET', K_INFO, token, holder_info(info.slot, tonumber(info.fence), info.since, ttl, info.json))
 end
 touch(state, deadline)
-return {1, deadline, now}
+return {1, deadline, now, ttl}

@@ -32,5 +32,6 @@ Runner setup_renew(CLI::App& command, const GlobalOptions& global);
 Runner setup_run(CLI::App& command, const GlobalOptions& global);
 Runner setup_status(CLI::App& command, const GlobalOptions& global);
 Runner setup_gc(CLI::App& command, const GlobalOptions& global);
+Runner setup_limit(CLI::App& command, const GlobalOptions& global);
 
 } // namespace redsem::cli

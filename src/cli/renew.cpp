@@ -13,13 +13,16 @@ namespace {
 struct RenewArgs {
     std::string name;
     std::string token;
-    std::string ttl = "60s";
+    std::optional<std::string> ttl; // nullopt: the lease's own
 };
 
 int run_renew(const RenewArgs& args, const GlobalOptions& global) {
     check_name(args.name);
     check_token(args.token);
-    const Milliseconds ttl = parse_ttl(args.ttl, "--ttl");
+    std::optional<Milliseconds> ttl;
+    if (args.ttl) {
+        ttl = parse_ttl(*args.ttl, "--ttl");
+    }
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
     Semaphore semaphore(connection, prefix, args.name);
@@ -35,13 +38,16 @@ int run_renew(const RenewArgs& args, const GlobalOptions& global) {
 
 Runner setup_renew(CLI::App& command, const GlobalOptions& global) {
     auto args = std::make_shared<RenewArgs>();
-    command.description("Extend the lease of the slot of NAME held by TOKEN to now + --ttl, by "
-                        "the Redis server's clock. Exits 1 when the slot was lost.");
+    command.description(
+        "Extend the lease of the slot of NAME held by TOKEN to now + --ttl, by "
+        "the Redis server's clock (default: by its own ttl again). Exits 1 when the slot was "
+        "lost.");
     command.add_option("NAME", args->name, "Semaphore name")->required();
     command.add_option("TOKEN", args->token, "Token printed by 'redsem acquire'")->required();
-    command.add_option("--ttl", args->ttl, "New lease length from now")
-        ->type_name("DUR")
-        ->capture_default_str();
+    command
+        .add_option("--ttl", args->ttl,
+                    "New lease length from now (default: the ttl the lease was taken with)")
+        ->type_name("DUR");
     return [args, &global] { return run_renew(*args, global); };
 }
 

@@ -67,6 +67,7 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     const std::string prefix = resolve_prefix(global);
     const ConnectOptions connect = resolve_connection(global);
     const std::string& name = args.request.name;
+    check_runnable(argv.front()); // 127 or 126 now, not after waiting for a slot
 
     Connection connection(connect);
     Semaphore semaphore(connection, prefix, name);

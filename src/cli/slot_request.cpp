@@ -54,9 +54,11 @@ private:
 
 void add_slot_options(CLI::App& command, SlotRequest& request) {
     command.add_option("NAME", request.name, "Semaphore name")->required();
-    command.add_option("-n,--limit", request.limit, "How many may hold NAME at once (1-100000)")
-        ->type_name("N")
-        ->capture_default_str();
+    command
+        .add_option("-n,--limit", request.limit,
+                    "How many may hold NAME at once (1-100000; default: the limit NAME has, 1 "
+                    "for a new semaphore). A busy semaphore refuses another: see 'redsem limit'")
+        ->type_name("N");
     command.add_option("--ttl", request.ttl, "Lease length; renew before it runs out")
         ->type_name("DUR")
         ->capture_default_str();
@@ -83,7 +85,9 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
 ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label) {
     check_name(request.name);
     ParsedRequest parsed;
-    parsed.options.limit = parse_limit(request.limit, "--limit");
+    if (request.limit) {
+        parsed.options.limit = parse_limit(*request.limit, "--limit");
+    }
     parsed.options.ttl = parse_ttl(request.ttl, "--ttl");
     if (request.wait) {
         parsed.options.wait = parse_duration(*request.wait, "--wait");

@@ -16,7 +16,7 @@ namespace redsem::cli {
 // The options `acquire` and `run` share: how to wait for which slot.
 struct SlotRequest {
     std::string name;
-    std::string limit = "1";
+    std::optional<std::string> limit; // nullopt: the stored limit
     std::string ttl = "60s";
     std::optional<std::string> wait;
     std::optional<std::string> conflict_exit_code;

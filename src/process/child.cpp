@@ -3,12 +3,15 @@
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,11 +27,6 @@ constexpr int k_cannot_execute = 126;
 struct sigaction g_inherited_sigpipe {};
 bool g_sigpipe_saved = false;
 
-class ChildError : public Error {
-public:
-    ChildError(int code, const std::string& message) : Error(code, message) {}
-};
-
 // Calls fn with SIGTTOU blocked, so that tcsetpgrp() works from a background process group.
 template <typename Fn> void without_sigttou(Fn fn) {
     sigset_t block;
@@ -40,7 +38,58 @@ template <typename Fn> void without_sigttou(Fn fn) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
+// Why execvp() would fail on `file`, which contains a '/': 0 when it would not.
+int exec_problem(const std::string& file) {
+    struct stat info {};
+    if (stat(file.c_str(), &info) != 0) {
+        return errno;
+    }
+    if (S_ISDIR(info.st_mode) || access(file.c_str(), X_OK) != 0) {
+        return EACCES;
+    }
+    return 0;
+}
+
 } // namespace
+
+void check_runnable(const std::string& command) {
+    int problem = ENOENT;
+    if (command.find('/') != std::string::npos) {
+        problem = exec_problem(command);
+    } else if (!command.empty()) {
+        // As execvp() searches: each directory of $PATH in turn (an empty entry is the
+        // current directory); a file found but not executable is remembered, and the search
+        // goes on.
+        const char* path = std::getenv("PATH");
+        const std::string dirs = path != nullptr ? path : "/bin:/usr/bin";
+        std::size_t start = 0;
+        for (;;) {
+            const std::size_t end = std::min(dirs.find(':', start), dirs.size());
+            const std::string dir = dirs.substr(start, end - start);
+            const int found = exec_problem((dir.empty() ? "." : dir) + "/" + command);
+            if (found == 0) {
+                return;
+            }
+            if (found == EACCES) {
+                problem = EACCES;
+            }
+            if (end == dirs.size()) {
+                break;
+            }
+            start = end + 1;
+        }
+    }
+    if (problem == 0) {
+        return;
+    }
+    if (problem == ENOENT && command.find('/') == std::string::npos) {
+        throw CommandError(k_not_found,
+                           fmt::format("'{}': command not found", printable(command, 200)));
+    }
+    throw CommandError(
+        problem == ENOENT ? k_not_found : k_cannot_execute,
+        fmt::format("cannot run '{}': {}", printable(command, 200), std::strerror(problem)));
+}
 
 void ignore_sigpipe() {
     struct sigaction ignore {};
@@ -126,8 +175,8 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
         waitpid(m_pid, nullptr, 0);
         m_exit = ChildExit{error == ENOENT ? k_not_found : k_cannot_execute, 0};
         take_back_terminal();
-        throw ChildError(m_exit->code, fmt::format("cannot run '{}': {}", printable(argv[0], 200),
-                                                   std::strerror(error)));
+        throw CommandError(m_exit->code, fmt::format("cannot run '{}': {}", printable(argv[0], 200),
+                                                     std::strerror(error)));
     }
 }
 

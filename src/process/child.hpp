@@ -10,6 +10,11 @@ namespace redsem {
 // (hiredis writes with write()). Children get the disposition redsem started with back.
 void ignore_sigpipe();
 
+// Throws CommandError when `command` could not be started as ChildProcess would start it:
+// 127 when it is not found (in $PATH, unless it contains a '/'), 126 when it is not an
+// executable file. So `run` fails before it queues, rather than after taking a slot.
+void check_runnable(const std::string& command);
+
 // How a child process ended, in shell terms.
 struct ChildExit {
     int code = 0;   // exit code, or 128+N when killed by signal N

@@ -96,16 +96,17 @@ Reply Semaphore::run(const Script& script, std::vector<std::string> args) {
 Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token, bool queue,
                          bool known) {
     return run(scripts::k_acquire_script,
-               {token, std::to_string(options.limit), std::to_string(options.ttl.count()),
-                queue ? "wait" : "try", std::to_string(k_waiter_liveness.count()),
-                options.meta.to_json(), known ? "1" : "0",
+               {token, options.limit ? std::to_string(*options.limit) : "",
+                std::to_string(options.ttl.count()), queue ? "wait" : "try",
+                std::to_string(k_waiter_liveness.count()), options.meta.to_json(),
+                known ? "1" : "0",
                 options.loss_grace ? std::to_string(options.loss_grace->count()) : ""});
 }
 
 std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options,
                                                    const std::string& token, Milliseconds timeout,
                                                    BootClock::time_point asked_at,
-                                                   long long server_now_at_ask) {
+                                                   const Reply& wait_reply) {
     timeout = std::max(timeout, Milliseconds{1});
     const std::string seconds =
         fmt::format("{:.3f}", static_cast<double>(timeout.count()) / 1000.0);
@@ -117,23 +118,22 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
     if (reply.is_nil()) {
         return std::nullopt;
     }
-    // "FENCE SLOT DEADLINE_MS NOW_MS", pushed by hand_over() in lua/lib.lua.
+    // "FENCE SLOT DEADLINE_MS NOW_MS LIMIT", pushed by hand_over() in lua/lib.lua.
     const std::string& grant = reply.at(1).as_string();
     Lease lease{.token = token,
-                .limit = options.limit,
                 .ttl = options.ttl,
                 .waited = true,
                 .handed_over = true,
                 .local_start = asked_at};
     long long granted_at_ms = 0;
-    if (std::sscanf(grant.c_str(), "%lld %lld %lld %lld", &lease.fence, &lease.slot,
-                    &lease.deadline_ms, &granted_at_ms) != 4) {
+    if (std::sscanf(grant.c_str(), "%lld %lld %lld %lld %lld", &lease.fence, &lease.slot,
+                    &lease.deadline_ms, &granted_at_ms, &lease.limit) != 5) {
         throw InternalError(fmt::format("malformed hand-over '{}'", printable(grant)));
     }
     // The grant came after the acquire that queued or refreshed this waiter, and may have sat
     // in the list (or in this socket, while the process was stopped) a while: time the lease
     // from that acquire, whose script read the server clock after `asked_at`.
-    lease.server_now_ms = server_now_at_ask;
+    lease.server_now_ms = wait_reply.at(6).as_integer();
     return lease;
 }
 
@@ -267,8 +267,7 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                 timeout = std::min(timeout, std::chrono::ceil<Milliseconds>(give_up_at - now));
             }
             try {
-                if (auto lease = wait_for_hand_over(options, token, timeout, asked_at,
-                                                    reply.at(6).as_integer())) {
+                if (auto lease = wait_for_hand_over(options, token, timeout, asked_at, reply)) {
                     if (confirm(*lease)) {
                         return lease;
                     }
@@ -298,7 +297,7 @@ void Semaphore::report_closed(const AcquireOptions& options, const Reply& reply,
     }
 }
 
-void Semaphore::throw_conflict(const Reply& reply, long long wanted_limit) const {
+void Semaphore::throw_conflict(const Reply& reply, std::optional<long long> wanted_limit) const {
     const long long current = reply.at(1).as_integer();
     if (current == -1) {
         throw ConflictError(
@@ -313,10 +312,11 @@ void Semaphore::throw_conflict(const Reply& reply, long long wanted_limit) const
                         "leases run out and 'redsem gc {}' cleans it",
                         m_name, m_keys.state, m_name));
     }
-    throw ConflictError(fmt::format("'{}' has limit {} with {} holding and {} waiting; it cannot "
-                                    "change to {} until it is idle (use -n {})",
-                                    m_name, current, reply.at(2).as_integer(),
-                                    reply.at(3).as_integer(), wanted_limit, current));
+    throw ConflictError(fmt::format(
+        "'{}' has limit {} with {} holding and {} waiting, not {}; leave out -n to use the "
+        "stored limit, or change it for everyone with 'redsem limit {} {}'",
+        m_name, current, reply.at(2).as_integer(), reply.at(3).as_integer(),
+        wanted_limit.value_or(1), m_name, wanted_limit.value_or(1)));
 }
 
 void Semaphore::release_quietly(const std::string& token) noexcept {
@@ -338,12 +338,20 @@ ReleaseOutcome Semaphore::release(const std::string& token) {
     }
 }
 
-std::optional<Renewal> Semaphore::renew(const std::string& token, Milliseconds ttl) {
-    const Reply reply = run(scripts::k_renew_script, {token, std::to_string(ttl.count())});
+std::optional<Renewal> Semaphore::renew(const std::string& token, std::optional<Milliseconds> ttl) {
+    const Reply reply =
+        run(scripts::k_renew_script, {token, ttl ? std::to_string(ttl->count()) : ""});
     if (reply.at(0).as_integer() != 1) {
         return std::nullopt;
     }
-    return Renewal{reply.at(1).as_integer(), reply.at(2).as_integer()};
+    return Renewal{reply.at(1).as_integer(), reply.at(2).as_integer(),
+                   Milliseconds{reply.at(3).as_integer()}};
+}
+
+LimitInfo Semaphore::limit(std::optional<long long> new_limit) {
+    const Reply reply = run(scripts::k_limit_script, {new_limit ? std::to_string(*new_limit) : ""});
+    return LimitInfo{reply.at(0).as_integer(), reply.at(1).as_integer() == 1,
+                     reply.at(2).as_integer(), reply.at(3).as_integer()};
 }
 
 Milliseconds Lease::safety_margin(Milliseconds ttl) {

@@ -58,7 +58,7 @@ struct AdmissionClosed {
 };
 
 struct AcquireOptions {
-    long long limit = 1;
+    std::optional<long long> limit; // nullopt: the stored limit (1 for a new semaphore)
     Milliseconds ttl = k_default_ttl;
     std::optional<Milliseconds> wait; // nullopt: wait for ever; 0: try once
     HolderMeta meta;
@@ -100,6 +100,15 @@ struct Lease {
 struct Renewal {
     long long deadline_ms = 0;
     long long server_now_ms = 0;
+    Milliseconds ttl{0}; // the lease's ttl from now on
+};
+
+// A semaphore's limit, as `redsem limit` shows it.
+struct LimitInfo {
+    long long limit = 1; // in force now (1 for a new semaphore)
+    bool stored = false; // false: a new semaphore, no limit stored yet
+    long long held = 0;
+    long long queued = 0;
 };
 
 enum class ReleaseOutcome { released, left_queue, not_found };
@@ -128,8 +137,15 @@ public:
     // Best-effort release, for cleaning up on a way out; ignores every failure.
     void release_quietly(const std::string& token) noexcept;
 
-    // Extends the token's lease to server-now + ttl; nullopt when the token holds nothing.
-    std::optional<Renewal> renew(const std::string& token, Milliseconds ttl);
+    // Extends the token's lease to server-now + ttl (nullopt: the lease's own ttl); nullopt
+    // when the token holds nothing.
+    std::optional<Renewal> renew(const std::string& token,
+                                 std::optional<Milliseconds> ttl = std::nullopt);
+
+    // Reads the limit, or with `new_limit` changes it at once, in use or not: a higher limit
+    // hands the new slots to waiters in FIFO order; after a lower one, holders keep their slots
+    // and nobody is admitted until fewer than the limit hold.
+    LimitInfo limit(std::optional<long long> new_limit = std::nullopt);
 
     const std::string& name() const noexcept { return m_name; }
     const Keys& keys() const noexcept { return m_keys; }
@@ -138,16 +154,18 @@ private:
     Reply run(const Script& script, std::vector<std::string> args);
     Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known);
     // Blocks on the waiter's wake list; returns the slot handed over to it, if any came.
+    // `wait_reply` is the acquire reply that queued or refreshed the waiter, sent at `asked_at`.
     std::optional<Lease> wait_for_hand_over(const AcquireOptions& options, const std::string& token,
                                             Milliseconds timeout, BootClock::time_point asked_at,
-                                            long long server_now_at_ask);
+                                            const Reply& wait_reply);
     // Makes sure `lease` is still valid by the local clock: true at once when it is, else
     // after a renewal confirmed it (updating it); false when the server no longer has it.
     bool confirm(Lease& lease);
     // Tells options.on_closed when element `index` of an acquire reply says admission is
     // closed.
     void report_closed(const AcquireOptions& options, const Reply& reply, std::size_t index) const;
-    [[noreturn]] void throw_conflict(const Reply& reply, long long wanted_limit) const;
+    [[noreturn]] void throw_conflict(const Reply& reply,
+                                     std::optional<long long> wanted_limit) const;
 
     Connection& m_connection;
     std::string m_name;

@@ -88,6 +88,13 @@ public:
     explicit NotHeldError(const std::string& message) : Error(ExitCode::not_held, message) {}
 };
 
+// The command given to `run` cannot be started: 127 when it is not found, 126 when it cannot
+// be executed, as a shell says.
+class CommandError : public Error {
+public:
+    CommandError(int exit_code, const std::string& message) : Error(exit_code, message) {}
+};
+
 // A wait was cut short by a signal. Exits 128+N silently, as a shell reports a signal.
 class Interrupted : public Error {
 public:

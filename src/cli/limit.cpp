@@ -1,0 +1,58 @@
+#include "cli/commands.hpp"
+#include "semaphore/semaphore.hpp"
+#include "util/name.hpp"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+namespace redsem::cli {
+
+namespace {
+
+struct LimitArgs {
+    std::string name;
+    std::optional<std::string> limit;
+    bool json = false;
+};
+
+int run_limit(const LimitArgs& args, const GlobalOptions& global) {
+    check_name(args.name);
+    std::optional<long long> new_limit;
+    if (args.limit) {
+        new_limit = parse_limit(*args.limit, "N");
+    }
+    const std::string prefix = resolve_prefix(global);
+    Connection connection(resolve_connection(global));
+    Semaphore semaphore(connection, prefix, args.name);
+    const LimitInfo info = semaphore.limit(new_limit);
+    if (args.json) {
+        const nlohmann::json out{{"name", args.name},
+                                 {"limit", info.limit},
+                                 {"stored", info.stored},
+                                 {"held", info.held},
+                                 {"queued", info.queued}};
+        std::cout << out.dump() << "\n";
+    } else if (!new_limit) {
+        std::cout << info.limit << "\n";
+    }
+    return 0;
+}
+
+} // namespace
+
+Runner setup_limit(CLI::App& command, const GlobalOptions& global) {
+    auto args = std::make_shared<LimitArgs>();
+    command.description(
+        "Print the limit of semaphore NAME (1 for a new one), or set it to N at once, while in "
+        "use: a higher limit hands the new slots to waiters in FIFO order; after a lower one, "
+        "holders keep their slots and nobody new gets one until fewer than N hold.");
+    command.add_option("NAME", args->name, "Semaphore name")->required();
+    command.add_option("N", args->limit, "The new limit (1-100000)");
+    command.add_flag("--json", args->json,
+                     "Print name, limit, stored (false: a new semaphore), held and queued as JSON");
+    return [args, &global] { return run_limit(*args, global); };
+}
+
+} // namespace redsem::cli
