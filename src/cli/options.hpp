@@ -37,6 +37,13 @@ std::optional<Milliseconds> resolve_loss_grace(const std::optional<std::string>&
 long long parse_limit(const std::string& text, const char* option);
 int parse_exit_code(const std::string& text, const char* option);
 Milliseconds parse_ttl(const std::string& text, const char* option);
-void check_token(const std::string& token);
+
+// A token as given to release or renew: the whole token, or a unique start of it of at least
+// k_min_short_token hex digits (`status` prints the first 8), looked up among NAME's holders
+// and waiters. Throws UsageError for a malformed or ambiguous one (naming the candidates),
+// NotHeldError when no holder or waiter has it.
+inline constexpr std::size_t k_min_short_token = 4;
+std::string resolve_token(Connection& connection, const std::string& prefix,
+                          const std::string& name, const std::string& token);
 
 } // namespace redsem::cli

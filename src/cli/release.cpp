@@ -17,11 +17,11 @@ struct ReleaseArgs {
 
 int run_release(const ReleaseArgs& args, const GlobalOptions& global) {
     check_name(args.name);
-    check_token(args.token);
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
+    const std::string token = resolve_token(connection, prefix, args.name, args.token);
     Semaphore semaphore(connection, prefix, args.name);
-    switch (semaphore.release(args.token)) {
+    switch (semaphore.release(token)) {
     case ReleaseOutcome::released:
         return 0;
     case ReleaseOutcome::left_queue:
@@ -42,7 +42,11 @@ Runner setup_release(CLI::App& command, const GlobalOptions& global) {
     command.description("Give back the slot of semaphore NAME held by TOKEN. Exits 1 when "
                         "TOKEN holds nothing.");
     command.add_option("NAME", args->name, "Semaphore name")->required();
-    command.add_option("TOKEN", args->token, "Token printed by 'redsem acquire'")->required();
+    command
+        .add_option(
+            "TOKEN", args->token,
+            "Token printed by 'redsem acquire', or a unique start of it as 'redsem status' shows")
+        ->required();
     return [args, &global] { return run_release(*args, global); };
 }
 

@@ -18,15 +18,15 @@ struct RenewArgs {
 
 int run_renew(const RenewArgs& args, const GlobalOptions& global) {
     check_name(args.name);
-    check_token(args.token);
     std::optional<Milliseconds> ttl;
     if (args.ttl) {
         ttl = parse_ttl(*args.ttl, "--ttl");
     }
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
+    const std::string token = resolve_token(connection, prefix, args.name, args.token);
     Semaphore semaphore(connection, prefix, args.name);
-    if (!semaphore.renew(args.token, ttl)) {
+    if (!semaphore.renew(token, ttl)) {
         throw NotHeldError(fmt::format("that token holds no slot of '{}' any more (its lease "
                                        "expired or it was released); the slot is lost",
                                        args.name));
@@ -43,7 +43,11 @@ Runner setup_renew(CLI::App& command, const GlobalOptions& global) {
         "the Redis server's clock (default: by its own ttl again). Exits 1 when the slot was "
         "lost.");
     command.add_option("NAME", args->name, "Semaphore name")->required();
-    command.add_option("TOKEN", args->token, "Token printed by 'redsem acquire'")->required();
+    command
+        .add_option(
+            "TOKEN", args->token,
+            "Token printed by 'redsem acquire', or a unique start of it as 'redsem status' shows")
+        ->required();
     command
         .add_option("--ttl", args->ttl,
                     "New lease length from now (default: the ttl the lease was taken with)")

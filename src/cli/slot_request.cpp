@@ -29,8 +29,12 @@ public:
         if (!m_enabled || Clock::now() - m_started < std::chrono::seconds(1)) {
             return;
         }
-        std::fprintf(stderr, "\rredsem: waiting for '%s': %lld ahead of you, %lld/%lld held\033[K",
-                     printable(m_name).c_str(), position.ahead, position.held, position.limit);
+        // Numbered as `status` numbers the queue: 1 is next.
+        std::fprintf(stderr,
+                     "\rredsem: waiting for '%s': number %lld of %lld in the queue, %lld/%lld "
+                     "held\033[K",
+                     printable(m_name).c_str(), position.ahead + 1, position.queued, position.held,
+                     position.limit);
         std::fflush(stderr);
         m_shown = true;
     }
@@ -131,6 +135,7 @@ std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& requ
         }
         throw Interrupted(signals.received());
     }
+    feedback.clear(); // before any message
     if (!lease && !request.quiet) {
         std::fprintf(stderr, "redsem: no slot of '%s' free %s\n", printable(request.name).c_str(),
                      options.wait && options.wait->count() > 0

@@ -77,12 +77,46 @@ json waiter_json(const WaiterView& waiter, long long now) {
     json out = meta_json(waiter.record);
     out["token"] = waiter.token;
     out["position"] = waiter.position;
+    out["stale"] = waiter.stale;
     if (waiter.record) {
         out.update(time_fields("since", waiter.record->since_ms));
         out["waited_ms"] = now - waiter.record->since_ms;
         out["ttl_ms"] = waiter.record->ttl_ms;
     }
     return out;
+}
+
+// Live and dead entries of one semaphore, counted apart (see SemaphoreSummary).
+struct Counts {
+    long long held = 0;
+    long long expired = 0;
+    long long waiting = 0;
+    long long stale = 0;
+};
+
+Counts count(const SemaphoreView& view) {
+    Counts counts;
+    for (const auto& holder : view.holders) {
+        ++(holder.expired ? counts.expired : counts.held);
+    }
+    for (const auto& waiter : view.waiters) {
+        ++(waiter.stale ? counts.stale : counts.waiting);
+    }
+    return counts;
+}
+
+// "2/3 held (1 expired), 4 waiting (1 stale)": dead entries never count as held or waiting.
+std::string headline(long long held, long long expired, std::optional<long long> limit,
+                     long long waiting, long long stale) {
+    std::string text = fmt::format("{}/{} held", held, limit ? std::to_string(*limit) : "?");
+    if (expired > 0) {
+        text += fmt::format(" ({} expired)", expired);
+    }
+    text += fmt::format(", {} waiting", waiting);
+    if (stale > 0) {
+        text += fmt::format(" ({} stale)", stale);
+    }
+    return text;
 }
 
 json view_json(const SemaphoreView& view) {
@@ -94,10 +128,11 @@ json view_json(const SemaphoreView& view) {
     for (const auto& waiter : view.waiters) {
         waiters.push_back(waiter_json(waiter, view.server_now_ms));
     }
-    json out{
-        {"name", view.name},           {"limit", view.limit ? json(*view.limit) : json(nullptr)},
-        {"held", view.holders.size()}, {"waiting", view.waiters.size()},
-        {"holders", holders},          {"waiters", waiters}};
+    const Counts counts = count(view);
+    json out{{"name", view.name},         {"limit", view.limit ? json(*view.limit) : json(nullptr)},
+             {"held", counts.held},       {"expired_holders", counts.expired},
+             {"waiting", counts.waiting}, {"stale_waiters", counts.stale},
+             {"holders", holders},        {"waiters", waiters}};
     out.update(time_fields("server_time", view.server_now_ms));
     return out;
 }
@@ -108,8 +143,10 @@ void print_view(const SemaphoreView& view, std::size_t width) {
         std::cout << view.name << ": no holders and no waiters\n";
         return;
     }
-    std::cout << fmt::format("{}: {}/{} held, {} waiting\n", view.name, view.holders.size(),
-                             view.limit ? std::to_string(*view.limit) : "?", view.waiters.size());
+    const Counts counts = count(view);
+    std::cout << fmt::format(
+        "{}: {}\n", terminal_safe(view.name),
+        headline(counts.held, counts.expired, view.limit, counts.waiting, counts.stale));
     if (!view.holders.empty()) {
         std::vector<std::vector<std::string>> rows{{"SLOT", "TOKEN", "HOST", "PID", "USER", "HELD",
                                                     "RENEWED", "EXPIRES", "FENCE", "LABEL"}};
@@ -131,11 +168,13 @@ void print_view(const SemaphoreView& view, std::size_t width) {
             {"QUEUED", "TOKEN", "HOST", "PID", "USER", "WAITING", "LABEL"}};
         for (const auto& waiter : view.waiters) {
             const auto& r = waiter.record;
-            rows.push_back({std::to_string(waiter.position + 1), short_token(waiter.token),
+            std::string waited = r ? format_duration(Milliseconds{now - r->since_ms}) : "?";
+            if (waiter.stale) {
+                waited += " (stale)";
+            }
+            rows.push_back({std::to_string(waiter.position), short_token(waiter.token),
                             r ? r->meta.host : "?", r ? std::to_string(r->meta.pid) : "?",
-                            r ? r->meta.user : "?",
-                            r ? format_duration(Milliseconds{now - r->since_ms}) : "?",
-                            r ? r->meta.label : "?"});
+                            r ? r->meta.user : "?", waited, r ? r->meta.label : "?"});
         }
         std::cout << render_table(rows, width, rows[0].size() - 1);
     }
@@ -156,7 +195,9 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
             out.push_back({{"name", summary.name},
                            {"limit", summary.limit ? json(*summary.limit) : json(nullptr)},
                            {"held", summary.held},
+                           {"expired_holders", summary.expired},
                            {"waiting", summary.waiting},
+                           {"stale_waiters", summary.stale},
                            {"oldest_holder", oldest}});
         }
         std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
@@ -167,13 +208,14 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
         return 0;
     }
     std::vector<std::vector<std::string>> rows{
-        {"NAME", "HELD", "WAITING", "OLDEST", "HOLDER", "LABEL"}};
+        {"NAME", "HELD", "EXPIRED", "WAITING", "STALE", "OLDEST", "HOLDER", "LABEL"}};
     for (const auto& summary : summaries) {
         const auto& oldest = summary.oldest;
         rows.push_back({summary.name,
                         fmt::format("{}/{}", summary.held,
                                     summary.limit ? std::to_string(*summary.limit) : "?"),
-                        std::to_string(summary.waiting),
+                        std::to_string(summary.expired), std::to_string(summary.waiting),
+                        std::to_string(summary.stale),
                         oldest ? format_duration(Milliseconds{now - oldest->since_ms}) : "-",
                         oldest ? fmt::format("{}:{}", oldest->meta.host, oldest->meta.pid) : "-",
                         oldest ? oldest->meta.label : ""});

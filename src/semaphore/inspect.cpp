@@ -15,6 +15,8 @@ constexpr long long k_page = 500;
 // Semaphores read per pipelined round trip by list_semaphores().
 constexpr std::size_t k_batch = 100;
 constexpr std::string_view k_scan_count = "1000";
+// Commands list_semaphores() sends per semaphore.
+constexpr std::size_t k_summary_commands = 6;
 
 long long to_number(const std::string& text) {
     long long value = 0;
@@ -117,14 +119,19 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
             break;
         }
         std::vector<std::string> hmget{"HMGET", keys.info};
+        std::vector<std::string> liveness{"ZMSCORE", keys.alive};
         for (const Reply& token : tokens) {
             hmget.push_back(token.as_string());
+            liveness.push_back(token.as_string());
         }
-        const Reply records = connection.call(hmget);
+        const auto replies = connection.pipeline({hmget, liveness});
+        const Reply& records = checked(replies[0]);
+        const Reply& alive_until = checked(replies[1]);
         for (std::size_t i = 0; i < tokens.size(); ++i) {
-            view.waiters.push_back(WaiterView{tokens[i].as_string(),
-                                              static_cast<long long>(view.waiters.size()),
-                                              record_of(records.at(i))});
+            const auto until = optional_number(alive_until.at(i));
+            view.waiters.push_back(
+                WaiterView{tokens[i].as_string(), static_cast<long long>(view.waiters.size()) + 1,
+                           record_of(records.at(i)), !until || *until <= view.server_now_ms});
         }
     }
     return view;
@@ -150,10 +157,29 @@ std::vector<std::string> scan_names(Connection& connection, std::string_view pre
     return {names.begin(), names.end()};
 }
 
+std::vector<std::string> tokens_starting_with(Connection& connection, std::string_view prefix,
+                                              std::string_view name, std::string_view start) {
+    const Keys keys = Keys::make(prefix, name);
+    const std::string pattern = glob_escape(start) + "*";
+    std::set<std::string> tokens; // HSCAN may return a field more than once
+    std::string cursor = "0";
+    do {
+        const Reply reply = connection.call(
+            {"HSCAN", keys.info, cursor, "MATCH", pattern, "COUNT", std::string(k_scan_count)});
+        cursor = reply.at(0).as_string();
+        const auto& items = reply.at(1).as_array();
+        for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+            tokens.insert(items[i].as_string());
+        }
+    } while (cursor != "0");
+    return {tokens.begin(), tokens.end()};
+}
+
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
                                               long long& server_now_ms) {
     const std::vector<std::string> names = scan_names(connection, prefix);
     server_now_ms = server_time_ms(connection);
+    const std::string now = std::to_string(server_now_ms);
     std::vector<SemaphoreSummary> summaries;
     summaries.reserve(names.size());
     for (std::size_t first = 0; first < names.size(); first += k_batch) {
@@ -164,23 +190,49 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
             commands.push_back({"HGET", keys.state, "limit"});
             commands.push_back({"ZCARD", keys.holders});
             commands.push_back({"ZCARD", keys.queue});
-            commands.push_back({"HVALS", keys.info});
+            commands.push_back({"HGETALL", keys.info});
+            // Expired leases, and lapsed liveness: waiters that stopped refreshing, and
+            // hand-overs nobody collected.
+            commands.push_back({"ZRANGE", keys.holders, "-inf", now, "BYSCORE"});
+            commands.push_back({"ZRANGE", keys.alive, "-inf", now, "BYSCORE"});
         }
         const std::vector<Reply> replies = connection.pipeline(commands);
         for (std::size_t i = first; i < last; ++i) {
-            const std::size_t at = (i - first) * 4;
+            const std::size_t at = (i - first) * k_summary_commands;
             SemaphoreSummary summary;
             summary.name = names[i];
             summary.limit = optional_number(replies[at]);
-            summary.held = checked(replies[at + 1]).as_integer();
-            summary.waiting = checked(replies[at + 2]).as_integer();
-            for (const Reply& raw : checked(replies[at + 3]).as_array()) {
-                auto record = record_of(raw);
-                if (record && record->kind == Record::Kind::holder &&
+            const long long holders = checked(replies[at + 1]).as_integer();
+            const long long queued = checked(replies[at + 2]).as_integer();
+            const auto& info = checked(replies[at + 3]).as_array();
+            std::set<std::string> dead_holders;
+            for (const Reply& token : checked(replies[at + 4]).as_array()) {
+                dead_holders.insert(token.as_string());
+            }
+            std::set<std::string> lapsed;
+            for (const Reply& token : checked(replies[at + 5]).as_array()) {
+                lapsed.insert(token.as_string());
+            }
+            for (std::size_t k = 0; k + 1 < info.size(); k += 2) {
+                const std::string& token = info[k].as_string();
+                auto record = record_of(info[k + 1]);
+                const bool holder = record && record->kind == Record::Kind::holder;
+                if (lapsed.contains(token)) {
+                    if (holder) {
+                        dead_holders.insert(token); // a hand-over nobody collected
+                    } else {
+                        ++summary.stale;
+                    }
+                }
+                if (holder && !dead_holders.contains(token) &&
                     (!summary.oldest || record->since_ms < summary.oldest->since_ms)) {
                     summary.oldest = std::move(record);
                 }
             }
+            summary.expired = std::min<long long>(holders, dead_holders.size());
+            summary.held = holders - summary.expired;
+            summary.stale = std::min(queued, summary.stale);
+            summary.waiting = queued - summary.stale;
             summaries.push_back(std::move(summary));
         }
     }

@@ -19,8 +19,9 @@ struct HolderView {
 
 struct WaiterView {
     std::string token;
-    long long position = 0; // 0 = next
+    long long position = 1; // 1 = next: the numbering `status` and the waiting line show
     std::optional<Record> record;
+    bool stale = false; // stopped refreshing its place (dead?), not pruned yet
 };
 
 // One semaphore as `status NAME` shows it. Times are the server's.
@@ -32,13 +33,17 @@ struct SemaphoreView {
     std::vector<WaiterView> waiters; // in queue order
 };
 
-// One line of `status` without a name.
+// One line of `status` without a name. Dead entries the scripts have not pruned yet are
+// counted apart: a holder whose lease ran out (or whose hand-over nobody collected) is not
+// holding, and a waiter that stopped refreshing its place is not waiting.
 struct SemaphoreSummary {
     std::string name;
     std::optional<long long> limit;
-    long long held = 0;
-    long long waiting = 0;
-    std::optional<Record> oldest; // the holder that has held longest
+    long long held = 0;           // live holders
+    long long expired = 0;        // holders whose lease ran out
+    long long waiting = 0;        // live waiters
+    long long stale = 0;          // waiters past their liveness
+    std::optional<Record> oldest; // the live holder that has held longest
 };
 
 // Reads one semaphore with read-only commands, in pages (so that no single call is long on a
@@ -52,6 +57,11 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
 
 // The names of every semaphore under `prefix`, sorted, found with SCAN.
 std::vector<std::string> scan_names(Connection& connection, std::string_view prefix);
+
+// The tokens of holders and waiters of `name` that start with `start` (a short token, as
+// `status` prints), found with HSCAN. Changes nothing.
+std::vector<std::string> tokens_starting_with(Connection& connection, std::string_view prefix,
+                                              std::string_view name, std::string_view start);
 
 // The server's clock, in epoch milliseconds.
 long long server_time_ms(Connection& connection);

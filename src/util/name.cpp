@@ -94,6 +94,45 @@ void check_name(std::string_view name) {
     }
 }
 
+std::string terminal_safe(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    std::size_t i = 0;
+    while (i < text.size()) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        if (byte < 0x80) {
+            if (byte < 0x20 || byte == 0x7F) {
+                out += fmt::format("\\x{:02x}", byte);
+            } else {
+                out += static_cast<char>(byte);
+            }
+            ++i;
+            continue;
+        }
+        const std::size_t length = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : byte >= 0xC0 ? 2 : 1;
+        const std::string_view sequence = text.substr(i, length);
+        if (length == 1 || sequence.size() < length || !is_valid_utf8(sequence)) {
+            out += fmt::format("\\x{:02x}", byte);
+            ++i;
+            continue;
+        }
+        char32_t code = byte & (0x7F >> length);
+        for (std::size_t k = 1; k < length; ++k) {
+            code = (code << 6) | (static_cast<unsigned char>(sequence[k]) & 0x3F);
+        }
+        const bool hidden = code <= 0x9F || (code >= 0x202A && code <= 0x202E) ||
+                            (code >= 0x2066 && code <= 0x2069) || code == 0x200E ||
+                            code == 0x200F || code == 0x061C;
+        if (hidden) {
+            out += fmt::format("\\u{{{:04x}}}", static_cast<unsigned>(code));
+        } else {
+            out += sequence;
+        }
+        i += length;
+    }
+    return out;
+}
+
 std::string printable(std::string_view text, std::size_t max_bytes) {
     std::string out;
     for (std::size_t i = 0; i < text.size(); ++i) {

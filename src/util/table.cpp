@@ -1,5 +1,7 @@
 #include "util/table.hpp"
 
+#include "util/name.hpp"
+
 #include <algorithm>
 
 namespace redsem {
@@ -36,8 +38,13 @@ std::size_t display_width(const std::string& text) {
     }));
 }
 
-std::string render_table(const std::vector<std::vector<std::string>>& rows, std::size_t max_width,
+std::string render_table(std::vector<std::vector<std::string>> rows, std::size_t max_width,
                          std::size_t shrink) {
+    for (auto& row : rows) {
+        for (auto& cell : row) {
+            cell = terminal_safe(cell);
+        }
+    }
     std::vector<std::size_t> widths;
     for (const auto& row : rows) {
         widths.resize(std::max(widths.size(), row.size()), 0);
