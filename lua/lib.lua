@@ -53,6 +53,10 @@ local CLAIM_MS = 3000
 -- The loss grace when neither the caller nor the semaphore names one: at least this, and at
 -- least the lease ttl of whoever is to be admitted.
 local DEFAULT_LOSS_GRACE_MS = 60000
+-- In a holder's metadata JSON: a keeper process holds the slot (acquire --while-pid). The
+-- client writes the JSON compactly; inside a string a quote would be escaped, so only the
+-- field itself matches.
+local KEEPER_MARK = '"keeper":true'
 -- The lease ttl of a holder whose record lacks one (keys changed by hand).
 local DEFAULT_TTL_MS = 60000
 -- The server's identity (INFO) is checked by a script sent with EVAL, which is how each script

@@ -3,7 +3,9 @@
 -- KEYS: see lib.lua.   ARGV[1] wake-list prefix   ARGV[2] token
 -- Reply: 1 the token held a slot and released it; 2 the token was queued and left the queue;
 --        0 the token is unknown here (expired, released already, never acquired).
--- Touches nothing but the token's own entries and the hand-over.
+-- Touches nothing but the token's own entries and the hand-over, and for a holder kept by a
+-- keeper process (acquire --while-pid), pushes to "<wake prefix><token>:released", which the
+-- keeper watches.
 
 local state, bad = load_state()
 if not state then
@@ -17,6 +19,12 @@ if info and info.kind == 'h' then
     local held = remove_holder(state, token, info, now)
     -- A lease that ran out but was not pruned yet is not the caller's any more.
     if held and deadline and deadline > now then
+        if string.find(info.json, KEEPER_MARK, 1, true) then
+            -- Tell the holder's keeper (acquire --while-pid) that it can stop at once.
+            local ended = WAKE_PREFIX .. token .. ':released'
+            redis.call('RPUSH', ended, '1')
+            redis.call('PEXPIRE', ended, CLAIM_MS)
+        end
         return 1
     end
     return 0

@@ -1,14 +1,20 @@
 #include "cli/commands.hpp"
 #include "cli/slot_request.hpp"
+#include "process/keeper.hpp"
 #include "process/signal_watch.hpp"
 #include "semaphore/semaphore.hpp"
+#include "util/name.hpp"
 #include "util/time_format.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cctype>
+#include <charconv>
 #include <csignal>
+#include <fmt/format.h>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 namespace redsem::cli {
 
@@ -17,9 +23,43 @@ namespace {
 struct AcquireArgs {
     SlotRequest request;
     bool json = false;
+    std::optional<std::string> while_pid;
+    std::optional<std::string> on_lost;
 };
 
-void print_lease(const std::string& name, const Lease& lease, bool json) {
+// The signal --on-lost names: TERM, SIGTERM, term or 15; 0 for "none".
+int parse_signal(const std::string& text) {
+    static constexpr std::pair<std::string_view, int> k_names[] = {
+        {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}};
+    std::string name;
+    for (const char c : text) {
+        name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    if (name == "NONE") {
+        return 0;
+    }
+    if (name.starts_with("SIG")) {
+        name.erase(0, 3);
+    }
+    for (const auto& [known, number] : k_names) {
+        if (name == known) {
+            return number;
+        }
+    }
+    int number = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+    if (error == std::errc() && end == text.data() + text.size() && number > 0 &&
+        number < NSIG) {
+        return number;
+    }
+    throw UsageError(fmt::format("--on-lost: '{}' is not a signal (TERM, INT, HUP, KILL, USR1, "
+                                 "USR2, QUIT, ALRM, a number) or 'none'",
+                                 printable(text)));
+}
+
+void print_lease(const std::string& name, const Lease& lease, bool json,
+                 std::optional<pid_t> keeper) {
     if (!json) {
         std::cout << lease.token << "\n";
         return;
@@ -33,21 +73,48 @@ void print_lease(const std::string& name, const Lease& lease, bool json) {
         {"ttl_ms", lease.ttl.count()},
         {"deadline_ms", lease.deadline_ms},
         {"deadline", iso8601_utc(lease.deadline_ms)},
+        {"keeper_pid", keeper ? nlohmann::json(*keeper) : nlohmann::json(nullptr)},
     };
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
-    const ParsedRequest parsed = parse_slot_request(args.request, "");
+    // The slot belongs to the process named by --while-pid, else to the caller (the script
+    // that ran redsem), never to this short-lived process.
+    std::optional<WatchedProcess> watched;
+    HolderMeta owner = HolderMeta::of_this_process("", getppid(), "caller");
+    if (args.while_pid) {
+        const int lost_signal = parse_signal(args.on_lost.value_or("TERM"));
+        const long long pid = parse_pid(*args.while_pid, "--while-pid");
+        watched.emplace(static_cast<pid_t>(pid), lost_signal, "--while-pid");
+        owner = HolderMeta::of_this_process("", pid, "while-pid");
+        owner.keeper = true;
+    } else if (args.on_lost) {
+        throw UsageError("--on-lost needs --while-pid");
+    }
+    const ParsedRequest parsed = parse_slot_request(args.request, "", std::move(owner));
     const std::string prefix = resolve_prefix(global);
-    Connection connection(resolve_connection(global));
+    const ConnectOptions connect = resolve_connection(global);
+    Connection connection(connect);
     Semaphore semaphore(connection, prefix, args.request.name);
-    const SignalWatch signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-    const auto lease = wait_for_slot(semaphore, args.request, parsed.options, signals);
+    std::optional<Lease> lease;
+    {
+        const SignalWatch signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+        lease = wait_for_slot(semaphore, args.request, parsed.options, signals);
+    }
     if (!lease) {
         return parsed.busy_exit;
     }
-    print_lease(args.request.name, *lease, args.json);
+    std::optional<pid_t> keeper;
+    if (watched) {
+        try {
+            keeper = start_keeper(*watched, KeptSlot{connect, prefix, args.request.name, *lease});
+        } catch (const Error&) {
+            semaphore.release_quietly(lease->token);
+            throw;
+        }
+    }
+    print_lease(args.request.name, *lease, args.json, keeper);
     return 0;
 }
 
@@ -56,11 +123,24 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
 Runner setup_acquire(CLI::App& command, const GlobalOptions& global) {
     auto args = std::make_shared<AcquireArgs>();
     command.description("Take a slot of semaphore NAME and print its token on stdout. Waits "
-                        "for ever unless --wait says otherwise.");
+                        "for ever unless --wait says otherwise. The slot is held until "
+                        "'redsem release', or until its lease (--ttl) runs out without 'redsem "
+                        "renew'; with --while-pid, for as long as process PID lives.");
     add_slot_options(command, args->request);
-    command.add_flag(
-        "--json", args->json,
-        "Print name, token, fence, slot, limit, ttl_ms, deadline_ms and deadline as JSON");
+    command.add_flag("--json", args->json,
+                     "Print name, token, fence, slot, limit, ttl_ms, deadline_ms, deadline and "
+                     "keeper_pid as JSON (see redsem(1))");
+    command
+        .add_option("--while-pid", args->while_pid,
+                    "Hold the slot for the life of process PID (e.g. $$): a detached keeper "
+                    "process renews the lease while PID lives and releases the slot when it "
+                    "exits")
+        ->type_name("PID");
+    command
+        .add_option("--on-lost", args->on_lost,
+                    "With --while-pid: the signal the keeper sends PID if the lease is lost "
+                    "(default TERM; 'none' only logs to syslog)")
+        ->type_name("SIGNAL");
     return [args, &global] { return run_acquire(*args, global); };
 }
 

@@ -119,6 +119,15 @@ int parse_exit_code(const std::string& text, const char* option) {
     return static_cast<int>(*code);
 }
 
+long long parse_pid(const std::string& text, const char* option) {
+    constexpr long long k_max_pid = 4'194'304; // PID_MAX_LIMIT on 64-bit Linux
+    auto pid = parse_whole(text, 1, k_max_pid);
+    if (!pid) {
+        throw UsageError(fmt::format("{}: '{}' is not a process id", option, printable(text)));
+    }
+    return *pid;
+}
+
 Milliseconds parse_ttl(const std::string& text, const char* option) {
     const Milliseconds ttl = parse_duration(text, option);
     if (ttl < k_min_ttl) {

@@ -36,6 +36,7 @@ std::optional<Milliseconds> resolve_loss_grace(const std::optional<std::string>&
 // Checked parsers for option values; each throws UsageError naming `option`.
 long long parse_limit(const std::string& text, const char* option);
 int parse_exit_code(const std::string& text, const char* option);
+long long parse_pid(const std::string& text, const char* option);
 Milliseconds parse_ttl(const std::string& text, const char* option);
 
 // A token as given to release or renew: the whole token, or a unique start of it of at least

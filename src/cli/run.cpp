@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <fmt/format.h>
 #include <memory>
+#include <unistd.h>
 
 namespace redsem::cli {
 
@@ -57,7 +58,8 @@ std::string label_for(const RunArgs& args, const std::vector<std::string>& argv)
 
 int run_run(const RunArgs& args, const GlobalOptions& global) {
     const std::vector<std::string> argv = command_line(args);
-    const ParsedRequest parsed = parse_slot_request(args.request, label_for(args, argv));
+    const ParsedRequest parsed = parse_slot_request(
+        args.request, label_for(args, argv), HolderMeta::of_this_process("", getpid(), "run"));
     SuperviseOptions supervise_options;
     supervise_options.stop_on_lost = args.on_lost == "term";
     supervise_options.kill_after = parse_duration(args.kill_after, "--kill-after");

@@ -86,7 +86,8 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
                      "Show no queue position while waiting, and no notice when no slot came");
 }
 
-ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label) {
+ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label,
+                                 HolderMeta owner) {
     check_name(request.name);
     ParsedRequest parsed;
     if (request.limit) {
@@ -100,7 +101,11 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
                            ? parse_exit_code(*request.conflict_exit_code, "--conflict-exit-code")
                            : static_cast<int>(ExitCode::timeout);
     parsed.options.loss_grace = resolve_loss_grace(request.loss_grace);
-    parsed.options.meta = HolderMeta::of_this_process(request.label.value_or(default_label));
+    owner.label = request.label.value_or(default_label);
+    if (owner.label.size() > k_max_label_bytes) {
+        owner.label.resize(k_max_label_bytes);
+    }
+    parsed.options.meta = std::move(owner);
     return parsed;
 }
 

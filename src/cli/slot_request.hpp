@@ -33,8 +33,10 @@ struct ParsedRequest {
     int busy_exit = 0; // exit status when no slot came in time
 };
 
-// Checks and converts the options; throws UsageError. `default_label` applies without --label.
-ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label);
+// Checks and converts the options; throws UsageError. `default_label` applies without --label;
+// `owner` is the holder's metadata without its label (see HolderMeta).
+ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label,
+                                 HolderMeta owner);
 
 // Waits for a slot as the request says; while waiting longer than a second with stderr on a
 // terminal (and no -q), shows the queue position on one line. When admission is closed after a

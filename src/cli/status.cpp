@@ -48,12 +48,25 @@ json time_fields(const char* name, long long epoch_ms) {
 
 json meta_json(const std::optional<Record>& record) {
     if (!record) {
-        return {{"host", nullptr}, {"pid", nullptr}, {"user", nullptr}, {"label", nullptr}};
+        return {{"host", nullptr}, {"pid", nullptr}, {"pid_of", nullptr},
+                {"user", nullptr}, {"label", nullptr}, {"keeper", false}};
     }
     return {{"host", record->meta.host},
             {"pid", record->meta.pid},
+            {"pid_of", record->meta.pid_of.empty() ? json(nullptr) : json(record->meta.pid_of)},
             {"user", record->meta.user},
-            {"label", record->meta.label}};
+            {"label", record->meta.label},
+            {"keeper", record->meta.keeper}};
+}
+
+// The PID column: the pid, and what it is when not a `redsem run` ("caller": the script that
+// ran redsem acquire; "while-pid": the process a keeper holds the slot for).
+std::string pid_cell(const std::optional<Record>& record) {
+    if (!record) {
+        return "?";
+    }
+    const std::string& of = record->meta.pid_of;
+    return std::to_string(record->meta.pid) + (of.empty() || of == "run" ? "" : " (" + of + ")");
 }
 
 json holder_json(const HolderView& holder, long long now) {
@@ -155,7 +168,7 @@ void print_view(const SemaphoreView& view, std::size_t width) {
             const long long left = holder.deadline_ms - now;
             rows.push_back(
                 {r ? std::to_string(r->slot) : "?", short_token(holder.token),
-                 r ? r->meta.host : "?", r ? std::to_string(r->meta.pid) : "?",
+                 r ? r->meta.host : "?", pid_cell(r),
                  r ? r->meta.user : "?", r ? format_duration(Milliseconds{now - r->since_ms}) : "?",
                  r ? ago(now - (holder.deadline_ms - r->ttl_ms)) : "?",
                  left > 0 ? "in " + format_duration(Milliseconds{left}) : "expired " + ago(-left),
@@ -173,8 +186,8 @@ void print_view(const SemaphoreView& view, std::size_t width) {
                 waited += " (stale)";
             }
             rows.push_back({std::to_string(waiter.position), short_token(waiter.token),
-                            r ? r->meta.host : "?", r ? std::to_string(r->meta.pid) : "?",
-                            r ? r->meta.user : "?", waited, r ? r->meta.label : "?"});
+                            r ? r->meta.host : "?", pid_cell(r), r ? r->meta.user : "?",
+                            waited, r ? r->meta.label : "?"});
         }
         std::cout << render_table(rows, width, rows[0].size() - 1);
     }

@@ -65,6 +65,10 @@ std::optional<Record> parse_record(std::string_view raw) {
         record.meta.host = string_field(meta, "host");
         record.meta.user = string_field(meta, "user");
         record.meta.label = string_field(meta, "label");
+        record.meta.pid_of = string_field(meta, "pid_of");
+        if (const auto keeper = meta.find("keeper"); keeper != meta.end() && keeper->is_boolean()) {
+            record.meta.keeper = keeper->get<bool>();
+        }
         if (const auto pid = meta.find("pid"); pid != meta.end() && pid->is_number_integer()) {
             record.meta.pid = pid->get<long long>();
         }

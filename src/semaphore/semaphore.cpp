@@ -70,15 +70,24 @@ bool interruptible_sleep(Milliseconds duration, int interrupt_fd) {
 
 } // namespace
 
-HolderMeta HolderMeta::of_this_process(std::string label) {
+HolderMeta HolderMeta::of_this_process(std::string label, long long pid, std::string pid_of) {
     if (label.size() > k_max_label_bytes) {
         label.resize(k_max_label_bytes);
     }
-    return HolderMeta{this_host(), static_cast<long long>(getpid()), this_user(), std::move(label)};
+    return HolderMeta{.host = this_host(),
+                      .pid = pid,
+                      .pid_of = std::move(pid_of),
+                      .user = this_user(),
+                      .label = std::move(label)};
 }
 
 std::string HolderMeta::to_json() const {
-    const nlohmann::json json{{"host", host}, {"pid", pid}, {"user", user}, {"label", label}};
+    // Compact, keys sorted: lua/lib.lua finds "keeper":true in it.
+    nlohmann::json json{
+        {"host", host}, {"pid", pid}, {"pid_of", pid_of}, {"user", user}, {"label", label}};
+    if (keeper) {
+        json["keeper"] = true;
+    }
     // Labels are arbitrary bytes; invalid UTF-8 is replaced rather than refused.
     return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

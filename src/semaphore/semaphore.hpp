@@ -35,12 +35,14 @@ inline constexpr std::size_t k_max_label_bytes = 1024;
 // Who holds or waits for a slot, shown by `status`.
 struct HolderMeta {
     std::string host;
-    long long pid = 0;
+    long long pid = 0;   // the process that owns the slot
+    std::string pid_of;  // what that is: "run", "caller" (of acquire) or "while-pid"
     std::string user;
     std::string label;
+    bool keeper = false; // a keeper process renews it (acquire --while-pid)
 
-    // This process's host name, pid and user, with `label`.
-    static HolderMeta of_this_process(std::string label);
+    // This host and user, with `label`, for the slot of process `pid`.
+    static HolderMeta of_this_process(std::string label, long long pid, std::string pid_of);
     std::string to_json() const;
 };
 

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
                 options.limit = limit;
                 options.ttl = std::chrono::seconds(30);
                 options.loss_grace = Milliseconds{0}; // a private, brand-new server
-                options.meta = HolderMeta::of_this_process("redsem-bench");
+                options.meta = HolderMeta::of_this_process("redsem-bench", getpid(), "run");
                 while (!stop) {
                     const auto lease = semaphore.acquire(options, generate_token());
                     const long long got = now_ns();

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unistd.h>
 
 using namespace redsem;
 using namespace redsem::test;
@@ -25,7 +26,7 @@ AcquireOptions options_for(long long limit, std::optional<Milliseconds> wait = s
     AcquireOptions options;
     options.limit = limit;
     options.wait = wait;
-    options.meta = HolderMeta::of_this_process("test");
+    options.meta = HolderMeta::of_this_process("test", getpid(), "run");
     return options;
 }
 
@@ -57,7 +58,7 @@ TEST_CASE("holder metadata is stored for inspection and pruned with the holder")
     Connection connection = connect_to(server);
     Semaphore semaphore(connection, "redsem", "meta");
     auto options = options_for(1, 0ms);
-    options.meta = HolderMeta::of_this_process("nightly \xff backup");
+    options.meta = HolderMeta::of_this_process("nightly \xff backup", getpid(), "run");
     options.ttl = 200ms;
     const auto lease = semaphore.acquire(options, generate_token());
     REQUIRE(lease);
