@@ -49,8 +49,7 @@ int parse_signal(const std::string& text) {
     }
     int number = 0;
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
-    if (error == std::errc() && end == text.data() + text.size() && number > 0 &&
-        number < NSIG) {
+    if (error == std::errc() && end == text.data() + text.size() && number > 0 && number < NSIG) {
         return number;
     }
     throw UsageError(fmt::format("--on-lost: '{}' is not a signal (TERM, INT, HUP, KILL, USR1, "

@@ -36,6 +36,12 @@ constexpr std::array k_commands{
     Command{"gc", "Clean up after dead holders and waiters", setup_gc},
 };
 
+// Subcommand --help shows only the subcommand's own options; these are accepted too.
+constexpr std::string_view k_global_footer =
+    "Global options (before or after the command): -u,--url URL, --prefix PREFIX, "
+    "--connect-timeout DUR; see 'redsem --help'. Exit statuses and the JSON output are "
+    "described in redsem(1).";
+
 std::string version_text() {
     return fmt::format("redsem {} (hiredis {}.{}.{})", REDSEM_VERSION, HIREDIS_MAJOR, HIREDIS_MINOR,
                        HIREDIS_PATCH);
@@ -243,7 +249,8 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.footer("Exit status: 0 ok, 1 token holds nothing, 64 usage, 65 conflict, 69 Redis "
                "unavailable, 70 internal error, 75 not acquired in time, 76 slot lost (run), 77 "
-               "auth/permission denied; run exits with its command's status. See redsem(1).");
+               "auth/permission denied; run exits with its command's status (126/127 when it "
+               "cannot be started). JSON output and more in redsem(1).");
     GlobalOptions global;
     add_global_options(app, global);
 
@@ -251,6 +258,7 @@ int main(int argc, char** argv) {
     for (const Command& command : commands()) {
         CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
         sub->fallthrough();
+        sub->footer(std::string(k_global_footer));
         runners[sub] = command.setup(*sub, global);
     }
 

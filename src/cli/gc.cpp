@@ -106,7 +106,7 @@ Runner setup_gc(CLI::App& command, const GlobalOptions& global) {
                         "touches a live holder.");
     command.add_option("NAME", args->names, "Semaphore names (default: all)");
     command.add_flag("--dry-run", args->dry_run, "Show what would be removed; change nothing");
-    command.add_flag("--json", args->json, "Print JSON (schema in the README)");
+    command.add_flag("--json", args->json, "Print JSON (schema in redsem(1))");
     return [args, &global] { return run_gc(*args, global); };
 }
 

@@ -34,13 +34,13 @@ struct RunArgs {
 
 std::vector<std::string> command_line(const RunArgs& args) {
     if (args.shell_command && !args.command.empty()) {
-        throw UsageError("give the command either with -c or after --, not both");
+        throw UsageError("give the command either with -c or after NAME, not both");
     }
     if (args.shell_command) {
         return {"/bin/sh", "-c", *args.shell_command};
     }
     if (args.command.empty()) {
-        throw UsageError("no command given: redsem run NAME -- COMMAND [ARGS...]");
+        throw UsageError("no command given: redsem run [OPTIONS] NAME COMMAND [ARGS...]");
     }
     return args.command;
 }
@@ -122,9 +122,12 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
 
 Runner setup_run(CLI::App& command, const GlobalOptions& global) {
     auto args = std::make_shared<RunArgs>();
-    command.description("Run COMMAND while holding a slot of semaphore NAME: wait for the slot, "
-                        "keep its lease alive while COMMAND runs, stop COMMAND if the slot is "
-                        "lost, and release it however COMMAND ends. Exits with COMMAND's status.");
+    command.description(
+        "Run COMMAND while holding a slot of semaphore NAME: wait for the slot, keep its lease "
+        "alive while COMMAND runs, stop COMMAND if the slot is lost, and release it however "
+        "COMMAND ends. Exits with COMMAND's status. redsem's options come before COMMAND: the "
+        "first word after NAME that is not one of them starts COMMAND, and every word from "
+        "there on is COMMAND's (use -- before a COMMAND that starts with '-').");
     add_slot_options(command, args->request);
     command
         .add_option("--on-lost", args->on_lost,
@@ -145,7 +148,7 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
         .add_option("-c,--command", args->shell_command,
                     "Run this shell command line with /bin/sh -c instead of COMMAND")
         ->type_name("CMDLINE");
-    command.add_option("COMMAND", args->command, "The command and its arguments, after --")
+    command.add_option("COMMAND", args->command, "The command and its arguments")
         ->type_name("COMMAND [ARGS...]");
     return [args, &global] { return run_run(*args, global); };
 }

@@ -48,7 +48,7 @@ json time_fields(const char* name, long long epoch_ms) {
 
 json meta_json(const std::optional<Record>& record) {
     if (!record) {
-        return {{"host", nullptr}, {"pid", nullptr}, {"pid_of", nullptr},
+        return {{"host", nullptr}, {"pid", nullptr},   {"pid_of", nullptr},
                 {"user", nullptr}, {"label", nullptr}, {"keeper", false}};
     }
     return {{"host", record->meta.host},
@@ -168,8 +168,8 @@ void print_view(const SemaphoreView& view, std::size_t width) {
             const long long left = holder.deadline_ms - now;
             rows.push_back(
                 {r ? std::to_string(r->slot) : "?", short_token(holder.token),
-                 r ? r->meta.host : "?", pid_cell(r),
-                 r ? r->meta.user : "?", r ? format_duration(Milliseconds{now - r->since_ms}) : "?",
+                 r ? r->meta.host : "?", pid_cell(r), r ? r->meta.user : "?",
+                 r ? format_duration(Milliseconds{now - r->since_ms}) : "?",
                  r ? ago(now - (holder.deadline_ms - r->ttl_ms)) : "?",
                  left > 0 ? "in " + format_duration(Milliseconds{left}) : "expired " + ago(-left),
                  r ? std::to_string(r->fence) : "?", r ? r->meta.label : "?"});
@@ -186,8 +186,8 @@ void print_view(const SemaphoreView& view, std::size_t width) {
                 waited += " (stale)";
             }
             rows.push_back({std::to_string(waiter.position), short_token(waiter.token),
-                            r ? r->meta.host : "?", pid_cell(r), r ? r->meta.user : "?",
-                            waited, r ? r->meta.label : "?"});
+                            r ? r->meta.host : "?", pid_cell(r), r ? r->meta.user : "?", waited,
+                            r ? r->meta.label : "?"});
         }
         std::cout << render_table(rows, width, rows[0].size() - 1);
     }
@@ -285,7 +285,7 @@ Runner setup_status(CLI::App& command, const GlobalOptions& global) {
     command.description("Show who holds and who waits for each NAME; without NAME, list every "
                         "semaphore under the prefix. Changes nothing.");
     command.add_option("NAME", args->names, "Semaphore names (default: all)");
-    command.add_flag("--json", args->json, "Print JSON (schema in the README)");
+    command.add_flag("--json", args->json, "Print JSON (schema in redsem(1))");
     command.add_flag("--names", args->names_only,
                      "Print only the names of all semaphores, one per line (for completion)");
     return [args, &global] { return run_status(*args, global); };

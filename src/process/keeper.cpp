@@ -128,8 +128,9 @@ void release(const KeptSlot& slot) {
             return;
         } catch (const Error& error) {
             if (error.transience() == Transience::permanent || BootClock::now() >= give_up_at) {
-                syslog(LOG_WARNING, "could not release the slot of '%s' (%s); it frees itself "
-                                    "when its lease runs out",
+                syslog(LOG_WARNING,
+                       "could not release the slot of '%s' (%s); it frees itself "
+                       "when its lease runs out",
                        printable(slot.name).c_str(), error.what());
                 return;
             }
@@ -143,8 +144,8 @@ void release(const KeptSlot& slot) {
 int keep(const WatchedProcess& process, const KeptSlot& slot, int ready_fd) {
     openlog("redsem", LOG_PID, LOG_USER);
     signal(SIGHUP, SIG_IGN);
-    const std::string released_key = Keys::make(slot.prefix, slot.name).wake_prefix +
-                                     slot.lease.token + ":released";
+    const std::string released_key =
+        Keys::make(slot.prefix, slot.name).wake_prefix + slot.lease.token + ":released";
     SignalWatch signals{SIGTERM, SIGINT};
     Heartbeat heartbeat(slot.connect, slot.prefix, slot.name, slot.lease);
     ReleaseWatch released(slot.connect, released_key);
@@ -168,11 +169,11 @@ int keep(const WatchedProcess& process, const KeptSlot& slot, int ready_fd) {
             if (status.lost && released_by_user(slot, released_key)) {
                 return 0; // the renewal ran right after `redsem release`
             }
-            const std::string reason = status.lost ? status.last_error
-                                                   : "no renewal was confirmed in time" +
-                                                         (status.last_error.empty()
-                                                              ? std::string()
-                                                              : " (" + status.last_error + ")");
+            const std::string reason =
+                status.lost ? status.last_error
+                            : "no renewal was confirmed in time" +
+                                  (status.last_error.empty() ? std::string()
+                                                             : " (" + status.last_error + ")");
             if (process.lost_signal() != 0) {
                 pidfd_send_signal(process.fd(), process.lost_signal());
             }

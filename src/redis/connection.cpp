@@ -95,6 +95,7 @@ void Connection::connect() {
         return;
     }
     const RedisUrl& url = m_options.url;
+    m_first_reply_by = Clock::now() + m_options.connect_timeout;
     const timeval tv = to_timeval(m_options.connect_timeout);
     redisContext* raw = url.kind == RedisUrl::Kind::tcp
                             ? redisConnectWithTimeout(url.host.c_str(), url.port, tv)
@@ -207,7 +208,14 @@ Reply Connection::read_reply(Clock::time_point deadline, int interrupt_fd) {
             throw WaitInterrupted();
         case Readiness::timed_out: {
             const std::string where = m_options.url.describe();
+            const bool never_answered = m_first_reply_by.has_value();
             disconnect();
+            if (never_answered) {
+                throw UnavailableError(
+                    fmt::format("Redis at {} accepted the connection but did not answer within {} "
+                                "(--connect-timeout)",
+                                where, format_duration(m_options.connect_timeout)));
+            }
             throw ConnectionLost(fmt::format("Redis at {} did not answer in time", where));
         }
         case Readiness::readable:
@@ -217,6 +225,7 @@ Reply Connection::read_reply(Clock::time_point deadline, int interrupt_fd) {
             fail_io("while reading a reply");
         }
     }
+    m_first_reply_by.reset();
     std::unique_ptr<redisReply, void (*)(void*)> reply(static_cast<redisReply*>(raw),
                                                        freeReplyObject);
     return convert(*reply);
@@ -224,9 +233,21 @@ Reply Connection::read_reply(Clock::time_point deadline, int interrupt_fd) {
 
 Reply Connection::exchange(const std::vector<std::string>& args, Milliseconds budget,
                            int interrupt_fd) {
+    if (m_first_reply_by && budget.count() > 0) {
+        // A blocking command first: make sure the server answers at all.
+        const Reply pong = exchange({"PING"}, Milliseconds{0}, interrupt_fd);
+        if (pong.is_error()) {
+            throw_reply_error(pong.text);
+        }
+    }
     append(args);
     flush();
-    return read_reply(Clock::now() + m_options.command_timeout + budget, interrupt_fd);
+    return read_reply(reply_deadline(budget), interrupt_fd);
+}
+
+Connection::Clock::time_point Connection::reply_deadline(Milliseconds budget) const {
+    const auto deadline = Clock::now() + m_options.command_timeout + budget;
+    return m_first_reply_by ? std::min(deadline, *m_first_reply_by) : deadline;
 }
 
 std::vector<Reply> Connection::pipeline(const std::vector<std::vector<std::string>>& commands) {
@@ -239,7 +260,7 @@ std::vector<Reply> Connection::pipeline(const std::vector<std::vector<std::strin
     replies.reserve(commands.size());
     for (std::size_t i = 0; i < commands.size(); ++i) {
         // Each reply gets the full command timeout: a batch is many small commands.
-        replies.push_back(read_reply(Clock::now() + m_options.command_timeout, -1));
+        replies.push_back(read_reply(reply_deadline(Milliseconds{0}), -1));
     }
     return replies;
 }

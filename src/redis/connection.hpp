@@ -3,6 +3,7 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,16 +81,24 @@ public:
 
 private:
     using ContextPtr = std::unique_ptr<redisContext, void (*)(redisContext*)>;
+    using Clock = std::chrono::steady_clock;
 
     Reply exchange(const std::vector<std::string>& args, Milliseconds budget, int interrupt_fd);
     void append(const std::vector<std::string>& args);
     void flush();
-    Reply read_reply(std::chrono::steady_clock::time_point deadline, int interrupt_fd);
+    Reply read_reply(Clock::time_point deadline, int interrupt_fd);
+    // When a reply to a command sent now must have come: the command timeout plus `budget`,
+    // or sooner while the connect timeout runs (see m_first_reply_by).
+    Clock::time_point reply_deadline(Milliseconds budget) const;
     [[noreturn]] void fail_io(std::string_view during);
     void handshake();
 
     ConnectOptions m_options;
     ContextPtr m_context;
+    // Set from connect() until the server's first reply: the connect timeout covers the whole
+    // handshake, up to the first reply, so a server that accepts connections but never
+    // answers is reported as unreachable within it.
+    std::optional<Clock::time_point> m_first_reply_by;
 };
 
 } // namespace redsem

@@ -35,8 +35,8 @@ inline constexpr std::size_t k_max_label_bytes = 1024;
 // Who holds or waits for a slot, shown by `status`.
 struct HolderMeta {
     std::string host;
-    long long pid = 0;   // the process that owns the slot
-    std::string pid_of;  // what that is: "run", "caller" (of acquire) or "while-pid"
+    long long pid = 0;  // the process that owns the slot
+    std::string pid_of; // what that is: "run", "caller" (of acquire) or "while-pid"
     std::string user;
     std::string label;
     bool keeper = false; // a keeper process renews it (acquire --while-pid)
