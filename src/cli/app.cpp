@@ -209,6 +209,9 @@ std::string usage_message(const CLI::ParseError& error, const CLI::App& app) {
     if (message == "A subcommand is required") {
         return "missing command";
     }
+    if (const std::size_t at = message.find(": 1 required "); at != std::string::npos) {
+        return message.substr(0, at) + " needs a value"; // "--ttl: 1 required DUR missing"
+    }
     if (message.ends_with(required)) {
         return "missing " + message.substr(0, message.size() - required.size());
     }

@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 
 using namespace redsem;
 using namespace redsem::test;
@@ -112,11 +113,14 @@ TEST_CASE("status shows holders by slot and waiters in queue order, field by fie
     CHECK(status["holders"][1]["label"] == "second");
     CHECK(status["holders"][1]["ttl_ms"] == 600000);
     REQUIRE(status["waiters"].size() == 2);
-    CHECK(status["waiters"][0]["position"] == 0);
+    CHECK(status["waiters"][0]["position"] == 1); // 1 is next, as the text shows it
+    CHECK(status["waiters"][0]["stale"] == false);
     CHECK(status["waiters"][0]["label"] == "waiter a");
-    CHECK(status["waiters"][0]["pid"] == waiter_a.pid());
+    // The waiter's pid is its caller's (this test); the waiters are told apart by label.
+    CHECK(status["waiters"][0]["pid"] == getpid());
+    CHECK(status["waiters"][0]["pid_of"] == "caller");
+    CHECK(status["waiters"][1]["position"] == 2);
     CHECK(status["waiters"][1]["label"] == "waiter b");
-    CHECK(status["waiters"][1]["pid"] == waiter_b.pid());
     CHECK(status["waiters"][1]["waited_ms"].get<long long>() >= 0);
 
     // The table: a header, one row per holder (whole token shortened), the waiters after.
