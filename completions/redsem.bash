@@ -12,7 +12,7 @@
 _redsem_value_opts() {
     local opts='-u --url --prefix --connect-timeout'
     case $1 in
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --while-pid --on-lost' ;;
         renew) opts+=' --ttl' ;;
         run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --on-lost --kill-after --lost-exit-code -c --command' ;;
     esac
@@ -24,11 +24,12 @@ _redsem_all_opts() {
     local opts='-h --help -u --url --prefix --connect-timeout'
     case $1 in
         '') opts+=' --version' ;;
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace -q --quiet --json' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace -q --quiet --json --while-pid --on-lost' ;;
         renew) opts+=' --ttl' ;;
         run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
         status) opts+=' --json --names' ;;
         gc) opts+=' --dry-run --json' ;;
+        limit) opts+=' --json' ;;
     esac
     printf '%s' "$opts"
 }
@@ -193,7 +194,7 @@ _redsem() {
     else
         case $sub in
             acquire) ((npos == 0)) && mode=names ;;
-            release | renew) ((npos == 0)) && mode=names ;; # then TOKEN: nothing
+            release | renew | limit) ((npos == 0)) && mode=names ;; # then TOKEN or N: nothing
             run)
                 if ((npos == 0)); then
                     mode=names
@@ -213,7 +214,7 @@ _redsem() {
 
     case $mode in
         subcommands)
-            for w in acquire release renew run status gc; do
+            for w in acquire release renew run status limit gc; do
                 [[ $w == "$cur"* ]] && cands+=("$w")
             done
             ;;
@@ -225,7 +226,9 @@ _redsem() {
         value)
             case $vopt in
                 --on-lost)
-                    [[ $sub == run ]] && for w in term ignore; do
+                    local actions='TERM INT HUP KILL USR1 USR2 QUIT ALRM none' # acquire
+                    [[ $sub == run ]] && actions='term ignore'
+                    for w in $actions; do
                         [[ $w == "$vcur"* ]] && cands+=("$vpre$w")
                     done
                     ;;

@@ -12,7 +12,8 @@ function __redsem_value_opts
     printf '%s\n' -u --url --prefix --connect-timeout
     switch "$argv[1]"
         case acquire
-            printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace
+            printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
+                --while-pid --on-lost
         case renew
             printf '%s\n' --ttl
         case run
@@ -151,7 +152,7 @@ function __redsem_wants_name
     switch "$sub"
         case status gc
             return 0
-        case acquire release renew run
+        case acquire release renew run limit
             set -l npos (__redsem_info npos)
             test "$npos" = 0
         case '*'
@@ -198,6 +199,7 @@ complete -c redsem -n __redsem_use_subcommand -a release -d 'Give back the slot 
 complete -c redsem -n __redsem_use_subcommand -a renew -d 'Extend the lease of the slot held by TOKEN'
 complete -c redsem -n __redsem_use_subcommand -a run -d 'Run COMMAND while holding a slot'
 complete -c redsem -n __redsem_use_subcommand -a status -d 'Show holders and waiters'
+complete -c redsem -n __redsem_use_subcommand -a limit -d 'Show or change how many may hold NAME'
 complete -c redsem -n __redsem_use_subcommand -a gc -d 'Remove expired holders and dead waiters'
 
 # Global options (before or after the subcommand)
@@ -216,6 +218,9 @@ complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l label -x -d
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l loss-grace -x -d 'Admit nobody for DUR after Redis may have lost data'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s q -l quiet -d 'Do not show the queue position'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l json -d 'Print the result as JSON'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l while-pid -x -a '(__fish_complete_pids)' -d 'Hold the slot for the life of process PID'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l on-lost -x -a 'TERM INT HUP KILL USR1 USR2 QUIT ALRM none' -d 'Signal for PID when the lease is lost'
+complete -c redsem -n '__redsem_seen_subcommand_from limit' -l json -d 'Print JSON'
 
 # run
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l on-lost -x -a 'term ignore' -d 'What to do when the slot is lost'

@@ -16,6 +16,8 @@ redis-server --port 0 --unixsocket "$dir/r.sock" --save "" --appendonly no --dir
 trap 'kill "$(cat "$dir/redis.pid")" 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do [ -S "$dir/r.sock" ] && break; sleep 0.05; done
 url="unix://$dir/r.sock"
+# A brand-new server: admission is closed for the loss grace unless told otherwise.
+export REDSEM_LOSS_GRACE=0
 redsem --url "$url" acquire alpha >/dev/null && redsem --url "$url" acquire beta >/dev/null || exit 1
 
 failures=0
@@ -47,17 +49,27 @@ expect bash "redsem acquire --li" "--limit" "$(bash_complete redsem acquire --li
 expect bash "redsem --url URL status " "alpha beta" "$(bash_complete redsem --url "$url" status '')"
 expect bash "redsem --url URL acquire al" "alpha" "$(bash_complete redsem --url "$url" acquire al)"
 expect bash "redsem run x -- ech" "echo" "$(bash_complete redsem run x -- ech)"
+expect bash "redsem run x ech" "echo" "$(bash_complete redsem run x ech)"
+expect bash "redsem run x grep -" "" "$(bash_complete redsem run x grep -q)"
+expect bash "redsem li" "limit" "$(bash_complete redsem li)"
+expect bash "redsem --url URL limit al" "alpha" "$(bash_complete redsem --url "$url" limit al)"
+expect bash "redsem acquire --wh" "--while-pid" "$(bash_complete redsem acquire --wh)"
+expect bash "redsem acquire --on-lost K" "KILL" "$(bash_complete redsem acquire --on-lost K)"
 
 expect fish "redsem st" "status" "$(fish_complete 'redsem st')"
+expect fish "redsem li" "limit" "$(fish_complete 'redsem li')"
+expect fish "redsem acquire --on-lost K" "KILL" "$(fish_complete 'redsem acquire --on-lost K')"
 expect fish "redsem run x --on-lost " "ignore term" "$(fish_complete 'redsem run x --on-lost ')"
 expect fish "redsem --url URL status " "alpha beta" "$(fish_complete "redsem --url $url status ")"
 expect fish "redsem status -u URL " "alpha beta" "$(fish_complete "redsem status -u $url ")"
 fish_acquire=$(fish_complete 'redsem acquire --')
-for option in --limit --ttl --wait --json --url; do
+for option in --limit --ttl --wait --json --url --while-pid --on-lost; do
     echo "$fish_acquire" | grep -q -- "^$option" || { echo "FAIL fish: acquire -- lacks $option"; failures=$((failures + 1)); }
 done
 
 expect zsh "redsem st" "status" "$(zsh_complete 'redsem st')"
+expect zsh "redsem li" "limit" "$(zsh_complete 'redsem li')"
+expect zsh "redsem acquire --wh" "--while-pid" "$(zsh_complete 'redsem acquire --wh')"
 expect zsh "redsem run x --on-lost " "ignore term" "$(zsh_complete 'redsem run x --on-lost ')"
 expect zsh "redsem acquire --li" "--limit" "$(zsh_complete 'redsem acquire --li')"
 expect zsh "redsem --url URL status " "alpha beta" "$(zsh_complete "redsem --url $url status ")"
