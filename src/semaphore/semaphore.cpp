@@ -135,8 +135,11 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
                 .handed_over = true,
                 .local_start = asked_at};
     long long granted_at_ms = 0;
-    if (std::sscanf(grant.c_str(), "%lld %lld %lld %lld %lld", &lease.fence, &lease.slot,
-                    &lease.deadline_ms, &granted_at_ms, &lease.limit) != 5) {
+    // (An older redsem's release pushes no LIMIT: then the limit the waiter last saw.)
+    lease.limit = wait_reply.at(3).as_integer();
+    const int fields = std::sscanf(grant.c_str(), "%lld %lld %lld %lld %lld", &lease.fence,
+                                   &lease.slot, &lease.deadline_ms, &granted_at_ms, &lease.limit);
+    if (fields != 4 && fields != 5) {
         throw InternalError(fmt::format("malformed hand-over '{}'", printable(grant)));
     }
     // The grant came after the acquire that queued or refreshed this waiter, and may have sat

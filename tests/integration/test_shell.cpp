@@ -483,17 +483,16 @@ TEST_CASE("release and renew take the short token status prints, when it is uniq
     AcquireOptions options;
     options.limit = 2;
     options.wait = Milliseconds{0};
-    const std::string a = "abcd0000000000000000000000000001";
-    const std::string b = "abcd0000000000000000000000000002";
+    const std::string a = "abcd1000000000000000000000000001";
+    const std::string b = "abcd2000000000000000000000000002";
     REQUIRE(semaphore.acquire(options, a));
     REQUIRE(semaphore.acquire(options, b));
-    const auto ambiguous = run_redsem({"release", "short", "abcd0000"}, env);
+    const auto ambiguous = run_redsem({"release", "short", "abcd"}, env);
     CHECK(ambiguous.exit_code == 64);
     CHECK(ambiguous.err.find(a) != std::string::npos);
     CHECK(ambiguous.err.find(b) != std::string::npos);
     CHECK(holders_of(server, "short") == 2);
-    CHECK(run_redsem({"release", "short", a.substr(0, 30)}, env).exit_code == 64);
-    CHECK(run_redsem({"release", "short", b.substr(0, 31)}, env).exit_code == 0);
+    CHECK(run_redsem({"release", "short", "abcd2"}, env).exit_code == 0);
     CHECK(holders_of(server, "short") == 1);
 }
 
