@@ -59,8 +59,7 @@ std::vector<int> processes_with(const std::vector<std::string>& words) {
 }
 
 bool no_keeper_of(const std::string& name) {
-    return wait_until([&] { return processes_with({"acquire", name, "--while-pid"}).empty(); },
-                      5s);
+    return wait_until([&] { return processes_with({"acquire", name, "--while-pid"}).empty(); }, 5s);
 }
 
 // A pid that no process has: one of a child that has been reaped.
@@ -91,8 +90,8 @@ TEST_CASE("run: the first word after NAME starts the command, whatever follows i
     CHECK(run_redsem({"limit", "job"}, env).out == "1\n");
     // Arguments that look like every redsem option reach the command untouched.
     const std::vector<std::string> lookalikes{
-        "-n",  "2",   "-w",     "0",      "-q", "--ttl", "1s",    "--url",
-        "x",   "--json", "-c", "y", "--label", "z", "-E", "3", "--", "-h", "--help"};
+        "-n", "2", "-w",      "0", "-q", "--ttl", "1s", "--url", "x",     "--json",
+        "-c", "y", "--label", "z", "-E", "3",     "--", "-h",    "--help"};
     std::vector<std::string> args{"run", "look", "printf", "%s|"};
     args.insert(args.end(), lookalikes.begin(), lookalikes.end());
     const auto printf = run_redsem(args, env);
@@ -103,8 +102,8 @@ TEST_CASE("run: the first word after NAME starts the command, whatever follows i
     }
     CHECK(printf.out == expected);
     // redsem's own options before NAME and between NAME and the command are redsem's.
-    const auto own = run_redsem({"run", "-q", "own", "-n", "2", "--ttl=5s", "-w", "5s",
-                                 "--label", "mine", "sh", "-c", "echo $REDSEM_LIMIT"},
+    const auto own = run_redsem({"run", "-q", "own", "-n", "2", "--ttl=5s", "-w", "5s", "--label",
+                                 "mine", "sh", "-c", "echo $REDSEM_LIMIT"},
                                 env);
     CHECK(own.exit_code == 0);
     CHECK(own.out == "2\n");
@@ -171,21 +170,22 @@ TEST_CASE("unknown commands and options are named, with the closest match") {
                             0) == 0);
     const auto option = run_redsem({"run", "job", "--limt", "3", "echo"});
     CHECK(option.exit_code == 64);
-    CHECK(option.err.rfind("redsem: error: unknown option '--limt' (did you mean '--limit'?)",
-                           0) == 0);
+    CHECK(option.err.rfind("redsem: error: unknown option '--limt' (did you mean '--limit'?)", 0) ==
+          0);
     const auto global = run_redsem({"status", "--urll", "x"});
     CHECK(global.err.rfind("redsem: error: unknown option '--urll' (did you mean '--url'?)", 0) ==
           0);
     const auto far = run_redsem({"status", "--zzzzzzzz"});
     CHECK(far.err.rfind("redsem: error: unknown option '--zzzzzzzz'\n", 0) == 0);
     // Every usage message is in one style: no capital after "error: ".
-    for (const auto& args : std::vector<std::vector<std::string>>{{"run"},
-                                                                  {},
-                                                                  {"acquire"},
-                                                                  {"acquire", "x", "--ttl"},
-                                                                  {"release", "x"},
-                                                                  {"run", "x", "--on-lost", "y"},
-                                                                  {"status", "a", "extra", "--x"}}) {
+    for (const auto& args :
+         std::vector<std::vector<std::string>>{{"run"},
+                                               {},
+                                               {"acquire"},
+                                               {"acquire", "x", "--ttl"},
+                                               {"release", "x"},
+                                               {"run", "x", "--on-lost", "y"},
+                                               {"status", "a", "extra", "--x"}}) {
         const auto result = run_redsem(args);
         CHECK(result.exit_code == 64);
         REQUIRE(result.err.size() > 16);
@@ -193,8 +193,9 @@ TEST_CASE("unknown commands and options are named, with the closest match") {
         CHECK(result.err.rfind("redsem: error: ", 0) == 0);
         CHECK(std::isupper(static_cast<unsigned char>(result.err[15])) == 0);
     }
-    CHECK(run_redsem({"acquire", "x", "--ttl"}).err.rfind("redsem: error: --ttl needs a value",
-                                                          0) == 0);
+    CHECK(
+        run_redsem({"acquire", "x", "--ttl"}).err.rfind("redsem: error: --ttl needs a value", 0) ==
+        0);
 }
 
 TEST_CASE("subcommand --help names the global options and points at redsem(1)") {
@@ -230,8 +231,7 @@ TEST_CASE("a server that accepts connections but never answers: 69 within --conn
         const auto took = Clock::now() - started;
         INFO(args.front());
         CHECK(result.exit_code == 69);
-        CHECK(result.err.find("did not answer within 1s (--connect-timeout)") !=
-              std::string::npos);
+        CHECK(result.err.find("did not answer within 1s (--connect-timeout)") != std::string::npos);
         CHECK(took >= 900ms);
         CHECK(took < 4s); // 1s and a margin for a loaded machine; it used to be over 5s
     }
@@ -279,9 +279,12 @@ TEST_CASE("limit raised: the new slots go to the queue at once, in FIFO order") 
             std::vector<std::string>{"acquire", "raise", "--json", "--label", std::to_string(i)},
             env));
         // Queued before the next one starts, so the queue order is known.
-        REQUIRE(wait_until([&] { return status_json(server, {"raise"})["waiters"].size() ==
-                                        static_cast<std::size_t>(i + 1); },
-                           10s));
+        REQUIRE(wait_until(
+            [&] {
+                return status_json(server, {"raise"})["waiters"].size() ==
+                       static_cast<std::size_t>(i + 1);
+            },
+            10s));
     }
     CHECK(run_redsem({"limit", "raise", "3"}, env).exit_code == 0);
     // The first two in the queue got slots 1 and 2, in that order; the third still waits.
@@ -320,9 +323,9 @@ TEST_CASE("limit lowered: holders keep their slots, nobody is admitted until few
         CHECK(run_redsem({"renew", "lower", token}, env).exit_code == 0);
     }
     CHECK(run_redsem({"acquire", "lower", "-w", "0"}, env).exit_code == 75);
-    CHECK(run_redsem({"release", "lower", tokens[0]}, env).exit_code == 0); // slot 0 freed
+    CHECK(run_redsem({"release", "lower", tokens[0]}, env).exit_code == 0);  // slot 0 freed
     CHECK(run_redsem({"acquire", "lower", "-w", "0"}, env).exit_code == 75); // 2 hold, limit 2
-    CHECK(run_redsem({"release", "lower", tokens[1]}, env).exit_code == 0); // slot 1 freed
+    CHECK(run_redsem({"release", "lower", tokens[1]}, env).exit_code == 0);  // slot 1 freed
     // Only slot 2 is held now, which is past the limit: the newcomer gets slot 0.
     const json next = acquire_json(server, {"lower", "-w", "0"});
     CHECK(next["slot"] == 0);
@@ -348,8 +351,8 @@ TEST_CASE("limit changes under load: an observer never sees more inside than the
     const std::string body = "echo + >> " + log + "; sleep 0.2; echo - >> " + log;
     std::vector<std::unique_ptr<Child>> runs;
     for (int i = 0; i < 16; ++i) {
-        runs.push_back(
-            std::make_unique<Child>(std::vector<std::string>{"run", "load", "sh", "-c", body}, env));
+        runs.push_back(std::make_unique<Child>(
+            std::vector<std::string>{"run", "load", "sh", "-c", body}, env));
     }
     REQUIRE(wait_for_file(log, 10s));
     CHECK(run_redsem({"limit", "load", "3"}, env).exit_code == 0);
@@ -449,7 +452,8 @@ TEST_CASE("one queue numbering: 1 is next, in text, JSON and the waiting line") 
 TEST_CASE("text from other users is shown escaped in tables; JSON keeps it exact") {
     RedisServer server;
     const auto env = env_for(server);
-    const std::string label = "x\n\033[31mRED\r\xe2\x80\xae" "evil \xc3\xa9t\xc3\xa9";
+    const std::string label = "x\n\033[31mRED\r\xe2\x80\xae"
+                              "evil \xc3\xa9t\xc3\xa9";
     acquire_json(server, {"esc", "--label", label});
     for (const auto& args : std::vector<std::vector<std::string>>{{"status"}, {"status", "esc"}}) {
         const std::string text = run_redsem(args, env).out;
@@ -561,7 +565,7 @@ TEST_CASE("the keeper survives SIGHUP; release ends it at once", "[threads]") {
     CHECK(run_redsem({"release", "hup", lease["token"]}, env).exit_code == 0);
     CHECK(wait_until([&] { return process_gone(keeper); }, 5s));
     CHECK(Clock::now() - released < 1s); // not at its next renewal
-    CHECK_FALSE(sleeper->finished()); // a release is no lost lease: nothing is signalled
+    CHECK_FALSE(sleeper->finished());    // a release is no lost lease: nothing is signalled
     CHECK(no_keeper_of("hup"));
 }
 
@@ -580,16 +584,16 @@ TEST_CASE("a keeper whose lease is lost signals the process, as --on-lost says",
     }
     SECTION("--on-lost KILL and --on-lost none") {
         auto killed = Child::shell("trap '' TERM; sleep 60");
-        const json lease = acquire_json(server, {"lost", "--ttl", "1s", "--while-pid",
-                                                 std::to_string(killed->pid()), "--on-lost",
-                                                 "kill"});
+        const json lease =
+            acquire_json(server, {"lost", "--ttl", "1s", "--while-pid",
+                                  std::to_string(killed->pid()), "--on-lost", "kill"});
         admin.call({"ZREM", "redsem:{lost}:holders", lease["token"]});
         CHECK(killed->wait(10s).signal == SIGKILL);
 
         auto spared = Child::shell("exec sleep 60");
-        const json other = acquire_json(server, {"lost2", "--ttl", "1s", "--while-pid",
-                                                 std::to_string(spared->pid()), "--on-lost",
-                                                 "none"});
+        const json other =
+            acquire_json(server, {"lost2", "--ttl", "1s", "--while-pid",
+                                  std::to_string(spared->pid()), "--on-lost", "none"});
         admin.call({"ZREM", "redsem:{lost2}:holders", other["token"]});
         CHECK(wait_until([&] { return process_gone(other["keeper_pid"]); }, 10s));
         CHECK_FALSE(spared->finished());
@@ -600,8 +604,8 @@ TEST_CASE("a keeper whose lease is lost signals the process, as --on-lost says",
 TEST_CASE("acquire --while-pid refuses a process that is gone, holding nothing") {
     RedisServer server;
     const auto env = env_for(server);
-    const auto gone = run_redsem({"acquire", "nobody", "--while-pid", std::to_string(dead_pid())},
-                                 env);
+    const auto gone =
+        run_redsem({"acquire", "nobody", "--while-pid", std::to_string(dead_pid())}, env);
     CHECK(gone.exit_code == 64);
     CHECK(gone.err.find("no such process") != std::string::npos);
     for (const char* bad : {"0", "-3", "x", "99999999"}) {
