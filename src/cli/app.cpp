@@ -11,7 +11,6 @@
 #include <array>
 #include <cctype>
 #include <fmt/format.h>
-#include <hiredis/hiredis.h>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -42,9 +41,19 @@ constexpr std::string_view k_global_footer =
     "--connect-timeout DUR; see 'redsem --help'. Exit statuses and the JSON output are "
     "described in redsem(1).";
 
+// "Exit status: 0 ok, 1 ..., 127 ...; ...", from the published table.
+std::string exit_status_text() {
+    std::string text = "Exit status:";
+    for (const auto& [code, meaning] : k_exit_codes) {
+        text += fmt::format(" {} {},", static_cast<int>(code), meaning);
+    }
+    text.back() = ';';
+    return text + " run otherwise exits with its command's status. JSON output and more in "
+                  "redsem(1).";
+}
+
 std::string version_text() {
-    return fmt::format("redsem {} (hiredis {}.{}.{})", REDSEM_VERSION, HIREDIS_MAJOR, HIREDIS_MINOR,
-                       HIREDIS_PATCH);
+    return fmt::format("redsem {} (hiredis {})", REDSEM_VERSION, hiredis_version());
 }
 
 // "redsem acquire" for the subcommand that was being parsed, else "redsem".
@@ -250,10 +259,7 @@ int main(int argc, char** argv) {
                  "redsem"};
     app.set_version_flag("--version", version_text());
     app.require_subcommand(1);
-    app.footer("Exit status: 0 ok, 1 token holds nothing, 64 usage, 65 conflict, 69 Redis "
-               "unavailable, 70 internal error, 75 not acquired in time, 76 slot lost (run), 77 "
-               "auth/permission denied; run exits with its command's status (126/127 when it "
-               "cannot be started). JSON output and more in redsem(1).");
+    app.footer(exit_status_text());
     GlobalOptions global;
     add_global_options(app, global);
 

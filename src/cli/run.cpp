@@ -19,10 +19,6 @@ namespace redsem::cli {
 
 namespace {
 
-// Exit status when the lease was lost and the command stopped: unused by anything else redsem
-// returns (EX_PROTOCOL).
-constexpr int k_default_lost_exit_code = 76;
-
 struct RunArgs {
     SlotRequest request;
     std::string on_lost = "term";
@@ -65,7 +61,7 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     supervise_options.kill_after = parse_duration(args.kill_after, "--kill-after");
     const int lost_exit = args.lost_exit_code
                               ? parse_exit_code(*args.lost_exit_code, "--lost-exit-code")
-                              : k_default_lost_exit_code;
+                              : static_cast<int>(ExitCode::lost);
     const std::string prefix = resolve_prefix(global);
     const ConnectOptions connect = resolve_connection(global);
     const std::string& name = args.request.name;

@@ -20,8 +20,8 @@ namespace redsem {
 namespace {
 
 // Exit codes a shell uses for a command that cannot run.
-constexpr int k_not_found = 127;
-constexpr int k_cannot_execute = 126;
+constexpr int k_not_found = static_cast<int>(ExitCode::not_found);
+constexpr int k_cannot_execute = static_cast<int>(ExitCode::cannot_execute);
 
 // SIGPIPE as redsem found it, for its children; set by ignore_sigpipe().
 struct sigaction g_inherited_sigpipe {};

@@ -265,6 +265,10 @@ std::vector<Reply> Connection::pipeline(const std::vector<std::vector<std::strin
     return replies;
 }
 
+std::string hiredis_version() {
+    return fmt::format("{}.{}.{}", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
+}
+
 Reply Connection::command(const std::vector<std::string>& args, Milliseconds blocking_for,
                           int interrupt_fd) {
     connect();

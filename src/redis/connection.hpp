@@ -34,6 +34,10 @@ public:
     const char* what() const noexcept override { return "wait interrupted"; }
 };
 
+// The hiredis version redsem was built with, "MAJOR.MINOR.PATCH" (for --version): only
+// src/redis/ includes hiredis.
+std::string hiredis_version();
+
 // One connection to Redis, the only code that talks hiredis. Connects lazily, authenticates
 // and selects the database; after any I/O error the hiredis context is thrown away and the
 // next command connects anew.

@@ -18,7 +18,7 @@ if [ -n "$warnings" ]; then
     echo "man --warnings found:"; echo "$warnings"; status=1
 fi
 
-help_options=$(for sub in "" acquire release renew run status gc; do
+help_options=$(for sub in "" acquire release renew run status limit gc; do
     "$redsem" $sub --help
 done | grep -o -- '--[a-z][a-z-]*' | sort -u)
 page_options=$(sed 's/\\-/-/g' "$page" | grep -o -- '--[a-z][a-z-]*' | sort -u)
@@ -30,5 +30,14 @@ fi
 if [ -n "$unknown" ]; then
     echo "options in the man page that the binary does not have:"; echo "$unknown"; status=1
 fi
-[ "$status" -eq 0 ] && echo "man page clean; $(echo "$help_options" | wc -l) options in step"
+
+# Every exit code of the published table (printed by --help) is listed under EXIT STATUS.
+help_codes=$("$redsem" --help | tr '\n' ' ' | grep -o 'Exit status:[^;]*;' | grep -oE '[0-9]+' | sort -u)
+page_codes=$(sed -n '/^\.SH EXIT STATUS/,/^\.SH /p' "$page" | grep -oE '^\.B [0-9]+$' | grep -oE '[0-9]+' | sort -u)
+missing_codes=$(comm -23 <(echo "$help_codes") <(echo "$page_codes"))
+if [ -z "$help_codes" ] || [ -n "$missing_codes" ]; then
+    echo "exit codes in --help but not under EXIT STATUS:"; echo "${missing_codes:-(none found in --help)}"; status=1
+fi
+
+[ "$status" -eq 0 ] && echo "man page clean; $(echo "$help_options" | wc -l) options and $(echo "$help_codes" | wc -l) exit codes in step"
 exit "$status"
