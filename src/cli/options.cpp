@@ -49,9 +49,9 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
                    "Prefix of redsem's Redis keys (default: $REDSEM_PREFIX or redsem)")
         ->type_name("PREFIX");
     app.add_option("--connect-timeout", options.connect_timeout,
-                   "How long to wait for the connection to Redis")
-        ->type_name("DUR")
-        ->capture_default_str();
+                   "How long to wait for Redis to accept the connection and answer "
+                   "(default: $REDSEM_CONNECT_TIMEOUT or 2s)")
+        ->type_name("DUR");
 }
 
 ConnectOptions resolve_connection(const GlobalOptions& options) {
@@ -81,9 +81,17 @@ ConnectOptions resolve_connection(const GlobalOptions& options) {
         url.password = env("REDSEM_PASSWORD");
     }
     ConnectOptions connect{std::move(url)};
-    connect.connect_timeout = parse_duration(options.connect_timeout, "--connect-timeout");
-    if (connect.connect_timeout.count() <= 0) {
-        throw UsageError("--connect-timeout must be longer than 0");
+    const char* timeout_source = "--connect-timeout";
+    std::optional<std::string> timeout = options.connect_timeout;
+    if (!timeout) {
+        timeout = env("REDSEM_CONNECT_TIMEOUT");
+        timeout_source = "$REDSEM_CONNECT_TIMEOUT";
+    }
+    if (timeout) {
+        connect.connect_timeout = parse_duration(*timeout, timeout_source);
+        if (connect.connect_timeout.count() <= 0) {
+            throw UsageError(fmt::format("{} must be longer than 0", timeout_source));
+        }
     }
     return connect;
 }

@@ -15,7 +15,7 @@ namespace redsem::cli {
 struct GlobalOptions {
     std::optional<std::string> url;
     std::optional<std::string> prefix;
-    std::string connect_timeout = "2s";
+    std::optional<std::string> connect_timeout;
 };
 
 // Adds the global options to `app` (the main app; subcommands fall through to it).
@@ -23,7 +23,8 @@ void add_global_options(CLI::App& app, GlobalOptions& options);
 
 // Where to connect: --url, else $REDSEM_URL, else $REDIS_URL, else redis://127.0.0.1:6379;
 // the password from the URL, else $REDSEM_PASSWORD. Warns on stderr when the password came
-// from the command line. Throws UsageError for a bad URL or timeout.
+// from the command line. The connect timeout: --connect-timeout, else $REDSEM_CONNECT_TIMEOUT,
+// else 2s. Throws UsageError for a bad URL or timeout.
 ConnectOptions resolve_connection(const GlobalOptions& options);
 
 // --prefix, else $REDSEM_PREFIX, else "redsem"; validated.

@@ -235,6 +235,22 @@ TEST_CASE("a server that accepts connections but never answers: 69 within --conn
         CHECK(took >= 900ms);
         CHECK(took < 4s); // 1s and a margin for a loaded machine; it used to be over 5s
     }
+    SECTION("$REDSEM_CONNECT_TIMEOUT sets it; --connect-timeout wins over it") {
+        const auto started = Clock::now();
+        const auto from_env =
+            run_redsem({"--url", url, "status"}, {{"REDSEM_CONNECT_TIMEOUT", "1s"}});
+        CHECK(from_env.exit_code == 69);
+        CHECK(from_env.err.find("did not answer within 1s") != std::string::npos);
+        CHECK(Clock::now() - started < 4s);
+        const auto both = run_redsem({"--url", url, "--connect-timeout", "500ms", "status"},
+                                     {{"REDSEM_CONNECT_TIMEOUT", "1h"}});
+        CHECK(both.exit_code == 69);
+        CHECK(both.err.find("did not answer within 500ms") != std::string::npos);
+        const auto bad = run_redsem({"--url", url, "status"}, {{"REDSEM_CONNECT_TIMEOUT", "soon"}});
+        CHECK(bad.exit_code == 64);
+        CHECK(bad.err.rfind("redsem: ", 0) == 0);
+        CHECK(bad.err.find("$REDSEM_CONNECT_TIMEOUT") != std::string::npos);
+    }
     close(listener);
 }
 

@@ -482,6 +482,11 @@ void Harness::prepare() {
         m_base_env.emplace_back(text);
     }
     m_base_env.push_back("REDSEM_URL=" + m_server->socket_url());
+    // A client that first connects during a CLIENT PAUSE waits it out rather than failing
+    // with 69 after the default 2s: the pause tests stalls, not the connect timeout.
+    const auto connect_timeout = m_config.client_pause + 4s;
+    m_base_env.push_back("REDSEM_CONNECT_TIMEOUT=" + std::to_string(connect_timeout.count()) +
+                         "ms");
 }
 
 std::vector<std::string> Harness::environment_for(const std::string& skew) const {
