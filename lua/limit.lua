@@ -17,9 +17,10 @@ if not wanted then
             redis.call('ZCARD', K_QUEUE)}
 end
 local now = server_now()
-prune(state, now)
+-- The new limit first: pruning hands freed slots on, and must do so under it.
 redis.call('HSET', K_STATE, 'limit', wanted)
 state.limit = wanted
+prune(state, now)
 touch(state, now) -- a new semaphore's state expires like the rest
 local held = redis.call('ZCARD', K_HOLDERS)
 fill_free_slots(state, held, now)

@@ -128,8 +128,12 @@ void mark_command_start(const CLI::App& app, std::vector<std::string>& args) {
         if (args[at] == "--") {
             return;
         }
-        if (is_option(args[at])) {
-            const std::size_t words = option_words(run, args[at]);
+        const std::size_t words = is_option(args[at]) ? option_words(run, args[at]) : 0;
+        // CLI11 takes an undeclared "-<digit>..." for a positional (a negative number).
+        const bool positional =
+            words == 0 &&
+            (!is_option(args[at]) || std::isdigit(static_cast<unsigned char>(args[at][1])));
+        if (!positional) {
             if (words == 0) {
                 return; // unknown: CLI11 reports it
             }
@@ -165,6 +169,10 @@ std::size_t distance(std::string_view a, std::string_view b) {
 
 // " (did you mean 'X'?)" for the candidate closest to `word`, or "" when none is close.
 std::string suggestion(std::string_view word, const std::vector<std::string>& candidates) {
+    std::string lower(word); // RUN, Status: a case slip is the closest miss of all
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    word = lower;
     const std::string* best = nullptr;
     std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
     for (const std::string& candidate : candidates) {
@@ -217,6 +225,9 @@ std::string usage_message(const CLI::ParseError& error, const CLI::App& app) {
     constexpr std::string_view required = " is required";
     if (message == "A subcommand is required") {
         return "missing command";
+    }
+    if (const std::size_t at = message.find(": At Most 1 required"); at != std::string::npos) {
+        return message.substr(0, at) + " given more than once";
     }
     if (const std::size_t at = message.find(": 1 required "); at != std::string::npos) {
         return message.substr(0, at) + " needs a value"; // "--ttl: 1 required DUR missing"

@@ -5,8 +5,11 @@
 #include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 namespace redsem::cli {
@@ -14,6 +17,35 @@ namespace redsem::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// One descriptor that is readable while any of several is (an epoll set): lets a wait that
+// knows one interrupt descriptor stop for a signal or for a process's exit.
+class AnyReadable {
+public:
+    explicit AnyReadable(std::initializer_list<int> fds) : m_fd(epoll_create1(EPOLL_CLOEXEC)) {
+        if (m_fd < 0) {
+            throw InternalError(fmt::format("epoll_create1: {}", std::strerror(errno)));
+        }
+        for (const int fd : fds) {
+            epoll_event event{};
+            event.events = EPOLLIN;
+            event.data.fd = fd;
+            if (epoll_ctl(m_fd, EPOLL_CTL_ADD, fd, &event) != 0) {
+                const int error = errno;
+                close(m_fd);
+                throw InternalError(fmt::format("epoll_ctl: {}", std::strerror(error)));
+            }
+        }
+    }
+    ~AnyReadable() { close(m_fd); }
+    AnyReadable(const AnyReadable&) = delete;
+    AnyReadable& operator=(const AnyReadable&) = delete;
+
+    int fd() const noexcept { return m_fd; }
+
+private:
+    int m_fd;
+};
 
 // One status line on a terminal, rewritten in place while waiting.
 class WaitFeedback {
@@ -110,9 +142,14 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
 }
 
 std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& request,
-                                   AcquireOptions options, const SignalWatch& signals) {
+                                   AcquireOptions options, const SignalWatch& signals,
+                                   const WatchedProcess* owner) {
     WaitFeedback feedback(request.name, !request.quiet);
-    options.interrupt_fd = signals.fd();
+    std::optional<AnyReadable> signal_or_exit;
+    if (owner != nullptr) {
+        signal_or_exit.emplace(std::initializer_list<int>{signals.fd(), owner->fd()});
+    }
+    options.interrupt_fd = signal_or_exit ? signal_or_exit->fd() : signals.fd();
     options.on_wait = [&feedback](const QueuePosition& position) { feedback.update(position); };
     bool told_closed = false;
     options.on_closed = [&](const AdmissionClosed& closed) {
@@ -131,6 +168,12 @@ std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& requ
     try {
         lease = semaphore.acquire(options, generate_token());
     } catch (const WaitInterrupted&) {
+        if (signals.received() == 0 && owner != nullptr) {
+            feedback.clear();
+            throw UsageError(fmt::format("the --while-pid process {} exited while waiting for a "
+                                         "slot of '{}'; nothing is held",
+                                         owner->pid(), printable(request.name)));
+        }
         throw Interrupted(signals.received());
     }
     if (signals.received() != 0) {

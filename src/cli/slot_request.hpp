@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/options.hpp"
+#include "process/keeper.hpp"
 #include "process/signal_watch.hpp"
 #include "semaphore/semaphore.hpp"
 
@@ -42,8 +43,10 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
 // terminal (and no -q), shows the queue position on one line. When admission is closed after a
 // possible loss of data at the server, says so once on stderr (unless -q). Returns nullopt when
 // no slot came in time, after saying so on stderr (unless -q). When a signal caught by `signals`
-// arrives, leaves the queue and throws Interrupted.
+// arrives, leaves the queue and throws Interrupted. When `owner` (the --while-pid process)
+// exits first, leaves the queue and throws UsageError: nobody is left to hold the slot for.
 std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& request,
-                                   AcquireOptions options, const SignalWatch& signals);
+                                   AcquireOptions options, const SignalWatch& signals,
+                                   const WatchedProcess* owner = nullptr);
 
 } // namespace redsem::cli

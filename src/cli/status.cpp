@@ -153,7 +153,7 @@ json view_json(const SemaphoreView& view) {
 void print_view(const SemaphoreView& view, std::size_t width) {
     const long long now = view.server_now_ms;
     if (view.holders.empty() && view.waiters.empty()) {
-        std::cout << view.name << ": no holders and no waiters\n";
+        std::cout << terminal_safe(view.name) << ": no holders and no waiters\n";
         return;
     }
     const Counts counts = count(view);
@@ -248,7 +248,7 @@ int run_status(const StatusArgs& args, const GlobalOptions& global) {
             throw UsageError("--names takes no NAME and no --json");
         }
         for (const auto& name : scan_names(connection, prefix)) {
-            std::cout << name << "\n";
+            std::cout << terminal_safe(name) << "\n";
         }
         return 0;
     }

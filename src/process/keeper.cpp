@@ -212,7 +212,15 @@ void close_all_but(std::initializer_list<int> keep) {
 } // namespace
 
 WatchedProcess::WatchedProcess(pid_t pid, int lost_signal, const char* option)
-    : m_pid(pid), m_fd(pidfd_open(pid)), m_lost_signal(lost_signal) {
+    : m_pid(pid), m_fd(-1), m_lost_signal(lost_signal) {
+    if (pid == 1 && lost_signal != 0) {
+        // Init: a lost lease must not TERM a host's systemd (in a container, PID 1 ignores
+        // signals it has no handler for anyway).
+        throw UsageError(fmt::format("{} 1: redsem does not signal PID 1 (init) when the lease is "
+                                     "lost; add --on-lost none to hold the slot for its life",
+                                     option));
+    }
+    m_fd = pidfd_open(pid);
     if (m_fd < 0) {
         throw UsageError(fmt::format("{} {}: {}", option, pid,
                                      errno == ESRCH ? "no such process" : std::strerror(errno)));

@@ -13,7 +13,8 @@ namespace redsem {
 class WatchedProcess {
 public:
     // Opens `pid`. Throws UsageError naming `option` when there is no such process, when it
-    // has exited already, or when `lost_signal` (0: none) could not be sent to it.
+    // has exited already, or when `lost_signal` (0: none) could not be sent to it or would go
+    // to PID 1 (init).
     WatchedProcess(pid_t pid, int lost_signal, const char* option);
     ~WatchedProcess();
     WatchedProcess(const WatchedProcess&) = delete;

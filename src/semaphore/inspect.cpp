@@ -92,15 +92,22 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
             break;
         }
         std::vector<std::string> hmget{"HMGET", keys.info};
+        std::vector<std::string> claims{"ZMSCORE", keys.alive}; // hand-overs not collected yet
         for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
             hmget.push_back(items[i].as_string());
+            claims.push_back(items[i].as_string());
         }
-        const Reply records = connection.call(hmget);
+        const auto replies = connection.pipeline({hmget, claims});
+        const Reply& records = checked(replies[0]);
+        const Reply& claim_until = checked(replies[1]);
         for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
             HolderView holder;
             holder.token = items[i].as_string();
             holder.deadline_ms = to_number(items[i + 1].as_string());
-            holder.expired = holder.deadline_ms <= view.server_now_ms;
+            // Dead when the lease ran out, or when a hand-over was not collected in time.
+            const auto claim = optional_number(claim_until.at(i / 2));
+            holder.expired =
+                holder.deadline_ms <= view.server_now_ms || (claim && *claim <= view.server_now_ms);
             holder.record = record_of(records.at(i / 2));
             view.holders.push_back(std::move(holder));
         }

@@ -14,7 +14,7 @@ struct HolderView {
     std::string token;
     std::optional<Record> record; // nullopt when the stored entry is missing or malformed
     long long deadline_ms = 0;
-    bool expired = false; // deadline passed, not pruned yet
+    bool expired = false; // lease ran out or hand-over not collected in time; not pruned
 };
 
 struct WaiterView {
@@ -40,7 +40,7 @@ struct SemaphoreSummary {
     std::string name;
     std::optional<long long> limit;
     long long held = 0;           // live holders
-    long long expired = 0;        // holders whose lease ran out
+    long long expired = 0;        // holders whose lease ran out, or whose hand-over lapsed
     long long waiting = 0;        // live waiters
     long long stale = 0;          // waiters past their liveness
     std::optional<Record> oldest; // the live holder that has held longest

@@ -69,6 +69,11 @@ std::optional<std::string> key_part_problem(std::string_view text, std::string_v
     if (!is_valid_utf8(text)) {
         return fmt::format("{} is not valid UTF-8", what);
     }
+    if (terminal_safe(text) != text) {
+        // C1 controls and bidirectional formatting: invisible, and they reorder a terminal.
+        return fmt::format("{} may not contain control or bidirectional formatting characters",
+                           what);
+    }
     return std::nullopt;
 }
 

@@ -636,3 +636,119 @@ TEST_CASE("acquire --while-pid refuses a process that is gone, holding nothing")
     CHECK(holders_of(server, "nobody") == 0);
     CHECK(no_keeper_of("nobody"));
 }
+
+// --- found by an adversarial review ----------------------------------------------------------
+
+TEST_CASE("lowering the limit while a dead holder awaits pruning admits nobody past the new "
+          "limit") {
+    RedisServer server;
+    const auto env = env_for(server);
+    acquire_json(server, {"shrink", "-n", "3", "--ttl", "100ms"}); // dies unpruned
+    acquire_json(server, {"shrink", "--ttl", "1m"});
+    acquire_json(server, {"shrink", "--ttl", "1m"});
+    Child waiter({"acquire", "shrink", "--json"}, env);
+    REQUIRE(
+        wait_until([&] { return status_json(server, {"shrink"})["waiters"].size() == 1; }, 10s));
+    // Stopped, it runs no script (that would prune) but stays alive for its liveness (5s).
+    waiter.signal(SIGSTOP);
+    REQUIRE(
+        wait_until([&] { return status_json(server, {"shrink"})["expired_holders"] == 1; }, 5s));
+    REQUIRE(run_redsem({"limit", "shrink", "1"}, env).exit_code == 0);
+    // Pruning the dead holder freed a slot under the old limit 3, not under the new limit 1.
+    const json view = status_json(server, {"shrink"});
+    CHECK(view["holders"].size() == 2);
+    CHECK(view["waiters"].size() == 1);
+    CHECK(view["held"] == 2);
+    waiter.signal(SIGKILL);
+    waiter.wait(5s);
+}
+
+TEST_CASE("acquire --while-pid leaves the queue when its process exits while waiting") {
+    RedisServer server;
+    const auto env = env_for(server);
+    acquire_json(server, {"owner", "--ttl", "1m"});
+    std::unique_ptr<Child> owner = Child::shell("exec sleep 60");
+    Child waiter({"acquire", "owner", "--while-pid", std::to_string(owner->pid())}, env);
+    REQUIRE(wait_until([&] { return status_json(server, {"owner"})["waiters"].size() == 1; }, 10s));
+    owner->signal(SIGKILL);
+    owner->wait(5s);
+    const auto started = Clock::now();
+    const auto result = waiter.wait(10s);
+    CHECK(Clock::now() - started < 5s); // at once, not at a timeout
+    CHECK(result.exit_code == 64);
+    CHECK(result.out.empty());
+    CHECK(result.err.find("exited while waiting") != std::string::npos);
+    CHECK(status_json(server, {"owner"})["waiters"].empty());
+    CHECK(no_keeper_of("owner"));
+}
+
+TEST_CASE("acquire --while-pid 1 is refused unless --on-lost none: init is never signalled") {
+    RedisServer server;
+    const auto env = env_for(server);
+    const auto refused = run_redsem({"acquire", "init", "--while-pid", "1"}, env);
+    CHECK(refused.exit_code == 64);
+    CHECK(refused.err.find("--on-lost none") != std::string::npos);
+    CHECK(holders_of(server, "init") == 0);
+    const auto kept = run_redsem({"acquire", "init", "--while-pid", "1", "--on-lost", "none"}, env);
+    REQUIRE(kept.exit_code == 0);
+    CHECK(holders_of(server, "init") == 1);
+    CHECK(run_redsem({"release", "init", kept.out.substr(0, kept.out.size() - 1)}, env).exit_code ==
+          0);
+    CHECK(no_keeper_of("init"));
+}
+
+TEST_CASE("run: a NAME that looks like a negative number is still NAME, and the command keeps "
+          "its options") {
+    RedisServer server;
+    const auto env = env_for(server);
+    const auto result = run_redsem({"run", "-7", "echo", "-n", "hi"}, env);
+    CHECK(result.exit_code == 0);
+    CHECK(result.out == "hi");
+    CHECK(run_redsem({"limit", "-7"}, env).out == "1\n"); // -n went to echo, not to redsem
+}
+
+TEST_CASE("names with C1 controls or bidirectional overrides are refused") {
+    RedisServer server;
+    const auto env = env_for(server);
+    for (const std::string name : {"a\u202eb", "a\u0085b", "\u2067x"}) {
+        const auto result = run_redsem({"acquire", name, "-w", "0"}, env);
+        CHECK(result.exit_code == 64);
+        CHECK(result.err.find("bidirectional") != std::string::npos);
+        CHECK(result.err.find(name) == std::string::npos); // shown escaped
+    }
+    CHECK(run_redsem({"acquire", "d\u00e9ploy", "-w", "0"}, env).exit_code == 0); // é is fine
+}
+
+TEST_CASE("a hand-over nobody collected counts as expired in status NAME, as in the overview") {
+    RedisServer server;
+    const auto env = env_for(server);
+    const json holder = acquire_json(server, {"claim", "--ttl", "1m"});
+    Child waiter({"acquire", "claim", "--ttl", "1m"}, env);
+    REQUIRE(wait_until([&] { return status_json(server, {"claim"})["waiters"].size() == 1; }, 10s));
+    waiter.signal(SIGSTOP);
+    REQUIRE(run_redsem({"release", "claim", holder["token"]}, env).exit_code == 0);
+    // Handed to the stopped waiter, who cannot collect it within the claim window (3s).
+    REQUIRE(
+        wait_until([&] { return status_json(server, {"claim"})["expired_holders"] == 1; }, 10s));
+    const json one = status_json(server, {"claim"});
+    CHECK(one["held"] == 0);
+    CHECK(one["holders"].size() == 1);
+    CHECK(one["holders"][0]["expired"] == true);
+    const json all = status_json(server);
+    REQUIRE(all.size() == 1);
+    CHECK(all[0]["held"] == 0);
+    CHECK(all[0]["expired_holders"] == 1);
+    CHECK(run_redsem({"status", "claim"}, env).out.find("0/1 held (1 expired)") !=
+          std::string::npos);
+    waiter.signal(SIGKILL);
+    waiter.wait(5s);
+}
+
+TEST_CASE("usage messages: repeated options and case slips") {
+    const auto twice = run_redsem({"acquire", "x", "-n", "1", "-n", "2"});
+    CHECK(twice.exit_code == 64);
+    CHECK(twice.err.rfind("redsem: error: --limit given more than once\n", 0) == 0);
+    const auto upper = run_redsem({"RUN", "x", "true"});
+    CHECK(upper.exit_code == 64);
+    CHECK(upper.err.find("did you mean 'run'?") != std::string::npos);
+}
