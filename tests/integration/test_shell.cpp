@@ -37,8 +37,9 @@ long long holders_of(const RedisServer& server, const std::string& name) {
     return status_json(server, {name})["holders"].size();
 }
 
-// The processes whose command line holds every word of `words`, from /proc: the observer of
-// what is left running, independent of redsem.
+// The processes with every word of `words` among their arguments (whole arguments: this test
+// binary's own argument, the test's name, may contain them as text), from /proc: the
+// observer of what is left running, independent of redsem.
 std::vector<int> processes_with(const std::vector<std::string>& words) {
     std::vector<int> found;
     for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
@@ -46,10 +47,15 @@ std::vector<int> processes_with(const std::vector<std::string>& words) {
         if (!std::all_of(pid.begin(), pid.end(), ::isdigit)) {
             continue;
         }
-        std::string cmdline = read_file(entry.path().string() + "/cmdline");
-        std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+        const std::string cmdline = read_file(entry.path().string() + "/cmdline");
+        std::vector<std::string> argv;
+        for (std::size_t start = 0; start < cmdline.size();) {
+            const std::size_t end = std::min(cmdline.find('\0', start), cmdline.size());
+            argv.push_back(cmdline.substr(start, end - start));
+            start = end + 1;
+        }
         const bool all = std::all_of(words.begin(), words.end(), [&](const std::string& word) {
-            return cmdline.find(word) != std::string::npos;
+            return std::find(argv.begin(), argv.end(), word) != argv.end();
         });
         if (all && !process_gone(std::stoi(pid))) {
             found.push_back(std::stoi(pid));
