@@ -4,11 +4,11 @@
 #include "process/signal_watch.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/name.hpp"
+#include "util/number.hpp"
 #include "util/time_format.hpp"
 
 #include <CLI/CLI.hpp>
 #include <cctype>
-#include <charconv>
 #include <csignal>
 #include <fmt/format.h>
 #include <iostream>
@@ -47,10 +47,8 @@ int parse_signal(const std::string& text) {
             return number;
         }
     }
-    int number = 0;
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
-    if (error == std::errc() && end == text.data() + text.size() && number > 0 && number < NSIG) {
-        return number;
+    if (const auto number = parse_integer(text, 1, NSIG - 1)) {
+        return static_cast<int>(*number);
     }
     throw UsageError(fmt::format("--on-lost: '{}' is not a signal (TERM, INT, HUP, KILL, USR1, "
                                  "USR2, QUIT, ALRM, a number) or 'none'",

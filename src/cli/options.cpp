@@ -6,11 +6,11 @@
 #include "util/duration.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
+#include "util/number.hpp"
 #include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <iostream>
@@ -25,16 +25,6 @@ std::optional<std::string> env(const char* name) {
         return std::nullopt;
     }
     return std::string(value);
-}
-
-std::optional<long long> parse_whole(const std::string& text, long long min, long long max) {
-    long long value = 0;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (text.empty() || ec != std::errc() || ptr != end || value < min || value > max) {
-        return std::nullopt;
-    }
-    return value;
 }
 
 } // namespace
@@ -110,7 +100,7 @@ std::string resolve_prefix(const GlobalOptions& options) {
 }
 
 long long parse_limit(const std::string& text, const char* option) {
-    auto limit = parse_whole(text, k_min_limit, k_max_limit);
+    auto limit = parse_integer(text, k_min_limit, k_max_limit);
     if (!limit) {
         throw UsageError(fmt::format("{}: '{}' is not a whole number from {} to {}", option,
                                      printable(text), k_min_limit, k_max_limit));
@@ -119,7 +109,7 @@ long long parse_limit(const std::string& text, const char* option) {
 }
 
 int parse_exit_code(const std::string& text, const char* option) {
-    auto code = parse_whole(text, 0, 255);
+    auto code = parse_integer(text, 0, 255);
     if (!code) {
         throw UsageError(
             fmt::format("{}: '{}' is not an exit code from 0 to 255", option, printable(text)));
@@ -129,7 +119,7 @@ int parse_exit_code(const std::string& text, const char* option) {
 
 long long parse_pid(const std::string& text, const char* option) {
     constexpr long long k_max_pid = 4'194'304; // PID_MAX_LIMIT on 64-bit Linux
-    auto pid = parse_whole(text, 1, k_max_pid);
+    auto pid = parse_integer(text, 1, k_max_pid);
     if (!pid) {
         throw UsageError(fmt::format("{}: '{}' is not a process id", option, printable(text)));
     }

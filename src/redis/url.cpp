@@ -2,8 +2,8 @@
 
 #include "util/errors.hpp"
 #include "util/name.hpp"
+#include "util/number.hpp"
 
-#include <charconv>
 #include <fmt/format.h>
 
 namespace redsem {
@@ -43,19 +43,8 @@ std::string percent_decode(std::string_view text, std::string_view what) {
     return out;
 }
 
-// A whole decimal number within [min, max], or nullopt.
-std::optional<int> parse_int(std::string_view text, int min, int max) {
-    int value = 0;
-    const auto* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (text.empty() || ec != std::errc() || ptr != end || value < min || value > max) {
-        return std::nullopt;
-    }
-    return value;
-}
-
 int parse_db(std::string_view text) {
-    auto db = parse_int(text, 0, 1'000'000);
+    auto db = parse_integer(text, 0, 1'000'000);
     if (!db) {
         fail(fmt::format("database '{}' is not a number from 0 up", printable(text)));
     }
@@ -128,7 +117,7 @@ void parse_tcp(std::string_view rest, RedisUrl& url) {
         }
     }
     if (!port.empty()) {
-        auto number = parse_int(port, 1, 65535);
+        auto number = parse_integer(port, 1, 65535);
         if (!number) {
             fail(fmt::format("port '{}' is not a number from 1 to 65535", printable(port)));
         }

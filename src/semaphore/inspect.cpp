@@ -1,9 +1,11 @@
 #include "semaphore/inspect.hpp"
 
 #include "semaphore/keys.hpp"
+#include "util/name.hpp"
+#include "util/number.hpp"
 
 #include <algorithm>
-#include <charconv>
+#include <fmt/format.h>
 #include <set>
 
 namespace redsem {
@@ -18,10 +20,14 @@ constexpr std::string_view k_scan_count = "1000";
 // Commands list_semaphores() sends per semaphore.
 constexpr std::size_t k_summary_commands = 6;
 
+// A number Redis itself keeps (TIME, a sorted set's score): anything else is an error.
 long long to_number(const std::string& text) {
-    long long value = 0;
-    std::from_chars(text.data(), text.data() + text.size(), value);
-    return value;
+    if (const auto value = parse_integer(text)) {
+        return *value;
+    }
+    throw InternalError(fmt::format("Redis sent '{}' where a whole number belongs (a key "
+                                    "changed by hand?)",
+                                    printable(text)));
 }
 
 std::optional<long long> optional_number(const Reply& reply) {
@@ -31,13 +37,7 @@ std::optional<long long> optional_number(const Reply& reply) {
     if (reply.is_nil()) {
         return std::nullopt;
     }
-    long long value = 0;
-    const std::string& text = reply.as_string();
-    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || ptr != text.data() + text.size()) {
-        return std::nullopt;
-    }
-    return value;
+    return parse_integer(reply.as_string()); // a field changed by hand reads as missing
 }
 
 const Reply& checked(const Reply& reply) {

@@ -1,21 +1,13 @@
 #include "semaphore/record.hpp"
 
-#include <charconv>
+#include "util/number.hpp"
+
 #include <nlohmann/json.hpp>
 #include <vector>
 
 namespace redsem {
 
 namespace {
-
-std::optional<long long> number(std::string_view text) {
-    long long value = 0;
-    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
-        return std::nullopt;
-    }
-    return value;
-}
 
 std::string string_field(const nlohmann::json& object, const char* name) {
     const auto field = object.find(name);
@@ -39,8 +31,8 @@ std::optional<Record> parse_record(std::string_view raw) {
 
     Record record;
     if (fields[0] == "h") {
-        auto slot = number(fields[1]);
-        auto fence = number(fields[2]);
+        auto slot = parse_integer(fields[1]);
+        auto fence = parse_integer(fields[2]);
         if (!slot || !fence) {
             return std::nullopt;
         }
@@ -51,8 +43,8 @@ std::optional<Record> parse_record(std::string_view raw) {
     } else {
         return std::nullopt;
     }
-    auto since = number(fields[3]);
-    auto ttl = number(fields[4]);
+    auto since = parse_integer(fields[3]);
+    auto ttl = parse_integer(fields[4]);
     if (!since || !ttl) {
         return std::nullopt;
     }
