@@ -1,5 +1,6 @@
 #include "cli/commands.hpp"
 #include "cli/slot_request.hpp"
+#include "process/holder_meta.hpp"
 #include "process/keeper.hpp"
 #include "process/signal_watch.hpp"
 #include "semaphore/semaphore.hpp"
@@ -79,12 +80,12 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
     // The slot belongs to the process named by --while-pid, else to the caller (the script
     // that ran redsem), never to this short-lived process.
     std::optional<WatchedProcess> watched;
-    HolderMeta owner = HolderMeta::of_this_process("", getppid(), "caller");
+    HolderMeta owner = holder_meta("", getppid(), "caller");
     if (args.while_pid) {
         const int lost_signal = parse_signal(args.on_lost.value_or("TERM"));
         const long long pid = parse_pid(*args.while_pid, "--while-pid");
         watched.emplace(static_cast<pid_t>(pid), lost_signal, "--while-pid");
-        owner = HolderMeta::of_this_process("", pid, "while-pid");
+        owner = holder_meta("", pid, "while-pid");
         owner.keeper = true;
     } else if (args.on_lost) {
         throw UsageError("--on-lost needs --while-pid");

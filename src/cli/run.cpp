@@ -3,6 +3,7 @@
 #include "process/child.hpp"
 #include "process/environment.hpp"
 #include "process/heartbeat.hpp"
+#include "process/holder_meta.hpp"
 #include "process/supervise.hpp"
 #include "semaphore/held_slot.hpp"
 #include "util/duration.hpp"
@@ -54,8 +55,8 @@ std::string label_for(const RunArgs& args, const std::vector<std::string>& argv)
 
 int run_run(const RunArgs& args, const GlobalOptions& global) {
     const std::vector<std::string> argv = command_line(args);
-    const ParsedRequest parsed = parse_slot_request(
-        args.request, label_for(args, argv), HolderMeta::of_this_process("", getpid(), "run"));
+    const ParsedRequest parsed =
+        parse_slot_request(args.request, label_for(args, argv), holder_meta("", getpid(), "run"));
     SuperviseOptions supervise_options;
     supervise_options.stop_on_lost = args.on_lost == "term";
     supervise_options.kill_after = parse_duration(args.kill_after, "--kill-after");
@@ -69,7 +70,7 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
 
     Connection connection(connect);
     Semaphore semaphore(connection, prefix, name);
-    SignalWatch signals{SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+    SignalWatch signals{k_forwarded_signals};
     const auto lease = wait_for_slot(semaphore, args.request, parsed.options, signals);
     if (!lease) {
         return parsed.busy_exit;

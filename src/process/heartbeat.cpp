@@ -1,5 +1,6 @@
 #include "process/heartbeat.hpp"
 
+#include "util/backoff.hpp"
 #include "util/errors.hpp"
 
 #include <algorithm>
@@ -9,12 +10,7 @@
 
 namespace redsem {
 
-namespace {
-
-constexpr Milliseconds k_first_retry{100};
-constexpr Milliseconds k_max_retry{1000};
-
-} // namespace
+namespace {} // namespace
 
 Heartbeat::Heartbeat(ConnectOptions connect, std::string prefix, std::string name,
                      const Lease& lease)
@@ -77,7 +73,7 @@ void Heartbeat::run() {
     using Clock = std::chrono::steady_clock;
     const Milliseconds renew_every = std::max(m_ttl / 3, Milliseconds{1});
     Clock::time_point next = Clock::now() + renew_every;
-    Milliseconds retry = k_first_retry;
+    Backoff retry;
     std::unique_lock lock(m_mutex);
     for (;;) {
         m_wake.wait_until(lock, next, [this] { return m_stopping; });
@@ -106,7 +102,7 @@ void Heartbeat::run() {
             m_status.valid_until = m_status.ends_by - Lease::safety_margin(m_ttl);
             m_status.last_error.clear();
             next = scheduled_from + renew_every;
-            retry = k_first_retry;
+            retry.reset();
         } else if (gone) {
             m_status.lost = true;
             m_status.last_error = "the server says this token no longer holds a slot";
@@ -114,8 +110,7 @@ void Heartbeat::run() {
             return;
         } else {
             m_status.last_error = error;
-            next = Clock::now() + retry;
-            retry = std::min(retry * 2, k_max_retry);
+            next = Clock::now() + retry.next();
         }
         notify();
     }

@@ -3,6 +3,7 @@
 #include "process/boot_timer.hpp"
 #include "process/heartbeat.hpp"
 #include "process/signal_watch.hpp"
+#include "util/backoff.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
@@ -79,7 +80,8 @@ private:
         Connection connection(m_connect);
         for (;;) {
             try {
-                const Reply reply = connection.command({"BLPOP", m_key, "30"}, k_block, m_stop);
+                const Reply reply =
+                    connection.command(Command{m_key, {"BLPOP", m_key, "30"}}, k_block, m_stop);
                 if (!reply.is_nil() && !reply.is_error()) {
                     const std::uint64_t one = 1;
                     [[maybe_unused]] const ssize_t ignored = write(m_fired, &one, sizeof(one));
@@ -111,7 +113,7 @@ private:
 bool released_by_user(const KeptSlot& slot, const std::string& key) {
     try {
         Connection connection(slot.connect);
-        return connection.call({"EXISTS", key}).as_integer() == 1;
+        return connection.call(Command{key, {"EXISTS", key}}).as_integer() == 1;
     } catch (const std::exception&) {
         return false;
     }
@@ -119,7 +121,7 @@ bool released_by_user(const KeptSlot& slot, const std::string& key) {
 
 void release(const KeptSlot& slot) {
     const auto give_up_at = BootClock::now() + k_release_tries_for;
-    Milliseconds pause{100};
+    Backoff backoff;
     for (;;) {
         try {
             Connection connection(slot.connect);
@@ -135,8 +137,7 @@ void release(const KeptSlot& slot) {
                 return;
             }
         }
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, Milliseconds{1'000});
+        std::this_thread::sleep_for(backoff.next());
     }
 }
 

@@ -29,11 +29,10 @@ extern "C" void on_signal(int signal) {
 
 } // namespace
 
-struct SignalWatch::Saved {
-    struct sigaction action;
-};
+SignalWatch::SignalWatch(std::initializer_list<int> signals)
+    : SignalWatch(std::span<const int>(signals.begin(), signals.size())) {}
 
-SignalWatch::SignalWatch(std::initializer_list<int> signals) : m_signals(signals) {
+SignalWatch::SignalWatch(std::span<const int> signals) {
     if (g_pipe[0] >= 0) {
         throw InternalError("only one SignalWatch may exist at a time");
     }
@@ -41,9 +40,7 @@ SignalWatch::SignalWatch(std::initializer_list<int> signals) : m_signals(signals
         throw InternalError(std::string("cannot create a pipe: ") + std::strerror(errno));
     }
     g_first_signal = 0;
-    const std::vector<int> signals_to_watch = m_signals;
-    m_signals.clear();
-    for (const int signal : signals_to_watch) {
+    for (const int signal : signals) {
         add(signal);
     }
 }
@@ -53,16 +50,13 @@ void SignalWatch::add(int signal) {
     action.sa_handler = on_signal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = 0; // no SA_RESTART: a blocking call returns EINTR and rechecks
-    auto* saved = new Saved{};
-    sigaction(signal, &action, &saved->action);
-    m_signals.push_back(signal);
-    m_saved.push_back(saved);
+    Watched& watched = m_watched.emplace_back(Watched{signal, {}});
+    sigaction(signal, &action, &watched.previous);
 }
 
 SignalWatch::~SignalWatch() {
-    for (std::size_t i = 0; i < m_signals.size(); ++i) {
-        sigaction(m_signals[i], &m_saved[i]->action, nullptr);
-        delete m_saved[i];
+    for (const Watched& watched : m_watched) {
+        sigaction(watched.signal, &watched.previous, nullptr);
     }
     close(g_pipe[0]);
     close(g_pipe[1]);

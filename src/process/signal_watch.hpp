@@ -1,6 +1,8 @@
 #pragma once
 
+#include <csignal>
 #include <initializer_list>
+#include <span>
 #include <vector>
 
 namespace redsem {
@@ -11,6 +13,7 @@ namespace redsem {
 class SignalWatch {
 public:
     explicit SignalWatch(std::initializer_list<int> signals);
+    explicit SignalWatch(std::span<const int> signals);
     ~SignalWatch();
     SignalWatch(const SignalWatch&) = delete;
     SignalWatch& operator=(const SignalWatch&) = delete;
@@ -26,9 +29,11 @@ public:
     std::vector<int> take_pending();
 
 private:
-    struct Saved;
-    std::vector<int> m_signals;
-    std::vector<Saved*> m_saved;
+    struct Watched {
+        int signal;
+        struct sigaction previous; // restored at the end
+    };
+    std::vector<Watched> m_watched;
 };
 
 } // namespace redsem

@@ -15,6 +15,19 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// EVALSHA (by_sha) or EVAL of `call`, with a last argument saying which (see eval()).
+std::vector<std::string> script_argv(const ScriptCall& call, bool by_sha) {
+    std::vector<std::string> argv;
+    argv.reserve(4 + call.keys.size() + call.args.size());
+    argv.emplace_back(by_sha ? "EVALSHA" : "EVAL");
+    argv.emplace_back(by_sha ? call.script.sha1 : call.script.body);
+    argv.push_back(std::to_string(call.keys.size()));
+    argv.insert(argv.end(), call.keys.begin(), call.keys.end());
+    argv.insert(argv.end(), call.args.begin(), call.args.end());
+    argv.emplace_back(by_sha ? "0" : "1");
+    return argv;
+}
+
 timeval to_timeval(Milliseconds duration) {
     timeval tv{};
     tv.tv_sec = static_cast<time_t>(duration.count() / 1000);
@@ -208,7 +221,8 @@ Reply Connection::read_reply(Clock::time_point deadline, int interrupt_fd) {
             throw WaitInterrupted();
         case Readiness::timed_out: {
             const std::string where = m_options.url.describe();
-            const bool never_answered = m_first_reply_by.has_value();
+            // The connect timeout ran out, not the command's own (which may be the shorter).
+            const bool never_answered = m_first_reply_by && deadline >= *m_first_reply_by;
             disconnect();
             if (never_answered) {
                 throw UnavailableError(
@@ -250,10 +264,11 @@ Connection::Clock::time_point Connection::reply_deadline(Milliseconds budget) co
     return m_first_reply_by ? std::min(deadline, *m_first_reply_by) : deadline;
 }
 
-std::vector<Reply> Connection::pipeline(const std::vector<std::vector<std::string>>& commands) {
+std::vector<Reply>
+Connection::send_all(const std::vector<const std::vector<std::string>*>& commands) {
     connect();
-    for (const auto& args : commands) {
-        append(args);
+    for (const auto* argv : commands) {
+        append(*argv);
     }
     flush();
     std::vector<Reply> replies;
@@ -269,51 +284,86 @@ std::string hiredis_version() {
     return fmt::format("{}.{}.{}", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
 }
 
-Reply Connection::command(const std::vector<std::string>& args, Milliseconds blocking_for,
-                          int interrupt_fd) {
-    connect();
-    return exchange(args, blocking_for, interrupt_fd);
+Reply Connection::command(const Command& command, Milliseconds blocking_for, int interrupt_fd) {
+    return this->command(command.argv, blocking_for, interrupt_fd);
 }
 
-Reply Connection::call(const std::vector<std::string>& args) {
-    Reply reply = command(args);
+Reply Connection::command(const std::vector<std::string>& argv, Milliseconds blocking_for,
+                          int interrupt_fd) {
+    connect();
+    return exchange(argv, blocking_for, interrupt_fd);
+}
+
+Reply Connection::call(const Command& command) {
+    return call(command.argv);
+}
+
+Reply Connection::call(const std::vector<std::string>& argv) {
+    Reply reply = command(argv);
     if (reply.is_error()) {
         throw_reply_error(reply.text);
     }
     return reply;
 }
 
-std::vector<std::string> Connection::script_command(const Script& script, bool by_sha,
-                                                    const std::vector<std::string>& keys,
-                                                    const std::vector<std::string>& args) {
-    std::vector<std::string> argv;
-    argv.reserve(4 + keys.size() + args.size());
-    argv.emplace_back(by_sha ? "EVALSHA" : "EVAL");
-    argv.emplace_back(by_sha ? script.sha1 : script.body);
-    argv.push_back(std::to_string(keys.size()));
-    argv.insert(argv.end(), keys.begin(), keys.end());
-    argv.insert(argv.end(), args.begin(), args.end());
-    argv.emplace_back(by_sha ? "0" : "1");
-    return argv;
+std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands) {
+    std::vector<const std::vector<std::string>*> argvs;
+    argvs.reserve(commands.size());
+    for (const Command& command : commands) {
+        argvs.push_back(&command.argv);
+    }
+    return send_all(argvs);
 }
 
-Reply Connection::eval(const Script& script, const std::vector<std::string>& keys,
-                       const std::vector<std::string>& args) {
-    Reply reply = command(script_command(script, true, keys, args));
-    if (reply.is_error() && reply.text.rfind("NOSCRIPT", 0) == 0) {
-        reply = command(script_command(script, false, keys, args));
-    }
+Reply Connection::eval(const ScriptCall& call) {
+    Reply reply = std::move(eval_pipeline({call}).front());
     if (reply.is_error()) {
-        // A refusal (NOPERM, OOM, READONLY...) keeps its meaning inside a script; anything
-        // else from a script is a bug in it.
-        auto meaning = classify_reply_error(reply.text);
-        if (meaning.code == ExitCode::internal) {
-            throw InternalError(fmt::format("the {} script failed in Redis: {}", script.name,
-                                            printable(reply.text, 300)));
-        }
-        throw Error(meaning.code, meaning.message, meaning.transience);
+        throw_script_error(call.script, reply.text);
     }
     return reply;
+}
+
+std::vector<Reply> Connection::eval_pipeline(const std::vector<ScriptCall>& calls) {
+    std::vector<std::vector<std::string>> by_sha;
+    by_sha.reserve(calls.size());
+    for (const ScriptCall& call : calls) {
+        by_sha.push_back(script_argv(call, true));
+    }
+    std::vector<const std::vector<std::string>*> argvs;
+    for (const auto& argv : by_sha) {
+        argvs.push_back(&argv);
+    }
+    std::vector<Reply> replies = send_all(argvs);
+    // The server does not have the script cached (it restarted, or never ran it): send the
+    // bodies of those calls, which caches them.
+    std::vector<std::size_t> missing;
+    std::vector<std::vector<std::string>> with_body;
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+        if (replies[i].is_error() && replies[i].text.rfind("NOSCRIPT", 0) == 0) {
+            missing.push_back(i);
+            with_body.push_back(script_argv(calls[i], false));
+        }
+    }
+    if (!missing.empty()) {
+        argvs.clear();
+        for (const auto& argv : with_body) {
+            argvs.push_back(&argv);
+        }
+        std::vector<Reply> again = send_all(argvs);
+        for (std::size_t k = 0; k < missing.size(); ++k) {
+            replies[missing[k]] = std::move(again[k]);
+        }
+    }
+    return replies;
+}
+
+void throw_script_error(const Script& script, const std::string& error) {
+    const ReplyErrorMeaning meaning = classify_reply_error(error);
+    if (meaning.code == ExitCode::internal) {
+        throw InternalError(
+            fmt::format("the {} script failed in Redis: {}", script.name, printable(error, 300)));
+    }
+    throw Error(meaning.code, meaning.message, meaning.transience);
 }
 
 } // namespace redsem

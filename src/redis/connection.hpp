@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "redis/command.hpp"
 #include "redis/reply.hpp"
 #include "redis/script.hpp"
 #include "redis/url.hpp"
@@ -38,6 +39,10 @@ public:
 // src/redis/ includes hiredis.
 std::string hiredis_version();
 
+// The error a script's error reply stands for: a refusal (NOPERM, OOM, READONLY, ...) keeps
+// its meaning inside a script; anything else from a script is a bug in it (InternalError).
+[[noreturn]] void throw_script_error(const Script& script, const std::string& error);
+
 // One connection to Redis, the only code that talks hiredis. Connects lazily, authenticates
 // and selects the database; after any I/O error the hiredis context is thrown away and the
 // next command connects anew.
@@ -50,32 +55,38 @@ public:
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
 
+    // redsem's calls: each names the key it routes by (see Command), so that a router for
+    // Redis Cluster can send it to the right node.
+
     // Sends one command and returns its reply, error replies included. Waits up to the command
     // timeout plus `blocking_for` (for BLPOP). When `interrupt_fd` (>= 0) becomes readable
     // first, drops the connection and throws WaitInterrupted. Throws UnavailableError when
     // Redis cannot be reached, ConnectionLost when the connection broke after sending.
-    Reply command(const std::vector<std::string>& args, Milliseconds blocking_for = Milliseconds{0},
+    Reply command(const Command& command, Milliseconds blocking_for = Milliseconds{0},
                   int interrupt_fd = -1);
 
     // Like command(), but an error reply becomes the Error that classify_reply_error() names.
-    Reply call(const std::vector<std::string>& args);
+    Reply call(const Command& command);
 
     // Sends all `commands` in one write and returns their replies in order, error replies
     // included: one round trip for a batch of reads.
-    std::vector<Reply> pipeline(const std::vector<std::vector<std::string>>& commands);
+    std::vector<Reply> pipeline(const std::vector<Command>& commands);
 
-    // Runs `script` with EVALSHA; on NOSCRIPT sends the body with EVAL (which also caches
-    // it). Appends one last argument, "1" when sent with EVAL, else "0": a script learns that
-    // it may be the first to run in this server process (see lua/lib.lua). Error replies are
-    // thrown as by call().
-    Reply eval(const Script& script, const std::vector<std::string>& keys,
-               const std::vector<std::string>& args);
+    // Runs a script: EVALSHA, and on NOSCRIPT the body with EVAL (which also caches it).
+    // Appends one last argument, "1" when sent with EVAL, else "0": a script learns that it
+    // may be the first to run in this server process (see lua/lib.lua). An error reply is
+    // thrown by throw_script_error().
+    Reply eval(const ScriptCall& call);
 
-    // The command eval() sends: EVALSHA (by_sha) or EVAL, with the keys, the args, and the
-    // last argument saying which. For callers that pipeline script calls.
-    static std::vector<std::string> script_command(const Script& script, bool by_sha,
-                                                   const std::vector<std::string>& keys,
-                                                   const std::vector<std::string>& args);
+    // Runs every call in one round trip (two when the server lacks the script), as eval()
+    // does, and returns the replies in order, error replies included.
+    std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
+
+    // The same without a routing key, to this connection's server: for tests and tools that
+    // speak to one known server.
+    Reply command(const std::vector<std::string>& argv, Milliseconds blocking_for = Milliseconds{0},
+                  int interrupt_fd = -1);
+    Reply call(const std::vector<std::string>& argv);
 
     // Connects now (normally done by the first command); throws as command() does.
     void connect();
@@ -88,6 +99,7 @@ private:
     using Clock = std::chrono::steady_clock;
 
     Reply exchange(const std::vector<std::string>& args, Milliseconds budget, int interrupt_fd);
+    std::vector<Reply> send_all(const std::vector<const std::vector<std::string>*>& commands);
     void append(const std::vector<std::string>& args);
     void flush();
     Reply read_reply(Clock::time_point deadline, int interrupt_fd);

@@ -19,12 +19,13 @@ struct GcCursor {
     std::string position = "0";
 };
 
-std::vector<std::string> gc_command(bool by_sha, std::string_view prefix, const std::string& name,
-                                    bool dry_run, const GcCursor& cursor) {
+ScriptCall gc_call(std::string_view prefix, const std::string& name, bool dry_run,
+                   const GcCursor& cursor) {
     const Keys keys = Keys::make(prefix, name);
-    return Connection::script_command(scripts::k_gc_script, by_sha, keys.script_keys(),
-                                      {keys.wake_prefix, dry_run ? "1" : "0", cursor.phase,
-                                       cursor.position, std::to_string(k_gc_entries_per_call)});
+    return {scripts::k_gc_script,
+            keys.script_keys(),
+            {keys.wake_prefix, dry_run ? "1" : "0", cursor.phase, cursor.position,
+             std::to_string(k_gc_entries_per_call)}};
 }
 
 GcEntry::Kind parse_kind(const std::string& text) {
@@ -51,13 +52,8 @@ struct SemaphoreGc {
 // throws the failure.
 GcCursor collect_reply(const std::string& name, const Reply& reply, SemaphoreGc& progress,
                        bool dry_run, GcReport& report) {
+    check_key_types(reply, name, "gc left it alone");
     const auto& items = reply.as_array();
-    if (!items.empty() && items[0].type == Reply::Type::string && items[0].text == "wrongtype") {
-        throw ConflictError(
-            fmt::format("key '{}' holds a {}, not the {} redsem keeps there; gc left it alone",
-                        printable(reply.at(1).as_string(), 300), reply.at(2).as_string(),
-                        reply.at(3).as_string()));
-    }
     GcCursor next{reply.at(0).as_string(), reply.at(1).as_string()};
     for (std::size_t i = 5; i < items.size(); ++i) {
         const Reply& entry = items[i];
@@ -108,40 +104,28 @@ GcReport collect_garbage(Connection& connection, std::string_view prefix,
                          const std::vector<std::string>& names, bool dry_run) {
     std::vector<std::string> targets = names.empty() ? scan_names(connection, prefix) : names;
     GcReport report;
-    // Runs the script once for `name` from `cursor`: EVALSHA, or EVAL when the server does not
-    // have it cached yet (which also caches it).
-    auto call = [&](const std::string& name, const GcCursor& cursor) {
-        Reply reply = connection.command(gc_command(true, prefix, name, dry_run, cursor));
-        if (reply.is_error() && reply.text.rfind("NOSCRIPT", 0) == 0) {
-            reply = connection.command(gc_command(false, prefix, name, dry_run, cursor));
-        }
-        return reply;
-    };
     for (std::size_t first = 0; first < targets.size(); first += k_gc_batch) {
         const std::size_t last = std::min(targets.size(), first + k_gc_batch);
         // The first call of each semaphore is pipelined: most finish in it.
-        std::vector<std::vector<std::string>> commands;
+        std::vector<ScriptCall> calls;
         for (std::size_t i = first; i < last; ++i) {
-            commands.push_back(gc_command(true, prefix, targets[i], dry_run, {}));
+            calls.push_back(gc_call(prefix, targets[i], dry_run, {}));
         }
-        const std::vector<Reply> replies = connection.pipeline(commands);
+        const std::vector<Reply> replies = connection.eval_pipeline(calls);
         for (std::size_t i = first; i < last; ++i) {
             const std::string& name = targets[i];
             SemaphoreGc progress;
             try {
                 Reply reply = replies[i - first];
-                if (reply.is_error() && reply.text.rfind("NOSCRIPT", 0) == 0) {
-                    reply = call(name, {});
+                if (reply.is_error()) {
+                    throw_script_error(scripts::k_gc_script, reply.text);
                 }
                 for (;;) {
-                    if (reply.is_error()) {
-                        throw_reply_error(reply.text);
-                    }
                     const GcCursor next = collect_reply(name, reply, progress, dry_run, report);
                     if (next.phase.empty()) {
                         break;
                     }
-                    reply = call(name, next);
+                    reply = connection.eval(gc_call(prefix, name, dry_run, next));
                 }
             } catch (const Error& error) {
                 if (error.transience() == Transience::unreachable) {

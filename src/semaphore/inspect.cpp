@@ -68,8 +68,8 @@ std::string glob_escape(std::string_view text) {
 
 } // namespace
 
-long long server_time_ms(Connection& connection) {
-    const Reply time = connection.call({"TIME"});
+long long server_time_ms(Connection& connection, const std::string& key) {
+    const Reply time = connection.call(Command{key, {"TIME"}});
     return to_number(time.at(0).as_string()) * 1000 + to_number(time.at(1).as_string()) / 1000;
 }
 
@@ -77,16 +77,19 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
     const Keys keys = Keys::make(prefix, name);
     SemaphoreView view;
     view.name = name;
-    view.server_now_ms = server_time_ms(connection);
-    const auto head = connection.pipeline(
-        {{"HGET", keys.state, "limit"}, {"ZCARD", keys.holders}, {"ZCARD", keys.queue}});
+    view.server_now_ms = server_time_ms(connection, keys.state); // the clock its scripts read
+    const auto head = connection.pipeline({Command{keys.state, {"HGET", keys.state, "limit"}},
+                                           Command{keys.holders, {"ZCARD", keys.holders}},
+                                           Command{keys.queue, {"ZCARD", keys.queue}}});
     view.limit = optional_number(head[0]);
     const long long holders = checked(head[1]).as_integer();
     const long long waiters = checked(head[2]).as_integer();
 
     for (long long start = 0; start < holders; start += k_page) {
-        const Reply page = connection.call({"ZRANGE", keys.holders, std::to_string(start),
-                                            std::to_string(start + k_page - 1), "WITHSCORES"});
+        const Reply page =
+            connection.call(Command{keys.holders,
+                                    {"ZRANGE", keys.holders, std::to_string(start),
+                                     std::to_string(start + k_page - 1), "WITHSCORES"}});
         const auto& items = page.as_array();
         if (items.empty()) {
             break;
@@ -97,7 +100,8 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
             hmget.push_back(items[i].as_string());
             claims.push_back(items[i].as_string());
         }
-        const auto replies = connection.pipeline({hmget, claims});
+        const auto replies =
+            connection.pipeline({Command{keys.info, hmget}, Command{keys.alive, claims}});
         const Reply& records = checked(replies[0]);
         const Reply& claim_until = checked(replies[1]);
         for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
@@ -119,8 +123,9 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
     });
 
     for (long long start = 0; start < waiters; start += k_page) {
-        const Reply page = connection.call(
-            {"ZRANGE", keys.queue, std::to_string(start), std::to_string(start + k_page - 1)});
+        const Reply page = connection.call(Command{
+            keys.queue,
+            {"ZRANGE", keys.queue, std::to_string(start), std::to_string(start + k_page - 1)}});
         const auto& tokens = page.as_array();
         if (tokens.empty()) {
             break;
@@ -131,7 +136,8 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
             hmget.push_back(token.as_string());
             liveness.push_back(token.as_string());
         }
-        const auto replies = connection.pipeline({hmget, liveness});
+        const auto replies =
+            connection.pipeline({Command{keys.info, hmget}, Command{keys.alive, liveness}});
         const Reply& records = checked(replies[0]);
         const Reply& alive_until = checked(replies[1]);
         for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -150,8 +156,10 @@ std::vector<std::string> scan_names(Connection& connection, std::string_view pre
     std::set<std::string> names; // SCAN may return a key more than once
     std::string cursor = "0";
     do {
-        const Reply reply =
-            connection.call({"SCAN", cursor, "MATCH", pattern, "COUNT", std::string(k_scan_count)});
+        // Every key of the database: on a cluster, of one node (walking them all is the
+        // router's job).
+        const Reply reply = connection.call(
+            Command{"", {"SCAN", cursor, "MATCH", pattern, "COUNT", std::string(k_scan_count)}});
         cursor = reply.at(0).as_string();
         for (const Reply& key : reply.at(1).as_array()) {
             const std::string& text = key.as_string();
@@ -171,8 +179,9 @@ std::vector<std::string> tokens_starting_with(Connection& connection, std::strin
     std::set<std::string> tokens; // HSCAN may return a field more than once
     std::string cursor = "0";
     do {
-        const Reply reply = connection.call(
-            {"HSCAN", keys.info, cursor, "MATCH", pattern, "COUNT", std::string(k_scan_count)});
+        const Reply reply = connection.call(Command{
+            keys.info,
+            {"HSCAN", keys.info, cursor, "MATCH", pattern, "COUNT", std::string(k_scan_count)}});
         cursor = reply.at(0).as_string();
         const auto& items = reply.at(1).as_array();
         for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
@@ -185,23 +194,28 @@ std::vector<std::string> tokens_starting_with(Connection& connection, std::strin
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
                                               long long& server_now_ms) {
     const std::vector<std::string> names = scan_names(connection, prefix);
-    server_now_ms = server_time_ms(connection);
+    // One clock for the whole list: a single server's (a cluster router would read each
+    // node's clock for its own semaphores).
+    server_now_ms = server_time_ms(connection, "");
     const std::string now = std::to_string(server_now_ms);
     std::vector<SemaphoreSummary> summaries;
     summaries.reserve(names.size());
     for (std::size_t first = 0; first < names.size(); first += k_batch) {
         const std::size_t last = std::min(names.size(), first + k_batch);
-        std::vector<std::vector<std::string>> commands;
+        std::vector<Command> commands;
         for (std::size_t i = first; i < last; ++i) {
             const Keys keys = Keys::make(prefix, names[i]);
-            commands.push_back({"HGET", keys.state, "limit"});
-            commands.push_back({"ZCARD", keys.holders});
-            commands.push_back({"ZCARD", keys.queue});
-            commands.push_back({"HGETALL", keys.info});
+            commands.emplace_back(keys.state,
+                                  std::vector<std::string>{"HGET", keys.state, "limit"});
+            commands.emplace_back(keys.holders, std::vector<std::string>{"ZCARD", keys.holders});
+            commands.emplace_back(keys.queue, std::vector<std::string>{"ZCARD", keys.queue});
+            commands.emplace_back(keys.info, std::vector<std::string>{"HGETALL", keys.info});
             // Expired leases, and lapsed liveness: waiters that stopped refreshing, and
             // hand-overs nobody collected.
-            commands.push_back({"ZRANGE", keys.holders, "-inf", now, "BYSCORE"});
-            commands.push_back({"ZRANGE", keys.alive, "-inf", now, "BYSCORE"});
+            commands.emplace_back(keys.holders, std::vector<std::string>{"ZRANGE", keys.holders,
+                                                                         "-inf", now, "BYSCORE"});
+            commands.emplace_back(
+                keys.alive, std::vector<std::string>{"ZRANGE", keys.alive, "-inf", now, "BYSCORE"});
         }
         const std::vector<Reply> replies = connection.pipeline(commands);
         for (std::size_t i = first; i < last; ++i) {

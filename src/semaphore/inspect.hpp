@@ -63,7 +63,7 @@ std::vector<std::string> scan_names(Connection& connection, std::string_view pre
 std::vector<std::string> tokens_starting_with(Connection& connection, std::string_view prefix,
                                               std::string_view name, std::string_view start);
 
-// The server's clock, in epoch milliseconds.
-long long server_time_ms(Connection& connection);
+// The clock of the server that holds `key` (empty: any), in epoch milliseconds.
+long long server_time_ms(Connection& connection, const std::string& key);
 
 } // namespace redsem

@@ -4,6 +4,8 @@
 #include <string_view>
 #include <vector>
 
+#include "redis/reply.hpp"
+
 namespace redsem {
 
 inline constexpr std::string_view k_default_prefix = "redsem";
@@ -26,5 +28,10 @@ struct Keys {
     // The KEYS array every script takes, in lib.lua's order.
     std::vector<std::string> script_keys() const;
 };
+
+// Every script replies {"wrongtype", KEY, FOUND, WANTED} when a key in semaphore `name`'s
+// place holds another kind of value (load_state() in lua/lib.lua). Throws that reply as a
+// ConflictError that ends with `consequence`; any other reply passes.
+void check_key_types(const Reply& reply, std::string_view name, std::string_view consequence);
 
 } // namespace redsem

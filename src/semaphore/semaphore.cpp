@@ -1,16 +1,15 @@
 #include "semaphore/semaphore.hpp"
 
 #include "lua_scripts.hpp"
+#include "util/backoff.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <poll.h>
-#include <pwd.h>
 #include <thread>
 #include <unistd.h>
 
@@ -19,44 +18,6 @@ namespace redsem {
 namespace {
 
 using Clock = std::chrono::steady_clock; // waits; leases use BootClock
-
-std::string this_user() {
-    // getpwuid_r: several threads may build holder metadata at once.
-    passwd entry{};
-    passwd* found = nullptr;
-    std::array<char, 4096> buffer{};
-    if (getpwuid_r(geteuid(), &entry, buffer.data(), buffer.size(), &found) == 0 &&
-        found != nullptr && found->pw_name != nullptr) {
-        return found->pw_name;
-    }
-    if (const char* user = std::getenv("USER"); user != nullptr) {
-        return user;
-    }
-    return std::to_string(geteuid());
-}
-
-std::string this_host() {
-    char name[256] = {};
-    if (gethostname(name, sizeof(name) - 1) != 0) {
-        return "unknown";
-    }
-    return name;
-}
-
-// Turns the replies every script may give instead of its own into errors.
-void check_common_replies(const Reply& reply, std::string_view semaphore) {
-    if (reply.type != Reply::Type::array || reply.elements.empty() ||
-        reply.elements[0].type != Reply::Type::string) {
-        return;
-    }
-    if (reply.elements[0].text == "wrongtype") {
-        throw ConflictError(fmt::format(
-            "key '{}' of semaphore '{}' holds a {}, not the {} redsem keeps there; nothing was "
-            "changed (delete the key, or choose another --prefix)",
-            printable(reply.at(1).as_string(), 300), semaphore, reply.at(2).as_string(),
-            reply.at(3).as_string()));
-    }
-}
 
 // Sleeps up to `duration`, returning early (true) when `interrupt_fd` becomes readable.
 bool interruptible_sleep(Milliseconds duration, int interrupt_fd) {
@@ -69,17 +30,6 @@ bool interruptible_sleep(Milliseconds duration, int interrupt_fd) {
 }
 
 } // namespace
-
-HolderMeta HolderMeta::of_this_process(std::string label, long long pid, std::string pid_of) {
-    if (label.size() > k_max_label_bytes) {
-        label.resize(k_max_label_bytes);
-    }
-    return HolderMeta{.host = this_host(),
-                      .pid = pid,
-                      .pid_of = std::move(pid_of),
-                      .user = this_user(),
-                      .label = std::move(label)};
-}
 
 std::string HolderMeta::to_json() const {
     // Compact, keys sorted: lua/lib.lua finds "keeper":true in it.
@@ -97,8 +47,9 @@ Semaphore::Semaphore(Connection& connection, std::string_view prefix, std::strin
 
 Reply Semaphore::run(const Script& script, std::vector<std::string> args) {
     args.insert(args.begin(), m_keys.wake_prefix);
-    Reply reply = m_connection.eval(script, m_keys.script_keys(), args);
-    check_common_replies(reply, m_name);
+    Reply reply = m_connection.eval({script, m_keys.script_keys(), std::move(args)});
+    check_key_types(reply, m_name,
+                    "nothing was changed (delete the key, or choose another --prefix)");
     return reply;
 }
 
@@ -119,7 +70,8 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
     timeout = std::max(timeout, Milliseconds{1});
     const std::string seconds =
         fmt::format("{:.3f}", static_cast<double>(timeout.count()) / 1000.0);
-    const Reply reply = m_connection.command({"BLPOP", m_keys.wake_prefix + token, seconds},
+    const std::string wake_list = m_keys.wake_prefix + token;
+    const Reply reply = m_connection.command(Command{wake_list, {"BLPOP", wake_list, seconds}},
                                              timeout, options.interrupt_fd);
     if (reply.is_error()) {
         throw_reply_error(reply.text);
@@ -165,24 +117,6 @@ bool Semaphore::confirm(Lease& lease) {
     lease.local_start = sent;
     return true;
 }
-
-namespace {
-
-// Doubling delays between retries, from k_reconnect_backoff up to k_max_reconnect_backoff.
-class Backoff {
-public:
-    Milliseconds next() {
-        const Milliseconds delay = m_delay;
-        m_delay = std::min(m_delay * 2, k_max_reconnect_backoff);
-        return delay;
-    }
-    void reset() { m_delay = k_reconnect_backoff; }
-
-private:
-    Milliseconds m_delay = k_reconnect_backoff;
-};
-
-} // namespace
 
 std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std::string& token) {
     const bool try_once = options.wait && options.wait->count() == 0;

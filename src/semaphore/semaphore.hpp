@@ -27,8 +27,6 @@ inline constexpr Milliseconds k_waiter_refresh{1'500};
 // How long an acquire keeps reconnecting after Redis became unreachable (a restart, a blip)
 // before it gives up: inside k_waiter_liveness, so a queued waiter keeps its place.
 inline constexpr Milliseconds k_reconnect_window{4'000};
-inline constexpr Milliseconds k_reconnect_backoff{100};
-inline constexpr Milliseconds k_max_reconnect_backoff{1'000};
 // A label longer than this is cut, to keep holder metadata small.
 inline constexpr std::size_t k_max_label_bytes = 1024;
 
@@ -41,8 +39,6 @@ struct HolderMeta {
     std::string label;
     bool keeper = false; // a keeper process renews it (acquire --while-pid)
 
-    // This host and user, with `label`, for the slot of process `pid`.
-    static HolderMeta of_this_process(std::string label, long long pid, std::string pid_of);
     std::string to_json() const;
 };
 

@@ -7,6 +7,7 @@
 // timed from the moment a holder starts its release to the moment the blocked waiter that the
 // release handed the slot to returns holding it. The slot number identifies the release: a
 // slot is handed over only by the release that freed it.
+#include "process/holder_meta.hpp"
 #include "redis/connection.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/duration.hpp"
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
                 options.limit = limit;
                 options.ttl = std::chrono::seconds(30);
                 options.loss_grace = Milliseconds{0}; // a private, brand-new server
-                options.meta = HolderMeta::of_this_process("redsem-bench", getpid(), "run");
+                options.meta = holder_meta("redsem-bench", getpid(), "run");
                 while (!stop) {
                     const auto lease = semaphore.acquire(options, generate_token());
                     const long long got = now_ns();

@@ -33,22 +33,22 @@ constexpr std::size_t k_batch = 1000;
 constexpr long long k_logged_from_us = 200;
 const std::string k_meta = R"({"host":"bench","pid":1,"user":"bench","label":"scale bench"})";
 
-std::vector<std::string> acquire_command(const std::string& name, const std::string& token,
-                                         long long limit, long long ttl_ms, bool wait) {
+ScriptCall acquire_command(const std::string& name, const std::string& token, long long limit,
+                           long long ttl_ms, bool wait) {
     const Keys keys = Keys::make("redsem", name);
     // Loss grace 0: a private, flushed server has lost no lease.
-    return Connection::script_command(scripts::k_acquire_script, true, keys.script_keys(),
-                                      {keys.wake_prefix, token, std::to_string(limit),
-                                       std::to_string(ttl_ms), wait ? "wait" : "try", "600000",
-                                       k_meta, "0", "0"});
+    return ScriptCall{scripts::k_acquire_script,
+                      keys.script_keys(),
+                      {keys.wake_prefix, token, std::to_string(limit), std::to_string(ttl_ms),
+                       wait ? "wait" : "try", "600000", k_meta, "0", "0"}};
 }
 
-void run_batched(Connection& connection, std::vector<std::vector<std::string>>& commands) {
+void run_batched(Connection& connection, std::vector<ScriptCall>& commands) {
     for (std::size_t first = 0; first < commands.size(); first += k_batch) {
-        std::vector<std::vector<std::string>> batch(
+        const std::vector<ScriptCall> batch(
             commands.begin() + static_cast<long>(first),
             commands.begin() + static_cast<long>(std::min(commands.size(), first + k_batch)));
-        for (const Reply& reply : connection.pipeline(batch)) {
+        for (const Reply& reply : connection.eval_pipeline(batch)) {
             if (reply.is_error()) {
                 throw std::runtime_error("populating failed: " + reply.text);
             }
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     admin.call({"CONFIG", "SET", "slowlog-log-slower-than", std::to_string(k_logged_from_us)});
     admin.call({"CONFIG", "SET", "slowlog-max-len", "1000000"});
 
-    std::vector<std::vector<std::string>> commands;
+    std::vector<ScriptCall> commands;
     for (long long i = 0; i < holders; ++i) {
         commands.push_back(acquire_command("big", generate_token(), holders, 600'000, false));
     }

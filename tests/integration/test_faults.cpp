@@ -91,9 +91,7 @@ TEST_CASE("a hand-over nobody collected is deleted with its lease, never read la
     Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
     const Keys keys = Keys::make("redsem", "stale");
     auto acquire = [&](const std::string& token, const char* ttl, const char* known) {
-        return client.eval(scripts::k_acquire_script, keys.script_keys(),
-                           {keys.wake_prefix, token, "1", ttl, "wait", "60000",
-                            R"({"host":"h","pid":1,"user":"u","label":""})", known, ""});
+        return acquire_by_script(client, keys, token, ttl, known);
     };
     const std::string holder(32, 'a');
     const std::string stalled(32, 'b');
@@ -102,7 +100,7 @@ TEST_CASE("a hand-over nobody collected is deleted with its lease, never read la
     REQUIRE(acquire(stalled, "300", "0").at(0).as_string() == "wait");
     REQUIRE(acquire(next, "60000", "0").at(0).as_string() == "wait");
     // The release hands the slot to `stalled`, which never collects it, and its lease runs out.
-    client.eval(scripts::k_release_script, keys.script_keys(), {keys.wake_prefix, holder});
+    release_by_script(client, keys, holder);
     CHECK(admin.call({"EXISTS", keys.wake_prefix + stalled}).as_integer() == 1);
     std::this_thread::sleep_for(400ms);
     // `next` refreshing prunes it and collects the slot at once; the old grant goes with the
@@ -141,14 +139,19 @@ TEST_CASE("hand-corrupted keys: clear errors, no crash, no over-admission, and g
     Connection admin = server.admin();
 
     // A holder whose metadata vanished still counts.
-    const auto lease = acquire_json(server, {"corrupt", "--ttl", "300ms"});
+    const auto lease = acquire_json(server, {"corrupt", "--ttl", "3s"});
     admin.call({"HDEL", "redsem:{corrupt}:info", lease["token"].get<std::string>()});
     CHECK(run_redsem({"acquire", "corrupt", "-w", "0"}, env_for(server)).exit_code == 75);
     const auto status = run_redsem({"status", "corrupt"}, env_for(server));
     CHECK(status.exit_code == 0);
     CHECK(status.out.find("?") != std::string::npos);
     CHECK(run_redsem({"status", "corrupt", "--json"}, env_for(server)).exit_code == 0);
-    std::this_thread::sleep_for(400ms);
+    REQUIRE(wait_until(
+        [&] {
+            const auto view = run_redsem({"status", "corrupt", "--json"}, env_for(server));
+            return json::parse(view.out)["expired_holders"] == 1;
+        },
+        10s));
     const auto gc = run_redsem({"gc", "corrupt", "--json"}, env_for(server));
     CHECK(gc.exit_code == 0);
     CHECK(json::parse(gc.out)["removed"].size() == 1);

@@ -1,6 +1,7 @@
 // The protocol through the core library, with real connections to a private redis-server.
 #include <catch2/catch.hpp>
 
+#include "process/holder_meta.hpp"
 #include "semaphore/record.hpp"
 #include "semaphore/semaphore.hpp"
 #include "support/helpers.hpp"
@@ -26,7 +27,7 @@ AcquireOptions options_for(long long limit, std::optional<Milliseconds> wait = s
     AcquireOptions options;
     options.limit = limit;
     options.wait = wait;
-    options.meta = HolderMeta::of_this_process("test", getpid(), "run");
+    options.meta = holder_meta("test", getpid(), "run");
     return options;
 }
 
@@ -58,7 +59,7 @@ TEST_CASE("holder metadata is stored for inspection and pruned with the holder")
     Connection connection = connect_to(server);
     Semaphore semaphore(connection, "redsem", "meta");
     auto options = options_for(1, 0ms);
-    options.meta = HolderMeta::of_this_process("nightly \xff backup", getpid(), "run");
+    options.meta = holder_meta("nightly \xff backup", getpid(), "run");
     options.ttl = 200ms;
     const auto lease = semaphore.acquire(options, generate_token());
     REQUIRE(lease);

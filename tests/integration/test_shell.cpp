@@ -649,7 +649,7 @@ TEST_CASE("lowering the limit while a dead holder awaits pruning admits nobody p
           "limit") {
     RedisServer server;
     const auto env = env_for(server);
-    acquire_json(server, {"shrink", "-n", "3", "--ttl", "100ms"}); // dies unpruned
+    const json dying = acquire_json(server, {"shrink", "-n", "3", "--ttl", "1m"});
     acquire_json(server, {"shrink", "--ttl", "1m"});
     acquire_json(server, {"shrink", "--ttl", "1m"});
     Child waiter({"acquire", "shrink", "--json"}, env);
@@ -657,8 +657,13 @@ TEST_CASE("lowering the limit while a dead holder awaits pruning admits nobody p
         wait_until([&] { return status_json(server, {"shrink"})["waiters"].size() == 1; }, 10s));
     // Stopped, it runs no script (that would prune) but stays alive for its liveness (5s).
     waiter.signal(SIGSTOP);
-    REQUIRE(
-        wait_until([&] { return status_json(server, {"shrink"})["expired_holders"] == 1; }, 5s));
+    // The first holder's lease runs out now, on the server's clock, and nobody prunes it.
+    Connection admin = server.admin();
+    const Reply time = admin.call({"TIME"});
+    const long long now_ms = std::stoll(time.at(0).as_string()) * 1000;
+    admin.call({"ZADD", "redsem:{shrink}:holders", "XX", std::to_string(now_ms - 1000),
+                dying["token"].get<std::string>()});
+    REQUIRE(status_json(server, {"shrink"})["expired_holders"] == 1);
     REQUIRE(run_redsem({"limit", "shrink", "1"}, env).exit_code == 0);
     // Pruning the dead holder freed a slot under the old limit 3, not under the new limit 1.
     const json view = status_json(server, {"shrink"});

@@ -217,16 +217,14 @@ TEST_CASE("an expired hand-over leaves no phantom waiter for gc to report", "[th
     Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
     const Keys keys = Keys::make("redsem", "phantom");
     auto acquire = [&](const std::string& token, const char* ttl, const char* known) {
-        return client.eval(scripts::k_acquire_script, keys.script_keys(),
-                           {keys.wake_prefix, token, "1", ttl, "wait", "60000",
-                            R"({"host":"h","pid":1,"user":"u","label":""})", known, ""});
+        return acquire_by_script(client, keys, token, ttl, known);
     };
     const std::string holder(32, 'a');
     const std::string stalled(32, 'b');
     const std::string other(32, 'c');
     REQUIRE(acquire(holder, "60000", "0").at(0).as_string() == "ok");
     REQUIRE(acquire(stalled, "300", "0").at(0).as_string() == "wait");
-    client.eval(scripts::k_release_script, keys.script_keys(), {keys.wake_prefix, holder});
+    release_by_script(client, keys, holder);
     // The hand-over's 300ms lease runs out before its 3s claim window; a call prunes it.
     std::this_thread::sleep_for(400ms);
     acquire(other, "60000", "0");

@@ -7,10 +7,28 @@
 #include <string>
 #include <thread>
 
+#include "lua_scripts.hpp"
+#include "redis/connection.hpp"
+#include "semaphore/keys.hpp"
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
 
 namespace redsem::test {
+
+// Runs lua/acquire.lua for `token` on limit 1 of `keys`, waiting if busy: a client at the
+// script level, which can do what a process cannot (stall between two calls on purpose).
+inline Reply acquire_by_script(Connection& client, const Keys& keys, const std::string& token,
+                               const char* ttl_ms, const char* known) {
+    return client.eval({scripts::k_acquire_script,
+                        keys.script_keys(),
+                        {keys.wake_prefix, token, "1", ttl_ms, "wait", "60000",
+                         R"({"host":"h","pid":1,"user":"u","label":""})", known, ""}});
+}
+
+// Runs lua/release.lua for `token`.
+inline Reply release_by_script(Connection& client, const Keys& keys, const std::string& token) {
+    return client.eval({scripts::k_release_script, keys.script_keys(), {keys.wake_prefix, token}});
+}
 
 // The environment that points redsem at `server`.
 inline EnvChanges env_for(const RedisServer& server) {

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "redis/script.hpp"
+
+namespace redsem {
+
+// A command with the key it routes by. Redis Cluster runs a command on the node that owns its
+// key's hash slot (for a semaphore, any of its keys: they share one hash tag); TIME for a
+// semaphore names the semaphore's key, so the clock read is the one its scripts read. A
+// command about no key (SCAN, INFO) has an empty key.
+struct Command {
+    Command(std::string routing_key, std::vector<std::string> words)
+        : key(std::move(routing_key)), argv(std::move(words)) {}
+
+    std::string key;
+    std::vector<std::string> argv;
+};
+
+// One run of a Lua script: its KEYS (all on one hash slot; the first routes the call) and ARGV.
+struct ScriptCall {
+    const Script& script;
+    std::vector<std::string> keys;
+    std::vector<std::string> args;
+};
+
+} // namespace redsem
