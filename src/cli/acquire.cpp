@@ -73,7 +73,7 @@ void print_lease(const std::string& name, const Lease& lease, bool json,
         {"deadline", iso8601_utc(lease.deadline_ms)},
         {"keeper_pid", keeper ? nlohmann::json(*keeper) : nlohmann::json(nullptr)},
     };
-    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    print_json(out);
 }
 
 int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {

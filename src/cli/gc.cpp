@@ -3,6 +3,7 @@
 #include "util/duration.hpp"
 #include "util/name.hpp"
 #include "util/table.hpp"
+#include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -22,7 +23,7 @@ struct GcArgs {
     bool json = false;
 };
 
-void print_json(const GcReport& report, bool dry_run) {
+void print_report_json(const GcReport& report, bool dry_run) {
     json removed = json::array();
     for (const auto& entry : report.removed) {
         const auto& r = entry.record;
@@ -43,7 +44,7 @@ void print_json(const GcReport& report, bool dry_run) {
                    {"removed", removed},
                    {"deleted", report.deleted},
                    {"failed", failed}};
-    std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+    print_json(out);
 }
 
 void print_text(const GcReport& report, bool dry_run) {
@@ -58,7 +59,7 @@ void print_text(const GcReport& report, bool dry_run) {
         for (const auto& entry : report.removed) {
             const auto& r = entry.record;
             rows.push_back({entry.name, std::string(kind_name(entry.kind)),
-                            entry.token.substr(0, 8), r ? r->meta.host : "?",
+                            short_token(entry.token), r ? r->meta.host : "?",
                             r ? std::to_string(r->meta.pid) : "?",
                             entry.kind == GcEntry::Kind::orphan
                                 ? "-"
@@ -85,7 +86,7 @@ int run_gc(const GcArgs& args, const GlobalOptions& global) {
     Connection connection(resolve_connection(global));
     const GcReport report = collect_garbage(connection, prefix, args.names, args.dry_run);
     if (args.json) {
-        print_json(report, args.dry_run);
+        print_report_json(report, args.dry_run);
     } else {
         print_text(report, args.dry_run);
     }

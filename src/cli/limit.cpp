@@ -33,7 +33,7 @@ int run_limit(const LimitArgs& args, const GlobalOptions& global) {
                                  {"stored", info.stored},
                                  {"held", info.held},
                                  {"queued", info.queued}};
-        std::cout << out.dump() << "\n";
+        print_json(out);
     } else if (!new_limit) {
         std::cout << info.limit << "\n";
     }

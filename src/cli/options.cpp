@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fmt/format.h>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 namespace redsem::cli {
 
@@ -28,6 +29,19 @@ std::optional<std::string> env(const char* name) {
 }
 
 } // namespace
+
+void print_json(const nlohmann::json& value) {
+    std::cout << value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+void add_name_and_token(CLI::App& command, std::string& name, std::string& token) {
+    command.add_option("NAME", name, "Semaphore name")->required();
+    command
+        .add_option(
+            "TOKEN", token,
+            "Token printed by 'redsem acquire', or a unique start of it as 'redsem status' shows")
+        ->required();
+}
 
 void add_global_options(CLI::App& app, GlobalOptions& options) {
     app.add_option("-u,--url", options.url,

@@ -5,6 +5,8 @@
 
 #include "redis/connection.hpp"
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace CLI {
 class App;
 }
@@ -17,6 +19,13 @@ struct GlobalOptions {
     std::optional<std::string> prefix;
     std::optional<std::string> connect_timeout;
 };
+
+// Prints `value` on stdout as one line of JSON (--json). Text from Redis that is not valid
+// UTF-8 is shown with U+FFFD rather than failing.
+void print_json(const nlohmann::json& value);
+
+// Declares the NAME and TOKEN arguments of release and renew.
+void add_name_and_token(CLI::App& command, std::string& name, std::string& token);
 
 // Adds the global options to `app` (the main app; subcommands fall through to it).
 void add_global_options(CLI::App& app, GlobalOptions& options);

@@ -41,12 +41,7 @@ Runner setup_release(CLI::App& command, const GlobalOptions& global) {
     auto args = std::make_shared<ReleaseArgs>();
     command.description("Give back the slot of semaphore NAME held by TOKEN. Exits 1 when "
                         "TOKEN holds nothing.");
-    command.add_option("NAME", args->name, "Semaphore name")->required();
-    command
-        .add_option(
-            "TOKEN", args->token,
-            "Token printed by 'redsem acquire', or a unique start of it as 'redsem status' shows")
-        ->required();
+    add_name_and_token(command, args->name, args->token);
     return [args, &global] { return run_release(*args, global); };
 }
 

@@ -42,12 +42,7 @@ Runner setup_renew(CLI::App& command, const GlobalOptions& global) {
         "Extend the lease of the slot of NAME held by TOKEN to now + --ttl, by "
         "the Redis server's clock (default: by its own ttl again). Exits 1 when the slot was "
         "lost.");
-    command.add_option("NAME", args->name, "Semaphore name")->required();
-    command
-        .add_option(
-            "TOKEN", args->token,
-            "Token printed by 'redsem acquire', or a unique start of it as 'redsem status' shows")
-        ->required();
+    add_name_and_token(command, args->name, args->token);
     command
         .add_option("--ttl", args->ttl,
                     "New lease length from now (default: the ttl the lease was taken with)")

@@ -3,6 +3,7 @@
 #include "util/duration.hpp"
 #include "util/name.hpp"
 #include "util/table.hpp"
+#include "util/token.hpp"
 #include "util/time_format.hpp"
 
 #include <CLI/CLI.hpp>
@@ -36,10 +37,6 @@ std::size_t terminal_width() {
 
 std::string ago(long long ms) {
     return format_duration(Milliseconds{ms}) + " ago";
-}
-
-std::string short_token(const std::string& token) {
-    return token.substr(0, 8);
 }
 
 json time_fields(const char* name, long long epoch_ms) {
@@ -213,7 +210,7 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
                            {"stale_waiters", summary.stale},
                            {"oldest_holder", oldest}});
         }
-        std::cout << out.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+        print_json(out);
         return 0;
     }
     if (summaries.empty()) {
@@ -265,7 +262,7 @@ int run_status(const StatusArgs& args, const GlobalOptions& global) {
             out.push_back(view_json(view));
         }
         const json& shown = views.size() == 1 ? out[0] : out;
-        std::cout << shown.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+        print_json(shown);
         return 0;
     }
     const std::size_t width = terminal_width();

@@ -72,10 +72,10 @@ enum class Readiness { readable, timed_out, interrupted };
 
 Readiness wait_readable(int fd, int interrupt_fd, Clock::time_point deadline) {
     for (;;) {
-        const auto left = std::chrono::ceil<Milliseconds>(deadline - Clock::now());
-        if (left.count() <= 0) {
-            return Readiness::timed_out;
-        }
+        // Past the deadline, still look once: a process resumed after a stop (SIGSTOP, a
+        // paused VM) finds the reply that came meanwhile rather than calling it lost.
+        const auto left = std::max(Milliseconds{0},
+                                   std::chrono::ceil<Milliseconds>(deadline - Clock::now()));
         pollfd fds[2] = {{fd, POLLIN, 0}, {interrupt_fd, POLLIN, 0}};
         const int count = poll(fds, interrupt_fd >= 0 ? 2 : 1, static_cast<int>(left.count()));
         if (count < 0 && errno != EINTR) {
@@ -86,6 +86,9 @@ Readiness wait_readable(int fd, int interrupt_fd, Clock::time_point deadline) {
         }
         if (count > 0 && fds[0].revents != 0) {
             return Readiness::readable;
+        }
+        if (left.count() == 0) {
+            return Readiness::timed_out;
         }
     }
 }

@@ -155,6 +155,8 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                 reply = attempt(options, token, !try_once, sent);
                 sent = true;
                 answered = true;
+                failing_since.reset(); // the retry window counts one unbroken run of failures
+                backoff.reset();
                 const std::string& status = reply.at(0).as_string();
                 if (status == "ok") {
                     Lease lease{.token = token,
@@ -175,8 +177,6 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                 retry_or_rethrow(error);
                 continue;
             }
-            failing_since.reset();
-            backoff.reset();
             const std::string& status = reply.at(0).as_string();
             if (status == "busy") {
                 report_closed(options, reply, 4);

@@ -14,4 +14,9 @@ std::string generate_token();
 // Whether `text` has the shape generate_token() produces.
 bool is_token(std::string_view text);
 
+// How tables show a token: its first 8 hex digits (release and renew accept them).
+inline std::string short_token(std::string_view token) {
+    return std::string(token.substr(0, 8));
+}
+
 } // namespace redsem

@@ -303,14 +303,21 @@ TEST_CASE("gc works through a big semaphore in bounded calls, and a dry run repo
     Semaphore semaphore(connection, "redsem", "big");
     AcquireOptions options;
     options.limit = 1000;
-    options.ttl = 3s;
+    options.ttl = 1min; // none runs out (and is pruned) while filling, however slow the build
     options.wait = 0ms;
-    const auto filled_from = Clock::now();
+    std::vector<std::string> expire{"ZADD", "redsem:{big}:holders", "XX"};
     for (int i = 0; i < 1000; ++i) {
-        REQUIRE(semaphore.acquire(options, generate_token()));
+        const auto lease = semaphore.acquire(options, generate_token());
+        REQUIRE(lease);
+        expire.push_back("0"); // the score, replaced below
+        expire.push_back(lease->token);
     }
-    // Every lease runs out before gc looks (and none was pruned while filling).
-    std::this_thread::sleep_until(filled_from + 3200ms);
+    // Every lease runs out now, on the server's clock, before gc looks.
+    const long long now_ms = std::stoll(admin.call({"TIME"}).at(0).as_string()) * 1000;
+    for (std::size_t i = 3; i < expire.size(); i += 2) {
+        expire[i] = std::to_string(now_ms - 1000);
+    }
+    admin.call(expire);
     REQUIRE(zcard(admin, "redsem:{big}:holders") == 1000);
     auto script_calls = [&] {
         const std::string stats = admin.call({"INFO", "commandstats"}).as_string();
