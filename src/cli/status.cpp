@@ -3,8 +3,8 @@
 #include "util/duration.hpp"
 #include "util/name.hpp"
 #include "util/table.hpp"
-#include "util/token.hpp"
 #include "util/time_format.hpp"
+#include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

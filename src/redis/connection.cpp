@@ -74,8 +74,8 @@ Readiness wait_readable(int fd, int interrupt_fd, Clock::time_point deadline) {
     for (;;) {
         // Past the deadline, still look once: a process resumed after a stop (SIGSTOP, a
         // paused VM) finds the reply that came meanwhile rather than calling it lost.
-        const auto left = std::max(Milliseconds{0},
-                                   std::chrono::ceil<Milliseconds>(deadline - Clock::now()));
+        const auto left =
+            std::max(Milliseconds{0}, std::chrono::ceil<Milliseconds>(deadline - Clock::now()));
         pollfd fds[2] = {{fd, POLLIN, 0}, {interrupt_fd, POLLIN, 0}};
         const int count = poll(fds, interrupt_fd >= 0 ? 2 : 1, static_cast<int>(left.count()));
         if (count < 0 && errno != EINTR) {

@@ -8,16 +8,16 @@ namespace redsem {
 // The exit codes are a published contract (README, man page); tests pin every one of them.
 enum class ExitCode : int {
     ok = 0,
-    not_held = 1,        // release/renew: the token holds no slot
-    usage = 64,          // EX_USAGE: bad option, argument, URL, duration, name or limit
-    conflict = 65,       // EX_DATAERR: limit mismatch, or a foreign key in the semaphore's place
-    unavailable = 69,    // EX_UNAVAILABLE: Redis unreachable, timed out, or refusing (LOADING...)
-    internal = 70,       // EX_SOFTWARE: a bug in redsem or an unexpected reply
-    timeout = 75,        // EX_TEMPFAIL: no slot within --wait
-    lost = 76,           // EX_PROTOCOL: run: the slot was lost and the command stopped
-    denied = 77,         // EX_NOPERM: wrong password, unknown user, ACL denial
+    not_held = 1,         // release/renew: the token holds no slot
+    usage = 64,           // EX_USAGE: bad option, argument, URL, duration, name or limit
+    conflict = 65,        // EX_DATAERR: limit mismatch, or a foreign key in the semaphore's place
+    unavailable = 69,     // EX_UNAVAILABLE: Redis unreachable, timed out, or refusing (LOADING...)
+    internal = 70,        // EX_SOFTWARE: a bug in redsem or an unexpected reply
+    timeout = 75,         // EX_TEMPFAIL: no slot within --wait
+    lost = 76,            // EX_PROTOCOL: run: the slot was lost and the command stopped
+    denied = 77,          // EX_NOPERM: wrong password, unknown user, ACL denial
     cannot_execute = 126, // run: the command is not an executable file (as a shell says)
-    not_found = 127,     // run: the command was not found (as a shell says)
+    not_found = 127,      // run: the command was not found (as a shell says)
 };
 
 // The published table, in order: `redsem --help` prints it, and the man page test checks that
