@@ -327,6 +327,7 @@ struct Shared {
     bool finish = false;       // the harness is done with Redis: the thread may end
     std::atomic<bool> redis_down{false};
     std::vector<RestartWindow> restarts;
+    std::vector<RestartWindow> pauses; // CLIENT PAUSE, kind "pause"
     std::vector<std::string> messages;
     int client_pauses = 0;
     int client_kill_rounds = 0;
@@ -1111,11 +1112,16 @@ void Harness::redis_actions() {
                 doing = "CLIENT PAUSE";
                 next_pause = jitter(m_config.client_pause_every);
                 Connection admin = m_server->admin();
+                RestartWindow window;
+                window.kind = "pause";
+                window.begin_ns = real_ns();
                 admin.call(
                     {"CLIENT", "PAUSE", std::to_string(m_config.client_pause.count()), "ALL"});
+                window.end_ns = real_ns() + std::chrono::nanoseconds(m_config.client_pause).count();
                 {
                     std::lock_guard lock(m_shared.mutex);
                     m_shared.client_pauses += 1;
+                    m_shared.pauses.push_back(window);
                 }
                 // Nothing else on Redis until the pause is over.
                 std::this_thread::sleep_for(m_config.client_pause + 100ms);
@@ -1227,10 +1233,23 @@ std::string Harness::describe(const Client& client) const {
 
 void Harness::classify_exits() {
     std::vector<RestartWindow> windows;
+    std::vector<RestartWindow> pauses;
     {
         std::lock_guard lock(m_shared.mutex);
         windows = m_shared.restarts;
+        pauses = m_shared.pauses;
     }
+    // A CLIENT PAUSE longer than redsem's patience (the 5s command timeout, then 4s of
+    // reconnecting) may end a client with 69 "did not answer in time", as documented.
+    constexpr long long k_patience_ns = 10'000'000'000LL;
+    auto unanswered_in_pause = [&](const Client& client) {
+        return client.exit_code == 69 &&
+               client.err_last.find("did not answer") != std::string::npos &&
+               std::any_of(pauses.begin(), pauses.end(), [&](const RestartWindow& w) {
+                   return client.spawned_ns <= w.end_ns && client.reaped_ns >= w.begin_ns &&
+                          client.reaped_ns <= w.end_ns + k_patience_ns;
+               });
+    };
     for (const Client& client : m_clients) {
         m_result.exits[client.exit_code] += 1;
         if (client.killed_ns != 0) {
@@ -1263,6 +1282,8 @@ void Harness::classify_exits() {
                    })) {
             // Unreachable at its first contact, which is reported at once.
             m_result.exit_refused_at_restart += 1;
+        } else if (unanswered_in_pause(client)) {
+            m_result.exit_unanswered_in_pause += 1;
         } else {
             if (client.exit_code == 75) {
                 m_result.exit_75 += 1;
@@ -1613,7 +1634,8 @@ std::string Result::summary() const {
         << " long) = " << (seconds > 0 ? static_cast<double>(cycles_completed) / seconds : 0.0)
         << "/s; survivors' exits 0:" << exit_ok << " 76:" << exit_fenced
         << " 1(release found no lease):" << exit_release_lost
-        << " 69(started during a restart):" << exit_refused_at_restart << " 75:" << exit_75
+        << " 69(started during a restart):" << exit_refused_at_restart
+        << " 69(no answer through a CLIENT PAUSE):" << exit_unanswered_in_pause << " 75:" << exit_75
         << " other:" << exit_other << "; all exits";
     for (const auto& [code, n] : exits) {
         out << " " << code << ":" << n;

@@ -97,9 +97,10 @@ struct Result {
     int exit_ok = 0;           // survivors: 0
     int exit_fenced = 0;       // survivors: 76, the lease was lost and the command stopped
     int exit_release_lost = 0; // survivors of the acquire form: release said the lease was gone (1)
-    int exit_refused_at_restart = 0; // survivors started while Redis restarted: 69 at once
-    int exit_75 = 0;                 // survivors: 75 (no slot in time: never asked for)
-    int exit_other = 0;              // survivors: anything else (a failure)
+    int exit_refused_at_restart = 0;  // survivors started while Redis restarted: 69 at once
+    int exit_unanswered_in_pause = 0; // survivors: 69, Redis paused past their patience
+    int exit_75 = 0;                  // survivors: 75 (no slot in time: never asked for)
+    int exit_other = 0;               // survivors: anything else (a failure)
 
     int sigkills = 0;
     std::map<std::string, int> sigkill_targets; // "redsem run", "command", "shell", "redsem"
