@@ -2,9 +2,10 @@
 // printable() and is_valid_utf8().
 //
 // Contract checked: an accepted name or prefix is 1..200 bytes of valid UTF-8 without braces,
-// whitespace or control bytes; is_valid_utf8() agrees with an independent decoder written
-// from the Unicode standard (Table 3-7); check_name() throws exactly when name_problem()
-// complains; printable() output is printable ASCII and bounded in length.
+// whitespace, control bytes, C1 controls or bidirectional formatting characters; is_valid_utf8()
+// agrees with an independent decoder written from the Unicode standard (Table 3-7); check_name()
+// throws exactly when name_problem() complains; printable() output is printable ASCII and bounded
+// in length.
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
@@ -82,6 +83,27 @@ bool forbidden_byte(char c) {
            c == '\f' || byte < 0x20 || byte == 0x7F;
 }
 
+// Whether valid UTF-8 `text` holds a C1 control (U+0080..U+009F) or a bidirectional
+// formatting character (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069): written
+// from the code points, apart from the code under test.
+bool forbidden_code_point(std::string_view text) {
+    std::size_t i = 0;
+    while (i < text.size()) {
+        const auto b0 = static_cast<unsigned char>(text[i]);
+        const std::size_t len = b0 < 0x80 ? 1 : b0 < 0xE0 ? 2 : b0 < 0xF0 ? 3 : 4;
+        char32_t cp = len == 1 ? b0 : b0 & (0xFF >> (len + 1));
+        for (std::size_t k = 1; k < len && i + k < text.size(); ++k) {
+            cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+        }
+        if ((cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
+            (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069)) {
+            return true;
+        }
+        i += len;
+    }
+    return false;
+}
+
 void check_accepted(std::string_view text, std::string_view input) {
     if (text.empty() || text.size() > redsem::k_max_name_bytes) {
         violated("accepted a name that is empty or longer than 200 bytes", input);
@@ -93,6 +115,9 @@ void check_accepted(std::string_view text, std::string_view input) {
         if (forbidden_byte(c)) {
             violated("accepted a name with a brace, whitespace or control byte", input);
         }
+    }
+    if (forbidden_code_point(text)) {
+        violated("accepted a name with a C1 control or bidirectional formatting character", input);
     }
 }
 
@@ -152,12 +177,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (prefix.has_value() != name.has_value()) {
         violated("prefix_problem() and name_problem() disagree", input);
     }
-    // Anything accepted is exactly: 1..200 bytes, valid UTF-8, no forbidden byte.
+    // Anything accepted is exactly: 1..200 bytes, valid UTF-8, no forbidden byte or code point.
     bool expected_ok =
         !input.empty() && input.size() <= redsem::k_max_name_bytes && reference_utf8(input);
     for (const char c : input) {
         expected_ok = expected_ok && !forbidden_byte(c);
     }
+    expected_ok = expected_ok && !forbidden_code_point(input);
     if (expected_ok != !name.has_value()) {
         violated("name_problem() disagrees with the rules", input);
     }
