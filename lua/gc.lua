@@ -33,7 +33,7 @@ local function note(kind, token, dead_since)
     budget = budget - 1
 end
 
--- A holder whose hand-over lapsed uncollected: removed in the 'alive' phase.
+-- A holder whose hand-over lapsed uncollected (settle_lapsed() in the 'alive' phase).
 local function uncollected(token, claim_by)
     return claim_by and tonumber(claim_by) <= now and redis.call('EXISTS', WAKE_PREFIX .. token) == 1
 end
@@ -69,29 +69,16 @@ local function reply(next_phase, next_position, deleted)
     return out
 end
 
--- Dead waiters and uncollected hand-overs first, so that no freed slot is handed to a dead
--- waiter. WITHSCORES replies interleave members and scores.
+-- Dead waiters and uncollected hand-overs first, as prune() does.
 if phase == 'alive' then
     local lapsed, ended = lapsed_from(K_ALIVE, tonumber(position), budget)
-    for i = 1, #lapsed, 2 do
-        local token, since = lapsed[i], tonumber(lapsed[i + 1])
-        if not redis.call('ZSCORE', K_HOLDERS, token) then
-            note('waiter', token, since)
-            if not dry_run then
-                remove_waiter(token)
-            end
-        elseif uncollected(token, since) then
-            note('handover', token, since)
-            if not dry_run then
-                remove_holder(state, token, nil, now)
-            end
+    settle_lapsed(state, lapsed, now, not dry_run, function(kind, token, deadline)
+        if kind == 'collected' then
+            budget = budget - 1 -- nothing to report
         else
-            budget = budget - 1
-            if not dry_run then
-                redis.call('ZREM', K_ALIVE, token) -- collected: nothing to report
-            end
+            note(kind, token, deadline)
         end
-    end
+    end)
     if not ended and #lapsed / 2 == tonumber(ARGV[5]) then
         return reply('alive', next_offset(#lapsed / 2), 0)
     end

@@ -272,27 +272,52 @@ local function remove_holder(state, token, info, now)
     return redis.call('ZREM', K_HOLDERS, token) == 1
 end
 
--- Drops waiters that stopped refreshing, hand-overs nobody collected, and holders whose lease
--- has run out; their slots go to the queue. Dead waiters go first, so that no slot is handed
--- to one of them.
-local function prune(state, now)
-    local lapsed = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now, 'LIMIT', 0, 100)
+-- Settles the entries of the alive set whose time ran out; `lapsed` lists them as {token,
+-- deadline, token, deadline, ...} (ZRANGE WITHSCORES). A token that holds no slot is a waiter
+-- that stopped refreshing: it leaves the queue. One that holds a slot was handed it: while its
+-- wake list is there nobody collected the grant (the waiter died) and the slot goes on;
+-- otherwise only the claim entry goes. Dead waiters go first, so that no slot is handed to one
+-- of them. Calls visit(kind, token, deadline) for each, kind 'waiter', 'handover' or
+-- 'collected', before acting on it; with `act` false changes nothing (gc's dry run).
+local function settle_lapsed(state, lapsed, now, act, visit)
     local handovers = {}
-    for _, token in ipairs(lapsed) do
-        redis.call('ZREM', K_ALIVE, token)
+    for i = 1, #lapsed, 2 do
+        local token, deadline = lapsed[i], tonumber(lapsed[i + 1])
         if redis.call('ZSCORE', K_HOLDERS, token) then
-            handovers[#handovers + 1] = token
+            handovers[#handovers + 1] = {token, deadline}
         else
-            remove_waiter(token)
+            visit('waiter', token, deadline)
+            if act then
+                remove_waiter(token)
+            end
         end
     end
-    for _, token in ipairs(handovers) do
-        -- Collected when its wake list is gone (the list lives as long as the lease);
-        -- otherwise the waiter died: hand it on.
+    for _, entry in ipairs(handovers) do
+        local token, deadline = entry[1], entry[2]
+        -- Collected when its wake list is gone (the list lives as long as the lease).
         if redis.call('EXISTS', WAKE_PREFIX .. token) == 1 then
-            remove_holder(state, token, nil, now)
+            visit('handover', token, deadline)
+            if act then
+                remove_holder(state, token, nil, now)
+            end
+        else
+            visit('collected', token, deadline)
+            if act then
+                redis.call('ZREM', K_ALIVE, token)
+            end
         end
     end
+end
+
+local function ignore()
+end
+
+-- Drops waiters that stopped refreshing, hand-overs nobody collected, and holders whose lease
+-- has run out; their slots go to the queue. At most 100 of each per call, so that no script
+-- runs long; the rest go on the next call.
+local function prune(state, now)
+    local lapsed = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
+    settle_lapsed(state, lapsed, now, true, ignore)
     local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now, 'LIMIT', 0, 100)
     for _, token in ipairs(expired) do
         remove_holder(state, token, nil, now)

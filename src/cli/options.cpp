@@ -45,16 +45,18 @@ void add_name_and_token(CLI::App& command, std::string& name, std::string& token
 
 void add_global_options(CLI::App& app, GlobalOptions& options) {
     app.add_option("-u,--url", options.url,
-                   "Redis URL: redis://[[user]:password@]host[:port][/db] or "
-                   "unix:///path.sock[?db=N] (default: $REDSEM_URL, $REDIS_URL, "
-                   "redis://127.0.0.1:6379)")
+                   fmt::format("Redis URL: redis://[[user]:password@]host[:port][/db] or "
+                               "unix:///path.sock[?db=N] (default: $REDSEM_URL, $REDIS_URL, {})",
+                               k_default_redis_url))
         ->type_name("URL");
     app.add_option("--prefix", options.prefix,
-                   "Prefix of redsem's Redis keys (default: $REDSEM_PREFIX or redsem)")
+                   fmt::format("Prefix of redsem's Redis keys (default: $REDSEM_PREFIX or {})",
+                               k_default_prefix))
         ->type_name("PREFIX");
     app.add_option("--connect-timeout", options.connect_timeout,
-                   "How long to wait for Redis to accept the connection and answer "
-                   "(default: $REDSEM_CONNECT_TIMEOUT or 2s)")
+                   fmt::format("How long to wait for Redis to accept the connection and answer "
+                               "(default: $REDSEM_CONNECT_TIMEOUT or {})",
+                               format_duration(k_default_connect_timeout)))
         ->type_name("DUR");
 }
 

@@ -23,7 +23,7 @@ namespace {
 struct RunArgs {
     SlotRequest request;
     std::string on_lost = "term";
-    std::string kill_after = "10s";
+    std::string kill_after = format_duration(k_default_kill_after);
     std::optional<std::string> lost_exit_code;
     std::optional<std::string> shell_command;
     std::vector<std::string> command;
@@ -138,8 +138,10 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
         ->type_name("DUR")
         ->capture_default_str();
     command
-        .add_option("--lost-exit-code", args->lost_exit_code,
-                    "Exit status after the slot was lost and COMMAND stopped (default 76)")
+        .add_option(
+            "--lost-exit-code", args->lost_exit_code,
+            fmt::format("Exit status after the slot was lost and COMMAND stopped (default {})",
+                        static_cast<int>(ExitCode::lost)))
         ->type_name("CODE");
     command
         .add_option("-c,--command", args->shell_command,

@@ -104,15 +104,17 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
         ->type_name("DUR");
     command
         .add_option("-E,--conflict-exit-code", request.conflict_exit_code,
-                    "Exit status when no slot was had in time (default 75)")
+                    fmt::format("Exit status when no slot was had in time (default {})",
+                                static_cast<int>(ExitCode::timeout)))
         ->type_name("CODE");
     command.add_option("--label", request.label, "Text shown beside this holder in status")
         ->type_name("TEXT");
     command
         .add_option("--loss-grace", request.loss_grace,
-                    "After Redis may have lost data (restart, flush, fail-over), admit nobody "
-                    "new to NAME for DUR; stored with NAME (default: the longer of the ttl and "
-                    "60s)")
+                    fmt::format("After Redis may have lost data (restart, flush, fail-over), "
+                                "admit nobody new to NAME for DUR; stored with NAME (default: "
+                                "the longer of the ttl and {})",
+                                format_duration(k_default_loss_grace)))
         ->type_name("DUR");
     command.add_flag("-q,--quiet", request.quiet,
                      "Show no queue position while waiting, and no notice when no slot came");

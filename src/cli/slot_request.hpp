@@ -7,6 +7,7 @@
 #include "process/keeper.hpp"
 #include "process/signal_watch.hpp"
 #include "semaphore/semaphore.hpp"
+#include "util/duration.hpp"
 
 namespace CLI {
 class App;
@@ -18,7 +19,7 @@ namespace redsem::cli {
 struct SlotRequest {
     std::string name;
     std::optional<std::string> limit; // nullopt: the stored limit
-    std::string ttl = "60s";
+    std::string ttl = format_duration(k_default_ttl);
     std::optional<std::string> wait;
     std::optional<std::string> conflict_exit_code;
     std::optional<std::string> label;

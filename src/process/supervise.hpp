@@ -13,9 +13,12 @@ namespace redsem {
 // Signals that redsem passes on to the child's process group.
 inline constexpr int k_forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
+// run --kill-after without the option.
+inline constexpr Milliseconds k_default_kill_after{10'000};
+
 struct SuperviseOptions {
-    bool stop_on_lost = true;        // --on-lost term (else ignore)
-    Milliseconds kill_after{10'000}; // SIGKILL this long after SIGTERM, or sooner: see below
+    bool stop_on_lost = true;                        // --on-lost term (else ignore)
+    Milliseconds kill_after = k_default_kill_after;  // SIGKILL this long after SIGTERM, or sooner
     std::function<void(const std::string&)> on_lost; // told why, once, when the lease is lost
 };
 

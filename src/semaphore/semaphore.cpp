@@ -12,8 +12,24 @@
 #include <poll.h>
 #include <thread>
 #include <unistd.h>
+#include <variant>
 
 namespace redsem {
+
+// The acquire script's reply when another limit is in force (see lua/acquire.lua).
+struct ConflictReply {
+    long long stored_limit = 0; // -1: not a number; -2: the state key is gone while in use
+    long long held = 0;
+    long long queued = 0;
+};
+
+// The acquire script's reply when it queued the caller (see lua/acquire.lua).
+struct QueuedReply {
+    QueuePosition position;
+    long long next_expiry_in_ms = -1; // the earliest holder's lease; -1: unknown
+    long long server_now_ms = 0;
+    Milliseconds closed_for{0};
+};
 
 namespace {
 
@@ -27,6 +43,108 @@ bool interruptible_sleep(Milliseconds duration, int interrupt_fd) {
     }
     pollfd fd{interrupt_fd, POLLIN, 0};
     return poll(&fd, 1, static_cast<int>(duration.count())) > 0;
+}
+
+// The acquire script's reply, one type per kind (see lua/acquire.lua).
+struct Granted {
+    long long fence = 0;
+    long long slot = 0;
+    long long deadline_ms = 0;
+    long long limit = 0;
+    long long server_now_ms = 0;
+};
+struct Busy {
+    Milliseconds closed_for{0}; // > 0: admission is closed for this long
+};
+using AcquireReply = std::variant<Granted, Busy, QueuedReply, ConflictReply>;
+
+Milliseconds closed_for(const Reply& reply, std::size_t index) {
+    const auto& items = reply.as_array();
+    return Milliseconds{index < items.size() ? std::max(0LL, items[index].as_integer()) : 0};
+}
+
+AcquireReply parse_acquire_reply(const Reply& reply) {
+    const std::string& kind = reply.at(0).as_string();
+    if (kind == "ok") {
+        return Granted{.fence = reply.at(1).as_integer(),
+                       .slot = reply.at(2).as_integer(),
+                       .deadline_ms = reply.at(3).as_integer(),
+                       .limit = reply.at(4).as_integer(),
+                       .server_now_ms = reply.at(5).as_integer()};
+    }
+    if (kind == "wait") {
+        return QueuedReply{.position = {.ahead = reply.at(1).as_integer(),
+                                        .held = reply.at(2).as_integer(),
+                                        .limit = reply.at(3).as_integer(),
+                                        .queued = reply.at(5).as_integer()},
+                           .next_expiry_in_ms = reply.at(4).as_integer(),
+                           .server_now_ms = reply.at(6).as_integer(),
+                           .closed_for = closed_for(reply, 7)};
+    }
+    if (kind == "busy") {
+        return Busy{.closed_for = closed_for(reply, 4)};
+    }
+    if (kind == "conflict") {
+        return ConflictReply{.stored_limit = reply.at(1).as_integer(),
+                             .held = reply.at(2).as_integer(),
+                             .queued = reply.at(3).as_integer()};
+    }
+    throw InternalError(fmt::format("unexpected acquire reply '{}'", printable(kind)));
+}
+
+// The retry policy of one acquire. A failure worth retrying (Redis restarting or busy, a
+// broken connection, unreachable after it had answered) is retried with the same token, with
+// backoff, for up to k_reconnect_window of unbroken failure: a holder gets its lease back, a
+// waiter its place. Anything else, or a failure that lasts, stands.
+class RetryWindow {
+public:
+    explicit RetryWindow(int interrupt_fd) : m_interrupt_fd(interrupt_fd) {}
+
+    // Redis answered: the window counts from the next failure.
+    void answered() {
+        m_answered = true;
+        m_failing_since.reset();
+        m_backoff.reset();
+    }
+
+    // Called from a catch block: returns after the backoff delay when `error` is worth
+    // retrying, else rethrows it. Throws WaitInterrupted when the interrupt fd fires first.
+    void after(const Error& error) {
+        const Transience transience = error.transience();
+        const bool worth_retrying = transience == Transience::transient ||
+                                    transience == Transience::broken ||
+                                    (transience == Transience::unreachable && m_answered);
+        const auto now = Clock::now();
+        if (!m_failing_since) {
+            m_failing_since = now;
+        }
+        if (!worth_retrying || now - *m_failing_since >= k_reconnect_window) {
+            throw;
+        }
+        if (interruptible_sleep(m_backoff.next(), m_interrupt_fd)) {
+            throw WaitInterrupted();
+        }
+    }
+
+private:
+    int m_interrupt_fd;
+    bool m_answered = false; // Redis answered at least once during this acquire
+    std::optional<Clock::time_point> m_failing_since;
+    Backoff m_backoff;
+};
+
+// How long a queued waiter sleeps on its wake list: until a release hands it a slot, or the
+// earliest holder's lease runs out (it may have died) or admission opens, or it must refresh
+// its place, or the caller's wait ends.
+Milliseconds wake_timeout(const QueuedReply& queued, Clock::time_point give_up_at) {
+    Milliseconds timeout = k_waiter_refresh;
+    if (queued.next_expiry_in_ms >= 0) {
+        timeout = std::min(timeout, Milliseconds{queued.next_expiry_in_ms + 1});
+    }
+    if (give_up_at != Clock::time_point::max()) {
+        timeout = std::min(timeout, std::chrono::ceil<Milliseconds>(give_up_at - Clock::now()));
+    }
+    return timeout;
 }
 
 } // namespace
@@ -66,7 +184,7 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
 std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options,
                                                    const std::string& token, Milliseconds timeout,
                                                    BootClock::time_point asked_at,
-                                                   const Reply& wait_reply) {
+                                                   const QueuedReply& queued) {
     timeout = std::max(timeout, Milliseconds{1});
     const std::string seconds =
         fmt::format("{:.3f}", static_cast<double>(timeout.count()) / 1000.0);
@@ -81,23 +199,23 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
     }
     // "FENCE SLOT DEADLINE_MS NOW_MS LIMIT", pushed by hand_over() in lua/lib.lua.
     const std::string& grant = reply.at(1).as_string();
+    // The grant came after the acquire that queued or refreshed this waiter, and may have sat
+    // in the list (or in this socket, while the process was stopped) a while: time the lease
+    // from that acquire, whose script read the server clock after `asked_at`. (An older
+    // redsem's release pushes no LIMIT: then the limit the waiter last saw.)
     Lease lease{.token = token,
+                .limit = queued.position.limit,
                 .ttl = options.ttl,
+                .server_now_ms = queued.server_now_ms,
                 .waited = true,
                 .handed_over = true,
                 .local_start = asked_at};
     long long granted_at_ms = 0;
-    // (An older redsem's release pushes no LIMIT: then the limit the waiter last saw.)
-    lease.limit = wait_reply.at(3).as_integer();
     const int fields = std::sscanf(grant.c_str(), "%lld %lld %lld %lld %lld", &lease.fence,
                                    &lease.slot, &lease.deadline_ms, &granted_at_ms, &lease.limit);
     if (fields != 4 && fields != 5) {
         throw InternalError(fmt::format("malformed hand-over '{}'", printable(grant)));
     }
-    // The grant came after the acquire that queued or refreshed this waiter, and may have sat
-    // in the list (or in this socket, while the process was stopped) a while: time the lease
-    // from that acquire, whose script read the server clock after `asked_at`.
-    lease.server_now_ms = wait_reply.at(6).as_integer();
     return lease;
 }
 
@@ -123,49 +241,23 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
     const auto give_up_at = options.wait ? Clock::now() + *options.wait : Clock::time_point::max();
     bool sent = options.retry; // once sent, the server may know the token (holder or waiter)
     bool waited = false;
-    bool answered = false; // Redis answered at least once during this acquire
-    std::optional<Clock::time_point> failing_since;
-    Backoff backoff;
-    // A failure worth retrying (Redis restarting or busy, a broken connection, unreachable
-    // after it had answered) is retried with the same token, with backoff, for up to
-    // k_reconnect_window: a holder gets its lease back, a waiter its place. Anything else, or
-    // a failure that lasts, stands.
-    auto retry_or_rethrow = [&](const Error& error) {
-        const Transience transience = error.transience();
-        sent = sent || transience == Transience::broken; // it may have run before the break
-        const bool worth_retrying = transience == Transience::transient ||
-                                    transience == Transience::broken ||
-                                    (transience == Transience::unreachable && answered);
-        const auto now = Clock::now();
-        if (!failing_since) {
-            failing_since = now;
-        }
-        if (!worth_retrying || now - *failing_since >= k_reconnect_window) {
-            throw;
-        }
-        if (interruptible_sleep(backoff.next(), options.interrupt_fd)) {
-            throw WaitInterrupted();
-        }
-    };
+    RetryWindow retries(options.interrupt_fd);
     try {
         for (;;) {
-            Reply reply;
+            AcquireReply reply;
             const auto asked_at = BootClock::now();
             try {
-                reply = attempt(options, token, !try_once, sent);
+                reply = parse_acquire_reply(attempt(options, token, !try_once, sent));
                 sent = true;
-                answered = true;
-                failing_since.reset(); // the retry window counts one unbroken run of failures
-                backoff.reset();
-                const std::string& status = reply.at(0).as_string();
-                if (status == "ok") {
+                retries.answered();
+                if (const auto* granted = std::get_if<Granted>(&reply)) {
                     Lease lease{.token = token,
-                                .fence = reply.at(1).as_integer(),
-                                .slot = reply.at(2).as_integer(),
-                                .limit = reply.at(4).as_integer(),
+                                .fence = granted->fence,
+                                .slot = granted->slot,
+                                .limit = granted->limit,
                                 .ttl = options.ttl,
-                                .deadline_ms = reply.at(3).as_integer(),
-                                .server_now_ms = reply.at(5).as_integer(),
+                                .deadline_ms = granted->deadline_ms,
+                                .server_now_ms = granted->server_now_ms,
                                 .waited = waited,
                                 .local_start = asked_at};
                     if (confirm(lease)) {
@@ -174,52 +266,37 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
                     continue; // it ran out while this process was stopped: queue again
                 }
             } catch (const Error& error) {
-                retry_or_rethrow(error);
+                sent = sent || error.transience() == Transience::broken; // it may have run
+                retries.after(error);
                 continue;
             }
-            const std::string& status = reply.at(0).as_string();
-            if (status == "busy") {
-                report_closed(options, reply, 4);
+            if (const auto* busy = std::get_if<Busy>(&reply)) {
+                report_closed(options, busy->closed_for);
                 return std::nullopt;
             }
-            if (status == "conflict") {
-                throw_conflict(reply, options.limit);
+            if (const auto* conflict = std::get_if<ConflictReply>(&reply)) {
+                throw_conflict(*conflict, options.limit);
             }
-            if (status != "wait") {
-                throw InternalError(
-                    fmt::format("unexpected acquire reply '{}'", printable(status)));
-            }
+            const QueuedReply& queued = std::get<QueuedReply>(reply);
             waited = true;
-            const auto now = Clock::now();
-            if (now >= give_up_at) {
+            if (Clock::now() >= give_up_at) {
                 // Leaves the queue, or gives back a slot handed over since the last reply.
                 release(token);
                 return std::nullopt;
             }
-            report_closed(options, reply, 7);
+            report_closed(options, queued.closed_for);
             if (options.on_wait) {
-                options.on_wait(QueuePosition{reply.at(1).as_integer(), reply.at(2).as_integer(),
-                                              reply.at(3).as_integer(), reply.at(5).as_integer()});
-            }
-            // Sleep until a release hands this waiter a slot, or until the earliest holder's
-            // lease runs out (it may have died) or admission opens, or until this waiter must
-            // refresh its place.
-            Milliseconds timeout = k_waiter_refresh;
-            const long long next_expiry_in = reply.at(4).as_integer();
-            if (next_expiry_in >= 0) {
-                timeout = std::min(timeout, Milliseconds{next_expiry_in + 1});
-            }
-            if (options.wait) {
-                timeout = std::min(timeout, std::chrono::ceil<Milliseconds>(give_up_at - now));
+                options.on_wait(queued.position);
             }
             try {
-                if (auto lease = wait_for_hand_over(options, token, timeout, asked_at, reply)) {
+                if (auto lease = wait_for_hand_over(
+                        options, token, wake_timeout(queued, give_up_at), asked_at, queued)) {
                     if (confirm(*lease)) {
                         return lease;
                     }
                 }
             } catch (const Error& error) {
-                retry_or_rethrow(error);
+                retries.after(error);
             }
         }
     } catch (const WaitInterrupted&) {
@@ -235,23 +312,21 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
     }
 }
 
-void Semaphore::report_closed(const AcquireOptions& options, const Reply& reply,
-                              std::size_t index) const {
-    const auto& items = reply.as_array();
-    if (options.on_closed && index < items.size() && items[index].as_integer() > 0) {
-        options.on_closed(AdmissionClosed{Milliseconds{items[index].as_integer()}});
+void Semaphore::report_closed(const AcquireOptions& options, Milliseconds closed_for) const {
+    if (options.on_closed && closed_for.count() > 0) {
+        options.on_closed(AdmissionClosed{closed_for});
     }
 }
 
-void Semaphore::throw_conflict(const Reply& reply, std::optional<long long> wanted_limit) const {
-    const long long current = reply.at(1).as_integer();
-    if (current == -1) {
+void Semaphore::throw_conflict(const ConflictReply& conflict,
+                               std::optional<long long> wanted_limit) const {
+    if (conflict.stored_limit == -1) {
         throw ConflictError(
             fmt::format("the stored limit of '{}' is not a number (key '{}' was changed by hand); "
                         "run 'redsem gc {}' once its leases ran out, or delete that key",
                         m_name, m_keys.state, m_name));
     }
-    if (current < 0) {
+    if (conflict.stored_limit < 0) {
         throw ConflictError(
             fmt::format("'{}' has holders but its state key '{}' is gone (deleted, or evicted: "
                         "use maxmemory-policy noeviction); it admits nobody new until its "
@@ -261,8 +336,8 @@ void Semaphore::throw_conflict(const Reply& reply, std::optional<long long> want
     throw ConflictError(fmt::format(
         "'{}' has limit {} with {} holding and {} waiting, not {}; leave out -n to use the "
         "stored limit, or change it for everyone with 'redsem limit {} {}'",
-        m_name, current, reply.at(2).as_integer(), reply.at(3).as_integer(),
-        wanted_limit.value_or(1), m_name, wanted_limit.value_or(1)));
+        m_name, conflict.stored_limit, conflict.held, conflict.queued, wanted_limit.value_or(1),
+        m_name, wanted_limit.value_or(1)));
 }
 
 void Semaphore::release_quietly(const std::string& token) noexcept {

@@ -109,6 +109,9 @@ struct LimitInfo {
     long long queued = 0;
 };
 
+struct QueuedReply;
+struct ConflictReply;
+
 enum class ReleaseOutcome { released, left_queue, not_found };
 
 // The client side of the protocol in lua/: every operation is one script and one round trip.
@@ -152,17 +155,16 @@ private:
     Reply run(const Script& script, std::vector<std::string> args);
     Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known);
     // Blocks on the waiter's wake list; returns the slot handed over to it, if any came.
-    // `wait_reply` is the acquire reply that queued or refreshed the waiter, sent at `asked_at`.
+    // `queued` is the acquire reply that queued or refreshed the waiter, sent at `asked_at`.
     std::optional<Lease> wait_for_hand_over(const AcquireOptions& options, const std::string& token,
                                             Milliseconds timeout, BootClock::time_point asked_at,
-                                            const Reply& wait_reply);
+                                            const QueuedReply& queued);
     // Makes sure `lease` is still valid by the local clock: true at once when it is, else
     // after a renewal confirmed it (updating it); false when the server no longer has it.
     bool confirm(Lease& lease);
-    // Tells options.on_closed when element `index` of an acquire reply says admission is
-    // closed.
-    void report_closed(const AcquireOptions& options, const Reply& reply, std::size_t index) const;
-    [[noreturn]] void throw_conflict(const Reply& reply,
+    // Tells options.on_closed when admission is closed (closed_for > 0).
+    void report_closed(const AcquireOptions& options, Milliseconds closed_for) const;
+    [[noreturn]] void throw_conflict(const ConflictReply& conflict,
                                      std::optional<long long> wanted_limit) const;
 
     Connection& m_connection;
