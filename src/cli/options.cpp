@@ -11,10 +11,15 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 namespace redsem::cli {
 
@@ -26,6 +31,107 @@ std::optional<std::string> env(const char* name) {
         return std::nullopt;
     }
     return std::string(value);
+}
+
+// An option's value, else its environment variable's; `source` names where it came from.
+std::optional<std::string> option_or_env(const std::optional<std::string>& option,
+                                         const char* variable, std::string& source,
+                                         const char* option_name) {
+    if (option) {
+        source = option_name;
+        return option;
+    }
+    source = fmt::format("${}", variable);
+    return env(variable);
+}
+
+bool parse_switch(const std::string& text, const char* variable) {
+    if (text == "1" || text == "yes" || text == "true") {
+        return true;
+    }
+    if (text == "0" || text == "no" || text == "false") {
+        return false;
+    }
+    throw UsageError(fmt::format("{}: '{}' is neither 1 nor 0", variable, printable(text)));
+}
+
+// The first line of a password file. Warns when other users may read it.
+std::string read_password_file(const std::string& path, std::string_view source) {
+    std::ifstream file(path);
+    if (!file) {
+        throw UsageError(fmt::format("cannot read the password file '{}' ({}): {}", printable(path),
+                                     source, std::strerror(errno)));
+    }
+    std::string password;
+    std::getline(file, password);
+    if (!password.empty() && password.back() == '\r') {
+        password.pop_back();
+    }
+    if (password.empty()) {
+        throw UsageError(fmt::format("the password file '{}' ({}) has an empty first line",
+                                     printable(path), source));
+    }
+    struct stat status {};
+    if (::stat(path.c_str(), &status) == 0 && (status.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+        std::cerr << fmt::format("redsem: warning: the password file '{}' can be read by other "
+                                 "users; chmod 600 it\n",
+                                 printable(path));
+    }
+    return password;
+}
+
+std::optional<std::string> resolve_password(const GlobalOptions& options) {
+    if (options.password_file) {
+        return read_password_file(*options.password_file, "--password-file");
+    }
+    if (auto password = env("REDSEM_PASSWORD")) {
+        return password;
+    }
+    if (auto path = env("REDSEM_PASSWORD_FILE")) {
+        return read_password_file(*path, "$REDSEM_PASSWORD_FILE");
+    }
+    return env("REDISCLI_AUTH");
+}
+
+TlsOptions resolve_tls(const GlobalOptions& options, const RedisUrl& url) {
+    TlsOptions tls;
+    std::string cert_source;
+    std::string key_source;
+    std::string ignored;
+    tls.ca_file = option_or_env(options.cacert, "REDSEM_CACERT", ignored, "--cacert");
+    tls.ca_dir = option_or_env(options.cacertdir, "REDSEM_CACERTDIR", ignored, "--cacertdir");
+    tls.cert_file = option_or_env(options.cert, "REDSEM_CERT", cert_source, "--cert");
+    tls.key_file = option_or_env(options.key, "REDSEM_KEY", key_source, "--key");
+    tls.sni = option_or_env(options.sni, "REDSEM_SNI", ignored, "--sni");
+    tls.insecure = options.insecure;
+    if (auto insecure = env("REDSEM_INSECURE"); insecure && !options.insecure) {
+        tls.insecure = parse_switch(*insecure, "$REDSEM_INSECURE");
+    }
+    // Options on the command line are for this URL; variables may be meant for other ones.
+    const bool tls_options_given = options.cacert || options.cacertdir || options.cert ||
+                                   options.key || options.sni || options.insecure;
+    if (!url.tls) {
+        if (tls_options_given) {
+            throw UsageError(
+                fmt::format("TLS options need a rediss:// URL, not {}", url.describe()));
+        }
+        return TlsOptions{};
+    }
+    if (tls.cert_file && !tls.key_file) {
+        throw UsageError(
+            fmt::format("{} needs a private key too (--key or $REDSEM_KEY)", cert_source));
+    }
+    if (tls.key_file && !tls.cert_file) {
+        throw UsageError(
+            fmt::format("{} needs a certificate too (--cert or $REDSEM_CERT)", key_source));
+    }
+    if (tls.insecure) {
+        std::cerr << fmt::format("redsem: warning: not verifying the TLS certificate of {} "
+                                 "(--insecure): anyone on the way can read and change what is "
+                                 "sent, the password included\n",
+                                 url.describe());
+    }
+    return tls;
 }
 
 } // namespace
@@ -45,8 +151,9 @@ void add_name_and_token(CLI::App& command, std::string& name, std::string& token
 
 void add_global_options(CLI::App& app, GlobalOptions& options) {
     app.add_option("-u,--url", options.url,
-                   fmt::format("Redis URL: redis://[[user]:password@]host[:port][/db] or "
-                               "unix:///path.sock[?db=N] (default: $REDSEM_URL, $REDIS_URL, {})",
+                   fmt::format("Redis URL: redis://[[user]:password@]host[:port][/db], "
+                               "rediss://... for TLS, or unix:///path.sock[?db=N] (default: "
+                               "$REDSEM_URL, $REDIS_URL, {})",
                                k_default_redis_url))
         ->type_name("URL");
     app.add_option("--prefix", options.prefix,
@@ -58,6 +165,31 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
                                "(default: $REDSEM_CONNECT_TIMEOUT or {})",
                                format_duration(k_default_connect_timeout)))
         ->type_name("DUR");
+    app.add_option("--password-file", options.password_file,
+                   "Read the Redis password from the first line of FILE (default: "
+                   "$REDSEM_PASSWORD, $REDSEM_PASSWORD_FILE, $REDISCLI_AUTH)")
+        ->type_name("FILE");
+    app.add_option("--cacert", options.cacert,
+                   "rediss://: trust the CA certificates in FILE instead of the system's "
+                   "(default: $REDSEM_CACERT)")
+        ->type_name("FILE");
+    app.add_option("--cacertdir", options.cacertdir,
+                   "rediss://: trust the CA certificates in DIR, hashed as by c_rehash "
+                   "(default: $REDSEM_CACERTDIR)")
+        ->type_name("DIR");
+    app.add_option("--cert", options.cert,
+                   "rediss://: client certificate for mutual TLS, with --key (default: "
+                   "$REDSEM_CERT)")
+        ->type_name("FILE");
+    app.add_option("--key", options.key, "rediss://: private key of --cert (default: $REDSEM_KEY)")
+        ->type_name("FILE");
+    app.add_option("--sni", options.sni,
+                   "rediss://: the server name to ask for and to verify in its certificate "
+                   "(default: $REDSEM_SNI, else the URL's host)")
+        ->type_name("NAME");
+    app.add_flag("--insecure", options.insecure,
+                 "rediss://: do not verify the server's certificate (warns each time; "
+                 "default: $REDSEM_INSECURE)");
 }
 
 ConnectOptions resolve_connection(const GlobalOptions& options) {
@@ -81,12 +213,13 @@ ConnectOptions resolve_connection(const GlobalOptions& options) {
     }
     if (options.url && url.password) {
         std::cerr << "redsem: warning: a password on the command line can be seen by other users; "
-                     "set REDSEM_PASSWORD instead\n";
+                     "use --password-file or set REDSEM_PASSWORD instead\n";
     }
     if (!url.password) {
-        url.password = env("REDSEM_PASSWORD");
+        url.password = resolve_password(options);
     }
-    ConnectOptions connect{std::move(url)};
+    TlsOptions tls = resolve_tls(options, url);
+    ConnectOptions connect{.url = std::move(url), .tls = std::move(tls)};
     const char* timeout_source = "--connect-timeout";
     std::optional<std::string> timeout = options.connect_timeout;
     if (!timeout) {
@@ -100,6 +233,36 @@ ConnectOptions resolve_connection(const GlobalOptions& options) {
         }
     }
     return connect;
+}
+
+std::vector<std::string> connection_for_child(const GlobalOptions& options,
+                                              const ConnectOptions& connect) {
+    std::vector<std::string> entries;
+    auto file = [&](const char* variable, const std::optional<std::string>& path) {
+        if (path) {
+            std::error_code error;
+            const auto absolute = std::filesystem::absolute(*path, error);
+            entries.push_back(fmt::format("{}={}", variable, error ? *path : absolute.string()));
+        }
+    };
+    if (options.url) {
+        entries.push_back("REDSEM_URL=" + connect.url.describe());
+    }
+    if (options.connect_timeout) {
+        entries.push_back("REDSEM_CONNECT_TIMEOUT=" + *options.connect_timeout);
+    }
+    file("REDSEM_PASSWORD_FILE", options.password_file);
+    file("REDSEM_CACERT", options.cacert);
+    file("REDSEM_CACERTDIR", options.cacertdir);
+    file("REDSEM_CERT", options.cert);
+    file("REDSEM_KEY", options.key);
+    if (options.sni) {
+        entries.push_back("REDSEM_SNI=" + *options.sni);
+    }
+    if (options.insecure) {
+        entries.push_back("REDSEM_INSECURE=1");
+    }
+    return entries;
 }
 
 std::string resolve_prefix(const GlobalOptions& options) {

@@ -18,6 +18,14 @@ struct GlobalOptions {
     std::optional<std::string> url;
     std::optional<std::string> prefix;
     std::optional<std::string> connect_timeout;
+    std::optional<std::string> password_file;
+    // TLS, for rediss:// URLs (see TlsOptions).
+    std::optional<std::string> cacert;
+    std::optional<std::string> cacertdir;
+    std::optional<std::string> cert;
+    std::optional<std::string> key;
+    std::optional<std::string> sni;
+    bool insecure = false;
 };
 
 // Prints `value` on stdout as one line of JSON (--json). Text from Redis that is not valid
@@ -30,11 +38,22 @@ void add_name_and_token(CLI::App& command, std::string& name, std::string& token
 // Adds the global options to `app` (the main app; subcommands fall through to it).
 void add_global_options(CLI::App& app, GlobalOptions& options);
 
-// Where to connect: --url, else $REDSEM_URL, else $REDIS_URL, else redis://127.0.0.1:6379;
-// the password from the URL, else $REDSEM_PASSWORD. Warns on stderr when the password came
-// from the command line. The connect timeout: --connect-timeout, else $REDSEM_CONNECT_TIMEOUT,
-// else 2s. Throws UsageError for a bad URL or timeout.
+// Where to connect: --url, else $REDSEM_URL, else $REDIS_URL, else redis://127.0.0.1:6379.
+// The password: from the URL, else the first line of --password-file, else $REDSEM_PASSWORD,
+// else the file $REDSEM_PASSWORD_FILE, else $REDISCLI_AUTH. Warns on stderr when the password
+// came from the command line, or its file can be read by other users. TLS options: each
+// option, else its variable ($REDSEM_CACERT, $REDSEM_CACERTDIR, $REDSEM_CERT, $REDSEM_KEY,
+// $REDSEM_SNI, $REDSEM_INSECURE); --insecure warns. The connect timeout: --connect-timeout,
+// else $REDSEM_CONNECT_TIMEOUT, else 2s. Throws UsageError for a bad URL, timeout, TLS option
+// or password file.
 ConnectOptions resolve_connection(const GlobalOptions& options);
+
+// How run's command reaches the same Redis, as "VARIABLE=value" entries for what was given
+// on the command line: REDSEM_URL (without its password), REDSEM_CONNECT_TIMEOUT,
+// REDSEM_PASSWORD_FILE and the TLS variables, files as absolute paths. Never a password:
+// one given any other way than a file does not reach the command.
+std::vector<std::string> connection_for_child(const GlobalOptions& options,
+                                              const ConnectOptions& connect);
 
 // --prefix, else $REDSEM_PREFIX, else "redsem"; validated.
 std::string resolve_prefix(const GlobalOptions& options);

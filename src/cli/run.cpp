@@ -80,7 +80,8 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     // wait above.
     signals.add(SIGCHLD);
 
-    ChildProcess child(argv, child_environment(name, *lease));
+    ChildProcess child(argv,
+                       child_environment(name, *lease, connection_for_child(global, connect)));
     Heartbeat heartbeat(connect, prefix, name, *lease);
     supervise_options.on_lost = [&](const std::string& reason) {
         if (supervise_options.stop_on_lost) {

@@ -3,6 +3,7 @@
 #include "redis/url.hpp"
 #include "util/errors.hpp"
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -12,9 +13,10 @@ namespace redsem {
 
 namespace {
 
-constexpr std::array<std::string_view, 6> k_replaced{"REDSEM_PASSWORD", "REDSEM_NAME",
-                                                     "REDSEM_TOKEN",    "REDSEM_FENCE",
-                                                     "REDSEM_SLOT",     "REDSEM_LIMIT"};
+// Secrets the command must not see, and what this function sets itself.
+constexpr std::array<std::string_view, 7> k_replaced{
+    "REDSEM_PASSWORD", "REDISCLI_AUTH", "REDSEM_NAME", "REDSEM_TOKEN",
+    "REDSEM_FENCE",    "REDSEM_SLOT",   "REDSEM_LIMIT"};
 
 // The entry with any password taken out of the URL; nothing when it does not parse (it might
 // hold a password we cannot find).
@@ -32,7 +34,15 @@ std::optional<std::string> without_password(std::string_view variable, std::stri
 
 } // namespace
 
-std::vector<std::string> child_environment(const std::string& name, const Lease& lease) {
+std::vector<std::string> child_environment(const std::string& name, const Lease& lease,
+                                           const std::vector<std::string>& connection) {
+    auto set_by_connection = [&](std::string_view variable) {
+        return std::any_of(connection.begin(), connection.end(), [&](const std::string& entry) {
+            return entry.size() > variable.size() &&
+                   entry.compare(0, variable.size(), variable) == 0 &&
+                   entry[variable.size()] == '=';
+        });
+    };
     std::vector<std::string> env;
     for (char** entry = environ; *entry != nullptr; ++entry) {
         const std::string_view text(*entry);
@@ -42,7 +52,7 @@ std::vector<std::string> child_environment(const std::string& name, const Lease&
         for (const std::string_view name_to_drop : k_replaced) {
             replaced = replaced || variable == name_to_drop;
         }
-        if (replaced) {
+        if (replaced || set_by_connection(variable)) {
             continue;
         }
         if (variable == "REDSEM_URL" || variable == "REDIS_URL") {
@@ -53,6 +63,7 @@ std::vector<std::string> child_environment(const std::string& name, const Lease&
         }
         env.emplace_back(text);
     }
+    env.insert(env.end(), connection.begin(), connection.end());
     env.push_back("REDSEM_NAME=" + name);
     env.push_back("REDSEM_TOKEN=" + lease.token);
     env.push_back("REDSEM_FENCE=" + std::to_string(lease.fence));

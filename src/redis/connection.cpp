@@ -3,11 +3,8 @@
 #include "util/duration.hpp"
 #include "util/name.hpp"
 
-#include <cerrno>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
-#include <poll.h>
 
 namespace redsem {
 
@@ -26,13 +23,6 @@ std::vector<std::string> script_argv(const ScriptCall& call, bool by_sha) {
     argv.insert(argv.end(), call.args.begin(), call.args.end());
     argv.emplace_back(by_sha ? "0" : "1");
     return argv;
-}
-
-timeval to_timeval(Milliseconds duration) {
-    timeval tv{};
-    tv.tv_sec = static_cast<time_t>(duration.count() / 1000);
-    tv.tv_usec = static_cast<suseconds_t>(duration.count() % 1000 * 1000);
-    return tv;
 }
 
 Reply convert(const redisReply& raw) {
@@ -68,74 +58,32 @@ Reply convert(const redisReply& raw) {
     return reply;
 }
 
-enum class Readiness { readable, timed_out, interrupted };
-
-Readiness wait_readable(int fd, int interrupt_fd, Clock::time_point deadline) {
-    for (;;) {
-        // Past the deadline, still look once: a process resumed after a stop (SIGSTOP, a
-        // paused VM) finds the reply that came meanwhile rather than calling it lost.
-        const auto left =
-            std::max(Milliseconds{0}, std::chrono::ceil<Milliseconds>(deadline - Clock::now()));
-        pollfd fds[2] = {{fd, POLLIN, 0}, {interrupt_fd, POLLIN, 0}};
-        const int count = poll(fds, interrupt_fd >= 0 ? 2 : 1, static_cast<int>(left.count()));
-        if (count < 0 && errno != EINTR) {
-            return Readiness::timed_out;
-        }
-        if (interrupt_fd >= 0 && (fds[1].revents & POLLIN) != 0) {
-            return Readiness::interrupted;
-        }
-        if (count > 0 && fds[0].revents != 0) {
-            return Readiness::readable;
-        }
-        if (left.count() == 0) {
-            return Readiness::timed_out;
-        }
-    }
-}
-
 } // namespace
 
 Connection::Connection(ConnectOptions options)
-    : m_options(std::move(options)), m_context(nullptr, redisFree) {}
+    : m_options(std::move(options)), m_reader(nullptr, redisReaderFree) {}
 
 Connection::~Connection() = default;
 Connection::Connection(Connection&&) noexcept = default;
 Connection& Connection::operator=(Connection&&) noexcept = default;
 
 void Connection::disconnect() noexcept {
-    m_context.reset();
+    m_transport.reset();
+    m_reader.reset();
+    m_output.clear();
 }
 
 void Connection::connect() {
-    if (m_context) {
+    if (m_transport) {
         return;
     }
-    const RedisUrl& url = m_options.url;
     m_first_reply_by = Clock::now() + m_options.connect_timeout;
-    const timeval tv = to_timeval(m_options.connect_timeout);
-    redisContext* raw = url.kind == RedisUrl::Kind::tcp
-                            ? redisConnectWithTimeout(url.host.c_str(), url.port, tv)
-                            : redisConnectUnixWithTimeout(url.socket_path.c_str(), tv);
-    if (raw == nullptr) {
+    ReaderPtr reader(redisReaderCreate(), redisReaderFree);
+    if (!reader) {
         throw InternalError("out of memory while connecting to Redis");
     }
-    ContextPtr context(raw, redisFree);
-    if (context->err != 0) {
-        std::string reason = context->errstr;
-        if (reason.find("timed out") != std::string::npos || errno == ETIMEDOUT ||
-            reason.find("Operation now in progress") != std::string::npos) {
-            reason = fmt::format("no answer within {} (--connect-timeout)",
-                                 format_duration(m_options.connect_timeout));
-        }
-        throw UnavailableError(
-            fmt::format("cannot connect to Redis at {}: {}", url.describe(), reason));
-    }
-    // Bounds writes; reads are bounded by poll() in exchange().
-    redisSetTimeout(context.get(), to_timeval(m_options.command_timeout));
-    // hiredis 0.14 leaves its socket inheritable: a command started by `run` must not get an
-    // authenticated connection to Redis.
-    fcntl(context->fd, F_SETFD, fcntl(context->fd, F_GETFD) | FD_CLOEXEC);
-    m_context = std::move(context);
+    m_transport = Transport::open(m_options.url, m_options.tls, m_options.connect_timeout);
+    m_reader = std::move(reader);
     try {
         handshake();
     } catch (...) {
@@ -169,22 +117,6 @@ void Connection::handshake() {
     }
 }
 
-void Connection::fail_io(std::string_view during) {
-    const int err = m_context ? m_context->err : REDIS_ERR_OTHER;
-    const std::string reason = m_context ? m_context->errstr : "no connection";
-    const std::string where = m_options.url.describe();
-    disconnect();
-    if (err == REDIS_ERR_PROTOCOL) {
-        throw ConnectionLost(fmt::format("the server at {} did not answer like a Redis server ({})",
-                                         where, printable(reason, 100)));
-    }
-    if (err == REDIS_ERR_EOF) {
-        throw ConnectionLost(fmt::format("Redis at {} closed the connection {}", where, during));
-    }
-    throw ConnectionLost(fmt::format("connection to Redis at {} failed {}: {}", where, during,
-                                     printable(reason, 100)));
-}
-
 void Connection::append(const std::vector<std::string>& args) {
     std::vector<const char*> argv;
     std::vector<std::size_t> lengths;
@@ -194,36 +126,81 @@ void Connection::append(const std::vector<std::string>& args) {
         argv.push_back(arg.data());
         lengths.push_back(arg.size());
     }
-    if (redisAppendCommandArgv(m_context.get(), static_cast<int>(args.size()), argv.data(),
-                               lengths.data()) != REDIS_OK) {
-        fail_io("while preparing a command");
+    char* formatted = nullptr;
+    const int length = redisFormatCommandArgv(&formatted, static_cast<int>(args.size()),
+                                              argv.data(), lengths.data());
+    if (length < 0) {
+        throw InternalError("out of memory while preparing a Redis command");
     }
+    m_output.append(formatted, static_cast<std::size_t>(length));
+    redisFreeCommand(formatted);
 }
 
 void Connection::flush() {
-    int done = 0;
-    while (done == 0) {
-        if (redisBufferWrite(m_context.get(), &done) != REDIS_OK) {
-            fail_io("while sending");
-        }
+    try {
+        m_transport->write_all(m_output, Clock::now() + m_options.command_timeout);
+    } catch (...) {
+        disconnect();
+        throw;
     }
+    m_output.clear();
 }
 
 Reply Connection::read_reply(Clock::time_point deadline, int interrupt_fd) {
+    const std::string where = m_options.url.describe();
     void* raw = nullptr;
     for (;;) {
-        if (redisGetReplyFromReader(m_context.get(), &raw) != REDIS_OK) {
-            fail_io("while reading a reply");
+        if (redisReaderGetReply(m_reader.get(), &raw) != REDIS_OK) {
+            const std::string reason = m_reader->errstr;
+            disconnect();
+            throw ConnectionLost(fmt::format("the server at {} did not answer like a Redis "
+                                             "server ({})",
+                                             where, printable(reason, 100)));
         }
         if (raw != nullptr) {
             break;
         }
-        switch (wait_readable(m_context->fd, interrupt_fd, deadline)) {
-        case Readiness::interrupted:
+        char buffer[16 * 1024];
+        ReadResult read;
+        try {
+            read = m_transport->read_some(buffer, sizeof(buffer), deadline, interrupt_fd);
+        } catch (const ConnectionLost& error) {
+            const bool never_answered = m_first_reply_by.has_value();
+            disconnect();
+            if (never_answered) {
+                // Nothing we sent can have run: the server cut us off at first contact (a TLS
+                // port resets a plain connection).
+                throw UnavailableError(fmt::format("{}{}", error.what(), plain_to_tls_hint()));
+            }
+            throw;
+        } catch (...) {
+            disconnect();
+            throw;
+        }
+        switch (read.status) {
+        case ReadResult::Status::data:
+            if (redisReaderFeed(m_reader.get(), buffer, read.size) != REDIS_OK) {
+                disconnect();
+                throw InternalError("out of memory while reading a Redis reply");
+            }
+            break;
+        case ReadResult::Status::interrupted:
             disconnect();
             throw WaitInterrupted();
-        case Readiness::timed_out: {
-            const std::string where = m_options.url.describe();
+        case ReadResult::Status::closed: {
+            const bool never_answered = m_first_reply_by.has_value();
+            disconnect();
+            if (never_answered) {
+                // Before any reply: nothing we sent can have run as a lease. A TLS port closes
+                // a plain connection this way.
+                throw UnavailableError(
+                    fmt::format("Redis at {} closed the connection before answering{}", where,
+                                plain_to_tls_hint()));
+            }
+            throw ConnectionLost(
+                fmt::format("Redis at {} closed the connection while reading a reply", where));
+        }
+        case ReadResult::Status::timed_out: {
             // The connect timeout ran out, not the command's own (which may be the shorter).
             const bool never_answered = m_first_reply_by && deadline >= *m_first_reply_by;
             disconnect();
@@ -235,11 +212,6 @@ Reply Connection::read_reply(Clock::time_point deadline, int interrupt_fd) {
             }
             throw ConnectionLost(fmt::format("Redis at {} did not answer in time", where));
         }
-        case Readiness::readable:
-            break;
-        }
-        if (redisBufferRead(m_context.get()) != REDIS_OK) {
-            fail_io("while reading a reply");
         }
     }
     m_first_reply_by.reset();
@@ -260,6 +232,10 @@ Reply Connection::exchange(const std::vector<std::string>& args, Milliseconds bu
     append(args);
     flush();
     return read_reply(reply_deadline(budget), interrupt_fd);
+}
+
+std::string_view Connection::plain_to_tls_hint() const {
+    return m_options.url.tls ? "" : " (a TLS port? use rediss://)";
 }
 
 Connection::Clock::time_point Connection::reply_deadline(Milliseconds budget) const {

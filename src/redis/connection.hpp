@@ -10,9 +10,10 @@
 #include "redis/command.hpp"
 #include "redis/reply.hpp"
 #include "redis/script.hpp"
+#include "redis/transport.hpp"
 #include "redis/url.hpp"
 
-struct redisContext;
+struct redisReader;
 
 namespace redsem {
 
@@ -26,13 +27,7 @@ struct ConnectOptions {
     RedisUrl url;
     Milliseconds connect_timeout = k_default_connect_timeout;
     Milliseconds command_timeout = k_default_command_timeout;
-};
-
-// Thrown when the file descriptor given to Connection::command() became readable while
-// waiting for a reply (a signal arrived). The connection has been dropped.
-class WaitInterrupted : public std::exception {
-public:
-    const char* what() const noexcept override { return "wait interrupted"; }
+    TlsOptions tls = {}; // for a rediss:// URL
 };
 
 // The hiredis version redsem was built with, "MAJOR.MINOR.PATCH" (for --version): only
@@ -43,9 +38,10 @@ std::string hiredis_version();
 // its meaning inside a script; anything else from a script is a bug in it (InternalError).
 [[noreturn]] void throw_script_error(const Script& script, const std::string& error);
 
-// One connection to Redis, the only code that talks hiredis. Connects lazily, authenticates
-// and selects the database; after any I/O error the hiredis context is thrown away and the
-// next command connects anew.
+// One connection to Redis, the only code that talks hiredis (its protocol: commands are
+// formatted and replies parsed by hiredis; the bytes travel over a Transport, plain or TLS).
+// Connects lazily, authenticates and selects the database; after any I/O error the transport
+// and the parser's state are thrown away and the next command connects anew.
 class Connection {
 public:
     explicit Connection(ConnectOptions options);
@@ -91,11 +87,11 @@ public:
     // Connects now (normally done by the first command); throws as command() does.
     void connect();
     void disconnect() noexcept;
-    bool connected() const noexcept { return m_context != nullptr; }
+    bool connected() const noexcept { return m_transport != nullptr; }
     const ConnectOptions& options() const noexcept { return m_options; }
 
 private:
-    using ContextPtr = std::unique_ptr<redisContext, void (*)(redisContext*)>;
+    using ReaderPtr = std::unique_ptr<redisReader, void (*)(redisReader*)>;
     using Clock = std::chrono::steady_clock;
 
     Reply exchange(const std::vector<std::string>& args, Milliseconds budget, int interrupt_fd);
@@ -106,11 +102,14 @@ private:
     // When a reply to a command sent now must have come: the command timeout plus `budget`,
     // or sooner while the connect timeout runs (see m_first_reply_by).
     Clock::time_point reply_deadline(Milliseconds budget) const;
-    [[noreturn]] void fail_io(std::string_view during);
     void handshake();
+    // Added to a failure at first contact over a plain connection.
+    std::string_view plain_to_tls_hint() const;
 
     ConnectOptions m_options;
-    ContextPtr m_context;
+    std::unique_ptr<Transport> m_transport;
+    ReaderPtr m_reader;
+    std::string m_output; // commands formatted, not sent yet
     // Set from connect() until the server's first reply: the connect timeout covers the whole
     // handshake, up to the first reply, so a server that accepts connections but never
     // answers is reported as unreachable within it.

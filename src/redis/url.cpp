@@ -169,18 +169,18 @@ RedisUrl parse_redis_url(std::string_view text) {
     RedisUrl url;
     const std::size_t sep = text.find("://");
     if (sep == std::string_view::npos) {
-        fail("expected redis://host[:port][/db] or unix:///path/to.sock");
+        fail("expected redis://host[:port][/db], rediss://host[:port][/db] or "
+             "unix:///path/to.sock");
     }
     const std::string_view scheme = text.substr(0, sep);
     const std::string_view rest = text.substr(sep + 3);
-    if (scheme == "redis") {
+    if (scheme == "redis" || scheme == "rediss") {
+        url.tls = scheme == "rediss";
         parse_tcp(rest, url);
     } else if (scheme == "unix" || scheme == "redis+unix") {
         parse_unix(rest, url);
-    } else if (scheme == "rediss") {
-        fail("TLS (rediss://) is not supported");
     } else {
-        fail(fmt::format("unknown scheme '{}' (use redis://, unix:// or redis+unix://)",
+        fail(fmt::format("unknown scheme '{}' (use redis://, rediss://, unix:// or redis+unix://)",
                          printable(scheme, 20)));
     }
     return url;
@@ -193,8 +193,9 @@ std::string RedisUrl::describe() const {
                            db != 0 ? fmt::format("?db={}", db) : std::string());
     }
     const bool ipv6 = host.find(':') != std::string::npos;
-    return fmt::format("redis://{}{}{}{}:{}{}", user_part, ipv6 ? "[" : "", host, ipv6 ? "]" : "",
-                       port, db != 0 ? fmt::format("/{}", db) : std::string());
+    return fmt::format("{}://{}{}{}{}:{}{}", tls ? "rediss" : "redis", user_part, ipv6 ? "[" : "",
+                       host, ipv6 ? "]" : "", port,
+                       db != 0 ? fmt::format("/{}", db) : std::string());
 }
 
 } // namespace redsem

@@ -14,6 +14,7 @@ struct RedisUrl {
     enum class Kind { tcp, unix_socket };
 
     Kind kind = Kind::tcp;
+    bool tls = false;               // rediss://
     std::string host = "127.0.0.1"; // tcp: name or address, IPv6 without brackets
     int port = k_default_redis_port;
     std::string socket_path; // unix_socket
@@ -21,11 +22,12 @@ struct RedisUrl {
     std::optional<std::string> user;
     std::optional<std::string> password;
 
-    // The URL without its password, safe for messages: "redis://alice@[::1]:6380/2".
+    // The URL without its password, safe for messages: "redis://alice@[::1]:6380/2",
+    // "rediss://host:6380".
     std::string describe() const;
 };
 
-// Parses redis://[[user]:password@]host[:port][/db], redis://[::1]:6380, and
+// Parses redis://[[user]:password@]host[:port][/db], redis://[::1]:6380, rediss://... (TLS), and
 // unix://[[user]:password@]/path/to.sock[?db=N] (also redis+unix://). User and password may be
 // percent-encoded. Throws UsageError that never repeats the password.
 RedisUrl parse_redis_url(std::string_view text);

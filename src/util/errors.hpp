@@ -118,6 +118,14 @@ public:
     CommandError(int exit_code, const std::string& message) : Error(exit_code, message) {}
 };
 
+// A blocking wait for Redis was cut short because the caller's interrupt fd became readable
+// (see Connection::command()). Callers turn it into Interrupted or another outcome; it reaches
+// the user only through a bug (then exit 70).
+class WaitInterrupted : public Error {
+public:
+    WaitInterrupted() : Error(ExitCode::internal, "a wait for Redis was interrupted") {}
+};
+
 // A wait was cut short by a signal. Exits 128+N silently, as a shell reports a signal.
 class Interrupted : public Error {
 public:

@@ -54,7 +54,7 @@ std::optional<std::pair<std::size_t, std::size_t>> password_span(std::string_vie
             return std::nullopt;
         }
         rest = rest.substr(0, slash);
-    } else if (scheme != "redis") {
+    } else if (scheme != "redis" && scheme != "rediss") {
         return std::nullopt;
     }
     const std::size_t at = rest.rfind('@');
@@ -72,6 +72,12 @@ void check_url(const redsem::RedisUrl& url, std::string_view input) {
     using Kind = redsem::RedisUrl::Kind;
     if (url.db < 0 || url.db > 1'000'000) {
         violated("db out of range", input);
+    }
+    if (url.tls && url.kind != Kind::tcp) {
+        violated("TLS on a unix socket", input);
+    }
+    if (url.tls != (input.substr(0, 9) == "rediss://")) {
+        violated("TLS without rediss://, or rediss:// without TLS", input);
     }
     if (url.kind == Kind::tcp) {
         if (url.host.empty() || url.port < 1 || url.port > 65535) {

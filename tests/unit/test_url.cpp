@@ -59,6 +59,19 @@ TEST_CASE("unix:// and redis+unix:// sockets") {
     CHECK(url.socket_path == "/tmp/r.sock");
 }
 
+TEST_CASE("rediss:// is TCP with TLS, and says so when described") {
+    const RedisUrl url = parse_redis_url("rediss://alice:hunter2@db.example:7000/2");
+    CHECK(url.tls);
+    CHECK(url.kind == RedisUrl::Kind::tcp);
+    CHECK(url.host == "db.example");
+    CHECK(url.port == 7000);
+    CHECK(url.db == 2);
+    CHECK(url.password == "hunter2");
+    CHECK(url.describe() == "rediss://alice@db.example:7000/2");
+    CHECK(parse_redis_url("rediss://[::1]").describe() == "rediss://[::1]:6379");
+    CHECK_FALSE(parse_redis_url("redis://host").tls);
+}
+
 TEST_CASE("describe() never shows the password") {
     const RedisUrl url = parse_redis_url("redis://alice:hunter2@db.example:7000/2");
     CHECK(url.describe() == "redis://alice@db.example:7000/2");
@@ -71,7 +84,9 @@ TEST_CASE("malformed URLs are usage errors that do not echo the password") {
         "",
         "127.0.0.1:6379",
         "http://host",
-        "rediss://host",
+        "rediss://",
+        "rediss://:hunter2@host:0",
+        "rediss+unix:///tmp/r.sock",
         "redis://",
         "redis://:hunter2@",
         "redis://host:",
