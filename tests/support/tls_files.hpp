@@ -1,0 +1,34 @@
+#pragma once
+
+#include <string>
+
+namespace redsem::test {
+
+// Certificates for TLS tests, made at run time with the `openssl` command (EC P-256 keys, so
+// it is quick) in a fresh temporary directory that the destructor removes:
+//   ca             a CA, which signs everything below but other-ca's server
+//   server         for localhost and 127.0.0.1
+//   expired        for localhost and 127.0.0.1, valid only for a day in 2020 (made under
+//                  libfaketime's `faketime`)
+//   wrong-name     for other.example only
+//   other-server   for localhost and 127.0.0.1, signed by another CA (other-ca)
+//   client         a client certificate (extendedKeyUsage clientAuth)
+// Each NAME has NAME.crt and NAME.key; path("ca.crt") gives the full path.
+class TlsFiles {
+public:
+    TlsFiles();
+    ~TlsFiles();
+    TlsFiles(const TlsFiles&) = delete;
+    TlsFiles& operator=(const TlsFiles&) = delete;
+
+    std::string path(const std::string& file) const { return m_dir + "/" + file; }
+
+private:
+    void run(const std::string& command) const;
+    void leaf(const std::string& name, const std::string& ca, const std::string& extensions,
+              const std::string& before = "") const;
+
+    std::string m_dir;
+};
+
+} // namespace redsem::test
