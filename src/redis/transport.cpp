@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -212,22 +213,77 @@ private:
     std::string m_where;
 };
 
-// --- TLS -----------------------------------------------------------------------------------
+// --- TLS ---------------------------------------------------------------------------------
+
+// OpenSSL is loaded when a rediss:// URL first needs it, not linked: its shared libraries
+// would cost every start of redsem about 4,000 more relocations (about half a millisecond),
+// and most connections are plain. The functions come from the system's libssl, so its
+// security updates apply as to any linked program.
+#define REDSEM_OPENSSL_FUNCTIONS(X)                                                                \
+    X(SSL_CTX_new)                                                                                 \
+    X(TLS_client_method) X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_options)                    \
+        X(SSL_CTX_set_verify) X(SSL_CTX_load_verify_locations) X(SSL_CTX_set_default_verify_paths) \
+            X(SSL_CTX_use_certificate_chain_file) X(SSL_CTX_use_PrivateKey_file)                   \
+                X(SSL_CTX_check_private_key) X(SSL_CTX_set_default_passwd_cb) X(SSL_new)           \
+                    X(SSL_free) X(SSL_set_fd) X(SSL_ctrl) X(SSL_get0_param)                        \
+                        X(X509_VERIFY_PARAM_set_hostflags) X(X509_VERIFY_PARAM_set1_ip_asc)        \
+                            X(X509_VERIFY_PARAM_set1_host) X(SSL_connect) X(SSL_get_error)         \
+                                X(SSL_write) X(SSL_read) X(SSL_has_pending)                        \
+                                    X(SSL_get_verify_result) X(X509_verify_cert_error_string)      \
+                                        X(ERR_get_error) X(ERR_clear_error)                        \
+                                            X(ERR_reason_error_string)
+
+struct OpenSsl {
+#define REDSEM_DECLARE(name) decltype(&::name) name = nullptr;
+    REDSEM_OPENSSL_FUNCTIONS(REDSEM_DECLARE)
+#undef REDSEM_DECLARE
+};
+
+#define REDSEM_STRINGIFY(x) #x
+#define REDSEM_SONAME(major) "libssl.so." REDSEM_STRINGIFY(major)
+#if OPENSSL_VERSION_MAJOR >= 3
+constexpr const char* k_libssl = REDSEM_SONAME(OPENSSL_VERSION_MAJOR);
+#else
+constexpr const char* k_libssl = "libssl.so.1.1";
+#endif
+
+// The OpenSSL functions redsem uses, loaded on the first call. Throws UnavailableError when
+// the library is missing.
+const OpenSsl& openssl() {
+    static const OpenSsl loaded = [] {
+        void* library = ::dlopen(k_libssl, RTLD_NOW | RTLD_LOCAL);
+        if (library == nullptr) {
+            throw UnavailableError(
+                fmt::format("TLS needs OpenSSL's {} ({})", k_libssl, ::dlerror()));
+        }
+        OpenSsl functions;
+#define REDSEM_LOAD(name)                                                                          \
+    functions.name = reinterpret_cast<decltype(&::name)>(::dlsym(library, #name));                 \
+    if (functions.name == nullptr) {                                                               \
+        throw UnavailableError(fmt::format("{} has no {}", k_libssl, #name));                      \
+    }
+        REDSEM_OPENSSL_FUNCTIONS(REDSEM_LOAD)
+#undef REDSEM_LOAD
+        return functions;
+    }();
+    return loaded;
+}
 
 using SslCtxPtr = std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)>;
 using SslPtr = std::unique_ptr<SSL, void (*)(SSL*)>;
 
 // The reason of the oldest error in OpenSSL's queue (empty when there is none); clears it.
 std::string openssl_error() {
-    const unsigned long code = ERR_get_error();
-    ERR_clear_error();
+    const OpenSsl& ssl = openssl();
+    const unsigned long code = ssl.ERR_get_error();
+    ssl.ERR_clear_error();
     if (code == 0) {
         return {};
     }
     if (ERR_SYSTEM_ERROR(code)) {
         return std::strerror(ERR_GET_REASON(code)); // a file that cannot be read, say
     }
-    const char* reason = ERR_reason_error_string(code);
+    const char* reason = ssl.ERR_reason_error_string(code);
     return reason != nullptr ? reason : fmt::format("OpenSSL error {:#x}", code);
 }
 
@@ -260,44 +316,50 @@ bool refuses_our_identity(const std::string& reason) {
 }
 
 SslCtxPtr make_context(const TlsOptions& tls) {
-    SslCtxPtr context(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+    const OpenSsl& ssl = openssl();
+    SslCtxPtr context(ssl.SSL_CTX_new(ssl.TLS_client_method()), ssl.SSL_CTX_free);
     if (!context) {
         throw InternalError("cannot set up TLS: " + openssl_error());
     }
-    SSL_CTX_set_min_proto_version(context.get(), TLS1_2_VERSION);
+    ssl.SSL_CTX_ctrl(context.get(), SSL_CTRL_SET_MIN_PROTO_VERSION, TLS1_2_VERSION, nullptr);
     // Redis closes TLS connections without close_notify (CLIENT KILL, shutdown): an end of
     // stream, not an attack on a protocol whose messages carry their own lengths.
-    SSL_CTX_set_options(context.get(), SSL_OP_IGNORE_UNEXPECTED_EOF);
+    ssl.SSL_CTX_set_options(context.get(), SSL_OP_IGNORE_UNEXPECTED_EOF);
     if (!tls.insecure) {
-        SSL_CTX_set_verify(context.get(), SSL_VERIFY_PEER, nullptr);
+        ssl.SSL_CTX_set_verify(context.get(), SSL_VERIFY_PEER, nullptr);
         if (tls.ca_file || tls.ca_dir) {
-            if (SSL_CTX_load_verify_locations(context.get(),
-                                              tls.ca_file ? tls.ca_file->c_str() : nullptr,
-                                              tls.ca_dir ? tls.ca_dir->c_str() : nullptr) != 1) {
+            if (ssl.SSL_CTX_load_verify_locations(
+                    context.get(), tls.ca_file ? tls.ca_file->c_str() : nullptr,
+                    tls.ca_dir ? tls.ca_dir->c_str() : nullptr) != 1) {
                 const std::string reason = openssl_error();
                 throw UsageError(fmt::format("cannot use {} '{}' as trusted CAs: {}",
                                              tls.ca_file ? "--cacert" : "--cacertdir",
                                              printable(tls.ca_file ? *tls.ca_file : *tls.ca_dir),
                                              reason));
             }
-        } else if (SSL_CTX_set_default_verify_paths(context.get()) != 1) {
+        } else if (ssl.SSL_CTX_set_default_verify_paths(context.get()) != 1) {
             throw InternalError("cannot load the system's trusted CAs: " + openssl_error());
         }
     }
     if (tls.cert_file) {
-        if (SSL_CTX_use_certificate_chain_file(context.get(), tls.cert_file->c_str()) != 1) {
+        // A key protected by a passphrase fails rather than prompting on the terminal: cron
+        // and CI have nobody there to answer.
+        ssl.SSL_CTX_set_default_passwd_cb(context.get(), [](char*, int, int, void*) { return 0; });
+        if (ssl.SSL_CTX_use_certificate_chain_file(context.get(), tls.cert_file->c_str()) != 1) {
             const std::string reason = openssl_error();
             throw UsageError(
                 fmt::format("cannot use --cert '{}': {}", printable(*tls.cert_file), reason));
         }
-        if (SSL_CTX_use_PrivateKey_file(context.get(), tls.key_file->c_str(), SSL_FILETYPE_PEM) !=
-            1) {
+        if (ssl.SSL_CTX_use_PrivateKey_file(context.get(), tls.key_file->c_str(),
+                                            SSL_FILETYPE_PEM) != 1) {
             const std::string reason = openssl_error();
             throw UsageError(
-                fmt::format("cannot use --key '{}': {}", printable(*tls.key_file), reason));
+                fmt::format("cannot use --key '{}': {} (a key protected by a passphrase cannot "
+                            "be used)",
+                            printable(*tls.key_file), reason));
         }
-        if (SSL_CTX_check_private_key(context.get()) != 1) {
-            ERR_clear_error();
+        if (ssl.SSL_CTX_check_private_key(context.get()) != 1) {
+            ssl.ERR_clear_error();
             throw UsageError(fmt::format("--key '{}' is not the key of --cert '{}'",
                                          printable(*tls.key_file), printable(*tls.cert_file)));
         }
@@ -308,23 +370,26 @@ SslCtxPtr make_context(const TlsOptions& tls) {
 class TlsTransport final : public Transport {
 public:
     TlsTransport(FileDescriptor fd, const RedisUrl& url, const TlsOptions& tls, SslCtxPtr context)
-        : m_fd(std::move(fd)), m_where(url.describe()), m_context(std::move(context)),
-          m_ssl(SSL_new(m_context.get()), SSL_free), m_have_cert(tls.cert_file.has_value()) {
-        if (!m_ssl || SSL_set_fd(m_ssl.get(), m_fd.get()) != 1) {
+        : m_openssl(openssl()), m_fd(std::move(fd)), m_where(url.describe()),
+          m_context(std::move(context)),
+          m_ssl(m_openssl.SSL_new(m_context.get()), m_openssl.SSL_free),
+          m_have_cert(tls.cert_file.has_value()) {
+        if (!m_ssl || m_openssl.SSL_set_fd(m_ssl.get(), m_fd.get()) != 1) {
             throw InternalError("cannot set up TLS: " + openssl_error());
         }
         const std::string& name = tls.sni ? *tls.sni : url.host;
         const bool by_address = is_ip_address(name);
         if (!by_address) {
             // SSL_set_tlsext_host_name(), without the macro's C cast.
-            SSL_ctrl(m_ssl.get(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-                     const_cast<char*>(name.c_str()));
+            m_openssl.SSL_ctrl(m_ssl.get(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                               const_cast<char*>(name.c_str()));
         }
         if (!tls.insecure) {
-            X509_VERIFY_PARAM* param = SSL_get0_param(m_ssl.get());
-            X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-            const int set = by_address ? X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str())
-                                       : X509_VERIFY_PARAM_set1_host(param, name.c_str(), 0);
+            X509_VERIFY_PARAM* param = m_openssl.SSL_get0_param(m_ssl.get());
+            m_openssl.X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+            const int set = by_address
+                                ? m_openssl.X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str())
+                                : m_openssl.X509_VERIFY_PARAM_set1_host(param, name.c_str(), 0);
             if (set != 1) {
                 throw UsageError(
                     fmt::format("cannot verify the name '{}' in a certificate", printable(name)));
@@ -333,13 +398,13 @@ public:
     }
 
     void handshake(Clock::time_point deadline, Milliseconds connect_timeout) {
-        ERR_clear_error();
+        m_openssl.ERR_clear_error();
         for (;;) {
-            const int result = SSL_connect(m_ssl.get());
+            const int result = m_openssl.SSL_connect(m_ssl.get());
             if (result == 1) {
                 return;
             }
-            const int error = SSL_get_error(m_ssl.get(), result);
+            const int error = m_openssl.SSL_get_error(m_ssl.get(), result);
             const short events = error == SSL_ERROR_WANT_READ    ? POLLIN
                                  : error == SSL_ERROR_WANT_WRITE ? POLLOUT
                                                                  : 0;
@@ -356,10 +421,10 @@ public:
     }
 
     void write_all(std::string_view data, Clock::time_point deadline) override {
-        ERR_clear_error();
+        m_openssl.ERR_clear_error();
         while (!data.empty()) {
             const int chunk = static_cast<int>(std::min<std::size_t>(data.size(), 1 << 30));
-            const int sent = SSL_write(m_ssl.get(), data.data(), chunk);
+            const int sent = m_openssl.SSL_write(m_ssl.get(), data.data(), chunk);
             if (sent > 0) {
                 data.remove_prefix(static_cast<std::size_t>(sent));
                 continue;
@@ -378,12 +443,12 @@ public:
 
     ReadResult read_some(char* buffer, std::size_t size, Clock::time_point deadline,
                          int interrupt_fd) override {
-        ERR_clear_error();
+        m_openssl.ERR_clear_error();
         short events = POLLIN;
         for (;;) {
             // Bytes OpenSSL has already read from the socket are not in it any more: poll()
             // would not see them.
-            if (SSL_has_pending(m_ssl.get()) != 1) {
+            if (m_openssl.SSL_has_pending(m_ssl.get()) != 1) {
                 switch (wait_for(m_fd.get(), events, deadline, interrupt_fd)) {
                 case Ready::timed_out:
                     return {ReadResult::Status::timed_out};
@@ -393,8 +458,8 @@ public:
                     break;
                 }
             }
-            const int got = SSL_read(m_ssl.get(), buffer,
-                                     static_cast<int>(std::min<std::size_t>(size, 1 << 30)));
+            const int got = m_openssl.SSL_read(
+                m_ssl.get(), buffer, static_cast<int>(std::min<std::size_t>(size, 1 << 30)));
             if (got > 0) {
                 return {ReadResult::Status::data, static_cast<std::size_t>(got)};
             }
@@ -406,10 +471,11 @@ public:
     }
 
 private:
-    // What to wait for after an SSL_read or SSL_write returned `result`: POLLIN or POLLOUT, or 0
-    // when the server closed the connection. Throws for a broken stream or a TLS error.
+    // What to wait for after an m_openssl.SSL_read or m_openssl.SSL_write returned `result`: POLLIN
+    // or POLLOUT, or 0 when the server closed the connection. Throws for a broken stream or a TLS
+    // error.
     short io_events(int result, std::string_view during) {
-        const int error = SSL_get_error(m_ssl.get(), result);
+        const int error = m_openssl.SSL_get_error(m_ssl.get(), result);
         switch (error) {
         case SSL_ERROR_WANT_READ:
             return POLLIN;
@@ -437,12 +503,12 @@ private:
     }
 
     [[noreturn]] void fail_handshake(int error) {
-        const long verified = SSL_get_verify_result(m_ssl.get());
+        const long verified = m_openssl.SSL_get_verify_result(m_ssl.get());
         const std::string reason = openssl_error();
         if (verified != X509_V_OK) {
-            throw UnavailableError(
-                fmt::format("the TLS certificate of Redis at {} failed verification: {}{}", m_where,
-                            X509_verify_cert_error_string(verified), verify_hint(verified)));
+            throw UnavailableError(fmt::format(
+                "the TLS certificate of Redis at {} failed verification: {}{}", m_where,
+                m_openssl.X509_verify_cert_error_string(verified), verify_hint(verified)));
         }
         if (refuses_our_identity(reason)) {
             refused_identity(m_where, reason, m_have_cert);
@@ -482,6 +548,7 @@ private:
         }
     }
 
+    const OpenSsl& m_openssl;
     FileDescriptor m_fd;
     std::string m_where;
     SslCtxPtr m_context;
@@ -506,7 +573,7 @@ std::unique_ptr<Transport> Transport::open(const RedisUrl& url, const TlsOptions
 }
 
 std::string openssl_version() {
-    return OpenSSL_version(OPENSSL_VERSION);
+    return OPENSSL_VERSION_TEXT; // the headers built with; loaded only for rediss://
 }
 
 } // namespace redsem
