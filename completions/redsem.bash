@@ -5,12 +5,13 @@
 # COMP_WORDS, COMP_CWORD and, when set, COMP_LINE/COMP_POINT are used.
 #
 # Semaphore names are read live with
-#   redsem [--url URL] [--prefix P] status --names --connect-timeout 300ms
-# (URL and prefix copied from the command line), bounded by `timeout 1`.
+#   redsem [--url URL] [--prefix P] [TLS and password options] status --names
+#     --connect-timeout 300ms
+# (those options copied from the command line), bounded by `timeout 1`.
 
 # Options that take a value, for subcommand $1 ("" before the subcommand).
 _redsem_value_opts() {
-    local opts='-u --url --prefix --connect-timeout'
+    local opts='-u --url --prefix --connect-timeout --password-file --cacert --cacertdir --cert --key --sni'
     case $1 in
         acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --while-pid --on-lost' ;;
         renew) opts+=' --ttl' ;;
@@ -21,7 +22,7 @@ _redsem_value_opts() {
 
 # All options of subcommand $1 ("" for the top level).
 _redsem_all_opts() {
-    local opts='-h --help -u --url --prefix --connect-timeout'
+    local opts='-h --help -u --url --prefix --connect-timeout --password-file --cacert --cacertdir --cert --key --sni --insecure'
     case $1 in
         '') opts+=' --version' ;;
         acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace -q --quiet --json --while-pid --on-lost' ;;
@@ -51,11 +52,13 @@ _redsem_dequote() {
 }
 
 # Prints the semaphore names, one per line; prints nothing on any failure.
-# $1: URL ("" for the default), $2: prefix ("" for the default).
+# $1: URL ("" for the default), $2: prefix ("" for the default), then options that say how to
+# connect (--cacert FILE, --insecure, ...).
 _redsem_names() {
     local -a cmd=(redsem)
     [[ -n $1 ]] && cmd+=(--url "$1")
     [[ -n $2 ]] && cmd+=(--prefix "$2")
+    cmd+=("${@:3}")
     cmd+=(status --names --connect-timeout 300ms)
     if type -P timeout >/dev/null 2>&1; then
         timeout 1 "${cmd[@]}" 2>/dev/null </dev/null
@@ -117,6 +120,7 @@ _redsem() {
 
     # Walk the words before the cursor.
     local sub='' url='' prefix='' dashdash=-1 npos=0 cmdstart=-1 has_c=0
+    local -a conn=() # how to connect, for the names lookup
     local valopts opt
     for ((i = 1; i < cword; i++)); do
         ((cmdstart >= 0)) && break # the rest belongs to run's COMMAND
@@ -142,6 +146,8 @@ _redsem() {
                     --url) _redsem_dequote "${w#*=}"; url=$REPLY ;;
                     --prefix) _redsem_dequote "${w#*=}"; prefix=$REPLY ;;
                     --command) has_c=1 ;;
+                    --password-file | --cacert | --cacertdir | --cert | --key | --sni)
+                        _redsem_dequote "${w#*=}"; conn+=("$opt" "$REPLY") ;;
                 esac
                 ;;
             -?*)
@@ -151,9 +157,13 @@ _redsem() {
                             -u | --url) _redsem_dequote "${words[i + 1]}"; url=$REPLY ;;
                             --prefix) _redsem_dequote "${words[i + 1]}"; prefix=$REPLY ;;
                             -c | --command) has_c=1 ;;
+                            --password-file | --cacert | --cacertdir | --cert | --key | --sni)
+                                _redsem_dequote "${words[i + 1]}"; conn+=("$w" "$REPLY") ;;
                         esac
                     fi
                     ((i++))
+                elif [[ $w == --insecure ]]; then
+                    conn+=(--insecure)
                 elif [[ $w != --* && ${#w} -gt 2 && $valopts == *" ${w:0:2} "* ]]; then
                     case ${w:0:2} in # value attached: -uURL, -n5, -cCMD
                         -u) _redsem_dequote "${w:2}"; url=$REPLY ;;
@@ -238,6 +248,14 @@ _redsem() {
                     done
                     ((${#cands[@]})) && compopt -o nospace 2>/dev/null
                     ;;
+                --password-file | --cacert | --cert | --key)
+                    compopt -o filenames 2>/dev/null
+                    mapfile -t cands < <(compgen -f -- "$vcur")
+                    ;;
+                --cacertdir)
+                    compopt -o filenames 2>/dev/null
+                    mapfile -t cands < <(compgen -d -- "$vcur")
+                    ;;
             esac
             ;;
         names)
@@ -258,7 +276,7 @@ _redsem() {
                     printf -v q '%q' "$name"
                     cands+=("$q")
                 fi
-            done < <(_redsem_names "$url" "$prefix")
+            done < <(_redsem_names "$url" "$prefix" "${conn[@]}")
             ;;
         cmdname)
             compopt -o filenames 2>/dev/null

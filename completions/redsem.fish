@@ -9,7 +9,8 @@
 
 # Options that take a value, for subcommand $argv[1] (empty before the subcommand).
 function __redsem_value_opts
-    printf '%s\n' -u --url --prefix --connect-timeout
+    printf '%s\n' -u --url --prefix --connect-timeout --password-file --cacert --cacertdir --cert \
+        --key --sni
     switch "$argv[1]"
         case acquire
             printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
@@ -208,6 +209,13 @@ complete -c redsem -n __redsem_use_subcommand -l version -d 'Print version and e
 complete -c redsem -n __redsem_options_ok -s u -l url -x -a 'redis:// rediss:// unix://' -d 'Redis URL'
 complete -c redsem -n __redsem_options_ok -l prefix -x -d 'Prefix of the Redis keys'
 complete -c redsem -n __redsem_options_ok -l connect-timeout -x -d 'How long to wait for the connection (DUR)'
+complete -c redsem -n __redsem_options_ok -l password-file -r -F -d 'Read the Redis password from FILE'
+complete -c redsem -n __redsem_options_ok -l cacert -r -F -d 'rediss://: trust the CAs in FILE'
+complete -c redsem -n __redsem_options_ok -l cacertdir -x -a '(__fish_complete_directories)' -d 'rediss://: trust the CAs in DIR'
+complete -c redsem -n __redsem_options_ok -l cert -r -F -d 'rediss://: client certificate'
+complete -c redsem -n __redsem_options_ok -l key -r -F -d 'rediss://: private key of --cert'
+complete -c redsem -n __redsem_options_ok -l sni -x -d 'rediss://: server name to ask for and verify'
+complete -c redsem -n __redsem_options_ok -l insecure -d 'rediss://: do not verify the certificate (warns)'
 
 # acquire and run
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s n -l limit -x -d 'How many may hold NAME at once'

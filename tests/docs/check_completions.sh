@@ -55,6 +55,8 @@ expect bash "redsem li" "limit" "$(bash_complete redsem li)"
 expect bash "redsem --url URL limit al" "alpha" "$(bash_complete redsem --url "$url" limit al)"
 expect bash "redsem acquire --wh" "--while-pid" "$(bash_complete redsem acquire --wh)"
 expect bash "redsem acquire --on-lost K" "KILL" "$(bash_complete redsem acquire --on-lost K)"
+expect bash "redsem status --ins" "--insecure" "$(bash_complete redsem status --ins)"
+expect bash "redsem --cacert DIR/r." "$dir/r.sock" "$(bash_complete redsem --cacert "$dir/r.")"
 
 expect fish "redsem st" "status" "$(fish_complete 'redsem st')"
 expect fish "redsem li" "limit" "$(fish_complete 'redsem li')"
@@ -63,7 +65,7 @@ expect fish "redsem run x --on-lost " "ignore term" "$(fish_complete 'redsem run
 expect fish "redsem --url URL status " "alpha beta" "$(fish_complete "redsem --url $url status ")"
 expect fish "redsem status -u URL " "alpha beta" "$(fish_complete "redsem status -u $url ")"
 fish_acquire=$(fish_complete 'redsem acquire --')
-for option in --limit --ttl --wait --json --url --while-pid --on-lost; do
+for option in --limit --ttl --wait --json --url --while-pid --on-lost --cacert --password-file --insecure; do
     echo "$fish_acquire" | grep -q -- "^$option" || { echo "FAIL fish: acquire -- lacks $option"; failures=$((failures + 1)); }
 done
 
@@ -72,6 +74,7 @@ expect zsh "redsem li" "limit" "$(zsh_complete 'redsem li')"
 expect zsh "redsem acquire --wh" "--while-pid" "$(zsh_complete 'redsem acquire --wh')"
 expect zsh "redsem run x --on-lost " "ignore term" "$(zsh_complete 'redsem run x --on-lost ')"
 expect zsh "redsem acquire --li" "--limit" "$(zsh_complete 'redsem acquire --li')"
+expect zsh "redsem status --ins" "--insecure" "$(zsh_complete 'redsem status --ins')"
 expect zsh "redsem --url URL status " "alpha beta" "$(zsh_complete "redsem --url $url status ")"
 expect zsh "redsem --url URL acquire al" "alpha" "$(zsh_complete "redsem --url $url acquire al")"
 
