@@ -53,7 +53,8 @@ std::string exit_status_text() {
 }
 
 std::string version_text() {
-    return fmt::format("redsem {} (hiredis {})", REDSEM_VERSION, hiredis_version());
+    return fmt::format("redsem {} (hiredis {}, TLS: {})", REDSEM_VERSION, hiredis_version(),
+                       openssl_version());
 }
 
 // "redsem acquire" for the subcommand that was being parsed, else "redsem".

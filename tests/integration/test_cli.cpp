@@ -263,6 +263,7 @@ TEST_CASE("help goes to stdout and exits 0, and the version names hiredis") {
     CHECK(version.exit_code == 0);
     CHECK(version.out.find("redsem 0.") == 0);
     CHECK(version.out.find("hiredis 0.14") != std::string::npos);
+    CHECK(version.out.find("TLS: OpenSSL") != std::string::npos);
 }
 
 TEST_CASE("bad input is a usage error: one line on stderr, exit 64, nothing written") {
