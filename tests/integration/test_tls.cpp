@@ -157,6 +157,25 @@ TEST_CASE("every subcommand works over TLS, run's heartbeat across several renew
               .exit_code == 0);
 }
 
+TEST_CASE("big pipelined replies over TLS arrive whole", "[threads]") {
+    const TlsFiles files;
+    const TlsServer server(files);
+    // 300 semaphores with a long label each: status reads them in pipelined batches of 100,
+    // whose replies span many TLS records.
+    Connection admin = server.server().admin();
+    const std::string label(2000, 'x');
+    for (int i = 0; i < 300; ++i) {
+        const Keys keys = Keys::make("redsem", "s" + std::to_string(i));
+        acquire_by_script(admin, keys, std::string(32, 'a'), "600000", "0");
+        admin.call({"HSET", keys.info, "pad", label});
+    }
+    const auto status = run_redsem({"status", "--json"}, tls_env(files, server));
+    INFO(status.err);
+    REQUIRE(status.exit_code == 0);
+    const auto listed = nlohmann::json::parse(status.out);
+    CHECK(listed.size() == 300);
+}
+
 TEST_CASE("the command run over TLS inherits no connection to Redis", "[threads]") {
     const TlsFiles files;
     const TlsServer server(files);
