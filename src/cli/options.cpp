@@ -165,28 +165,33 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
                                "(default: $REDSEM_CONNECT_TIMEOUT or {})",
                                format_duration(k_default_connect_timeout)))
         ->type_name("DUR");
-    app.add_option("--password-file", options.password_file,
-                   "Read the Redis password from the first line of FILE (default: "
-                   "$REDSEM_PASSWORD, $REDSEM_PASSWORD_FILE, $REDISCLI_AUTH)")
-        ->type_name("FILE");
-    app.add_option("--cacert", options.cacert,
-                   "rediss://: trust the CA certificates in FILE instead of the system's "
-                   "(default: $REDSEM_CACERT)")
-        ->type_name("FILE");
-    app.add_option("--cacertdir", options.cacertdir,
-                   "rediss://: trust the CA certificates in DIR, hashed as by c_rehash "
-                   "(default: $REDSEM_CACERTDIR)")
-        ->type_name("DIR");
-    app.add_option("--cert", options.cert,
-                   "rediss://: client certificate for mutual TLS, with --key (default: "
-                   "$REDSEM_CERT)")
-        ->type_name("FILE");
-    app.add_option("--key", options.key, "rediss://: private key of --cert (default: $REDSEM_KEY)")
-        ->type_name("FILE");
-    app.add_option("--sni", options.sni,
-                   "rediss://: the server name to ask for and to verify in its certificate "
-                   "(default: $REDSEM_SNI, else the URL's host)")
-        ->type_name("NAME");
+    struct ConnectionOption {
+        const char* name;
+        std::optional<std::string> GlobalOptions::*value;
+        const char* type;
+        const char* help;
+    };
+    static constexpr ConnectionOption k_connection_options[] = {
+        {"--password-file", &GlobalOptions::password_file, "FILE",
+         "Read the Redis password from the first line of FILE (default: $REDSEM_PASSWORD, "
+         "$REDSEM_PASSWORD_FILE, $REDISCLI_AUTH)"},
+        {"--cacert", &GlobalOptions::cacert, "FILE",
+         "rediss://: trust the CA certificates in FILE instead of the system's (default: "
+         "$REDSEM_CACERT)"},
+        {"--cacertdir", &GlobalOptions::cacertdir, "DIR",
+         "rediss://: trust the CA certificates in DIR, hashed as by c_rehash (default: "
+         "$REDSEM_CACERTDIR)"},
+        {"--cert", &GlobalOptions::cert, "FILE",
+         "rediss://: client certificate for mutual TLS, with --key (default: $REDSEM_CERT)"},
+        {"--key", &GlobalOptions::key, "FILE",
+         "rediss://: private key of --cert (default: $REDSEM_KEY)"},
+        {"--sni", &GlobalOptions::sni, "NAME",
+         "rediss://: the server name to ask for and to verify in its certificate (default: "
+         "$REDSEM_SNI, else the URL's host)"},
+    };
+    for (const ConnectionOption& option : k_connection_options) {
+        app.add_option(option.name, options.*option.value, option.help)->type_name(option.type);
+    }
     app.add_flag("--insecure", options.insecure,
                  "rediss://: do not verify the server's certificate (warns each time; "
                  "default: $REDSEM_INSECURE)");

@@ -74,6 +74,21 @@ Ready wait_for(int fd, short events, Clock::time_point deadline, int interrupt_f
     }
 }
 
+// wait_for() on the way to a read: nullopt when the read may go ahead, else what read_some()
+// returns instead.
+std::optional<ReadResult> wait_to_read(int fd, short events, Clock::time_point deadline,
+                                       int interrupt_fd) {
+    switch (wait_for(fd, events, deadline, interrupt_fd)) {
+    case Ready::timed_out:
+        return ReadResult{ReadResult::Status::timed_out};
+    case Ready::interrupted:
+        return ReadResult{ReadResult::Status::interrupted};
+    case Ready::ready:
+        break;
+    }
+    return std::nullopt;
+}
+
 [[noreturn]] void lost(const std::string& where, std::string_view during, int error) {
     if (error == EPIPE || error == ECONNRESET) {
         throw ConnectionLost(fmt::format("Redis at {} closed the connection {}", where, during));
@@ -187,13 +202,8 @@ public:
     ReadResult read_some(char* buffer, std::size_t size, Clock::time_point deadline,
                          int interrupt_fd) override {
         for (;;) {
-            switch (wait_for(m_fd.get(), POLLIN, deadline, interrupt_fd)) {
-            case Ready::timed_out:
-                return {ReadResult::Status::timed_out};
-            case Ready::interrupted:
-                return {ReadResult::Status::interrupted};
-            case Ready::ready:
-                break;
+            if (auto early = wait_to_read(m_fd.get(), POLLIN, deadline, interrupt_fd)) {
+                return *early;
             }
             const ssize_t got = ::recv(m_fd.get(), buffer, size, 0);
             if (got > 0) {
@@ -221,8 +231,9 @@ private:
 // security updates apply as to any linked program.
 #define REDSEM_OPENSSL_FUNCTIONS(X)                                                                \
     X(SSL_CTX_new)                                                                                 \
-    X(TLS_client_method) X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_options)                    \
-        X(SSL_CTX_set_verify) X(SSL_CTX_load_verify_locations) X(SSL_CTX_set_default_verify_paths) \
+    X(TLS_client_method)                                                                           \
+    X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_options) X(SSL_CTX_set_verify)                   \
+        X(SSL_CTX_load_verify_locations) X(SSL_CTX_set_default_verify_paths)                       \
             X(SSL_CTX_use_certificate_chain_file) X(SSL_CTX_use_PrivateKey_file)                   \
                 X(SSL_CTX_check_private_key) X(SSL_CTX_set_default_passwd_cb) X(SSL_new)           \
                     X(SSL_free) X(SSL_set_fd) X(SSL_ctrl) X(SSL_get0_param)                        \
@@ -449,13 +460,8 @@ public:
             // Bytes OpenSSL has already read from the socket are not in it any more: poll()
             // would not see them.
             if (m_openssl.SSL_has_pending(m_ssl.get()) != 1) {
-                switch (wait_for(m_fd.get(), events, deadline, interrupt_fd)) {
-                case Ready::timed_out:
-                    return {ReadResult::Status::timed_out};
-                case Ready::interrupted:
-                    return {ReadResult::Status::interrupted};
-                case Ready::ready:
-                    break;
+                if (auto early = wait_to_read(m_fd.get(), events, deadline, interrupt_fd)) {
+                    return *early;
                 }
             }
             const int got = m_openssl.SSL_read(
