@@ -26,7 +26,11 @@ TlsFiles::TlsFiles() {
             ".crt -days 2 -subj /CN=redsem-test-" + ca);
     }
     leaf("server", "ca", k_server_names);
-    leaf("expired", "ca", k_server_names, "faketime '2020-01-01 00:00:00' ");
+    // libfaketime itself rather than the `faketime` wrapper, whose named semaphore collides
+    // with one left behind by a SIGKILLed process of the same pid ("sem_open: File exists").
+    leaf("expired", "ca", k_server_names,
+         "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 "
+         "FAKETIME='@2020-01-01 00:00:00' ");
     leaf("wrong-name", "ca", "subjectAltName=DNS:other.example\nextendedKeyUsage=serverAuth\n");
     leaf("other-server", "other-ca", k_server_names);
     leaf("client", "ca", "extendedKeyUsage=clientAuth\n");

@@ -8,8 +8,8 @@ namespace redsem::test {
 // it is quick) in a fresh temporary directory that the destructor removes:
 //   ca             a CA, which signs everything below but other-ca's server
 //   server         for localhost and 127.0.0.1
-//   expired        for localhost and 127.0.0.1, valid only for a day in 2020 (made under
-//                  libfaketime's `faketime`)
+//   expired        for localhost and 127.0.0.1, valid only for a day in 2020 (signed under
+//                  libfaketime)
 //   wrong-name     for other.example only
 //   other-server   for localhost and 127.0.0.1, signed by another CA (other-ca)
 //   client         a client certificate (extendedKeyUsage clientAuth)
