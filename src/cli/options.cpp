@@ -57,6 +57,10 @@ bool parse_switch(const std::string& text, const char* variable) {
 
 // The first line of a password file. Warns when other users may read it.
 std::string read_password_file(const std::string& path, std::string_view source) {
+    if (std::filesystem::is_directory(path)) {
+        throw UsageError(
+            fmt::format("the password file '{}' ({}) is a directory", printable(path), source));
+    }
     std::ifstream file(path);
     if (!file) {
         throw UsageError(fmt::format("cannot read the password file '{}' ({}): {}", printable(path),
@@ -104,7 +108,7 @@ TlsOptions resolve_tls(const GlobalOptions& options, const RedisUrl& url) {
     tls.key_file = option_or_env(options.key, "REDSEM_KEY", key_source, "--key");
     tls.sni = option_or_env(options.sni, "REDSEM_SNI", ignored, "--sni");
     tls.insecure = options.insecure;
-    if (auto insecure = env("REDSEM_INSECURE"); insecure && !options.insecure) {
+    if (auto insecure = env("REDSEM_INSECURE"); insecure && !options.insecure && url.tls) {
         tls.insecure = parse_switch(*insecure, "$REDSEM_INSECURE");
     }
     // Options on the command line are for this URL; variables may be meant for other ones.
@@ -116,6 +120,10 @@ TlsOptions resolve_tls(const GlobalOptions& options, const RedisUrl& url) {
                 fmt::format("TLS options need a rediss:// URL, not {}", url.describe()));
         }
         return TlsOptions{};
+    }
+    if (tls.sni && tls.sni->empty()) {
+        // An empty name would turn the certificate's name check off.
+        throw UsageError("--sni needs a server name");
     }
     if (tls.cert_file && !tls.key_file) {
         throw UsageError(

@@ -90,7 +90,8 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
     constexpr Transience passes = Transience::transient;
     static constexpr std::array<Known, 13> k_known{{
         {"NOAUTH", ExitCode::denied,
-         "Redis requires a password: set REDSEM_PASSWORD or put it in the URL"},
+         "Redis requires a password: use --password-file, set REDSEM_PASSWORD, or put it in "
+         "the URL"},
         {"WRONGPASS", ExitCode::denied, "Redis rejected the user name or password"},
         {"NOPERM", ExitCode::denied, "Redis denied permission (ACL)"},
         {"WRONGTYPE", ExitCode::conflict, "a key holds the wrong kind of value"},
@@ -121,7 +122,8 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
     if (code == "ERR" && error.find("unauthenticated") != std::string_view::npos) {
         return {
             ExitCode::denied,
-            fmt::format("Redis requires a password: set REDSEM_PASSWORD or put it in the URL ({})",
+            fmt::format("Redis requires a password: use --password-file, set REDSEM_PASSWORD, or "
+                        "put it in the URL ({})",
                         shown)};
     }
     if (code == "ERR" && error.find("unknown command") != std::string_view::npos) {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <dlfcn.h>
+#include <filesystem>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -232,17 +233,17 @@ private:
 #define REDSEM_OPENSSL_FUNCTIONS(X)                                                                \
     X(SSL_CTX_new)                                                                                 \
     X(TLS_client_method)                                                                           \
-    X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_options) X(SSL_CTX_set_verify)                   \
-        X(SSL_CTX_load_verify_locations) X(SSL_CTX_set_default_verify_paths)                       \
-            X(SSL_CTX_use_certificate_chain_file) X(SSL_CTX_use_PrivateKey_file)                   \
-                X(SSL_CTX_check_private_key) X(SSL_CTX_set_default_passwd_cb) X(SSL_new)           \
-                    X(SSL_free) X(SSL_set_fd) X(SSL_ctrl) X(SSL_get0_param)                        \
-                        X(X509_VERIFY_PARAM_set_hostflags) X(X509_VERIFY_PARAM_set1_ip_asc)        \
-                            X(X509_VERIFY_PARAM_set1_host) X(SSL_connect) X(SSL_get_error)         \
-                                X(SSL_write) X(SSL_read) X(SSL_has_pending)                        \
-                                    X(SSL_get_verify_result) X(X509_verify_cert_error_string)      \
-                                        X(ERR_get_error) X(ERR_clear_error)                        \
-                                            X(ERR_reason_error_string)
+    X(SSL_CTX_free)                                                                                \
+    X(SSL_CTX_ctrl) X(SSL_CTX_set_options) X(SSL_CTX_set_verify) X(SSL_CTX_load_verify_locations)  \
+        X(SSL_CTX_set_default_verify_paths) X(SSL_CTX_use_certificate_chain_file)                  \
+            X(SSL_CTX_use_PrivateKey_file) X(SSL_CTX_check_private_key)                            \
+                X(SSL_CTX_set_default_passwd_cb) X(SSL_new) X(SSL_free) X(SSL_set_fd) X(SSL_ctrl)  \
+                    X(SSL_get0_param) X(X509_VERIFY_PARAM_set_hostflags)                           \
+                        X(X509_VERIFY_PARAM_set1_ip_asc) X(X509_VERIFY_PARAM_set1_host)            \
+                            X(SSL_connect) X(SSL_get_error) X(SSL_write) X(SSL_read)               \
+                                X(SSL_pending) X(SSL_get_verify_result)                            \
+                                    X(X509_verify_cert_error_string) X(ERR_get_error)              \
+                                        X(ERR_clear_error) X(ERR_reason_error_string)
 
 struct OpenSsl {
 #define REDSEM_DECLARE(name) decltype(&::name) name = nullptr;
@@ -338,6 +339,14 @@ SslCtxPtr make_context(const TlsOptions& tls) {
     ssl.SSL_CTX_set_options(context.get(), SSL_OP_IGNORE_UNEXPECTED_EOF);
     if (!tls.insecure) {
         ssl.SSL_CTX_set_verify(context.get(), SSL_VERIFY_PEER, nullptr);
+        if (tls.ca_dir && !std::filesystem::is_directory(*tls.ca_dir)) {
+            throw UsageError(
+                fmt::format("--cacertdir '{}' is not a directory", printable(*tls.ca_dir)));
+        }
+        if (tls.ca_file && std::filesystem::is_directory(*tls.ca_file)) {
+            throw UsageError(fmt::format("--cacert '{}' is a directory (use --cacertdir)",
+                                         printable(*tls.ca_file)));
+        }
         if (tls.ca_file || tls.ca_dir) {
             if (ssl.SSL_CTX_load_verify_locations(
                     context.get(), tls.ca_file ? tls.ca_file->c_str() : nullptr,
@@ -364,10 +373,12 @@ SslCtxPtr make_context(const TlsOptions& tls) {
         if (ssl.SSL_CTX_use_PrivateKey_file(context.get(), tls.key_file->c_str(),
                                             SSL_FILETYPE_PEM) != 1) {
             const std::string reason = openssl_error();
-            throw UsageError(
-                fmt::format("cannot use --key '{}': {} (a key protected by a passphrase cannot "
-                            "be used)",
-                            printable(*tls.key_file), reason));
+            throw UsageError(fmt::format("cannot use --key '{}': {}{}", printable(*tls.key_file),
+                                         reason,
+                                         reason.find("decrypt") != std::string::npos ||
+                                                 reason.find("pass") != std::string::npos
+                                             ? " (a key protected by a passphrase cannot be used)"
+                                             : ""));
         }
         if (ssl.SSL_CTX_check_private_key(context.get()) != 1) {
             ssl.ERR_clear_error();
@@ -457,9 +468,11 @@ public:
         m_openssl.ERR_clear_error();
         short events = POLLIN;
         for (;;) {
-            // Bytes OpenSSL has already read from the socket are not in it any more: poll()
-            // would not see them.
-            if (m_openssl.SSL_has_pending(m_ssl.get()) != 1) {
+            // Decrypted bytes that an earlier SSL_read left over are not in the socket any
+            // more: poll() would not see them. (Not SSL_has_pending(): it also counts part of
+            // a record, which needs more bytes from the socket, so skipping poll() on it would
+            // spin past the deadline when a record arrives only in part.)
+            if (m_openssl.SSL_pending(m_ssl.get()) <= 0) {
                 if (auto early = wait_to_read(m_fd.get(), events, deadline, interrupt_fd)) {
                     return *early;
                 }

@@ -6,9 +6,12 @@
 #include "support/tls_files.hpp"
 
 #include <arpa/inet.h>
+#include <atomic>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace redsem;
@@ -106,6 +109,98 @@ private:
     int m_port = 0;
 };
 
+// A loopback TCP proxy that passes connections through until the server has sent `budget`
+// more bytes (counted over all connections), then stops passing the server's bytes on (in the
+// middle of a TLS record, most likely) while keeping the connections open: a reply that stops
+// arriving half-way.
+class StallingProxy {
+public:
+    StallingProxy(int server_port, long long budget) : m_server_port(server_port), m_left(budget) {
+        m_listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t length = sizeof(address);
+        if (bind(m_listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+            getsockname(m_listener, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
+            listen(m_listener, 16) != 0) {
+            throw std::runtime_error("proxy cannot listen");
+        }
+        m_port = ntohs(address.sin_port);
+        m_thread = std::thread([this] { serve(); });
+    }
+    ~StallingProxy() {
+        m_stop = true;
+        shutdown(m_listener, SHUT_RDWR);
+        close(m_listener);
+        m_thread.join();
+    }
+    int port() const { return m_port; }
+    // From now on pass `budget` more bytes from the server, then stall.
+    void stall_after(long long budget) { m_left = budget; }
+
+private:
+    void serve() {
+        std::vector<std::thread> relays;
+        for (;;) {
+            const int client = accept(m_listener, nullptr, nullptr);
+            if (client < 0) {
+                break;
+            }
+            relays.emplace_back([this, client] { relay(client); });
+        }
+        for (auto& relay : relays) {
+            relay.join();
+        }
+    }
+
+    void relay(int client) {
+        const int server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        address.sin_port = htons(static_cast<uint16_t>(m_server_port));
+        char buffer[4096];
+        if (connect(server, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+            while (!m_stop) {
+                pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+                if (poll(fds, 2, 100) <= 0) {
+                    continue;
+                }
+                if (fds[0].revents != 0) {
+                    const ssize_t got = read(client, buffer, sizeof(buffer));
+                    if (got <= 0 || write(server, buffer, static_cast<size_t>(got)) != got) {
+                        break;
+                    }
+                }
+                if (fds[1].revents != 0) {
+                    const ssize_t got = read(server, buffer, sizeof(buffer));
+                    if (got <= 0) {
+                        break;
+                    }
+                    long long pass = got;
+                    if (const long long left = m_left.load(); left >= 0) {
+                        pass = std::min(left, pass);
+                        m_left -= pass;
+                    }
+                    if (pass > 0 && write(client, buffer, static_cast<size_t>(pass)) != pass) {
+                        break;
+                    }
+                }
+            }
+        }
+        close(client);
+        close(server);
+    }
+
+    int m_server_port;
+    std::atomic<long long> m_left; // -1: no limit
+    int m_listener = -1;
+    int m_port = 0;
+    std::atomic<bool> m_stop{false};
+    std::thread m_thread;
+};
+
 std::string write_password_file(const std::string& dir, const std::string& content, mode_t mode) {
     const std::string path = dir + "/password";
     std::ofstream(path) << content;
@@ -174,6 +269,41 @@ TEST_CASE("big pipelined replies over TLS arrive whole", "[threads]") {
     REQUIRE(status.exit_code == 0);
     const auto listed = nlohmann::json::parse(status.out);
     CHECK(listed.size() == 300);
+}
+
+TEST_CASE("a TLS reply that stops half-way fails within the command timeout, for a waiter and "
+          "for run's heartbeat",
+          "[threads]") {
+    const TlsFiles files;
+    const TlsServer server(files);
+    Connection admin = server.server().admin();
+    const std::string label(2000, 'x');
+    for (int i = 0; i < 100; ++i) {
+        const Keys keys = Keys::make("redsem", "s" + std::to_string(i));
+        acquire_by_script(admin, keys, std::string(32, 'a'), "600000", "0");
+        admin.call({"HSET", keys.info, "pad", label});
+    }
+    // The handshake and the first replies get through; the listing (about 200 KB) does not.
+    const StallingProxy proxy(server.port(), 20'000);
+    EnvChanges env = tls_env(files, server);
+    env["REDSEM_URL"] = "rediss://127.0.0.1:" + std::to_string(proxy.port());
+    const auto start = std::chrono::steady_clock::now();
+    const auto status = run_redsem({"status"}, env);
+    check_one_error(status, 69, "did not answer in time");
+    CHECK(since(start) < 15s); // the 5s command timeout, on a loaded machine
+
+    // run: once the command runs, the heartbeat's next renewal stalls mid-record; the lease
+    // is lost, the command stopped, and redsem exits 76 rather than spinning in the heartbeat.
+    StallingProxy heartbeat_proxy(server.port(), -1);
+    env["REDSEM_URL"] = "rediss://127.0.0.1:" + std::to_string(heartbeat_proxy.port());
+    Child run({"run", "hb", "--ttl", "2s", "--", "sh", "-c", "echo started; exec sleep 60"}, env);
+    REQUIRE(run.wait_for_line(20s));
+    heartbeat_proxy.stall_after(7); // a record header and two bytes of it
+    const auto stalled_at = std::chrono::steady_clock::now();
+    const ProcessResult ran = run.wait(40s);
+    INFO(ran.err);
+    CHECK(ran.exit_code == 76);
+    CHECK(since(stalled_at) < 25s);
 }
 
 TEST_CASE("the command run over TLS inherits no connection to Redis", "[threads]") {
