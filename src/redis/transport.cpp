@@ -234,7 +234,8 @@ private:
     X(SSL_CTX_new)                                                                                 \
     X(TLS_client_method)                                                                           \
     X(SSL_CTX_free)                                                                                \
-    X(SSL_CTX_ctrl) X(SSL_CTX_set_options) X(SSL_CTX_set_verify) X(SSL_CTX_load_verify_locations)  \
+    X(SSL_CTX_ctrl)                                                                                \
+    X(SSL_CTX_set_options) X(SSL_CTX_set_verify) X(SSL_CTX_load_verify_locations)                  \
         X(SSL_CTX_set_default_verify_paths) X(SSL_CTX_use_certificate_chain_file)                  \
             X(SSL_CTX_use_PrivateKey_file) X(SSL_CTX_check_private_key)                            \
                 X(SSL_CTX_set_default_passwd_cb) X(SSL_new) X(SSL_free) X(SSL_set_fd) X(SSL_ctrl)  \
@@ -451,8 +452,15 @@ public:
                 data.remove_prefix(static_cast<std::size_t>(sent));
                 continue;
             }
-            const short events = io_events(sent, "while sending");
+            short events = 0;
+            try {
+                events = io_events(sent, "while sending");
+            } catch (const ConnectionLost&) {
+                explain_refusal();
+                throw;
+            }
             if (events == 0) {
+                explain_refusal();
                 throw ConnectionLost(
                     fmt::format("Redis at {} closed the connection while sending", m_where));
             }
@@ -519,6 +527,23 @@ private:
                                              during, reason));
         }
         }
+    }
+
+    // A TLS 1.3 server checks our certificate after the handshake has ended on our side: it
+    // may refuse it (an alert, then it closes) while we send the first request, which then
+    // fails with a broken pipe. The alert is still in the socket: read it, and throw
+    // DeniedError if it says so.
+    void explain_refusal() {
+        char scratch[512];
+        m_openssl.ERR_clear_error();
+        const int got = m_openssl.SSL_read(m_ssl.get(), scratch, sizeof(scratch));
+        if (got <= 0 && m_openssl.SSL_get_error(m_ssl.get(), got) == SSL_ERROR_SSL) {
+            const std::string reason = openssl_error();
+            if (refuses_our_identity(reason)) {
+                refused_identity(m_where, reason, m_have_cert);
+            }
+        }
+        m_openssl.ERR_clear_error();
     }
 
     [[noreturn]] void fail_handshake(int error) {
