@@ -10,10 +10,16 @@
 
 namespace redsem {
 
-namespace {} // namespace
+namespace {
+
+Milliseconds renew_every(Milliseconds ttl) {
+    return std::max(ttl / 3, Milliseconds{1});
+}
+
+} // namespace
 
 Heartbeat::Heartbeat(ConnectOptions connect, std::string prefix, std::string name,
-                     const Lease& lease)
+                     const Lease& lease, Start start)
     : m_connect(std::move(connect)), m_prefix(std::move(prefix)), m_name(std::move(name)),
       m_token(lease.token), m_ttl(lease.ttl) {
     m_status.valid_until = lease.valid_until();
@@ -21,7 +27,26 @@ Heartbeat::Heartbeat(ConnectOptions connect, std::string prefix, std::string nam
     if (pipe2(m_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw InternalError("cannot create the heartbeat pipe");
     }
-    m_thread = std::thread([this] { run(); });
+    if (start == Start::now) {
+        this->start(false);
+    } else {
+        m_start_due = lease.local_start + renew_every(m_ttl);
+    }
+}
+
+void Heartbeat::start(bool renew_at_once) {
+    m_start_due.reset();
+    m_thread = std::thread([this, renew_at_once] { run(renew_at_once); });
+}
+
+std::optional<BootClock::time_point> Heartbeat::start_due() const {
+    return m_start_due;
+}
+
+void Heartbeat::start_if_due() {
+    if (m_start_due && BootClock::now() >= *m_start_due) {
+        start(true);
+    }
 }
 
 Heartbeat::~Heartbeat() {
@@ -61,7 +86,7 @@ void Heartbeat::drain() noexcept {
     }
 }
 
-void Heartbeat::run() {
+void Heartbeat::run(bool renew_at_once) {
     // Signals are the main thread's business; here they would only interrupt Redis I/O.
     sigset_t all;
     sigfillset(&all);
@@ -71,8 +96,8 @@ void Heartbeat::run() {
     // Renewals are scheduled on the monotonic clock (what condition variables wait on); the
     // lease itself is timed on the BootClock.
     using Clock = std::chrono::steady_clock;
-    const Milliseconds renew_every = std::max(m_ttl / 3, Milliseconds{1});
-    Clock::time_point next = Clock::now() + renew_every;
+    const Milliseconds every = renew_every(m_ttl);
+    Clock::time_point next = renew_at_once ? Clock::now() : Clock::now() + every;
     Backoff retry;
     std::unique_lock lock(m_mutex);
     for (;;) {
@@ -101,7 +126,7 @@ void Heartbeat::run() {
             m_status.ends_by = sent + m_ttl;
             m_status.valid_until = m_status.ends_by - Lease::safety_margin(m_ttl);
             m_status.last_error.clear();
-            next = scheduled_from + renew_every;
+            next = scheduled_from + every;
             retry.reset();
         } else if (gone) {
             m_status.lost = true;

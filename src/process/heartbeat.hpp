@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -29,8 +30,15 @@ public:
         std::string last_error; // the last renewal failure, if any, for messages
     };
 
-    // Starts the thread.
-    Heartbeat(ConnectOptions connect, std::string prefix, std::string name, const Lease& lease);
+    enum class Start {
+        now,      // start the thread at once
+        when_due, // only when the first renewal is due (see start_if_due())
+    };
+
+    // Starts the thread now, or leaves it to start_if_due(): a command that ends before its
+    // lease needs renewing then costs no thread and no second connection.
+    Heartbeat(ConnectOptions connect, std::string prefix, std::string name, const Lease& lease,
+              Start start = Start::now);
     ~Heartbeat();
     Heartbeat(const Heartbeat&) = delete;
     Heartbeat& operator=(const Heartbeat&) = delete;
@@ -39,13 +47,20 @@ public:
     int fd() const noexcept { return m_pipe[0]; }
     void drain() noexcept;
     Status status() const;
+    // With Start::when_due, the time at which the first renewal is due (ttl/3 after the lease
+    // was granted); nullopt once the thread runs.
+    std::optional<BootClock::time_point> start_due() const;
+    // Starts the thread once start_due() has come, renewing at once. Call it from the thread
+    // that owns this object.
+    void start_if_due();
     // Asks the thread to stop renewing; returns at once (it may be waiting for a reply).
     void request_stop();
     // Stops renewing and joins the thread.
     void stop();
 
 private:
-    void run();
+    void start(bool renew_at_once);
+    void run(bool renew_at_once);
     void notify() noexcept;
 
     ConnectOptions m_connect;
@@ -53,6 +68,7 @@ private:
     std::string m_name;
     std::string m_token;
     Milliseconds m_ttl;
+    std::optional<BootClock::time_point> m_start_due; // set while the thread waits to start
 
     mutable std::mutex m_mutex;
     std::condition_variable m_wake;

@@ -62,11 +62,16 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
             child.signal_group(SIGKILL);
             kill_at = k_never;
         }
+        if (!lost) {
+            heartbeat.start_if_due();
+        }
 
         // Sleep until something happens: a signal (SIGCHLD included), a heartbeat event, the
-        // local end of the lease, or the time to escalate to SIGKILL. The timer counts a
-        // suspend of the machine; poll()'s own timeout would not.
-        const BootClock::time_point wake = std::min(lost ? k_never : status.valid_until, kill_at);
+        // local end of the lease, the time to start the heartbeat, or the time to escalate to
+        // SIGKILL. The timer counts a suspend of the machine; poll()'s own timeout would not.
+        const BootClock::time_point wake =
+            std::min({lost ? k_never : status.valid_until,
+                      lost ? k_never : heartbeat.start_due().value_or(k_never), kill_at});
         if (wake == k_never) {
             timer.disarm();
         } else {

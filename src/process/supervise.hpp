@@ -30,7 +30,8 @@ struct SupervisedExit {
     bool lost_after_end = false;
 };
 
-// Waits for `child` to end while `heartbeat` keeps the lease alive. Signals caught by
+// Waits for `child` to end while `heartbeat` keeps the lease alive (starting a heartbeat made
+// with Start::when_due when its first renewal is due). Signals caught by
 // `signals` (which must include SIGCHLD) are passed on to the child's process group. When
 // the lease is lost (a renewal says so, or none was confirmed in time) and stop_on_lost is
 // set, the child's group gets SIGTERM at once and SIGKILL after kill_after, but never later

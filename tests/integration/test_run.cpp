@@ -366,3 +366,25 @@ TEST_CASE("the command inherits no connection to Redis", "[threads]") {
     REQUIRE(result.exit_code == 0);
     CHECK(result.out.find("socket:") == std::string::npos);
 }
+
+TEST_CASE("the heartbeat starts only when the lease first needs renewing, then renews on "
+          "schedule",
+          "[threads]") {
+    RedisServer server;
+    // A command that ends well inside ttl/3: redsem runs no second thread (and opens no
+    // second connection) for it.
+    const auto quick =
+        run_redsem({"run", "lazy", "--ttl", "60s", "--", "sh", "-c", "ls /proc/$PPID/task | wc -l"},
+                   env_for(server));
+    REQUIRE(quick.exit_code == 0);
+    CHECK(quick.out == "1\n");
+
+    // A 900ms lease held for 2.5s: the heartbeat starts at ttl/3, renews at once and every
+    // 300ms after; the command ends normally (76 if any renewal had come too late).
+    const auto held = run_redsem({"run", "lazy", "--ttl", "900ms", "--", "sh", "-c",
+                                  "sleep 2.5; ls /proc/$PPID/task | wc -l"},
+                                 env_for(server));
+    INFO(held.err);
+    CHECK(held.exit_code == 0);
+    CHECK(held.out == "2\n");
+}
