@@ -167,10 +167,9 @@ Reply Connection::read_reply(Clock::time_point deadline, int interrupt_fd) {
         } catch (const ConnectionLost& error) {
             const bool never_answered = m_first_reply_by.has_value();
             disconnect();
-            if (never_answered) {
-                // Nothing we sent can have run: the server cut us off at first contact (a TLS
-                // port resets a plain connection).
-                throw UnavailableError(fmt::format("{}{}", error.what(), plain_to_tls_hint()));
+            if (never_answered && !plain_to_tls_hint().empty()) {
+                // Still "broken": what we sent may have run before a CLIENT KILL or a restart.
+                throw ConnectionLost(fmt::format("{}{}", error.what(), plain_to_tls_hint()));
             }
             throw;
         } catch (...) {
@@ -191,9 +190,8 @@ Reply Connection::read_reply(Clock::time_point deadline, int interrupt_fd) {
             const bool never_answered = m_first_reply_by.has_value();
             disconnect();
             if (never_answered) {
-                // Before any reply: nothing we sent can have run as a lease. A TLS port closes
-                // a plain connection this way.
-                throw UnavailableError(
+                // What we sent may have run (a CLIENT KILL, a restart): "broken", as below.
+                throw ConnectionLost(
                     fmt::format("Redis at {} closed the connection before answering{}", where,
                                 plain_to_tls_hint()));
             }
@@ -235,7 +233,9 @@ Reply Connection::exchange(const std::vector<std::string>& args, Milliseconds bu
 }
 
 std::string_view Connection::plain_to_tls_hint() const {
-    return m_options.url.tls ? "" : " (a TLS port? use rediss://)";
+    // A TLS port resets a plain connection at its first request.
+    const bool plain_tcp = !m_options.url.tls && m_options.url.kind == RedisUrl::Kind::tcp;
+    return plain_tcp ? " (a TLS port? use rediss://)" : "";
 }
 
 Connection::Clock::time_point Connection::reply_deadline(Milliseconds budget) const {

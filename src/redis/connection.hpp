@@ -103,7 +103,7 @@ private:
     // or sooner while the connect timeout runs (see m_first_reply_by).
     Clock::time_point reply_deadline(Milliseconds budget) const;
     void handshake();
-    // Added to a failure at first contact over a plain connection.
+    // Added to a failure at first contact over plain TCP.
     std::string_view plain_to_tls_hint() const;
 
     ConnectOptions m_options;
