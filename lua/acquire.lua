@@ -4,7 +4,8 @@
 -- ARGV[3] limit, or '' for the stored one (1 for a new semaphore)
 -- ARGV[4] lease ttl in ms
 -- ARGV[5] 'wait' (queue if full) or 'try' (never queue)
--- ARGV[6] waiter liveness in ms (a queued caller must call again within it)
+-- ARGV[6] waiter liveness in ms: a queued caller at the head must call again within it, one
+--         further back within it plus its refresh_extra_ms (see below)
 -- ARGV[7] metadata JSON {host, pid, user, label}
 -- ARGV[8] '1' when this token may be known already (a retry, or a queued waiter refreshing
 --         its place), '0' for a token never sent before (skips the look-ups)
@@ -12,9 +13,13 @@
 --         the longer of the ttl and DEFAULT_LOSS_GRACE_MS)
 -- Reply, by first element:
 --   {'ok', fence, slot, deadline_ms, limit, now_ms}      the caller holds a slot
---   {'wait', position, held, limit, next_expiry_in_ms, queued, now_ms, closed_for_ms}
---                                                        queued (position 0 = next);
---                                                        next_expiry_in_ms is -1 when unknown
+--   {'wait', position, held, limit, next_expiry_in_ms, queued, now_ms, closed_for_ms,
+--    refresh_extra_ms}                                   queued (position 0 = next);
+--                                                        next_expiry_in_ms: when a lease or
+--                                                        liveness may run out, for a waiter
+--                                                        that may take that slot; else -1;
+--                                                        refresh_extra_ms: how much later
+--                                                        than usual to refresh
 --   {'busy', held, limit, queued, closed_for_ms}         full and ARGV[5] == 'try'
 --   closed_for_ms > 0: admission is closed for that long after a possible loss of data.
 --   {'conflict', stored_limit, held, queued}             another limit is in force (change
@@ -24,6 +29,14 @@
 --   {'wrongtype', key, actual_type, expected_type}       a foreign key is in the way
 -- Calling again with the same token is safe: a holder gets its lease back (and so collects a
 -- hand-over), a waiter keeps its place in the queue.
+--
+-- Waiters far back refresh their place less often: one at position P waits P seconds longer
+-- than the caller's own interval (at most REFRESH_EXTRA_MAX_MS), and its liveness deadline
+-- moves out as much. So an idle queue costs Redis about the log of its length in calls, not
+-- its length. A waiter that died far back in the queue is still handed its slot when it gets
+-- to the head, and loses it CLAIM_MS later (see hand_over()).
+local REFRESH_EXTRA_PER_POSITION_MS = 1000
+local REFRESH_EXTRA_MAX_MS = 10 * 60 * 1000
 
 local state, bad = load_state()
 if not state then
@@ -111,6 +124,7 @@ local function grant(held)
     local fence = next_fence(state)
     local deadline = now + ttl
     redis.call('ZADD', K_HOLDERS, deadline, token)
+    note_deadline(state, deadline)
     redis.call('HSET', K_INFO, token, holder_info(slot, fence, now, ttl, json))
     if held == 0 then
         expire_new(state, K_HOLDERS)
@@ -129,15 +143,28 @@ local function closed_for_ms()
     return opens > 0 and opens - now or 0
 end
 
--- When the waiter should look again: the earliest holder's deadline (it may have died), or
--- the end of a closed admission; -1 when neither is known.
-local function next_expiry_in()
-    local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
-    local expiry = first[2] and (tonumber(first[2]) - now) or -1
+-- When a waiter at `position` should look again: for one that may take the next free slot,
+-- when the earliest lease or liveness may run out (that slot may be free then), or when a
+-- closed admission opens; -1 otherwise.
+local function next_expiry_in(position)
+    if position >= limit then
+        return -1
+    end
+    local expiry = state.due < NOTHING_DUE and math.max(state.due - now, 0) or -1
     if closed_for > 0 and (expiry < 0 or closed_for < expiry) then
         return closed_for
     end
     return expiry
+end
+
+-- Queues `token` at `position`, or refreshes its place there, until its next refresh is due.
+local function keep_waiting(position)
+    local extra = math.min(position * REFRESH_EXTRA_PER_POSITION_MS, REFRESH_EXTRA_MAX_MS)
+    local deadline = now + liveness + extra
+    redis.call('ZADD', K_ALIVE, deadline, token)
+    note_deadline(state, deadline)
+    touch(state, deadline)
+    return extra
 end
 
 if position then
@@ -154,9 +181,8 @@ if position then
         end
         closed_for = closed_for_ms()
     end
-    redis.call('ZADD', K_ALIVE, now + liveness, token)
-    touch(state, now + liveness)
-    return {'wait', position, held, limit, next_expiry_in(), queued, now, closed_for}
+    local extra = keep_waiting(position)
+    return {'wait', position, held, limit, next_expiry_in(position), queued, now, closed_for, extra}
 end
 
 -- While anybody is queued every slot is held, so a newcomer can only queue behind them.
@@ -178,10 +204,10 @@ end
 local ticket = redis.call('HINCRBY', K_STATE, 'ticket', 1)
 redis.call('ZADD', K_QUEUE, ticket, token)
 redis.call('HSET', K_INFO, token, 'w - - ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json)
-redis.call('ZADD', K_ALIVE, now + liveness, token)
+local extra = keep_waiting(queued)
 if queued == 0 then
     expire_new(state, K_QUEUE)
     expire_new(state, K_ALIVE)
 end
-touch(state, now + liveness)
-return {'wait', queued, held or limit, limit, next_expiry_in(), queued + 1, now, closed_for}
+return {'wait', queued, held or limit, limit, next_expiry_in(queued), queued + 1, now, closed_for,
+        extra}

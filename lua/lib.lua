@@ -2,7 +2,8 @@
 --
 -- KEYS, the same for every script; all share the hash tag {name}, so a script stays on one
 -- Redis Cluster slot:
---   KEYS[1] state    hash    limit, fence, ticket, keep (see touch())
+--   KEYS[1] state    hash    limit, fence, ticket, keep (see touch()), loss_grace, due (see
+--                            prune())
 --   KEYS[2] holders  zset    token -> lease deadline (server ms)
 --   KEYS[3] info     hash    token -> "h SLOT FENCE ACQUIRED_MS TTL_MS JSON" for a holder,
 --                            "w - - SINCE_MS TTL_MS JSON" for a waiter (JSON: host, pid,
@@ -64,6 +65,10 @@ local DEFAULT_TTL_MS = 60000
 -- least this often otherwise.
 local IDENTITY_CHECK_MS = 1000
 local KEY_TYPES = {'hash', 'zset', 'hash', 'zset', 'zset', 'string'}
+-- prune() looks at most at this many entries of each set per call.
+local PRUNE_BATCH = 100
+-- The state's `due` when the holders and alive sets are empty (see prune()).
+local NOTHING_DUE = 2 ^ 52
 
 -- Integers above 1e14 lose digits in tostring(); format them exactly.
 local function int_str(n)
@@ -74,7 +79,7 @@ end
 -- a key holds a type redsem did not create. All keys are checked only when the state hash is
 -- missing (a new semaphore); a foreign key appearing later still fails with WRONGTYPE.
 local function load_state()
-    local got = redis.pcall('HMGET', K_STATE, 'limit', 'fence', 'keep', 'loss_grace')
+    local got = redis.pcall('HMGET', K_STATE, 'limit', 'fence', 'keep', 'loss_grace', 'due')
     if got.err then
         return nil, {'wrongtype', K_STATE, redis.call('TYPE', K_STATE).ok, 'hash'}
     end
@@ -87,7 +92,7 @@ local function load_state()
         end
     end
     return {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
-            keep = tonumber(got[3]) or 0, loss_grace = tonumber(got[4])}
+            keep = tonumber(got[3]) or 0, loss_grace = tonumber(got[4]), due = tonumber(got[5]) or 0}
 end
 
 -- Server time in milliseconds; also remembers it in microseconds for next_fence(). (Both
@@ -119,6 +124,20 @@ local function touch(state, deadline)
     redis.call('HSET', K_STATE, 'keep', int_str(state.keep))
     for i = 1, SEMAPHORE_KEYS do
         redis.call('PEXPIREAT', KEYS[i], int_str(state.keep))
+    end
+end
+
+-- Records that an entry of the holders or alive set now runs out at `deadline`: the state's
+-- `due` is a time before which no entry of those sets runs out (0 when unknown), so prune()
+-- need not look before it.
+-- Every ZADD to those sets goes with a call to this.
+-- (Stored only in a state hash that has a limit: a hash created here would have no expiry.)
+local function note_deadline(state, deadline)
+    if deadline < state.due then
+        state.due = deadline
+        if state.raw_limit then
+            redis.call('HSET', K_STATE, 'due', int_str(deadline))
+        end
     end
 end
 
@@ -201,13 +220,14 @@ local function remove_waiter(token)
     redis.call('DEL', WAKE_PREFIX .. token)
 end
 
--- Gives free slot `slot` (its bit clear) to the head of the queue. The new holder learns of
+-- Gives free slot `slot` to the head of the queue; its bit is set here unless `bit_set` says
+-- it still is (a holder's slot passed straight on). The new holder learns of
 -- it from its wake list ("FENCE SLOT DEADLINE NOW LIMIT"), and must collect it within CLAIM_MS; the
 -- list lives as long as the lease, so prune() can always tell a grant nobody collected.
 -- Returns false, leaving the slot free, when nobody waits, or while admission is closed after
 -- a loss of data (the head of the queue takes the slot when it next refreshes its place after
 -- admission opens).
-local function hand_over(state, slot, now)
+local function hand_over(state, slot, now, bit_set)
     while true do
         local head = redis.call('ZPOPMIN', K_QUEUE)
         local token = head[1]
@@ -222,10 +242,13 @@ local function hand_over(state, slot, now)
         if waiter and waiter.kind == 'w' then
             local fence = next_fence(state)
             local deadline = now + waiter.ttl
-            redis.call('SETBIT', K_SLOTS, slot, 1)
+            if not bit_set then
+                redis.call('SETBIT', K_SLOTS, slot, 1)
+            end
             redis.call('ZADD', K_HOLDERS, deadline, token)
             redis.call('HSET', K_INFO, token, holder_info(slot, fence, now, waiter.ttl, waiter.json))
             redis.call('ZADD', K_ALIVE, now + CLAIM_MS, token)
+            note_deadline(state, math.min(deadline, now + CLAIM_MS))
             local wake = WAKE_PREFIX .. token
             redis.call('RPUSH', wake, int_str(fence) .. ' ' .. slot .. ' ' .. int_str(deadline) .. ' ' .. int_str(now) .. ' ' .. state.limit)
             redis.call('PEXPIREAT', wake, int_str(math.max(deadline, now + CLAIM_MS)))
@@ -255,16 +278,29 @@ end
 -- before fewer than the limit hold). Returns true when it was a holder. Its wake list and
 -- claim deadline go too: a hand-over it never collected must not be read later as a new
 -- grant, nor reported as a waiter. The new holder is written before the old one leaves, so
--- the holders key never empties (and never loses its expiry) on a hand-over.
-local function remove_holder(state, token, info, now)
+-- the holders key never empties (and never loses its expiry) on a hand-over. `in_holders`
+-- says whether the token is in the holders set, when the caller knows (nil: look it up).
+local function remove_holder(state, token, info, now, in_holders)
     info = info or parse_info(redis.call('HGET', K_INFO, token))
     if info and info.kind == 'h' and info.slot then
-        redis.call('SETBIT', K_SLOTS, info.slot, 0)
+        local limit = state.limit or 0
         local others = redis.call('ZCARD', K_HOLDERS)
-        if redis.call('ZSCORE', K_HOLDERS, token) then
+        if in_holders == nil then
+            in_holders = redis.call('ZSCORE', K_HOLDERS, token) ~= false
+        end
+        if in_holders then
             others = others - 1
         end
-        fill_free_slots(state, others, now)
+        -- The slot goes straight to the head of the queue when the limit allows (the hot
+        -- path: its bit stays set); otherwise it is freed, and the lowest free ones filled.
+        if info.slot < limit and others < limit and hand_over(state, info.slot, now, true) then
+            fill_free_slots(state, others + 1, now)
+        else
+            redis.call('SETBIT', K_SLOTS, info.slot, 0)
+            if others < limit and redis.call('ZCARD', K_QUEUE) > 0 then
+                fill_free_slots(state, others, now)
+            end
+        end
     end
     redis.call('HDEL', K_INFO, token)
     redis.call('DEL', WAKE_PREFIX .. token)
@@ -312,13 +348,32 @@ end
 local function ignore()
 end
 
+-- The earliest deadline in the holders and alive sets, NOTHING_DUE when both are empty.
+local function earliest_deadline()
+    local due = NOTHING_DUE
+    for _, key in ipairs({K_ALIVE, K_HOLDERS}) do
+        local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+        if first[2] then
+            due = math.min(due, tonumber(first[2]))
+        end
+    end
+    return due
+end
+
 -- Drops waiters that stopped refreshing, hand-overs nobody collected, and holders whose lease
--- has run out; their slots go to the queue. At most 100 of each per call, so that no script
--- runs long; the rest go on the next call.
+-- has run out; their slots go to the queue. At most PRUNE_BATCH of each per call, so that no
+-- script runs long; the rest go on the next call. Nothing is looked at before the state's
+-- `due` (most calls), and `due` moves to the earliest deadline left after a complete pass.
+-- (An older redsem's scripts do not keep `due`: while they share a semaphore with this one,
+-- a lease they grant that runs out before `due` is pruned at `due`, late but never early.)
 local function prune(state, now)
-    local lapsed = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 100)
+    if now < state.due then
+        return
+    end
+    local lapsed = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now, 'WITHSCORES', 'LIMIT', 0,
+                              PRUNE_BATCH)
     settle_lapsed(state, lapsed, now, true, ignore)
-    local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now, 'LIMIT', 0, 100)
+    local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now, 'LIMIT', 0, PRUNE_BATCH)
     for _, token in ipairs(expired) do
         remove_holder(state, token, nil, now)
     end
@@ -326,5 +381,11 @@ local function prune(state, now)
         -- Hand-overs may have re-created keys; give them the common expiry.
         expire_new(state, K_HOLDERS)
         expire_new(state, K_INFO)
+    end
+    if #lapsed < PRUNE_BATCH * 2 and #expired < PRUNE_BATCH then
+        state.due = earliest_deadline()
+        if state.raw_limit then
+            redis.call('HSET', K_STATE, 'due', int_str(state.due))
+        end
     end
 end

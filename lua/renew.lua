@@ -23,6 +23,7 @@ local info = parse_info(redis.call('HGET', K_INFO, token))
 local ttl = tonumber(ARGV[3]) or (info and info.ttl) or DEFAULT_TTL_MS
 deadline = now + ttl
 redis.call('ZADD', K_HOLDERS, 'XX', deadline, token)
+note_deadline(state, deadline) -- a shorter ttl may bring it forward
 if info and info.kind == 'h' and info.ttl ~= ttl then
     redis.call('HSET', K_INFO, token, holder_info(info.slot, tonumber(info.fence), info.since, ttl, info.json))
 end

@@ -57,6 +57,9 @@ public:
     WaitFeedback(const WaitFeedback&) = delete;
     WaitFeedback& operator=(const WaitFeedback&) = delete;
 
+    // Shown at all (stderr is a terminal, and not --quiet).
+    bool enabled() const noexcept { return m_enabled; }
+
     void update(const QueuePosition& position) {
         if (!m_enabled || Clock::now() - m_started < std::chrono::seconds(1)) {
             return;
@@ -153,6 +156,7 @@ std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& requ
     }
     options.interrupt_fd = signal_or_exit ? signal_or_exit->fd() : signals.fd();
     options.on_wait = [&feedback](const QueuePosition& position) { feedback.update(position); };
+    options.live_position = feedback.enabled();
     bool told_closed = false;
     options.on_closed = [&](const AdmissionClosed& closed) {
         if (request.quiet || told_closed) {

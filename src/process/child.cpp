@@ -1,5 +1,6 @@
 #include "process/child.hpp"
 
+#include "process/signal_watch.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
@@ -134,10 +135,11 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
     pthread_sigmask(SIG_SETMASK, &all, &original);
     m_pid = vfork();
     if (m_pid == 0) {
+        const sigset_t& caught = caught_signals();
         for (int signal = 1; signal < NSIG; ++signal) {
             struct sigaction action {};
-            if (sigaction(signal, nullptr, &action) == 0 && action.sa_handler != SIG_IGN &&
-                action.sa_handler != SIG_DFL) {
+            if (sigismember(&caught, signal) == 1 && sigaction(signal, nullptr, &action) == 0 &&
+                action.sa_handler != SIG_IGN && action.sa_handler != SIG_DFL) {
                 action.sa_handler = SIG_DFL;
                 sigaction(signal, &action, nullptr);
             }

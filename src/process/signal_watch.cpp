@@ -16,6 +16,11 @@ namespace {
 // Signal handlers can only reach globals; SignalWatch allows one instance at a time.
 std::atomic<int> g_first_signal{0};
 int g_pipe[2] = {-1, -1};
+sigset_t g_caught = [] {
+    sigset_t none;
+    sigemptyset(&none);
+    return none;
+}();
 
 extern "C" void on_signal(int signal) {
     const int saved_errno = errno;
@@ -51,7 +56,12 @@ void SignalWatch::add(int signal) {
     sigemptyset(&action.sa_mask);
     action.sa_flags = 0; // no SA_RESTART: a blocking call returns EINTR and rechecks
     Watched& watched = m_watched.emplace_back(Watched{signal, {}});
+    sigaddset(&g_caught, signal);
     sigaction(signal, &action, &watched.previous);
+}
+
+const sigset_t& caught_signals() noexcept {
+    return g_caught;
 }
 
 SignalWatch::~SignalWatch() {

@@ -36,4 +36,9 @@ private:
     std::vector<Watched> m_watched;
 };
 
+// Every signal a SignalWatch has caught in this process, watched now or before. A child
+// started with vfork() resets only these: it runs in this process's memory until it execs,
+// so a handler of ours must not run there. Read without locks (async-signal-safe).
+const sigset_t& caught_signals() noexcept;
+
 } // namespace redsem

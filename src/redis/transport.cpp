@@ -229,22 +229,22 @@ private:
 // OpenSSL is loaded when a rediss:// URL first needs it, not linked: its shared libraries
 // would cost every start of redsem about 4,000 more relocations (about half a millisecond),
 // and most connections are plain. The functions come from the system's libssl, so its
-// security updates apply as to any linked program.
+// security updates apply as to any linked program. (A static build, REDSEM_STATIC, cannot
+// load a shared library: it links OpenSSL in.)
 #define REDSEM_OPENSSL_FUNCTIONS(X)                                                                \
     X(SSL_CTX_new)                                                                                 \
     X(TLS_client_method)                                                                           \
     X(SSL_CTX_free)                                                                                \
     X(SSL_CTX_ctrl)                                                                                \
-    X(SSL_CTX_set_options) X(SSL_CTX_set_verify) X(SSL_CTX_load_verify_locations)                  \
-        X(SSL_CTX_set_default_verify_paths) X(SSL_CTX_use_certificate_chain_file)                  \
-            X(SSL_CTX_use_PrivateKey_file) X(SSL_CTX_check_private_key)                            \
-                X(SSL_CTX_set_default_passwd_cb) X(SSL_new) X(SSL_free) X(SSL_set_fd) X(SSL_ctrl)  \
-                    X(SSL_get0_param) X(X509_VERIFY_PARAM_set_hostflags)                           \
-                        X(X509_VERIFY_PARAM_set1_ip_asc) X(X509_VERIFY_PARAM_set1_host)            \
-                            X(SSL_connect) X(SSL_get_error) X(SSL_write) X(SSL_read)               \
-                                X(SSL_pending) X(SSL_get_verify_result)                            \
-                                    X(X509_verify_cert_error_string) X(ERR_get_error)              \
-                                        X(ERR_clear_error) X(ERR_reason_error_string)
+    X(SSL_CTX_set_options)                                                                         \
+    X(SSL_CTX_set_verify) X(SSL_CTX_load_verify_locations) X(SSL_CTX_set_default_verify_paths)     \
+        X(SSL_CTX_use_certificate_chain_file) X(SSL_CTX_use_PrivateKey_file)                       \
+            X(SSL_CTX_check_private_key) X(SSL_CTX_set_default_passwd_cb) X(SSL_new) X(SSL_free)   \
+                X(SSL_set_fd) X(SSL_ctrl) X(SSL_get0_param) X(X509_VERIFY_PARAM_set_hostflags)     \
+                    X(X509_VERIFY_PARAM_set1_ip_asc) X(X509_VERIFY_PARAM_set1_host) X(SSL_connect) \
+                        X(SSL_get_error) X(SSL_write) X(SSL_read) X(SSL_pending)                   \
+                            X(SSL_get_verify_result) X(X509_verify_cert_error_string)              \
+                                X(ERR_get_error) X(ERR_clear_error) X(ERR_reason_error_string)
 
 struct OpenSsl {
 #define REDSEM_DECLARE(name) decltype(&::name) name = nullptr;
@@ -252,6 +252,19 @@ struct OpenSsl {
 #undef REDSEM_DECLARE
 };
 
+#ifdef REDSEM_OPENSSL_LINKED
+// A static build (REDSEM_STATIC) links OpenSSL in.
+const OpenSsl& openssl() {
+    static const OpenSsl linked = [] {
+        OpenSsl functions;
+#define REDSEM_LINK(name) functions.name = &::name;
+        REDSEM_OPENSSL_FUNCTIONS(REDSEM_LINK)
+#undef REDSEM_LINK
+        return functions;
+    }();
+    return linked;
+}
+#else
 #define REDSEM_STRINGIFY(x) #x
 #define REDSEM_SONAME(major) "libssl.so." REDSEM_STRINGIFY(major)
 #if OPENSSL_VERSION_MAJOR >= 3
@@ -281,6 +294,7 @@ const OpenSsl& openssl() {
     }();
     return loaded;
 }
+#endif
 
 using SslCtxPtr = std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)>;
 using SslPtr = std::unique_ptr<SSL, void (*)(SSL*)>;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <poll.h>
+#include <random>
 #include <thread>
 #include <unistd.h>
 #include <variant>
@@ -26,9 +27,10 @@ struct ConflictReply {
 // The acquire script's reply when it queued the caller (see lua/acquire.lua).
 struct QueuedReply {
     QueuePosition position;
-    long long next_expiry_in_ms = -1; // the earliest holder's lease; -1: unknown
+    long long next_expiry_in_ms = -1; // when the next slot may free up; -1: unknown
     long long server_now_ms = 0;
     Milliseconds closed_for{0};
+    Milliseconds refresh_extra{0}; // how much later than k_waiter_refresh to refresh
 };
 
 namespace {
@@ -58,7 +60,8 @@ struct Busy {
 };
 using AcquireReply = std::variant<Granted, Busy, QueuedReply, ConflictReply>;
 
-Milliseconds closed_for(const Reply& reply, std::size_t index) {
+// Reply field `index` as a duration; 0 when missing (a script of an older redsem).
+Milliseconds optional_ms(const Reply& reply, std::size_t index) {
     const auto& items = reply.as_array();
     return Milliseconds{index < items.size() ? std::max(0LL, items[index].as_integer()) : 0};
 }
@@ -79,10 +82,11 @@ AcquireReply parse_acquire_reply(const Reply& reply) {
                                         .queued = reply.at(5).as_integer()},
                            .next_expiry_in_ms = reply.at(4).as_integer(),
                            .server_now_ms = reply.at(6).as_integer(),
-                           .closed_for = closed_for(reply, 7)};
+                           .closed_for = optional_ms(reply, 7),
+                           .refresh_extra = optional_ms(reply, 8)};
     }
     if (kind == "busy") {
-        return Busy{.closed_for = closed_for(reply, 4)};
+        return Busy{.closed_for = optional_ms(reply, 4)};
     }
     if (kind == "conflict") {
         return ConflictReply{.stored_limit = reply.at(1).as_integer(),
@@ -133,11 +137,20 @@ private:
     Backoff m_backoff;
 };
 
-// How long a queued waiter sleeps on its wake list: until a release hands it a slot, or the
-// earliest holder's lease runs out (it may have died) or admission opens, or it must refresh
-// its place, or the caller's wait ends.
-Milliseconds wake_timeout(const QueuedReply& queued, Clock::time_point give_up_at) {
+// How long a queued waiter sleeps on its wake list: until a release hands it a slot, or (near
+// the head) a lease may run out (its holder may have died) or admission opens, or it must
+// refresh its place (later the further back it is), or the caller's wait ends.
+Milliseconds wake_timeout(const QueuedReply& queued, bool live_position,
+                          Clock::time_point give_up_at) {
     Milliseconds timeout = k_waiter_refresh;
+    if (!live_position && queued.refresh_extra.count() > 0) {
+        // Up to a tenth earlier, at random: waiters that queued together (and so would
+        // refresh together, rarely) spread out instead of calling Redis all at once.
+        thread_local std::minstd_rand random{std::random_device{}()};
+        const long long extra = queued.refresh_extra.count();
+        std::uniform_int_distribution<long long> earlier(0, extra / 10);
+        timeout += Milliseconds{extra - earlier(random)};
+    }
     if (queued.next_expiry_in_ms >= 0) {
         timeout = std::min(timeout, Milliseconds{queued.next_expiry_in_ms + 1});
     }
@@ -290,7 +303,8 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
             }
             try {
                 if (auto lease = wait_for_hand_over(
-                        options, token, wake_timeout(queued, give_up_at), asked_at, queued)) {
+                        options, token, wake_timeout(queued, options.live_position, give_up_at),
+                        asked_at, queued)) {
                     if (confirm(*lease)) {
                         return lease;
                     }

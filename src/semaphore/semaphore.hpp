@@ -19,10 +19,11 @@ inline constexpr Milliseconds k_min_ttl{100};
 // for the loss grace, so that a lease it forgot has run out first. Without --loss-grace: the
 // semaphore's stored grace, else the longer of the ttl and this.
 inline constexpr Milliseconds k_default_loss_grace{60'000};
-// A queued waiter that has not refreshed its place for this long is dropped from the queue,
-// so a waiter killed with SIGKILL stops blocking the ones behind it within this time.
+// A queued waiter at the head that has not refreshed its place for this long is dropped from
+// the queue, so a waiter killed with SIGKILL stops blocking the ones behind it within this
+// time. Further back, waiters refresh less often and get as much longer (lua/acquire.lua).
 inline constexpr Milliseconds k_waiter_liveness{5'000};
-// How often a queued waiter refreshes its place; well inside k_waiter_liveness.
+// How often a queued waiter at the head refreshes its place; well inside k_waiter_liveness.
 inline constexpr Milliseconds k_waiter_refresh{1'500};
 // How long an acquire keeps reconnecting after Redis became unreachable (a restart, a blip)
 // before it gives up: inside k_waiter_liveness, so a queued waiter keeps its place.
@@ -62,6 +63,9 @@ struct AcquireOptions {
     HolderMeta meta;
     int interrupt_fd = -1; // readable => stop waiting, leave the queue, throw WaitInterrupted
     std::function<void(const QueuePosition&)> on_wait; // called each time the waiter is queued
+    // Refresh the place in the queue every k_waiter_refresh however far back it is, so that
+    // on_wait shows a live position (a person is watching); otherwise less often further back.
+    bool live_position = false;
     // Called when a slot could have been taken but admission is closed for a while.
     std::function<void(const AdmissionClosed&)> on_closed;
     std::optional<Milliseconds> loss_grace; // stored with the semaphore; nullopt keeps it

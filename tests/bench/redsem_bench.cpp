@@ -7,6 +7,7 @@
 // timed from the moment a holder starts its release to the moment the blocked waiter that the
 // release handed the slot to returns holding it. The slot number identifies the release: a
 // slot is handed over only by the release that freed it.
+#include "bench_support.hpp"
 #include "process/holder_meta.hpp"
 #include "redis/connection.hpp"
 #include "semaphore/semaphore.hpp"
@@ -22,7 +23,8 @@
 #include <thread>
 
 using namespace redsem;
-using Clock = std::chrono::steady_clock;
+using redsem::bench::Clock;
+using redsem::bench::percentile;
 
 namespace {
 
@@ -30,15 +32,6 @@ struct Sample {
     std::vector<double> handoff_ms;
     long long cycles = 0;
 };
-
-double percentile(std::vector<double> values, double p) {
-    if (values.empty()) {
-        return 0;
-    }
-    std::sort(values.begin(), values.end());
-    const auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
-    return values[index];
-}
 
 long long now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
@@ -74,6 +67,9 @@ int main(int argc, char** argv) {
     std::vector<std::atomic<long long>> release_started(static_cast<std::size_t>(limit));
     std::atomic<bool> stop{false};
     std::atomic<int> errors{0};
+    // The observer: how many clients believe they hold a slot at once (never above the limit).
+    std::atomic<long long> holding{0};
+    std::atomic<long long> most_holding{0};
     std::mutex merge_mutex;
     Sample total;
     std::vector<std::thread> threads;
@@ -95,12 +91,18 @@ int main(int argc, char** argv) {
                     if (!lease) {
                         continue;
                     }
+                    const long long now_holding = ++holding;
+                    long long most = most_holding.load();
+                    while (now_holding > most &&
+                           !most_holding.compare_exchange_weak(most, now_holding)) {
+                    }
                     auto& slot_release = release_started[static_cast<std::size_t>(lease->slot)];
                     const long long freed = slot_release.load();
                     if (lease->handed_over && freed != 0) {
                         mine.handoff_ms.push_back(static_cast<double>(got - freed) / 1e6);
                     }
                     slot_release = now_ns();
+                    --holding;
                     semaphore.release(lease->token);
                     ++mine.cycles;
                 }
@@ -131,8 +133,9 @@ int main(int argc, char** argv) {
         {"handoffs", total.handoff_ms.size()},
         {"handoff_p50_ms", percentile(total.handoff_ms, 0.50)},
         {"handoff_p99_ms", percentile(total.handoff_ms, 0.99)},
+        {"max_concurrent_holders", most_holding.load()},
         {"errors", errors.load()},
     };
     std::cout << out.dump(2) << "\n";
-    return errors == 0 ? 0 : 1;
+    return errors == 0 && most_holding <= limit ? 0 : 1;
 }

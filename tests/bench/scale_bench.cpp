@@ -9,6 +9,7 @@
 // one holder each, half of whose leases run out before gc runs, and one semaphore with E
 // holders whose leases all run out (gc must clean it without one long call). Uses FLUSHDB:
 // point it at a private server.
+#include "bench_support.hpp"
 #include "lua_scripts.hpp"
 #include "redis/connection.hpp"
 #include "semaphore/keys.hpp"
@@ -25,37 +26,11 @@
 #include <unistd.h>
 
 using namespace redsem;
-using Clock = std::chrono::steady_clock;
+using namespace redsem::bench;
 
 namespace {
 
-constexpr std::size_t k_batch = 1000;
 constexpr long long k_logged_from_us = 200;
-const std::string k_meta = R"({"host":"bench","pid":1,"user":"bench","label":"scale bench"})";
-
-ScriptCall acquire_command(const std::string& name, const std::string& token, long long limit,
-                           long long ttl_ms, bool wait) {
-    const Keys keys = Keys::make("redsem", name);
-    // Loss grace 0: a private, flushed server has lost no lease.
-    return ScriptCall{scripts::k_acquire_script,
-                      keys.script_keys(),
-                      {keys.wake_prefix, token, std::to_string(limit), std::to_string(ttl_ms),
-                       wait ? "wait" : "try", "600000", k_meta, "0", "0"}};
-}
-
-void run_batched(Connection& connection, std::vector<ScriptCall>& commands) {
-    for (std::size_t first = 0; first < commands.size(); first += k_batch) {
-        const std::vector<ScriptCall> batch(
-            commands.begin() + static_cast<long>(first),
-            commands.begin() + static_cast<long>(std::min(commands.size(), first + k_batch)));
-        for (const Reply& reply : connection.eval_pipeline(batch)) {
-            if (reply.is_error()) {
-                throw std::runtime_error("populating failed: " + reply.text);
-            }
-        }
-    }
-    commands.clear();
-}
 
 // Runs redsem with `args`, stdout to /dev/null; returns wall seconds.
 double time_redsem(const std::string& redsem, const std::string& url,
@@ -139,12 +114,12 @@ int main(int argc, char** argv) {
     admin.call({"CONFIG", "SET", "slowlog-log-slower-than", std::to_string(k_logged_from_us)});
     admin.call({"CONFIG", "SET", "slowlog-max-len", "1000000"});
 
-    std::vector<ScriptCall> commands;
+    std::vector<ScriptCall> commands; // filled, then run in batches
     for (long long i = 0; i < holders; ++i) {
-        commands.push_back(acquire_command("big", generate_token(), holders, 600'000, false));
+        commands.push_back(acquire_call("big", generate_token(), holders, 600'000, false));
     }
     for (long long i = 0; i < holders; ++i) {
-        commands.push_back(acquire_command("big", generate_token(), holders, 600'000, true));
+        commands.push_back(acquire_call("big", generate_token(), holders, 600'000, true));
     }
     run_batched(admin, commands);
     nlohmann::json results = nlohmann::json::array();
@@ -155,8 +130,7 @@ int main(int argc, char** argv) {
 
     for (long long i = 0; i < semaphores; ++i) {
         const long long ttl = i % 2 == 0 ? 100 : 600'000; // half expire before gc runs
-        commands.push_back(
-            acquire_command(fmt::format("s{:05}", i), generate_token(), 1, ttl, false));
+        commands.push_back(acquire_call(fmt::format("s{:05}", i), generate_token(), 1, ttl, false));
     }
     run_batched(admin, commands);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -169,8 +143,7 @@ int main(int argc, char** argv) {
     constexpr long long k_dead_ttl_ms = 30'000;
     const auto filled_from = Clock::now();
     for (long long i = 0; i < expired; ++i) {
-        commands.push_back(
-            acquire_command("dead", generate_token(), 100'000, k_dead_ttl_ms, false));
+        commands.push_back(acquire_call("dead", generate_token(), 100'000, k_dead_ttl_ms, false));
     }
     run_batched(admin, commands);
     std::this_thread::sleep_until(filled_from + std::chrono::milliseconds(k_dead_ttl_ms + 500));
