@@ -276,18 +276,19 @@ int main(int argc, char** argv) {
     GlobalOptions global;
     add_global_options(app, global);
 
-    // Only the invoked command's options are built (most of the work of starting up); all of
-    // them when the command cannot be told before parsing.
+    // Only the invoked command is built (building them all was most of the work of starting
+    // up); all of them when the command cannot be told before parsing (redsem --help).
     std::vector<std::string> args(argv + 1, argv + argc);
     const std::size_t invoked_at = subcommand_at(app, args);
     std::map<const CLI::App*, Runner> runners;
     for (const Command& command : commands()) {
-        CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
-        if (invoked_at == args.size() || args[invoked_at] == command.name) {
-            sub->fallthrough();
-            sub->footer(std::string(k_global_footer));
-            runners[sub] = command.setup(*sub, global);
+        if (invoked_at < args.size() && args[invoked_at] != command.name) {
+            continue;
         }
+        CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
+        sub->fallthrough();
+        sub->footer(std::string(k_global_footer));
+        runners[sub] = command.setup(*sub, global);
     }
 
     try {
