@@ -12,8 +12,9 @@
 #   tests/bench/all.sh [BUILD_DIR] [STATIC_BUILD_DIR]
 #
 # RUNS (hyperfine runs, default 300), CONTENDED_SECONDS (10) and IDLE_SECONDS (120) set the
-# lengths. A waiter at position P refreshes about every 1.5s + P s, at most every 10 minutes,
-# so IDLE_SECONDS below 660 undercounts the far end of the 10,000: use 720 for that figure.
+# lengths (IDLE_SECONDS=0 leaves section 3 out). A waiter at position P refreshes about every
+# 1.5s + P s, at most every 10 minutes, so IDLE_SECONDS below 660 undercounts the far end of the
+# 10,000: use 720 for that figure.
 set -euo pipefail
 build=${1:-build}
 static_build=${2:-}
@@ -79,26 +80,34 @@ fi
 
 echo
 echo "== 4. Scale: each script at 10 and at 10,000 holders and waiters"
-"$build/tests/bench/redsem-cost-bench" --url "$url" --sizes 10,10000 --cycles 1000 | python3 -c '
+"$build/tests/bench/redsem-cost-bench" --url "$url" --sizes 10,10000 --cycles 1000 >"$dir/cost.json"
+python3 - "$dir/cost.json" <<'PY'
 import json, sys
-d = json.load(sys.stdin)
+d = json.load(open(sys.argv[1]))
+def line(label, name, s):
+    print(f"{label}, {name:8}: {s['redis_us_p50']:6.1f} us in Redis (p50), "
+          f"{s['redis_calls_per_script']:4.1f} calls inside, round trip {s['round_trip_us_p50']:6.1f} us")
 for size in d["sizes"]:
     for name, s in size["scripts"].items():
-        print(f"{size[\"holders\"]:>6} holders and waiters, {name:8}: {s[\"redis_us_p50\"]:6.1f} us in Redis (p50), "
-              f"{s[\"redis_calls_per_script\"]:4.1f} calls inside, round trip {s[\"round_trip_us_p50\"]:6.1f} us")
+        line(f"{size['holders']:>6} holders and waiters", name, s)
 for name, s in d["free"]["scripts"].items():
-    print(f"  nobody waiting, {name:8}: {s[\"redis_us_p50\"]:6.1f} us in Redis (p50), "
-          f"{s[\"redis_calls_per_script\"]:4.1f} calls inside, round trip {s[\"round_trip_us_p50\"]:6.1f} us")
+    line("      nobody waiting", name, s)
 for name, g in d["largest_over_smallest"].items():
-    print(f"10,000 over 10, {name}: Redis time {g[\"redis_us_p50\"]:.2f}x, round trip {g[\"round_trip_us_p50\"]:.2f}x (target <= 2)")
-'
+    print(f"10,000 over 10, {name}: Redis time {g['redis_us_p50']:.2f}x, "
+          f"round trip {g['round_trip_us_p50']:.2f}x (target <= 2)")
+PY
 
+if [ "$idle_seconds" = 0 ]; then
+    exit 0
+fi
 echo
 echo "== 3. Idle waiters (window ${idle_seconds}s)"
 for waiters in 100 10000; do
-    idle=$("$build/tests/bench/redsem-idle-bench" --url "$url" --waiters "$waiters" --seconds "$idle_seconds" --name "idle$waiters")
-    printf 'redsem, %s waiters: %.1f commands/s, %.2f%% of a core\n' "$waiters" \
-        "$(field commands_per_second <<<"$idle")" "$(field redis_cpu_percent <<<"$idle")"
+    idle=$("$build/tests/bench/redsem-idle-bench" --url "$url" --waiters "$waiters" \
+        --seconds "$idle_seconds" --baseline-seconds 60 --name "idle$waiters")
+    printf 'redsem, %s waiters: %.1f commands/s, %.2f%% of a core (%s connections that only connect: %.2f%%)\n' \
+        "$waiters" "$(field commands_per_second <<<"$idle")" "$(field redis_cpu_percent <<<"$idle")" \
+        "$waiters" "$(python3 -c 'import json, sys; print(json.load(sys.stdin)["connections_alone"]["redis_cpu_percent"])' <<<"$idle")"
     if [ "$waiters" = 100 ]; then
         redsem_100=$(field commands_per_second <<<"$idle")
     fi

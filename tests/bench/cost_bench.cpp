@@ -110,7 +110,12 @@ nlohmann::json full_semaphore(Connection& client, Connection& admin, long long s
             throw std::runtime_error("a release found no holder");
         }
         holders.pop_front();
-        holders.push_back(waiters.front()); // handed over
+        // Handed over: collect the grant as the waiter's BLPOP would (not measured), or it
+        // would be taken back CLAIM_MS later.
+        if (client.call({"LPOP", keys.wake_prefix + waiters.front()}).is_nil()) {
+            throw std::runtime_error("a release handed the slot to nobody");
+        }
+        holders.push_back(waiters.front());
         waiters.pop_front();
         waiters.push_back(generate_token());
         const Reply queued = runner.call(acquire_call(name, waiters.back(), size, k_long_ms, true));

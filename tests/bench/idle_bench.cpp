@@ -1,13 +1,16 @@
 // redsem-idle-bench: what idle waiters cost Redis. Prints one JSON object; asserts nothing.
 //
-//   redsem-idle-bench --url URL --waiters 10000 [--seconds 60] [--name idle]
+//   redsem-idle-bench --url URL --waiters 10000 [--seconds 60] [--baseline-seconds 0]
+//                     [--name idle]
 //
 // One slot of a limit-1 semaphore is held for the whole run; N waiters queue behind it, each a
 // thread with its own connection running the library's real acquire (as `redsem acquire`
 // does: refreshing its place, blocked on its wake list in between). Once all are queued, the
 // server's commands (scripts' inner calls included) and CPU time are read over the window
-// from INFO. The waiters then leave the queue. Redis needs --maxclients above N, and this
-// process N file descriptors (it raises its own soft limit).
+// from INFO. The waiters then leave the queue. With --baseline-seconds, the same is first
+// measured for N connections that only connect (what so many clients cost Redis whatever they
+// do: its per-client housekeeping). Redis needs --maxclients above N, and this process N file
+// descriptors (it raises its own soft limit).
 #include "bench_support.hpp"
 #include "lua_scripts.hpp"
 #include "process/holder_meta.hpp"
@@ -18,7 +21,9 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <pthread.h>
 #include <sstream>
 #include <sys/resource.h>
@@ -73,6 +78,39 @@ double server_cpu_seconds(Connection& admin) {
     return info_field(admin, "cpu", "used_cpu_sys") + info_field(admin, "cpu", "used_cpu_user");
 }
 
+struct Window {
+    double seconds = 0;
+    double commands_per_second = 0;
+    double cpu_percent = 0;
+};
+
+// Redis's commands and CPU time over `seconds` from now (less the observer's INFO calls).
+Window measure(Connection& admin, double seconds) {
+    const double commands_before = info_field(admin, "stats", "total_commands_processed");
+    const double cpu_before = server_cpu_seconds(admin);
+    const auto start = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    const double commands_after = info_field(admin, "stats", "total_commands_processed");
+    const double cpu_after = server_cpu_seconds(admin);
+    Window window;
+    window.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    // The observer's INFO calls inside the window: stats once, cpu twice.
+    window.commands_per_second = (commands_after - commands_before - 3) / window.seconds;
+    window.cpu_percent = (cpu_after - cpu_before) / window.seconds * 100;
+    return window;
+}
+
+// What N connections that only connected cost Redis over `seconds`.
+Window connections_alone(const ConnectOptions& connect, int count, double seconds,
+                         Connection& admin) {
+    std::vector<std::unique_ptr<Connection>> connections;
+    for (int i = 0; i < count; ++i) {
+        connections.push_back(std::make_unique<Connection>(connect));
+        connections.back()->call({"PING"});
+    }
+    return measure(admin, seconds);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -81,9 +119,13 @@ int main(int argc, char** argv) {
     int waiters = 100;
     double seconds = 60;
     std::string name = "idle";
+    double baseline_seconds = 0;
     app.add_option("--url", url, "Redis URL of a private server")->required();
     app.add_option("--waiters", waiters, "Waiting clients (threads)")->check(CLI::Range(1, 20000));
     app.add_option("--seconds", seconds, "Measured window")->check(CLI::Range(1.0, 3600.0));
+    app.add_option("--baseline-seconds", baseline_seconds,
+                   "First measure as many connections that only connect")
+        ->check(CLI::Range(0.0, 3600.0));
     app.add_option("--name", name, "Semaphore name");
     CLI11_PARSE(app, argc, argv);
 
@@ -98,7 +140,13 @@ int main(int argc, char** argv) {
     for (const auto& key : keys.script_keys()) {
         admin.call({"DEL", key});
     }
-    std::vector<ScriptCall> hold{acquire_call(name, generate_token(), 1, k_long_ms, false)};
+    std::optional<Window> baseline;
+    if (baseline_seconds > 0) {
+        baseline = connections_alone(shared.connect, waiters, baseline_seconds, admin);
+    }
+    // The held slot outlasts the run (a lease that ran out would go to the first waiter).
+    const auto hold_ms = static_cast<long long>(seconds * 1000) + waiters * 10 + k_long_ms;
+    std::vector<ScriptCall> hold{acquire_call(name, generate_token(), 1, hold_ms, false)};
     run_batched(admin, hold);
 
     int stop[2];
@@ -123,28 +171,24 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
 
-    const double commands_before = info_field(admin, "stats", "total_commands_processed");
-    const double cpu_before = server_cpu_seconds(admin);
-    const auto window_start = Clock::now();
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    const double commands_after = info_field(admin, "stats", "total_commands_processed");
-    const double cpu_after = server_cpu_seconds(admin);
-    const double window = std::chrono::duration<double>(Clock::now() - window_start).count();
+    const Window window = measure(admin, seconds);
     const long long still_queued = admin.call({"ZCARD", keys.queue}).as_integer();
 
     [[maybe_unused]] const ssize_t written = write(stop[1], "x", 1);
     for (auto& thread : threads) {
         pthread_join(thread, nullptr);
     }
-    // Less the observer's own INFO calls inside the window (two: stats, then cpu's two).
-    const double commands = commands_after - commands_before - 3;
-    std::cout << nlohmann::json{{"waiters", waiters},
-                                {"seconds", window},
-                                {"still_queued", still_queued},
-                                {"commands_per_second", commands / window},
-                                {"redis_cpu_percent", (cpu_after - cpu_before) / window * 100},
-                                {"failed_waiters", shared.failed.load()}}
-                     .dump(2)
-              << "\n";
+    nlohmann::json out{{"waiters", waiters},
+                       {"seconds", window.seconds},
+                       {"still_queued", still_queued},
+                       {"commands_per_second", window.commands_per_second},
+                       {"redis_cpu_percent", window.cpu_percent},
+                       {"failed_waiters", shared.failed.load()}};
+    if (baseline) {
+        out["connections_alone"] = {{"seconds", baseline->seconds},
+                                    {"commands_per_second", baseline->commands_per_second},
+                                    {"redis_cpu_percent", baseline->cpu_percent}};
+    }
+    std::cout << out.dump(2) << "\n";
     return shared.failed == 0 && still_queued == waiters ? 0 : 1;
 }
