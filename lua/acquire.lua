@@ -30,13 +30,16 @@
 -- Calling again with the same token is safe: a holder gets its lease back (and so collects a
 -- hand-over), a waiter keeps its place in the queue.
 --
--- Waiters far back refresh their place less often: one at position P waits P seconds longer
--- than the caller's own interval (at most REFRESH_EXTRA_MAX_MS), and its liveness deadline
--- moves out as much. So an idle queue costs Redis about the log of its length in calls, not
--- its length. A waiter that died far back in the queue is still handed its slot when it gets
--- to the head, and loses it CLAIM_MS later (see hand_over()).
+-- Waiters far back refresh their place less often: one at position P beyond the NEAR_HEAD
+-- waiters behind the limit waits P - (limit + NEAR_HEAD) + 1 seconds longer than the caller's
+-- own interval (at most REFRESH_EXTRA_MAX_MS), and its liveness deadline moves out as much. So
+-- an idle queue costs Redis about the log of its length in calls, not its length. A waiter
+-- that moves up near the head is nudged (nudge_window_entrant()), so the waiters near the head
+-- always refresh as often as the head, and those that may take the next free slot look again
+-- when a lease may run out. A waiter that died far back in the queue is still handed its slot
+-- when it gets to the head, and loses it CLAIM_MS later (see hand_over()).
 local REFRESH_EXTRA_PER_POSITION_MS = 1000
-local REFRESH_EXTRA_MAX_MS = 10 * 60 * 1000
+local REFRESH_EXTRA_MAX_MS = 15 * 60 * 1000
 
 local state, bad = load_state()
 if not state then
@@ -65,7 +68,7 @@ if known then
     if deadline then
         -- Already holding: a lost reply retried, or a hand-over collected here.
         local info = parse_info(redis.call('HGET', K_INFO, token)) or {}
-        redis.call('DEL', WAKE_PREFIX .. token)
+        redis.call('DEL', WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
         redis.call('ZREM', K_ALIVE, token)
         return {'ok', tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit, now}
     end
@@ -159,7 +162,8 @@ end
 
 -- Queues `token` at `position`, or refreshes its place there, until its next refresh is due.
 local function keep_waiting(position)
-    local extra = math.min(position * REFRESH_EXTRA_PER_POSITION_MS, REFRESH_EXTRA_MAX_MS)
+    local beyond = math.max(position - (limit + NEAR_HEAD) + 1, 0)
+    local extra = math.min(beyond * REFRESH_EXTRA_PER_POSITION_MS, REFRESH_EXTRA_MAX_MS)
     local deadline = now + liveness + extra
     redis.call('ZADD', K_ALIVE, deadline, token)
     note_deadline(state, deadline)
@@ -176,7 +180,8 @@ if position then
         if granted then
             redis.call('ZREM', K_QUEUE, token)
             redis.call('ZREM', K_ALIVE, token)
-            redis.call('DEL', WAKE_PREFIX .. token)
+            redis.call('DEL', WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
+            nudge_window_entrant(state, now)
             return granted
         end
         closed_for = closed_for_ms()

@@ -69,6 +69,13 @@ local KEY_TYPES = {'hash', 'zset', 'hash', 'zset', 'zset', 'string'}
 local PRUNE_BATCH = 100
 -- The state's `due` when the holders and alive sets are empty (see prune()).
 local NOTHING_DUE = 2 ^ 52
+-- A nudge list nobody popped (its waiter died) expires after this.
+local NUDGE_KEEP_MS = 60000
+-- The waiters that may take the next free slot (fewer than the limit ahead of them) and this
+-- many behind them refresh their place as often as the head: as long as one of them is alive,
+-- somebody looks again within the head's refresh interval, so up to this many dead waiters in
+-- a row at the head are each passed over within about CLAIM_MS (see acquire.lua).
+local NEAR_HEAD = 8
 
 -- Integers above 1e14 lose digits in tostring(); format them exactly.
 local function int_str(n)
@@ -213,11 +220,35 @@ local function holder_info(slot, fence, now, ttl, json)
     return 'h ' .. slot .. ' ' .. int_str(fence) .. ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json
 end
 
-local function remove_waiter(token)
+-- The queue moved up (a waiter near the head left it): the waiter that moved up to the last
+-- place near the head (position limit + NEAR_HEAD - 1) may have last refreshed its place far
+-- back, and so sleep long (see acquire.lua). Its nudge list ("<wake list>:nudge", which it
+-- watches with its wake list) gets the time until `due`, when a lease may run out: it looks
+-- again then, or within the head's refresh interval. (A waiter of an older redsem does not
+-- watch it; it refreshes often anyway, and the list expires.)
+local function nudge_window_entrant(state, now)
+    local limit = state.limit or 0
+    if limit < 1 then
+        return
+    end
+    local last_near = limit + NEAR_HEAD - 1
+    local entrant = redis.call('ZRANGE', K_QUEUE, last_near, last_near)[1]
+    if entrant then
+        local nudge = WAKE_PREFIX .. entrant .. ':nudge'
+        redis.call('RPUSH', nudge, state.due < NOTHING_DUE and int_str(math.max(state.due - now, 0)) or '-1')
+        redis.call('PEXPIRE', nudge, NUDGE_KEEP_MS)
+    end
+end
+
+local function remove_waiter(state, token, now)
+    local position = redis.call('ZRANK', K_QUEUE, token)
     redis.call('ZREM', K_QUEUE, token)
     redis.call('ZREM', K_ALIVE, token)
     redis.call('HDEL', K_INFO, token)
-    redis.call('DEL', WAKE_PREFIX .. token)
+    redis.call('DEL', WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
+    if position and position < (state.limit or 0) + NEAR_HEAD then
+        nudge_window_entrant(state, now)
+    end
 end
 
 -- Gives free slot `slot` to the head of the queue; its bit is set here unless `bit_set` says
@@ -253,10 +284,11 @@ local function hand_over(state, slot, now, bit_set)
             redis.call('RPUSH', wake, int_str(fence) .. ' ' .. slot .. ' ' .. int_str(deadline) .. ' ' .. int_str(now) .. ' ' .. state.limit)
             redis.call('PEXPIREAT', wake, int_str(math.max(deadline, now + CLAIM_MS)))
             touch(state, deadline)
+            nudge_window_entrant(state, now)
             return true
         end
         -- A queue entry without waiter metadata (changed by hand): drop it, try the next.
-        remove_waiter(token)
+        remove_waiter(state, token, now)
     end
 end
 
@@ -303,7 +335,7 @@ local function remove_holder(state, token, info, now, in_holders)
         end
     end
     redis.call('HDEL', K_INFO, token)
-    redis.call('DEL', WAKE_PREFIX .. token)
+    redis.call('DEL', WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
     redis.call('ZREM', K_ALIVE, token)
     return redis.call('ZREM', K_HOLDERS, token) == 1
 end
@@ -324,7 +356,7 @@ local function settle_lapsed(state, lapsed, now, act, visit)
         else
             visit('waiter', token, deadline)
             if act then
-                remove_waiter(token)
+                remove_waiter(state, token, now)
             end
         end
     end

@@ -30,7 +30,7 @@ if info and info.kind == 'h' then
     return 0
 end
 if info and info.kind == 'w' then
-    remove_waiter(token)
+    remove_waiter(state, token, now)
     return 2
 end
 -- No metadata (hand-edited keys): still never leave the token holding a slot.

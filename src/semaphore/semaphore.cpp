@@ -198,17 +198,36 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
                                                    const std::string& token, Milliseconds timeout,
                                                    BootClock::time_point asked_at,
                                                    const QueuedReply& queued) {
-    timeout = std::max(timeout, Milliseconds{1});
-    const std::string seconds =
-        fmt::format("{:.3f}", static_cast<double>(timeout.count()) / 1000.0);
     const std::string wake_list = m_keys.wake_prefix + token;
-    const Reply reply = m_connection.command(Command{wake_list, {"BLPOP", wake_list, seconds}},
-                                             timeout, options.interrupt_fd);
-    if (reply.is_error()) {
-        throw_reply_error(reply.text);
-    }
-    if (reply.is_nil()) {
-        return std::nullopt;
+    const std::string nudge_list = wake_list + ":nudge";
+    auto wake_by = Clock::now() + std::max(timeout, Milliseconds{1});
+    Reply reply;
+    for (;;) {
+        const auto left =
+            std::max(std::chrono::ceil<Milliseconds>(wake_by - Clock::now()), Milliseconds{1});
+        const std::string seconds =
+            fmt::format("{:.3f}", static_cast<double>(left.count()) / 1000.0);
+        // The wake list first: when both have something, the grant is what counts.
+        reply = m_connection.command(Command{wake_list, {"BLPOP", wake_list, nudge_list, seconds}},
+                                     left, options.interrupt_fd);
+        if (reply.is_error()) {
+            throw_reply_error(reply.text);
+        }
+        if (reply.is_nil()) {
+            return std::nullopt;
+        }
+        if (reply.at(0).as_string() != nudge_list) {
+            break;
+        }
+        // Moved up to where the next free slot may be this waiter's (nudge_window_entrant() in
+        // lua/lib.lua): look again when a lease may run out, and as often as the head does.
+        long long due_in_ms = -1;
+        std::sscanf(reply.at(1).as_string().c_str(), "%lld", &due_in_ms);
+        Milliseconds look_in = k_waiter_refresh;
+        if (due_in_ms >= 0) {
+            look_in = std::min(look_in, Milliseconds{due_in_ms + 1});
+        }
+        wake_by = std::min(wake_by, Clock::now() + look_in);
     }
     // "FENCE SLOT DEADLINE_MS NOW_MS LIMIT", pushed by hand_over() in lua/lib.lua.
     const std::string& grant = reply.at(1).as_string();

@@ -12,9 +12,9 @@
 #   tests/bench/all.sh [BUILD_DIR] [STATIC_BUILD_DIR]
 #
 # RUNS (hyperfine runs, default 300), CONTENDED_SECONDS (10) and IDLE_SECONDS (120) set the
-# lengths (IDLE_SECONDS=0 leaves section 3 out). A waiter at position P refreshes about every
-# 1.5s + P s, at most every 10 minutes, so IDLE_SECONDS below 660 undercounts the far end of the
-# 10,000: use 720 for that figure.
+# lengths (IDLE_SECONDS=0 leaves section 3 out). A waiter far back refreshes about every
+# 1.5s + (P-9)s, at most every 15 minutes, so IDLE_SECONDS below 960 undercounts the far end of
+# the 10,000: use 1000 for that figure.
 set -euo pipefail
 build=${1:-build}
 static_build=${2:-}

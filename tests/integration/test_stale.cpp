@@ -276,9 +276,13 @@ TEST_CASE("a waiter rides out Redis loading its data set (LOADING) instead of fa
     RedisServer server(options);
     Connection admin = server.admin();
     const auto holder = acquire_json(server, {"loading", "--ttl", "60s"});
-    // Enough data that loading it takes a while, saved where the restart will load it from.
-    admin.call({"DEBUG", "POPULATE", "1500000", "filler", "16"});
-    admin.call({"SAVE"});
+    // Enough data that loading it takes a while, saved where the restart will load it from
+    // (through a connection that waits long enough for that on a loaded machine).
+    Connection patient(ConnectOptions{.url = parse_redis_url(server.socket_url()),
+                                      .connect_timeout = 30s,
+                                      .command_timeout = 120s});
+    patient.call({"DEBUG", "POPULATE", "1500000", "filler", "16"});
+    patient.call({"SAVE"});
     Child waiter({"acquire", "loading", "--loss-grace", "0", "-w", "60s"}, env_for(server));
     REQUIRE(wait_until([&] { return zcard(admin, "redsem:{loading}:queue") == 1; }, 10s));
     server.restart(); // returns once the data is loaded and PING answers
