@@ -34,9 +34,9 @@
 -- waiters behind the limit waits P - (limit + NEAR_HEAD) + 1 seconds longer than the caller's
 -- own interval (at most REFRESH_EXTRA_MAX_MS), and its liveness deadline moves out as much. So
 -- an idle queue costs Redis about the log of its length in calls, not its length. A waiter
--- that moves up near the head is nudged (nudge_window_entrant()), so the waiters near the head
--- always refresh as often as the head, and those that may take the next free slot look again
--- when a lease may run out. A waiter that died far back in the queue is still handed its slot
+-- that moves up near the head is nudged (nudge_near_head_entrant()), so the waiters near the
+-- head always refresh as often as the head, and those that may take the next free slot look
+-- again when a lease may run out. A waiter that died far back in the queue is still handed its slot
 -- when it gets to the head, and loses it CLAIM_MS later (see hand_over()).
 local REFRESH_EXTRA_PER_POSITION_MS = 1000
 local REFRESH_EXTRA_MAX_MS = 15 * 60 * 1000
@@ -181,7 +181,7 @@ if position then
             redis.call('ZREM', K_QUEUE, token)
             redis.call('ZREM', K_ALIVE, token)
             redis.call('DEL', WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
-            nudge_window_entrant(state, now)
+            nudge_near_head_entrant(state, now)
             return granted
         end
         closed_for = closed_for_ms()

@@ -226,7 +226,7 @@ end
 -- watches with its wake list) gets the time until `due`, when a lease may run out: it looks
 -- again then, or within the head's refresh interval. (A waiter of an older redsem does not
 -- watch it; it refreshes often anyway, and the list expires.)
-local function nudge_window_entrant(state, now)
+local function nudge_near_head_entrant(state, now)
     local limit = state.limit or 0
     if limit < 1 then
         return
@@ -235,7 +235,8 @@ local function nudge_window_entrant(state, now)
     local entrant = redis.call('ZRANGE', K_QUEUE, last_near, last_near)[1]
     if entrant then
         local nudge = WAKE_PREFIX .. entrant .. ':nudge'
-        redis.call('RPUSH', nudge, state.due < NOTHING_DUE and int_str(math.max(state.due - now, 0)) or '-1')
+        local due_in = state.due < NOTHING_DUE and int_str(math.max(state.due - now, 0)) or '-1'
+        redis.call('RPUSH', nudge, due_in)
         redis.call('PEXPIRE', nudge, NUDGE_KEEP_MS)
     end
 end
@@ -247,14 +248,14 @@ local function remove_waiter(state, token, now)
     redis.call('HDEL', K_INFO, token)
     redis.call('DEL', WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
     if position and position < (state.limit or 0) + NEAR_HEAD then
-        nudge_window_entrant(state, now)
+        nudge_near_head_entrant(state, now)
     end
 end
 
 -- Gives free slot `slot` to the head of the queue; its bit is set here unless `bit_set` says
--- it still is (a holder's slot passed straight on). The new holder learns of
--- it from its wake list ("FENCE SLOT DEADLINE NOW LIMIT"), and must collect it within CLAIM_MS; the
--- list lives as long as the lease, so prune() can always tell a grant nobody collected.
+-- it still is (a holder's slot passed straight on). The new holder learns of it from its wake
+-- list ("FENCE SLOT DEADLINE NOW LIMIT"), and must collect it within CLAIM_MS; the list lives
+-- as long as the lease, so prune() can always tell a grant nobody collected.
 -- Returns false, leaving the slot free, when nobody waits, or while admission is closed after
 -- a loss of data (the head of the queue takes the slot when it next refreshes its place after
 -- admission opens).
@@ -284,7 +285,7 @@ local function hand_over(state, slot, now, bit_set)
             redis.call('RPUSH', wake, int_str(fence) .. ' ' .. slot .. ' ' .. int_str(deadline) .. ' ' .. int_str(now) .. ' ' .. state.limit)
             redis.call('PEXPIREAT', wake, int_str(math.max(deadline, now + CLAIM_MS)))
             touch(state, deadline)
-            nudge_window_entrant(state, now)
+            nudge_near_head_entrant(state, now)
             return true
         end
         -- A queue entry without waiter metadata (changed by hand): drop it, try the next.

@@ -219,8 +219,8 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
         if (reply.at(0).as_string() != nudge_list) {
             break;
         }
-        // Moved up to where the next free slot may be this waiter's (nudge_window_entrant() in
-        // lua/lib.lua): look again when a lease may run out, and as often as the head does.
+        // Moved up near the head (nudge_near_head_entrant() in lua/lib.lua): look again when
+        // a lease may run out, and as often as the head does.
         long long due_in_ms = -1;
         std::sscanf(reply.at(1).as_string().c_str(), "%lld", &due_in_ms);
         Milliseconds look_in = k_waiter_refresh;
