@@ -87,3 +87,26 @@ TEST_CASE("dead waiters in a row at the head are passed over within seconds each
         CHECK(child->wait().exit_code == 0);
     }
 }
+
+TEST_CASE("a renew that shortens a lease lets the next waiter in when the shorter lease ends") {
+    RedisServer server;
+    const auto env = env_for(server);
+    const auto holder = acquire_json(server, {"shorten", "--ttl", "1m"});
+    Children next;
+    queue_in_order(server, next, 1, {"acquire", "shorten"}, "shorten");
+    // The scripts skip looking for expired leases before the earliest deadline they know of:
+    // the renew must bring that forward from a minute to a second.
+    REQUIRE(run_redsem({"renew", "shorten", holder["token"].get<std::string>(), "--ttl", "1s"}, env)
+                .exit_code == 0);
+    const auto renewed_at = Clock::now();
+    Connection admin = server.admin();
+    const long long deadline = std::stoll(
+        admin.call({"ZSCORE", "redsem:{shorten}:holders", holder["token"].get<std::string>()})
+            .as_string());
+    const long long due =
+        std::stoll(admin.call({"HGET", "redsem:{shorten}:state", "due"}).as_string());
+    CHECK(due <= deadline);
+    REQUIRE(wait_until([&] { return next.front()->finished(); }, 60s));
+    CHECK(Clock::now() - renewed_at < 10s);
+    CHECK(next.front()->wait().exit_code == 0);
+}
