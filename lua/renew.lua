@@ -1,6 +1,9 @@
 -- renew.lua: extends a held lease to now + ttl, by the server's clock.
 -- KEYS: see lib.lua.   ARGV[1] wake-list prefix   ARGV[2] token
 -- ARGV[3] ttl in ms, or '' for the lease's own ttl
+-- ARGV[4] '1' when the caller then WAITs for replicas (--replicas): the holder's record is
+--         written even when unchanged, so that the caller's connection has written the lease
+--         and WAIT covers it, also when another client's release granted it (a hand-over).
 -- Reply: {1, deadline_ms, now_ms, ttl_ms} renewed; {0} the token holds nothing (its lease had run
 -- out, it was released, or it never existed), so the caller has lost its slot.
 
@@ -24,7 +27,7 @@ local ttl = tonumber(ARGV[3]) or (info and info.ttl) or DEFAULT_TTL_MS
 deadline = now + ttl
 redis.call('ZADD', K_HOLDERS, 'XX', deadline, token)
 note_deadline(state, deadline) -- a shorter ttl may bring it forward
-if info and info.kind == 'h' and info.ttl ~= ttl then
+if info and info.kind == 'h' and (info.ttl ~= ttl or ARGV[4] == '1') then
     redis.call('HSET', K_INFO, token, holder_info(info.slot, tonumber(info.fence), info.since, ttl, info.json))
 end
 touch(state, deadline)

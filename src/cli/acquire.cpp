@@ -107,7 +107,7 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
     std::optional<pid_t> keeper;
     if (watched) {
         try {
-            keeper = start_keeper(*watched, KeptSlot{connect, prefix, args.request.name, *lease});
+            keeper = start_keeper(*watched, KeptSlot{connect, prefix, args.request.name, *lease, parsed.options.replicas});
         } catch (const Error&) {
             semaphore.release_quietly(lease->token);
             throw;

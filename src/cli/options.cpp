@@ -97,6 +97,28 @@ std::optional<std::string> resolve_password(const GlobalOptions& options) {
     return env("REDISCLI_AUTH");
 }
 
+std::optional<std::string> resolve_sentinel_password(const GlobalOptions& options,
+                                                     const RedisUrl& url) {
+    if (url.kind != RedisUrl::Kind::sentinel) {
+        if (options.sentinel_password_file) {
+            throw UsageError(fmt::format("--sentinel-password-file needs a redis-sentinel:// URL, "
+                                         "not {}",
+                                         url.describe()));
+        }
+        return std::nullopt;
+    }
+    if (options.sentinel_password_file) {
+        return read_password_file(*options.sentinel_password_file, "--sentinel-password-file");
+    }
+    if (auto password = env("REDSEM_SENTINEL_PASSWORD")) {
+        return password;
+    }
+    if (auto path = env("REDSEM_SENTINEL_PASSWORD_FILE")) {
+        return read_password_file(*path, "$REDSEM_SENTINEL_PASSWORD_FILE");
+    }
+    return std::nullopt;
+}
+
 TlsOptions resolve_tls(const GlobalOptions& options, const RedisUrl& url) {
     TlsOptions tls;
     std::string cert_source;
@@ -160,7 +182,9 @@ void add_name_and_token(CLI::App& command, std::string& name, std::string& token
 void add_global_options(CLI::App& app, GlobalOptions& options) {
     app.add_option("-u,--url", options.url,
                    fmt::format("Redis URL: redis://[[user]:password@]host[:port][/db], "
-                               "rediss://... for TLS, or unix:///path.sock[?db=N] (default: "
+                               "rediss://... for TLS, unix:///path.sock[?db=N], or "
+                               "redis-sentinel://[[user]:password@]host[:port][,host[:port]...]"
+                               "[/db]#MASTER (rediss-sentinel:// for TLS) (default: "
                                "$REDSEM_URL, $REDIS_URL, {})",
                                k_default_redis_url))
         ->type_name("URL");
@@ -183,6 +207,9 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
         {"--password-file", &GlobalOptions::password_file, "FILE",
          "Read the Redis password from the first line of FILE (default: $REDSEM_PASSWORD, "
          "$REDSEM_PASSWORD_FILE, $REDISCLI_AUTH)"},
+        {"--sentinel-password-file", &GlobalOptions::sentinel_password_file, "FILE",
+         "redis-sentinel://: read the sentinels' password from the first line of FILE "
+         "(default: $REDSEM_SENTINEL_PASSWORD, $REDSEM_SENTINEL_PASSWORD_FILE)"},
         {"--cacert", &GlobalOptions::cacert, "FILE",
          "rediss://: trust the CA certificates in FILE instead of the system's (default: "
          "$REDSEM_CACERT)"},
@@ -232,7 +259,10 @@ ConnectOptions resolve_connection(const GlobalOptions& options) {
         url.password = resolve_password(options);
     }
     TlsOptions tls = resolve_tls(options, url);
-    ConnectOptions connect{.url = std::move(url), .tls = std::move(tls)};
+    std::optional<std::string> sentinel_password = resolve_sentinel_password(options, url);
+    ConnectOptions connect{.url = std::move(url),
+                           .tls = std::move(tls),
+                           .sentinel_password = std::move(sentinel_password)};
     const char* timeout_source = "--connect-timeout";
     std::optional<std::string> timeout = options.connect_timeout;
     if (!timeout) {
@@ -265,6 +295,7 @@ std::vector<std::string> connection_for_child(const GlobalOptions& options,
         entries.push_back("REDSEM_CONNECT_TIMEOUT=" + *options.connect_timeout);
     }
     file("REDSEM_PASSWORD_FILE", options.password_file);
+    file("REDSEM_SENTINEL_PASSWORD_FILE", options.sentinel_password_file);
     file("REDSEM_CACERT", options.cacert);
     file("REDSEM_CACERTDIR", options.cacertdir);
     file("REDSEM_CERT", options.cert);
@@ -335,6 +366,24 @@ std::optional<Milliseconds> resolve_loss_grace(const std::optional<std::string>&
         return parse_duration(*from_env, "REDSEM_LOSS_GRACE");
     }
     return std::nullopt;
+}
+
+long long resolve_replicas(const std::optional<std::string>& option) {
+    std::string source = "--replicas";
+    std::optional<std::string> text = option;
+    if (!text) {
+        text = env("REDSEM_REPLICAS");
+        source = "$REDSEM_REPLICAS";
+    }
+    if (!text) {
+        return 0;
+    }
+    const auto replicas = parse_integer(*text, 0, k_max_replicas);
+    if (!replicas) {
+        throw UsageError(fmt::format("{}: '{}' is not a whole number from 0 to {}", source,
+                                     printable(*text), k_max_replicas));
+    }
+    return *replicas;
 }
 
 std::string resolve_token(Connection& connection, const std::string& prefix,

@@ -19,6 +19,7 @@ struct GlobalOptions {
     std::optional<std::string> prefix;
     std::optional<std::string> connect_timeout;
     std::optional<std::string> password_file;
+    std::optional<std::string> sentinel_password_file; // redis-sentinel:// URLs
     // TLS, for rediss:// URLs (see TlsOptions).
     std::optional<std::string> cacert;
     std::optional<std::string> cacertdir;
@@ -50,7 +51,7 @@ ConnectOptions resolve_connection(const GlobalOptions& options);
 
 // How run's command reaches the same Redis, as "VARIABLE=value" entries for what was given
 // on the command line: REDSEM_URL (without its password), REDSEM_CONNECT_TIMEOUT,
-// REDSEM_PASSWORD_FILE and the TLS variables, files as absolute paths. Never a password:
+// REDSEM_PASSWORD_FILE, REDSEM_SENTINEL_PASSWORD_FILE and the TLS variables, files as absolute paths. Never a password:
 // one given any other way than a file does not reach the command.
 std::vector<std::string> connection_for_child(const GlobalOptions& options,
                                               const ConnectOptions& connect);
@@ -61,6 +62,14 @@ std::string resolve_prefix(const GlobalOptions& options);
 // --loss-grace, else $REDSEM_LOSS_GRACE, else nullopt (the semaphore's stored grace, or the
 // default). Throws UsageError for a bad duration.
 std::optional<Milliseconds> resolve_loss_grace(const std::optional<std::string>& option);
+
+// --replicas, else $REDSEM_REPLICAS, else 0. Throws UsageError for anything but a whole
+// number from 0 to k_max_replicas.
+inline constexpr long long k_max_replicas = 64;
+inline constexpr const char* k_replicas_help =
+    "Count a slot as held (or renewed) only once N replicas have it (WAIT), so that it "
+    "survives a failover; fewer in time: exit 69 (default: $REDSEM_REPLICAS or 0)";
+long long resolve_replicas(const std::optional<std::string>& option);
 
 // Checked parsers for option values; each throws UsageError naming `option`.
 long long parse_limit(const std::string& text, const char* option);

@@ -14,6 +14,7 @@ struct RenewArgs {
     std::string name;
     std::string token;
     std::optional<std::string> ttl; // nullopt: the lease's own
+    std::optional<std::string> replicas;
 };
 
 int run_renew(const RenewArgs& args, const GlobalOptions& global) {
@@ -22,11 +23,12 @@ int run_renew(const RenewArgs& args, const GlobalOptions& global) {
     if (args.ttl) {
         ttl = parse_ttl(*args.ttl, "--ttl");
     }
+    const long long replicas = resolve_replicas(args.replicas);
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
     const std::string token = resolve_token(connection, prefix, args.name, args.token);
     Semaphore semaphore(connection, prefix, args.name);
-    if (!semaphore.renew(token, ttl)) {
+    if (!semaphore.renew(token, ttl, replicas)) {
         throw NotHeldError(fmt::format("that token holds no slot of '{}' any more (its lease "
                                        "expired or it was released); the slot is lost",
                                        args.name));
@@ -47,6 +49,7 @@ Runner setup_renew(CLI::App& command, const GlobalOptions& global) {
         .add_option("--ttl", args->ttl,
                     "New lease length from now (default: the ttl the lease was taken with)")
         ->type_name("DUR");
+    command.add_option("--replicas", args->replicas, k_replicas_help)->type_name("N");
     return [args, &global] { return run_renew(*args, global); };
 }
 

@@ -82,7 +82,10 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
 
     ChildProcess child(argv,
                        child_environment(name, *lease, connection_for_child(global, connect)));
-    Heartbeat heartbeat(connect, prefix, name, *lease, Heartbeat::Start::when_due);
+    // The heartbeat renews on the connection the slot was acquired on; `slot` uses it again
+    // once the heartbeat has stopped (heartbeat.stop() below, or its destructor first).
+    Heartbeat heartbeat(connection, prefix, name, *lease, Heartbeat::Start::when_due,
+                        parsed.options.replicas);
     supervise_options.on_lost = [&](const std::string& reason) {
         if (supervise_options.stop_on_lost) {
             std::fprintf(stderr, "redsem: lost the slot of '%s': %s; stopping the command\n",

@@ -119,6 +119,7 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
                                 "the longer of the ttl and {})",
                                 format_duration(k_default_loss_grace)))
         ->type_name("DUR");
+    command.add_option("--replicas", request.replicas, k_replicas_help)->type_name("N");
     command.add_flag("-q,--quiet", request.quiet,
                      "Show no queue position while waiting, and no notice when no slot came");
 }
@@ -138,6 +139,7 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
                            ? parse_exit_code(*request.conflict_exit_code, "--conflict-exit-code")
                            : static_cast<int>(ExitCode::timeout);
     parsed.options.loss_grace = resolve_loss_grace(request.loss_grace);
+    parsed.options.replicas = resolve_replicas(request.replicas);
     owner.label = request.label.value_or(default_label);
     if (owner.label.size() > k_max_label_bytes) {
         owner.label.resize(k_max_label_bytes);

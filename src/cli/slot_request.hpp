@@ -24,10 +24,11 @@ struct SlotRequest {
     std::optional<std::string> conflict_exit_code;
     std::optional<std::string> label;
     std::optional<std::string> loss_grace;
+    std::optional<std::string> replicas;
     bool quiet = false;
 };
 
-// Declares NAME, -n, --ttl, -w, -E, --label, --loss-grace and -q on `command`.
+// Declares NAME, -n, --ttl, -w, -E, --label, --loss-grace, --replicas and -q on `command`.
 void add_slot_options(CLI::App& command, SlotRequest& request);
 
 struct ParsedRequest {

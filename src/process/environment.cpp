@@ -14,9 +14,9 @@ namespace redsem {
 namespace {
 
 // Secrets the command must not see, and what this function sets itself.
-constexpr std::array<std::string_view, 7> k_replaced{
-    "REDSEM_PASSWORD", "REDISCLI_AUTH", "REDSEM_NAME", "REDSEM_TOKEN",
-    "REDSEM_FENCE",    "REDSEM_SLOT",   "REDSEM_LIMIT"};
+constexpr std::array<std::string_view, 8> k_replaced{
+    "REDSEM_PASSWORD", "REDSEM_SENTINEL_PASSWORD", "REDISCLI_AUTH", "REDSEM_NAME",
+    "REDSEM_TOKEN",    "REDSEM_FENCE",             "REDSEM_SLOT",   "REDSEM_LIMIT"};
 
 // The entry with any password taken out of the URL; nothing when it does not parse (it might
 // hold a password we cannot find).

@@ -18,10 +18,10 @@ Milliseconds renew_every(Milliseconds ttl) {
 
 } // namespace
 
-Heartbeat::Heartbeat(ConnectOptions connect, std::string prefix, std::string name,
-                     const Lease& lease, Start start)
-    : m_connect(std::move(connect)), m_prefix(std::move(prefix)), m_name(std::move(name)),
-      m_token(lease.token), m_ttl(lease.ttl) {
+Heartbeat::Heartbeat(Connection& connection, std::string prefix, std::string name,
+                     const Lease& lease, Start start, long long replicas)
+    : m_connection(connection), m_prefix(std::move(prefix)), m_name(std::move(name)),
+      m_token(lease.token), m_ttl(lease.ttl), m_replicas(replicas) {
     m_status.valid_until = lease.valid_until();
     m_status.ends_by = lease.ends_by();
     if (pipe2(m_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -91,8 +91,7 @@ void Heartbeat::run(bool renew_at_once) {
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, nullptr);
-    Connection connection(m_connect);
-    Semaphore semaphore(connection, m_prefix, m_name);
+    Semaphore semaphore(m_connection, m_prefix, m_name);
     // Renewals are scheduled on the monotonic clock (what condition variables wait on); the
     // lease itself is timed on the BootClock.
     using Clock = std::chrono::steady_clock;
@@ -112,7 +111,7 @@ void Heartbeat::run(bool renew_at_once) {
         bool gone = false;
         std::string error;
         try {
-            renewal = semaphore.renew(m_token, m_ttl);
+            renewal = semaphore.renew(m_token, m_ttl, m_replicas);
             gone = !renewal;
         } catch (const std::exception& failure) {
             error = failure.what();

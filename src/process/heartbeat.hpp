@@ -12,9 +12,11 @@
 
 namespace redsem {
 
-// Keeps a lease alive from a thread of its own, on a connection of its own: renews it every
-// ttl/3, and after a failed renewal retries with backoff (reconnecting) for as long as the
-// lease may still be valid.
+// Keeps a lease alive from a thread of its own: renews it every ttl/3, and after a failed
+// renewal retries with backoff (reconnecting) for as long as the lease may still be valid.
+// While the thread runs, the connection it was given is its own: the caller uses it again
+// only after stop(). `run` hands over the connection it acquired on, so that a renewal costs
+// no new connection (nor a second TLS handshake) at the time the lease needs it.
 //
 // It also keeps a local, conservative view of the lease on the BootClock (which counts a
 // suspend): valid_until is the time by which the lease must be treated as lost, ttl minus a
@@ -36,9 +38,10 @@ public:
     };
 
     // Starts the thread now, or leaves it to start_if_due(): a command that ends before its
-    // lease needs renewing then costs no thread and no second connection.
-    Heartbeat(ConnectOptions connect, std::string prefix, std::string name, const Lease& lease,
-              Start start = Start::now);
+    // lease needs renewing then costs no thread. `connection` must outlive this object.
+    // With `replicas`, a renewal counts only once that many replicas have it (--replicas).
+    Heartbeat(Connection& connection, std::string prefix, std::string name, const Lease& lease,
+              Start start = Start::now, long long replicas = 0);
     ~Heartbeat();
     Heartbeat(const Heartbeat&) = delete;
     Heartbeat& operator=(const Heartbeat&) = delete;
@@ -63,11 +66,12 @@ private:
     void run(bool renew_at_once);
     void notify() noexcept;
 
-    ConnectOptions m_connect;
+    Connection& m_connection;
     std::string m_prefix;
     std::string m_name;
     std::string m_token;
     Milliseconds m_ttl;
+    long long m_replicas;
     std::optional<BootClock::time_point> m_start_due; // set while the thread waits to start
 
     mutable std::mutex m_mutex;

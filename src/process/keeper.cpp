@@ -148,7 +148,9 @@ int keep(const WatchedProcess& process, const KeptSlot& slot, int ready_fd) {
     const std::string released_key =
         Keys::make(slot.prefix, slot.name).wake_prefix + slot.lease.token + ":released";
     SignalWatch signals{SIGTERM, SIGINT};
-    Heartbeat heartbeat(slot.connect, slot.prefix, slot.name, slot.lease);
+    Connection renewals(slot.connect);
+    Heartbeat heartbeat(renewals, slot.prefix, slot.name, slot.lease, Heartbeat::Start::now,
+                        slot.replicas);
     ReleaseWatch released(slot.connect, released_key);
     BootTimer timer;
     const char ok = 'k';

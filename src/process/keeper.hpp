@@ -36,6 +36,7 @@ struct KeptSlot {
     std::string prefix;
     std::string name;
     Lease lease;
+    long long replicas = 0; // --replicas, for the renewals
 };
 
 // Starts a keeper process for `slot` (acquire --while-pid) and returns its pid once it runs.

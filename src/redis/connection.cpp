@@ -1,8 +1,10 @@
 #include "redis/connection.hpp"
 
+#include "redis/sentinel.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
 
@@ -58,6 +60,16 @@ Reply convert(const redisReply& raw) {
     return reply;
 }
 
+// Through sentinels, a server that still is not the master after discovery: the sentinels
+// have not caught up with a failover yet.
+[[noreturn]] void throw_stale_master(const std::string& error) {
+    throw Error(ExitCode::unavailable,
+                fmt::format("the server the sentinels name as the master is not one ({}): a "
+                            "failover under way?",
+                            printable(error, 100)),
+                Transience::transient);
+}
+
 } // namespace
 
 Connection::Connection(ConnectOptions options)
@@ -75,14 +87,50 @@ void Connection::disconnect() noexcept {
 
 void Connection::connect() {
     if (m_transport) {
-        return;
+        if (through_sentinels() && Clock::now() >= m_recheck_at) {
+            master_moved();
+        }
+        if (m_transport) {
+            return;
+        }
     }
+    if (through_sentinels()) {
+        open_master(find_master());
+    } else {
+        open(m_options.url);
+    }
+}
+
+bool Connection::master_moved() {
+    if (!through_sentinels() || !m_transport) {
+        return false;
+    }
+    Endpoint master;
+    try {
+        master = find_master();
+    } catch (const Error&) {
+        return false; // no sentinel to ask just now: stay with the master we have
+    }
+    if (master.host == m_server.host && master.port == m_server.port) {
+        return false;
+    }
+    disconnect();
+    return true;
+}
+
+Endpoint Connection::find_master() {
+    m_recheck_at = Clock::now() + k_master_recheck;
+    return ask_sentinels(m_options, m_sentinel);
+}
+
+void Connection::open(const RedisUrl& server) {
+    m_server = server;
     m_first_reply_by = Clock::now() + m_options.connect_timeout;
     ReaderPtr reader(redisReaderCreate(), redisReaderFree);
     if (!reader) {
         throw InternalError("out of memory while connecting to Redis");
     }
-    m_transport = Transport::open(m_options.url, m_options.tls, m_options.connect_timeout);
+    m_transport = Transport::open(server, m_options.tls, m_options.connect_timeout);
     m_reader = std::move(reader);
     try {
         handshake();
@@ -92,8 +140,64 @@ void Connection::connect() {
     }
 }
 
+void Connection::open_master(const Endpoint& master) {
+    const std::string& name = m_options.url.master_name;
+    // The sentinels may not have noticed yet that the master died, or that another took over.
+    auto failover_under_way = [&](const std::string& what) {
+        disconnect();
+        return Error(ExitCode::unavailable,
+                     fmt::format("the sentinels name {} as the master '{}', but {} (a failover "
+                                 "under way?)",
+                                 master.describe(), printable(name), what),
+                     Transience::transient);
+    };
+    try {
+        open(m_options.url.at(master));
+    } catch (const Error& error) {
+        if (error.transience() != Transience::unreachable &&
+            error.transience() != Transience::broken) {
+            throw; // refused (a password, a certificate): the same on any server
+        }
+        throw failover_under_way(fmt::format("it cannot be reached ({})", error.what()));
+    }
+    const Reply role = exchange({"ROLE"}, Milliseconds{0}, -1);
+    if (role.is_error()) {
+        disconnect();
+        throw_reply_error(role.text);
+    }
+    const std::string& kind = role.at(0).as_string();
+    if (kind != "master") {
+        throw failover_under_way(fmt::format("its role is '{}'", printable(kind)));
+    }
+}
+
+bool Connection::from_former_master(const Reply& reply) {
+    if (!through_sentinels() || !reply.is_error()) {
+        return false;
+    }
+    const bool former = reply.text.rfind("READONLY", 0) == 0 || reply.text.rfind("UNBLOCKED", 0) == 0;
+    if (former) {
+        disconnect();
+    }
+    return former;
+}
+
+Milliseconds Connection::outage_window() const noexcept {
+    return through_sentinels() ? k_failover_window : k_reconnect_window;
+}
+
+long long Connection::wait_for_replicas(long long replicas, Milliseconds timeout) {
+    const Reply reply = command(std::vector<std::string>{"WAIT", std::to_string(replicas),
+                                                         std::to_string(timeout.count())},
+                                timeout);
+    if (reply.is_error()) {
+        throw_reply_error(reply.text);
+    }
+    return reply.as_integer();
+}
+
 void Connection::handshake() {
-    const RedisUrl& url = m_options.url;
+    const RedisUrl& url = m_server;
     if (url.password || url.user) {
         std::vector<std::string> auth{"AUTH"};
         if (url.user) {
@@ -147,7 +251,7 @@ void Connection::flush() {
 }
 
 Reply Connection::read_reply(Clock::time_point deadline, int interrupt_fd) {
-    const std::string where = m_options.url.describe();
+    const std::string where = m_server.describe();
     void* raw = nullptr;
     for (;;) {
         if (redisReaderGetReply(m_reader.get(), &raw) != REDIS_OK) {
@@ -234,7 +338,7 @@ Reply Connection::exchange(const std::vector<std::string>& args, Milliseconds bu
 
 std::string_view Connection::plain_to_tls_hint() const {
     // A TLS port resets a plain connection at its first request.
-    const bool plain_tcp = !m_options.url.tls && m_options.url.kind == RedisUrl::Kind::tcp;
+    const bool plain_tcp = !m_server.tls && m_server.kind == RedisUrl::Kind::tcp;
     return plain_tcp ? " (a TLS port? use rediss://)" : "";
 }
 
@@ -245,6 +349,21 @@ Connection::Clock::time_point Connection::reply_deadline(Milliseconds budget) co
 
 std::vector<Reply>
 Connection::send_all(const std::vector<const std::vector<std::string>*>& commands) {
+    std::vector<Reply> replies = send_all_once(commands);
+    const auto former = [this](const Reply& reply) { return from_former_master(reply); };
+    if (std::any_of(replies.begin(), replies.end(), former)) {
+        // Nothing ran on a replica: send them all to the master found anew.
+        replies = send_all_once(commands);
+        if (const auto stale = std::find_if(replies.begin(), replies.end(), former);
+            stale != replies.end()) {
+            throw_stale_master(stale->text);
+        }
+    }
+    return replies;
+}
+
+std::vector<Reply>
+Connection::send_all_once(const std::vector<const std::vector<std::string>*>& commands) {
     connect();
     for (const auto* argv : commands) {
         append(*argv);
@@ -270,7 +389,15 @@ Reply Connection::command(const Command& command, Milliseconds blocking_for, int
 Reply Connection::command(const std::vector<std::string>& argv, Milliseconds blocking_for,
                           int interrupt_fd) {
     connect();
-    return exchange(argv, blocking_for, interrupt_fd);
+    Reply reply = exchange(argv, blocking_for, interrupt_fd);
+    if (from_former_master(reply)) {
+        connect();
+        reply = exchange(argv, blocking_for, interrupt_fd);
+        if (from_former_master(reply)) {
+            throw_stale_master(reply.text);
+        }
+    }
+    return reply;
 }
 
 Reply Connection::call(const Command& command) {

@@ -10,6 +10,7 @@
 #include "redis/command.hpp"
 #include "redis/reply.hpp"
 #include "redis/script.hpp"
+#include "redis/sentinel.hpp"
 #include "redis/transport.hpp"
 #include "redis/url.hpp"
 
@@ -23,11 +24,24 @@ inline constexpr Milliseconds k_default_connect_timeout{2000};
 // How long a command may take to answer, beyond any time it is meant to block.
 inline constexpr Milliseconds k_default_command_timeout{5000};
 
+// How long an acquire keeps reconnecting after Redis became unreachable (a restart, a blip)
+// before it gives up: inside the waiters' liveness (5s), so a queued waiter keeps its place.
+inline constexpr Milliseconds k_reconnect_window{4'000};
+// Through sentinels, how long an outage of the master is ridden out (retried with the same
+// token) before it counts as one: a failover takes Sentinel's down-after-milliseconds (30s by
+// default) and an election.
+inline constexpr Milliseconds k_failover_window{60'000};
+// Through sentinels, how often a connection in use asks a sentinel again whether its server
+// is still the master: after a failover the old master may go on accepting writes (that will
+// be lost) until the sentinels turn it into a replica, seconds later.
+inline constexpr Milliseconds k_master_recheck{1'000};
+
 struct ConnectOptions {
     RedisUrl url;
     Milliseconds connect_timeout = k_default_connect_timeout;
     Milliseconds command_timeout = k_default_command_timeout;
     TlsOptions tls = {}; // for a rediss:// URL
+    std::optional<std::string> sentinel_password = {}; // a sentinel URL: AUTH to the sentinels
 };
 
 // The hiredis version redsem was built with, "MAJOR.MINOR.PATCH" (for --version): only
@@ -42,6 +56,13 @@ std::string hiredis_version();
 // formatted and replies parsed by hiredis; the bytes travel over a Transport, plain or TLS).
 // Connects lazily, authenticates and selects the database; after any I/O error the transport
 // and the parser's state are thrown away and the next command connects anew.
+//
+// Through sentinels (a redis-sentinel:// URL), connecting first asks the sentinels where the
+// master is and confirms with ROLE that it is one; a master that cannot be reached or is not
+// one is a failover under way (a transient error). A connection in use asks a sentinel again
+// at most every k_master_recheck, before a command, and moves to the new master when there is
+// one. A READONLY or UNBLOCKED reply means the server stopped being the master and nothing
+// ran: the command is sent once more to the master found anew.
 class Connection {
 public:
     explicit Connection(ConnectOptions options);
@@ -89,6 +110,22 @@ public:
     void disconnect() noexcept;
     bool connected() const noexcept { return m_transport != nullptr; }
     const ConnectOptions& options() const noexcept { return m_options; }
+    // The server connected to last (through sentinels: the master they named), for messages.
+    std::string server() const { return m_server.describe(); }
+    bool through_sentinels() const noexcept {
+        return m_options.url.kind == RedisUrl::Kind::sentinel;
+    }
+    // Through sentinels: asks a sentinel now whether the server this connection uses is
+    // still the master; when it is not (a failover), drops the connection, so that the next
+    // command goes to the new master, and returns true. False otherwise, also when no
+    // sentinel answers.
+    bool master_moved();
+    // How long a caller rides out Redis being unreachable before giving up: longer through
+    // sentinels (a failover) than to one server (a restart, a blip).
+    Milliseconds outage_window() const noexcept;
+    // How many replicas have received every write this connection has made, waiting up to
+    // `timeout` for `replicas` of them (WAIT).
+    long long wait_for_replicas(long long replicas, Milliseconds timeout);
 
 private:
     using ReaderPtr = std::unique_ptr<redisReader, void (*)(redisReader*)>;
@@ -96,17 +133,28 @@ private:
 
     Reply exchange(const std::vector<std::string>& args, Milliseconds budget, int interrupt_fd);
     std::vector<Reply> send_all(const std::vector<const std::vector<std::string>*>& commands);
+    std::vector<Reply> send_all_once(const std::vector<const std::vector<std::string>*>& commands);
     void append(const std::vector<std::string>& args);
     void flush();
     Reply read_reply(Clock::time_point deadline, int interrupt_fd);
     // When a reply to a command sent now must have come: the command timeout plus `budget`,
     // or sooner while the connect timeout runs (see m_first_reply_by).
     Clock::time_point reply_deadline(Milliseconds budget) const;
+    void open(const RedisUrl& server);
+    void open_master(const Endpoint& master);
+    // Through sentinels: the master now, as the sentinels say.
+    Endpoint find_master();
     void handshake();
+    // Through sentinels: whether `reply` came from a server that is no longer the master
+    // (READONLY, UNBLOCKED). Then the connection is dropped, to find the master anew.
+    bool from_former_master(const Reply& reply);
     // Added to a failure at first contact over plain TCP.
     std::string_view plain_to_tls_hint() const;
 
     ConnectOptions m_options;
+    RedisUrl m_server;               // the server connected to (through sentinels: the master)
+    SentinelChoice m_sentinel;       // whom to ask where the master is
+    Clock::time_point m_recheck_at;  // when to ask again whether m_server is the master
     std::unique_ptr<Transport> m_transport;
     ReaderPtr m_reader;
     std::string m_output; // commands formatted, not sent yet

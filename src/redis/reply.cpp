@@ -88,7 +88,7 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
         Transience transience = Transience::permanent;
     };
     constexpr Transience passes = Transience::transient;
-    static constexpr std::array<Known, 13> k_known{{
+    static constexpr std::array<Known, 14> k_known{{
         {"NOAUTH", ExitCode::denied,
          "Redis requires a password: use --password-file, set REDSEM_PASSWORD, or put it in "
          "the URL"},
@@ -101,6 +101,8 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
          "Redis is a read-only replica; point --url at the primary"},
         {"OOM", ExitCode::unavailable, "Redis is out of memory (maxmemory reached)"},
         {"MASTERDOWN", ExitCode::unavailable, "the Redis replica has lost its primary", passes},
+        {"UNBLOCKED", ExitCode::unavailable,
+         "Redis ended a blocked command because it stopped being the primary", passes},
         {"MISCONF", ExitCode::unavailable, "Redis refuses writes because it cannot save to disk"},
         {"BUSY", ExitCode::unavailable, "Redis is busy running a long script", passes},
         {"TRYAGAIN", ExitCode::unavailable, "Redis Cluster is resharding; try again", passes},

@@ -69,24 +69,17 @@ std::string_view take_userinfo(std::string_view rest, RedisUrl& url) {
     return rest.substr(at + 1);
 }
 
-void parse_tcp(std::string_view rest, RedisUrl& url) {
-    rest = take_userinfo(rest, url);
-    std::string_view path;
-    if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
-        path = rest.substr(slash + 1);
-        rest = rest.substr(0, slash);
-    }
-    if (rest.find('?') != std::string_view::npos) {
-        fail("query parameters are only understood for unix:// sockets");
-    }
+// Parses "host[:port]" or "[v6]:port" into an endpoint with `default_port`.
+Endpoint parse_endpoint(std::string_view text, int default_port) {
+    Endpoint endpoint{.host = {}, .port = default_port};
     std::string_view port;
-    if (!rest.empty() && rest.front() == '[') {
-        const std::size_t close = rest.find(']');
+    if (!text.empty() && text.front() == '[') {
+        const std::size_t close = text.find(']');
         if (close == std::string_view::npos) {
             fail("an IPv6 address needs a closing ']'");
         }
-        url.host = std::string(rest.substr(1, close - 1));
-        const std::string_view after = rest.substr(close + 1);
+        endpoint.host = std::string(text.substr(1, close - 1));
+        const std::string_view after = text.substr(close + 1);
         if (!after.empty()) {
             if (after.front() != ':') {
                 fail("expected ':port' after the IPv6 address");
@@ -97,23 +90,24 @@ void parse_tcp(std::string_view rest, RedisUrl& url) {
             }
         }
     } else {
-        const std::size_t colon = rest.find(':');
-        url.host = std::string(rest.substr(0, colon));
+        const std::size_t colon = text.find(':');
+        endpoint.host = std::string(text.substr(0, colon));
         if (colon != std::string_view::npos) {
-            port = rest.substr(colon + 1);
+            port = text.substr(colon + 1);
             if (port.empty()) {
                 fail("the port after ':' is empty");
             }
         }
     }
-    if (url.host.empty()) {
+    if (endpoint.host.empty()) {
         fail("the host is missing (as in redis://127.0.0.1:6379)");
     }
-    for (const char c : url.host) {
+    for (const char c : endpoint.host) {
         const auto byte = static_cast<unsigned char>(c);
-        if (byte <= 0x20 || byte >= 0x7F || c == '@' || c == '/' || c == '?' || c == '#') {
+        if (byte <= 0x20 || byte >= 0x7F || c == '@' || c == '/' || c == '?' || c == '#' ||
+            c == ',') {
             fail(fmt::format("host '{}' contains a character that cannot be in a host name",
-                             printable(url.host)));
+                             printable(endpoint.host)));
         }
     }
     if (!port.empty()) {
@@ -121,11 +115,68 @@ void parse_tcp(std::string_view rest, RedisUrl& url) {
         if (!number) {
             fail(fmt::format("port '{}' is not a number from 1 to 65535", printable(port)));
         }
-        url.port = *number;
+        endpoint.port = static_cast<int>(*number);
     }
-    if (!path.empty()) {
-        url.db = parse_db(path);
+    return endpoint;
+}
+
+// Splits "[user[:password]@]hosts[/db]" into the credentials, the host part and the database.
+std::string_view take_userinfo_and_db(std::string_view rest, RedisUrl& url) {
+    rest = take_userinfo(rest, url);
+    if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
+        const std::string_view path = rest.substr(slash + 1);
+        if (!path.empty()) {
+            url.db = parse_db(path);
+        }
+        rest = rest.substr(0, slash);
     }
+    if (rest.find('?') != std::string_view::npos) {
+        fail("query parameters are only understood for unix:// sockets");
+    }
+    return rest;
+}
+
+void parse_tcp(std::string_view rest, RedisUrl& url) {
+    rest = take_userinfo_and_db(rest, url);
+    if (rest.find(',') != std::string_view::npos) {
+        fail("several hosts are only understood in redis-sentinel:// URLs");
+    }
+    const Endpoint endpoint = parse_endpoint(rest, k_default_redis_port);
+    url.host = endpoint.host;
+    url.port = endpoint.port;
+}
+
+void parse_sentinel(std::string_view rest, RedisUrl& url) {
+    url.kind = RedisUrl::Kind::sentinel;
+    // The master's name follows the first '#' after any credentials (a '#' in a password must
+    // be written %23 anyway, as in every URL).
+    const std::size_t at = rest.rfind('@');
+    const std::size_t hash = rest.find('#', at == std::string_view::npos ? 0 : at);
+    const std::string_view name =
+        hash == std::string_view::npos ? std::string_view{} : rest.substr(hash + 1);
+    if (name.empty()) {
+        fail("a redis-sentinel:// URL needs the master's name after '#', as in "
+             "redis-sentinel://host1,host2,host3#mymaster");
+    }
+    url.master_name = percent_decode(name, "master name");
+    for (const char c : url.master_name) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (byte <= 0x20 || byte == 0x7F) {
+            fail(fmt::format("the master name '{}' contains a space or a control character",
+                             printable(url.master_name)));
+        }
+    }
+    std::string_view hosts = take_userinfo_and_db(rest.substr(0, hash), url);
+    for (;;) {
+        const std::size_t comma = hosts.find(',');
+        url.sentinels.push_back(parse_endpoint(hosts.substr(0, comma), k_default_sentinel_port));
+        if (comma == std::string_view::npos) {
+            break;
+        }
+        hosts = hosts.substr(comma + 1);
+    }
+    url.host = url.sentinels.front().host; // for TLS's default server name, until discovery
+    url.port = url.sentinels.front().port;
 }
 
 void parse_unix(std::string_view rest, RedisUrl& url) {
@@ -177,25 +228,54 @@ RedisUrl parse_redis_url(std::string_view text) {
     if (scheme == "redis" || scheme == "rediss") {
         url.tls = scheme == "rediss";
         parse_tcp(rest, url);
+    } else if (scheme == "redis-sentinel" || scheme == "rediss-sentinel") {
+        url.tls = scheme == "rediss-sentinel";
+        parse_sentinel(rest, url);
     } else if (scheme == "unix" || scheme == "redis+unix") {
         parse_unix(rest, url);
     } else {
-        fail(fmt::format("unknown scheme '{}' (use redis://, rediss://, unix:// or redis+unix://)",
+        fail(fmt::format("unknown scheme '{}' (use redis://, rediss://, redis-sentinel://, "
+                         "rediss-sentinel://, unix:// or redis+unix://)",
                          printable(scheme, 20)));
     }
     return url;
 }
 
+std::string Endpoint::describe() const {
+    const bool ipv6 = host.find(':') != std::string::npos;
+    return fmt::format("{}{}{}:{}", ipv6 ? "[" : "", host, ipv6 ? "]" : "", port);
+}
+
 std::string RedisUrl::describe() const {
     const std::string user_part = user ? printable(*user) + "@" : std::string();
-    if (kind == Kind::unix_socket) {
+    const std::string db_part = db != 0 ? fmt::format("/{}", db) : std::string();
+    switch (kind) {
+    case Kind::unix_socket:
         return fmt::format("unix://{}{}{}", user_part, socket_path,
                            db != 0 ? fmt::format("?db={}", db) : std::string());
+    case Kind::sentinel: {
+        std::string hosts;
+        for (const Endpoint& sentinel : sentinels) {
+            hosts += (hosts.empty() ? "" : ",") + sentinel.describe();
+        }
+        return fmt::format("{}://{}{}{}#{}", tls ? "rediss-sentinel" : "redis-sentinel", user_part,
+                           hosts, db_part, printable(master_name));
     }
-    const bool ipv6 = host.find(':') != std::string::npos;
-    return fmt::format("{}://{}{}{}{}:{}{}", tls ? "rediss" : "redis", user_part, ipv6 ? "[" : "",
-                       host, ipv6 ? "]" : "", port,
-                       db != 0 ? fmt::format("/{}", db) : std::string());
+    case Kind::tcp:
+        break;
+    }
+    return fmt::format("{}://{}{}{}", tls ? "rediss" : "redis", user_part,
+                       Endpoint{host, port}.describe(), db_part);
+}
+
+RedisUrl RedisUrl::at(const Endpoint& server) const {
+    RedisUrl url = *this;
+    url.kind = Kind::tcp;
+    url.host = server.host;
+    url.port = server.port;
+    url.sentinels.clear();
+    url.master_name.clear();
+    return url;
 }
 
 } // namespace redsem

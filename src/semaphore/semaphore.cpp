@@ -98,11 +98,12 @@ AcquireReply parse_acquire_reply(const Reply& reply) {
 
 // The retry policy of one acquire. A failure worth retrying (Redis restarting or busy, a
 // broken connection, unreachable after it had answered) is retried with the same token, with
-// backoff, for up to k_reconnect_window of unbroken failure: a holder gets its lease back, a
-// waiter its place. Anything else, or a failure that lasts, stands.
+// backoff, for up to `window` of unbroken failure (Connection::outage_window()): a holder gets
+// its lease back, a waiter its place. Anything else, or a failure that lasts, stands.
 class RetryWindow {
 public:
-    explicit RetryWindow(int interrupt_fd) : m_interrupt_fd(interrupt_fd) {}
+    RetryWindow(int interrupt_fd, Milliseconds window)
+        : m_interrupt_fd(interrupt_fd), m_window(window) {}
 
     // Redis answered: the window counts from the next failure.
     void answered() {
@@ -122,7 +123,7 @@ public:
         if (!m_failing_since) {
             m_failing_since = now;
         }
-        if (!worth_retrying || now - *m_failing_since >= k_reconnect_window) {
+        if (!worth_retrying || now - *m_failing_since >= m_window) {
             throw;
         }
         if (interruptible_sleep(m_backoff.next(), m_interrupt_fd)) {
@@ -132,6 +133,7 @@ public:
 
 private:
     int m_interrupt_fd;
+    Milliseconds m_window;
     bool m_answered = false; // Redis answered at least once during this acquire
     std::optional<Clock::time_point> m_failing_since;
     Backoff m_backoff;
@@ -269,11 +271,54 @@ bool Semaphore::confirm(Lease& lease) {
 }
 
 std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std::string& token) {
+    std::optional<Lease> lease = acquire_unreplicated(options, token);
+    if (!lease || options.replicas == 0) {
+        return lease;
+    }
+    // The grant may have been written by another client (a release handing the slot over):
+    // renew it from here, so that WAIT covers it, and act on the lease only once replicas
+    // have it (a failover to one of them keeps it).
+    AcquireOptions again = options;
+    again.retry = true; // the server knows the token: a waiter keeps its place
+    std::optional<Renewal> renewal;
+    const auto sent = BootClock::now();
+    try {
+        renewal = renew(token, lease->ttl, options.replicas);
+    } catch (const NotReplicatedError& error) {
+        // Given back where it was granted: a former master keeps it to itself, and at the new
+        // master a waiter keeps its place.
+        try {
+            release_here(token);
+        } catch (const Error&) {
+        }
+        if (m_connection.master_moved()) {
+            // Granted by a former master, which lost its replicas to a failover and takes
+            // writes until the sentinels make it a replica: queue at the new one.
+            return acquire(again, token);
+        }
+        throw NotReplicatedError(fmt::format("{}; the slot was given back", error.what()));
+    } catch (const Error&) {
+        release_quietly(token);
+        throw;
+    }
+    if (!renewal) {
+        // Lost between the grant and the renewal (this process was stopped that long, or a
+        // former master granted it): take a slot again.
+        return acquire(again, token);
+    }
+    lease->deadline_ms = renewal->deadline_ms;
+    lease->server_now_ms = renewal->server_now_ms;
+    lease->local_start = sent;
+    return lease;
+}
+
+std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& options,
+                                                     const std::string& token) {
     const bool try_once = options.wait && options.wait->count() == 0;
     const auto give_up_at = options.wait ? Clock::now() + *options.wait : Clock::time_point::max();
     bool sent = options.retry; // once sent, the server may know the token (holder or waiter)
     bool waited = false;
-    RetryWindow retries(options.interrupt_fd);
+    RetryWindow retries(options.interrupt_fd, m_connection.outage_window());
     try {
         for (;;) {
             AcquireReply reply;
@@ -381,6 +426,12 @@ void Semaphore::release_quietly(const std::string& token) noexcept {
 }
 
 ReleaseOutcome Semaphore::release(const std::string& token) {
+    // Through sentinels, not to a former master that still takes writes after a failover.
+    m_connection.master_moved();
+    return release_here(token);
+}
+
+ReleaseOutcome Semaphore::release_here(const std::string& token) {
     const Reply reply = run(scripts::k_release_script, {token});
     switch (reply.as_integer()) {
     case 1:
@@ -392,14 +443,30 @@ ReleaseOutcome Semaphore::release(const std::string& token) {
     }
 }
 
-std::optional<Renewal> Semaphore::renew(const std::string& token, std::optional<Milliseconds> ttl) {
-    const Reply reply =
-        run(scripts::k_renew_script, {token, ttl ? std::to_string(ttl->count()) : ""});
+std::optional<Renewal> Semaphore::renew(const std::string& token, std::optional<Milliseconds> ttl,
+                                        long long replicas) {
+    const Reply reply = run(scripts::k_renew_script, {token, ttl ? std::to_string(ttl->count()) : "",
+                                                      replicas > 0 ? "1" : "0"});
     if (reply.at(0).as_integer() != 1) {
         return std::nullopt;
     }
-    return Renewal{reply.at(1).as_integer(), reply.at(2).as_integer(),
-                   Milliseconds{reply.at(3).as_integer()}};
+    const Renewal renewal{reply.at(1).as_integer(), reply.at(2).as_integer(),
+                          Milliseconds{reply.at(3).as_integer()}};
+    if (replicas > 0) {
+        const Milliseconds wait = replica_wait(renewal.ttl);
+        const long long confirmed = m_connection.wait_for_replicas(replicas, wait);
+        if (confirmed < replicas) {
+            throw NotReplicatedError(fmt::format(
+                "only {} of {} replica{} of {} confirmed the lease on '{}' within {} (--replicas)",
+                confirmed, replicas, replicas == 1 ? "" : "s", m_connection.server(),
+                printable(m_name), format_duration(wait)));
+        }
+    }
+    return renewal;
+}
+
+Milliseconds Semaphore::replica_wait(Milliseconds ttl) const {
+    return std::clamp(ttl / 4, Milliseconds{1}, m_connection.options().command_timeout);
 }
 
 LimitInfo Semaphore::limit(std::optional<long long> new_limit) {

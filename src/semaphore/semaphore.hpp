@@ -25,9 +25,6 @@ inline constexpr Milliseconds k_default_loss_grace{60'000};
 inline constexpr Milliseconds k_waiter_liveness{5'000};
 // How often a queued waiter at the head refreshes its place; well inside k_waiter_liveness.
 inline constexpr Milliseconds k_waiter_refresh{1'500};
-// How long an acquire keeps reconnecting after Redis became unreachable (a restart, a blip)
-// before it gives up: inside k_waiter_liveness, so a queued waiter keeps its place.
-inline constexpr Milliseconds k_reconnect_window{4'000};
 // A label longer than this is cut, to keep holder metadata small.
 inline constexpr std::size_t k_max_label_bytes = 1024;
 
@@ -72,6 +69,8 @@ struct AcquireOptions {
     // The token may have reached the server before (a retry after a lost reply): look it up
     // rather than treat it as new.
     bool retry = false;
+    // --replicas: a slot counts as held only once this many replicas have it (WAIT).
+    long long replicas = 0;
 };
 
 // A held slot, as the server granted it.
@@ -131,9 +130,12 @@ public:
     // out while this process was stopped is confirmed by a renewal first, or, if it was lost,
     // the caller queues again. Returns nullopt when no slot came in time, having left the
     // queue. Retrying with the same token never takes a second slot. Transient failures
-    // (a broken connection, LOADING, BUSY) are retried within k_reconnect_window. Throws
-    // ConflictError on a limit mismatch or a foreign key, WaitInterrupted when
-    // options.interrupt_fd fired (after leaving the queue).
+    // (a broken connection, LOADING, BUSY) are retried within Connection::outage_window().
+    // With options.replicas, the lease is renewed at once and returned only once that many
+    // replicas have the renewal (and so the grant); when fewer confirm it in time, the slot
+    // is given back and NotReplicatedError thrown. Throws ConflictError on a limit mismatch
+    // or a foreign key, WaitInterrupted when options.interrupt_fd fired (after leaving the
+    // queue).
     std::optional<Lease> acquire(const AcquireOptions& options, const std::string& token);
 
     // Gives the token's slot back, or takes it out of the queue; never touches another token.
@@ -143,9 +145,18 @@ public:
     void release_quietly(const std::string& token) noexcept;
 
     // Extends the token's lease to server-now + ttl (nullopt: the lease's own ttl); nullopt
-    // when the token holds nothing.
+    // when the token holds nothing. With `replicas`, returns only once that many replicas
+    // have the renewal, waiting up to replica_wait(ttl) for them; throws NotReplicatedError
+    // when fewer confirm it (the renewal stands on the master, but may not survive a
+    // failover).
     std::optional<Renewal> renew(const std::string& token,
-                                 std::optional<Milliseconds> ttl = std::nullopt);
+                                 std::optional<Milliseconds> ttl = std::nullopt,
+                                 long long replicas = 0);
+
+    // How long --replicas waits for the replicas to confirm a write to a lease of `ttl`: a
+    // quarter of it (so the lease is still good by the local clock), at most the command
+    // timeout.
+    Milliseconds replica_wait(Milliseconds ttl) const;
 
     // Reads the limit, or with `new_limit` changes it at once, in use or not: a higher limit
     // hands the new slots to waiters in FIFO order; after a lower one, holders keep their slots
@@ -156,7 +167,11 @@ public:
     const Keys& keys() const noexcept { return m_keys; }
 
 private:
+    std::optional<Lease> acquire_unreplicated(const AcquireOptions& options,
+                                              const std::string& token);
     Reply run(const Script& script, std::vector<std::string> args);
+    // release() on the server this connection uses now, without asking the sentinels first.
+    ReleaseOutcome release_here(const std::string& token);
     Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known);
     // Blocks on the waiter's wake list; returns the slot handed over to it, if any came.
     // `queued` is the acquire reply that queued or refreshed the waiter, sent at `asked_at`.

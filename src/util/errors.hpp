@@ -96,6 +96,13 @@ public:
         : UnavailableError(message, Transience::broken) {}
 };
 
+// --replicas: fewer replicas than asked for confirmed a write in time.
+class NotReplicatedError : public UnavailableError {
+public:
+    explicit NotReplicatedError(const std::string& message)
+        : UnavailableError(message, Transience::permanent) {}
+};
+
 class InternalError : public Error {
 public:
     explicit InternalError(const std::string& message) : Error(ExitCode::internal, message) {}

@@ -320,7 +320,7 @@ TEST_CASE("run survives Redis dropping its connections: the heartbeat reconnects
     REQUIRE(wait_for_file(ready, 10s));
     for (int i = 0; i < 4; ++i) {
         std::this_thread::sleep_for(400ms);
-        // Every client but this one: the run's main and heartbeat connections.
+        // Every client but this one: the run's connection (its heartbeat's once it runs).
         admin.call({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
     }
     const auto result = run.wait(15s);
@@ -371,8 +371,7 @@ TEST_CASE("the heartbeat starts only when the lease first needs renewing, then r
           "schedule",
           "[threads]") {
     RedisServer server;
-    // A command that ends well inside ttl/3: redsem runs no heartbeat thread (and opens no
-    // second connection) for it. (Exact counts only without sanitizers: TSan's runtime starts
+    // A command that ends well inside ttl/3: redsem runs no heartbeat thread for it. (Exact counts only without sanitizers: TSan's runtime starts
     // a thread of its own with the first thread the program creates.)
     const auto quick =
         run_redsem({"run", "lazy", "--ttl", "60s", "--", "sh", "-c", "ls /proc/$PPID/task | wc -l"},
@@ -384,12 +383,21 @@ TEST_CASE("the heartbeat starts only when the lease first needs renewing, then r
 #endif
 
     // A 900ms lease held for 2.5s: the heartbeat starts at ttl/3, renews at once and every
-    // 300ms after; the command ends normally (76 if any renewal had come too late).
+    // 300ms after; the command ends normally (76 if any renewal had come too late). It renews
+    // on the connection the slot was acquired on: the whole run opens one connection.
+    Connection admin = server.admin();
+    const auto connections = [&admin] {
+        const std::string info = admin.call({"INFO", "stats"}).as_string();
+        const std::string field = "total_connections_received:";
+        return std::stoll(info.substr(info.find(field) + field.size()));
+    };
+    const long long connections_before = connections();
     const auto held = run_redsem({"run", "lazy", "--ttl", "900ms", "--", "sh", "-c",
                                   "sleep 2.5; ls /proc/$PPID/task | wc -l"},
                                  env_for(server));
     INFO(held.err);
     CHECK(held.exit_code == 0);
+    CHECK(connections() - connections_before == 1);
 #ifdef REDSEM_SANITIZED
     CHECK(std::stoi(held.out) > threads_without);
 #else

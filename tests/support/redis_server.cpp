@@ -137,14 +137,23 @@ void RedisServer::restart() {
     start();
 }
 
+void RedisServer::kill() {
+    if (m_pid > 0) {
+        ::kill(m_pid, SIGKILL);
+        int status = 0;
+        waitpid(m_pid, &status, 0);
+        m_pid = -1;
+    }
+}
+
 void RedisServer::stop() {
     if (m_pid > 0) {
-        kill(m_pid, SIGTERM);
+        ::kill(m_pid, SIGTERM);
         const auto give_up = std::chrono::steady_clock::now() + k_stop_timeout;
         int status = 0;
         while (waitpid(m_pid, &status, WNOHANG) == 0) {
             if (std::chrono::steady_clock::now() > give_up) {
-                kill(m_pid, SIGKILL);
+                ::kill(m_pid, SIGKILL);
                 waitpid(m_pid, &status, 0);
                 break;
             }

@@ -42,6 +42,8 @@ public:
     // Stops the server (SIGTERM: with --appendonly yes it keeps its data) and starts it again
     // on the same socket, port and directory.
     void restart();
+    // SIGKILL: the server dies at once, as in a crash, and stays down.
+    void kill();
 
     // Writes redsem's epoch key under `prefix` (see lua/lib.lua) as a long-used Redis has it:
     // this server process, no possible loss of data. Without it the first admissions wait

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "redis/url.hpp"
+
+namespace redsem {
+
+struct ConnectOptions;
+class Connection;
+
+// The sentinel to ask first, and an open connection to it.
+struct SentinelChoice {
+    std::size_t first = 0;
+    std::unique_ptr<Connection> connection; // to sentinel `first`, when one answered
+
+    SentinelChoice();
+    ~SentinelChoice();
+    SentinelChoice(SentinelChoice&&) noexcept;
+    SentinelChoice& operator=(SentinelChoice&&) noexcept;
+};
+
+// Asks the sentinels of `options.url` (a redis-sentinel:// URL) where its master is: each in
+// turn, starting with `choice.first` (over the connection kept to it), each within the connect
+// timeout, and returns the address the first one that knows the master gives. `choice` then
+// keeps that sentinel and the connection to it, for the next question.
+//
+// Throws UnavailableError when no sentinel answers (naming why for each), or when those that
+// answer know no master of that name; DeniedError when a sentinel refuses the sentinel password
+// (or wants one), UsageError for TLS files that cannot be used.
+Endpoint ask_sentinels(const ConnectOptions& options, SentinelChoice& choice);
+
+} // namespace redsem

@@ -1,0 +1,347 @@
+// Redis Sentinel: redis-sentinel:// URLs, failovers and --replicas, against a real master,
+// replicas and three sentinels on loopback (tests/support/sentinel_group.hpp).
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+#include "support/sentinel_group.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <map>
+#include <sstream>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+struct Scratch {
+    std::string dir;
+    Scratch() {
+        std::string pattern =
+            (std::filesystem::temp_directory_path() / "redsem-sentinel-test-XXXXXX").string();
+        dir = mkdtemp(pattern.data());
+    }
+    ~Scratch() {
+        std::error_code ignored;
+        std::filesystem::remove_all(dir, ignored);
+    }
+    std::string path(const std::string& name) const { return dir + "/" + name; }
+};
+
+std::string first_line(const std::string& text) {
+    return text.substr(0, text.find('\n'));
+}
+
+EnvChanges env_for(const SentinelGroup& group) {
+    return {{"REDSEM_URL", group.url()}};
+}
+
+// A TCP port that accepts connections (into its backlog) and never answers: a sentinel that
+// hangs.
+struct SilentPort {
+    int fd = -1;
+    int port = 0;
+    SilentPort() {
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t length = sizeof(address);
+        bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+        listen(fd, 16);
+        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+        port = ntohs(address.sin_port);
+    }
+    ~SilentPort() { close(fd); }
+};
+
+} // namespace
+
+TEST_CASE("sentinel: every subcommand works through the sentinels; status also on a replica",
+          "[sentinel]") {
+    SentinelGroup group;
+    const EnvChanges env = env_for(group);
+    Connection master = group.server(0).admin();
+
+    const auto acquired = run_redsem({"acquire", "s1", "-n", "2", "--ttl", "30s"}, env);
+    REQUIRE(acquired.exit_code == 0);
+    const std::string token = first_line(acquired.out);
+    CHECK(zcard(master, "redsem:{s1}:holders") == 1); // on the master the sentinels name
+
+    CHECK(run_redsem({"renew", "s1", token, "--ttl", "40s"}, env).exit_code == 0);
+    const auto status = run_redsem({"status", "s1", "--json"}, env);
+    REQUIRE(status.exit_code == 0);
+    CHECK(json::parse(status.out)["holders"][0]["token"] == token);
+
+    // status only reads: it may be pointed at a replica, once the replica has the lease.
+    Connection replica = group.server(1).admin();
+    REQUIRE(wait_until([&] { return zcard(replica, "redsem:{s1}:holders") == 1; }, 10s));
+    const auto on_replica =
+        run_redsem({"status", "s1", "--json"}, {{"REDSEM_URL", group.server(1).tcp_url()}});
+    REQUIRE(on_replica.exit_code == 0);
+    CHECK(json::parse(on_replica.out)["holders"][0]["token"] == token);
+
+    const auto limit = run_redsem({"limit", "s1", "3"}, env);
+    CHECK(limit.exit_code == 0);
+    const auto ran = run_redsem({"run", "s1", "--", "sh", "-c", "echo $REDSEM_LIMIT"}, env);
+    CHECK(ran.exit_code == 0);
+    CHECK(ran.out == "3\n");
+    CHECK(run_redsem({"release", "s1", token}, env).exit_code == 0);
+    CHECK(zcard(master, "redsem:{s1}:holders") == 0);
+    CHECK(run_redsem({"gc", "--dry-run"}, env).exit_code == 0);
+
+    // --replicas: one replica has it; two cannot, and the slot is given back.
+    const auto replicated = run_redsem({"acquire", "s2", "--replicas", "1"}, env);
+    CHECK(replicated.exit_code == 0);
+    CHECK(run_redsem({"release", "s2", first_line(replicated.out)}, env).exit_code == 0);
+    const auto too_many = run_redsem({"acquire", "s2", "--replicas", "2", "--ttl", "2s"}, env);
+    CHECK(too_many.exit_code == 69);
+    CHECK(line_count(too_many.err) == 1);
+    CHECK(too_many.err.find("only 1 of 2 replicas of redis://127.0.0.1:") != std::string::npos);
+    CHECK(too_many.err.find("given back") != std::string::npos);
+    CHECK(zcard(master, "redsem:{s2}:holders") == 0);
+    // renew --replicas says the same of a renewal, and REDSEM_REPLICAS is read.
+    const auto held = run_redsem({"acquire", "s3"}, env);
+    REQUIRE(held.exit_code == 0);
+    EnvChanges two = env;
+    two["REDSEM_REPLICAS"] = "2";
+    const auto renewed = run_redsem({"renew", "s3", first_line(held.out), "--ttl", "2s"}, two);
+    CHECK(renewed.exit_code == 69);
+    CHECK(renewed.err.find("only 1 of 2 replicas of") !=
+          std::string::npos);
+}
+
+TEST_CASE("sentinel: sentinels unreachable or silent, an unknown master: one-line errors, 69, "
+          "within the connect timeout per sentinel",
+          "[sentinel]") {
+    const int refused_a = free_port();
+    const int refused_b = free_port();
+    const auto refused = run_redsem(
+        {"acquire", "x"},
+        {{"REDSEM_URL", "redis-sentinel://127.0.0.1:" + std::to_string(refused_a) +
+                            ",127.0.0.1:" + std::to_string(refused_b) + "#mymaster"}});
+    CHECK(refused.exit_code == 69);
+    CHECK(line_count(refused.err) == 1);
+    CHECK(refused.err.rfind("redsem: error: no sentinel of redis-sentinel://", 0) == 0);
+    CHECK(refused.err.find(std::to_string(refused_b)) != std::string::npos);
+
+    SilentPort silent_a;
+    SilentPort silent_b;
+    const auto started = std::chrono::steady_clock::now();
+    const auto silent = run_redsem(
+        {"status", "--connect-timeout", "300ms"},
+        {{"REDSEM_URL", "redis-sentinel://127.0.0.1:" + std::to_string(silent_a.port) +
+                            ",127.0.0.1:" + std::to_string(silent_b.port) + "#mymaster"}});
+    const auto took = std::chrono::steady_clock::now() - started;
+    CHECK(silent.exit_code == 69);
+    CHECK(line_count(silent.err) == 1);
+    CHECK(silent.err.find("did not answer within 300ms") != std::string::npos);
+    CHECK(took < 5s); // 2 x 300ms, with room for a loaded machine
+
+    SentinelGroup group;
+    std::string url = group.url();
+    url = url.substr(0, url.find('#')) + "#no-such-master";
+    const auto unknown = run_redsem({"run", "x", "--", "true"}, {{"REDSEM_URL", url}});
+    CHECK(unknown.exit_code == 69);
+    CHECK(line_count(unknown.err) == 1);
+    CHECK(unknown.err.find("know no master named 'no-such-master'") != std::string::npos);
+
+    const auto bad_url = run_redsem({"status"}, {{"REDSEM_URL", "redis-sentinel://h1,h2"}});
+    CHECK(bad_url.exit_code == 64);
+    CHECK(bad_url.err.find("needs the master's name after '#'") != std::string::npos);
+}
+
+TEST_CASE("sentinel: sentinels with a password of their own", "[sentinel]") {
+    const std::string password = "s3ntinel-pw";
+    SentinelGroup group(SentinelGroup::Options{.replicas = 1, .sentinel_password = password});
+    Scratch scratch;
+
+    const auto without = run_redsem({"acquire", "p", "-w", "0"}, env_for(group));
+    CHECK(without.exit_code == 77);
+    CHECK(line_count(without.err) == 1);
+    CHECK(without.err.find("--sentinel-password-file") != std::string::npos);
+
+    EnvChanges wrong = env_for(group);
+    wrong["REDSEM_SENTINEL_PASSWORD"] = "not-it";
+    const auto refused = run_redsem({"acquire", "p", "-w", "0"}, wrong);
+    CHECK(refused.exit_code == 77);
+    CHECK(refused.err.find("not-it") == std::string::npos);
+
+    EnvChanges right = env_for(group);
+    right["REDSEM_SENTINEL_PASSWORD"] = password;
+    // The command run under `run` never sees the sentinels' password.
+    const auto ran = run_redsem({"run", "p", "--", "sh", "-c", "env"}, right);
+    CHECK(ran.exit_code == 0);
+    CHECK(ran.out.find(password) == std::string::npos);
+    CHECK(ran.err.find(password) == std::string::npos);
+
+    const std::string file = scratch.path("sentinel-password");
+    std::ofstream(file) << password << "\n";
+    std::filesystem::permissions(file, std::filesystem::perms::owner_read |
+                                           std::filesystem::perms::owner_write);
+    const auto from_file =
+        run_redsem({"--sentinel-password-file", file, "acquire", "p"}, env_for(group));
+    CHECK(from_file.exit_code == 0);
+    CHECK(from_file.err.empty());
+
+    const auto not_sentinel = run_redsem({"--sentinel-password-file", file, "status"},
+                                         {{"REDSEM_URL", group.server(0).tcp_url()}});
+    CHECK(not_sentinel.exit_code == 64);
+    CHECK(not_sentinel.err.find("needs a redis-sentinel:// URL") != std::string::npos);
+}
+
+TEST_CASE("sentinel: a failover while a run holds the slot and waiters queue: the run ends with "
+          "its command's status, the waiters get their slots in order",
+          "[sentinel][threads]") {
+    // Two replicas: after the failover the new master has one, so --replicas 1 can be met.
+    SentinelGroup group(SentinelGroup::Options{.replicas = 2, .sentinel_password = ""});
+    const EnvChanges env = env_for(group);
+    Scratch scratch;
+    const std::string ready = scratch.path("ready");
+    const std::string go = scratch.path("go");
+    const std::string order = scratch.path("order");
+    // A 6s lease renewed every 2s rides out the failover (about a second here). With
+    // --replicas 1 nothing counts that only the old master has: after the failover it has no
+    // replica left, while it goes on taking writes until the sentinels make it a replica.
+    const std::vector<std::string> options{"--ttl", "6s", "--loss-grace", "1s", "--replicas", "1"};
+    std::vector<std::string> holder_args{"run", "f"};
+    holder_args.insert(holder_args.end(), options.begin(), options.end());
+    holder_args.insert(holder_args.end(),
+                       {"--", "sh", "-c",
+                        "touch " + ready + "; while [ ! -e " + go + " ]; do sleep 0.05; done; "
+                        "exit 7"});
+    Child holder(holder_args, env);
+    REQUIRE(wait_for_file(ready, 15s));
+    Connection master = group.server(0).admin();
+    std::vector<std::unique_ptr<Child>> waiters;
+    for (int i = 1; i <= 3; ++i) {
+        std::vector<std::string> args{"run", "f"};
+        args.insert(args.end(), options.begin(), options.end());
+        args.insert(args.end(), {"--", "sh", "-c", "echo " + std::to_string(i) + " >> " + order});
+        waiters.push_back(std::make_unique<Child>(args, env));
+        REQUIRE(wait_until([&] { return zcard(master, "redsem:{f}:queue") == i; }, 15s));
+    }
+    // The queue reached the replicas before the failover (a planned one waits for that too).
+    for (std::size_t replica = 1; replica < group.server_count(); ++replica) {
+        Connection connection = group.server(replica).admin();
+        REQUIRE(wait_until([&] { return zcard(connection, "redsem:{f}:queue") == 3; }, 15s));
+    }
+
+    const std::size_t new_master = group.failover();
+    CHECK(new_master != 0);
+    INFO("servers " << group.server(0).port() << " " << group.server(1).port() << " "
+                    << group.server(2).port() << ", new master " << new_master);
+    INFO(group.server(new_master).admin().call({"INFO", "replication"}).as_string());
+    std::ofstream(go).put('\n');
+
+    const auto held = holder.wait(60s);
+    INFO(held.err);
+    CHECK(held.exit_code == 7);
+    CHECK(held.err.empty());
+    for (auto& waiter : waiters) {
+        const auto result = waiter->wait(60s);
+        INFO(result.err);
+        CHECK(result.exit_code == 0);
+        CHECK(result.err.empty());
+    }
+    CHECK(read_file(order) == "1\n2\n3\n");
+    // All of it happened on the new master.
+    Connection now_master = group.server(new_master).admin();
+    INFO(run_redsem({"status", "f"}, env).out);
+    CHECK(zcard(now_master, "redsem:{f}:holders") == 0);
+    CHECK(zcard(now_master, "redsem:{f}:queue") == 0);
+}
+
+TEST_CASE("sentinel: the master killed under 24 clients with --replicas 1 and no loss grace: "
+          "never more than the limit inside, and the clients carry on with the new master",
+          "[sentinel]") {
+    SentinelGroup group(SentinelGroup::Options{.replicas = 2, .sentinel_password = ""});
+    Scratch scratch;
+    const std::string log = scratch.path("inside.log");
+    const std::string stop = scratch.path("stop");
+    const int limit = 2;
+    const int clients = 24;
+    // Each client loops `redsem run` until told to stop. The command logs its entry and exit
+    // with the machine's real clock; a command stopped because its lease was lost logs its exit
+    // from its TERM trap. The observer trusts only these lines.
+    const std::string body = scratch.path("body.sh");
+    std::ofstream(body) << "trap 'echo \"E $$ $(date +%s%N)\" >> " << log << "; exit 143' TERM\n"
+                        << "echo \"S $$ $(date +%s%N)\" >> " << log << "\n"
+                        << "sleep 0.05\n"
+                        << "echo \"E $$ $(date +%s%N)\" >> " << log << "\n";
+    const std::string loop = "while [ ! -e " + stop + " ]; do \"$REDSEM\" run k -n " +
+                             std::to_string(limit) +
+                             " --replicas 1 --ttl 3s --loss-grace 0 -q -- sh " + body +
+                             "; echo $? >> " + scratch.path("exits") + "; done";
+    EnvChanges env = env_for(group);
+    env["REDSEM"] = REDSEM_BINARY;
+    std::vector<std::unique_ptr<Child>> loops;
+    for (int i = 0; i < clients; ++i) {
+        loops.push_back(Child::shell(loop, env));
+    }
+    auto entries = [&] {
+        const std::string text = read_file(log);
+        return static_cast<long long>(std::count(text.begin(), text.end(), 'S'));
+    };
+    REQUIRE(wait_until([&] { return entries() >= 20; }, 30s));
+
+    const std::size_t old_master = group.master_index();
+    group.server(old_master).kill();
+    const auto killed_at = std::chrono::system_clock::now();
+    const std::size_t new_master = group.wait_for_new_master(old_master, 40s);
+    CHECK(new_master != old_master);
+    const long long before = entries();
+    CHECK(wait_until([&] { return entries() >= before + 20; }, 40s));
+    std::ofstream(stop).put('\n');
+    for (auto& client : loops) {
+        client->wait(90s);
+    }
+
+    // The observer: entries and exits in time order; never more than the limit inside.
+    struct Event {
+        long long at;
+        int delta;
+    };
+    std::vector<Event> events;
+    std::map<std::string, int> open;
+    std::istringstream lines(read_file(log));
+    std::string kind;
+    std::string id;
+    long long at = 0;
+    long long entries_after_kill = 0;
+    const long long killed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    killed_at.time_since_epoch())
+                                    .count();
+    while (lines >> kind >> id >> at) {
+        if (kind == "S") {
+            events.push_back({at, +1});
+            ++open[id];
+            entries_after_kill += at > killed_ns ? 1 : 0;
+        } else if (kind == "E" && open[id] > 0) {
+            events.push_back({at, -1});
+            --open[id];
+        }
+    }
+    // A command whose exit was never logged counts as inside until the end.
+    std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+        return a.at != b.at ? a.at < b.at : a.delta < b.delta;
+    });
+    int inside = 0;
+    int most = 0;
+    for (const Event& event : events) {
+        inside += event.delta;
+        most = std::max(most, inside);
+    }
+    const std::string exits = read_file(scratch.path("exits"));
+    INFO("exit statuses of redsem run, one per line: " << exits);
+    CHECK(most <= limit);
+    CHECK(most == limit); // the load did fill the semaphore
+    CHECK(entries_after_kill >= 20);
+}
