@@ -11,23 +11,23 @@
 
 # Options that take a value, for subcommand $1 ("" before the subcommand).
 _redsem_value_opts() {
-    local opts='-u --url --prefix --connect-timeout --password-file --cacert --cacertdir --cert --key --sni'
+    local opts='-u --url --prefix --connect-timeout --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni'
     case $1 in
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --while-pid --on-lost' ;;
-        renew) opts+=' --ttl' ;;
-        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --on-lost --kill-after --lost-exit-code -c --command' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --while-pid --on-lost' ;;
+        renew) opts+=' --ttl --replicas' ;;
+        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --on-lost --kill-after --lost-exit-code -c --command' ;;
     esac
     printf '%s' "$opts"
 }
 
 # All options of subcommand $1 ("" for the top level).
 _redsem_all_opts() {
-    local opts='-h --help -u --url --prefix --connect-timeout --password-file --cacert --cacertdir --cert --key --sni --insecure'
+    local opts='-h --help -u --url --prefix --connect-timeout --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni --insecure'
     case $1 in
         '') opts+=' --version' ;;
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace -q --quiet --json --while-pid --on-lost' ;;
-        renew) opts+=' --ttl' ;;
-        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas -q --quiet --json --while-pid --on-lost' ;;
+        renew) opts+=' --ttl --replicas' ;;
+        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
         status) opts+=' --json --names' ;;
         gc) opts+=' --dry-run --json' ;;
         limit) opts+=' --json' ;;
@@ -146,7 +146,7 @@ _redsem() {
                     --url) _redsem_dequote "${w#*=}"; url=$REPLY ;;
                     --prefix) _redsem_dequote "${w#*=}"; prefix=$REPLY ;;
                     --command) has_c=1 ;;
-                    --password-file | --cacert | --cacertdir | --cert | --key | --sni)
+                    --password-file | --sentinel-password-file | --cacert | --cacertdir | --cert | --key | --sni)
                         _redsem_dequote "${w#*=}"; conn+=("$opt" "$REPLY") ;;
                 esac
                 ;;
@@ -157,7 +157,7 @@ _redsem() {
                             -u | --url) _redsem_dequote "${words[i + 1]}"; url=$REPLY ;;
                             --prefix) _redsem_dequote "${words[i + 1]}"; prefix=$REPLY ;;
                             -c | --command) has_c=1 ;;
-                            --password-file | --cacert | --cacertdir | --cert | --key | --sni)
+                            --password-file | --sentinel-password-file | --cacert | --cacertdir | --cert | --key | --sni)
                                 _redsem_dequote "${words[i + 1]}"; conn+=("$w" "$REPLY") ;;
                         esac
                     fi
@@ -243,12 +243,12 @@ _redsem() {
                     done
                     ;;
                 -u | --url)
-                    for w in redis:// rediss:// unix://; do
+                    for w in redis:// rediss:// redis-sentinel:// rediss-sentinel:// unix://; do
                         [[ $w == "$vcur"* ]] && cands+=("$vpre$w")
                     done
                     ((${#cands[@]})) && compopt -o nospace 2>/dev/null
                     ;;
-                --password-file | --cacert | --cert | --key)
+                --password-file | --sentinel-password-file | --cacert | --cert | --key)
                     compopt -o filenames 2>/dev/null
                     mapfile -t cands < <(compgen -f -- "$vcur")
                     ;;

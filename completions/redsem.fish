@@ -9,17 +9,17 @@
 
 # Options that take a value, for subcommand $argv[1] (empty before the subcommand).
 function __redsem_value_opts
-    printf '%s\n' -u --url --prefix --connect-timeout --password-file --cacert --cacertdir --cert \
-        --key --sni
+    printf '%s\n' -u --url --prefix --connect-timeout --password-file --sentinel-password-file \
+        --cacert --cacertdir --cert --key --sni
     switch "$argv[1]"
         case acquire
             printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
-                --while-pid --on-lost
+                --replicas --while-pid --on-lost
         case renew
-            printf '%s\n' --ttl
+            printf '%s\n' --ttl --replicas
         case run
             printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
-                --on-lost --kill-after --lost-exit-code -c --command
+                --replicas --on-lost --kill-after --lost-exit-code -c --command
     end
 end
 
@@ -206,10 +206,11 @@ complete -c redsem -n __redsem_use_subcommand -a gc -d 'Remove expired holders a
 # Global options (before or after the subcommand)
 complete -c redsem -n __redsem_options_ok -s h -l help -d 'Print help and exit'
 complete -c redsem -n __redsem_use_subcommand -l version -d 'Print version and exit'
-complete -c redsem -n __redsem_options_ok -s u -l url -x -a 'redis:// rediss:// unix://' -d 'Redis URL'
+complete -c redsem -n __redsem_options_ok -s u -l url -x -a 'redis:// rediss:// redis-sentinel:// rediss-sentinel:// unix://' -d 'Redis URL'
 complete -c redsem -n __redsem_options_ok -l prefix -x -d 'Prefix of the Redis keys'
 complete -c redsem -n __redsem_options_ok -l connect-timeout -x -d 'How long to wait for the connection (DUR)'
 complete -c redsem -n __redsem_options_ok -l password-file -r -F -d 'Read the Redis password from FILE'
+complete -c redsem -n __redsem_options_ok -l sentinel-password-file -r -F -d 'redis-sentinel://: read the sentinels\' password from FILE'
 complete -c redsem -n __redsem_options_ok -l cacert -r -F -d 'rediss://: trust the CAs in FILE'
 complete -c redsem -n __redsem_options_ok -l cacertdir -x -a '(__fish_complete_directories)' -d 'rediss://: trust the CAs in DIR'
 complete -c redsem -n __redsem_options_ok -l cert -r -F -d 'rediss://: client certificate'
@@ -224,6 +225,7 @@ complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s w -l wait -
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s E -l conflict-exit-code -x -d 'Exit status when no slot was had in time'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l label -x -d 'Text shown beside this holder in status'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l loss-grace -x -d 'Admit nobody for DUR after Redis may have lost data'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run renew' -l replicas -x -d 'Count a slot or renewal only once N replicas have it'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s q -l quiet -d 'Do not show the queue position'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l json -d 'Print the result as JSON'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l while-pid -x -a '(__fish_complete_pids)' -d 'Hold the slot for the life of process PID'

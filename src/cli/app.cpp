@@ -38,8 +38,9 @@ constexpr std::array k_commands{
 // Subcommand --help shows only the subcommand's own options; these are accepted too.
 constexpr std::string_view k_global_footer =
     "Global options (before or after the command): -u,--url URL, --prefix PREFIX, "
-    "--connect-timeout DUR, --password-file FILE, and for rediss:// --cacert FILE, --cacertdir "
-    "DIR, --cert FILE, --key FILE, --sni NAME, --insecure; see 'redsem --help'. Exit statuses "
+    "--connect-timeout DUR, --password-file FILE, for redis-sentinel:// --sentinel-password-file "
+    "FILE, and for rediss:// --cacert FILE, --cacertdir DIR, --cert FILE, --key FILE, --sni "
+    "NAME, --insecure; see 'redsem --help'. Exit statuses "
     "and the JSON output are described in redsem(1).";
 
 // "Exit status: 0 ok, 1 ..., 127 ...; ...", from the published table.
