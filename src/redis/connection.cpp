@@ -87,8 +87,8 @@ void Connection::disconnect() noexcept {
 
 void Connection::connect() {
     if (m_transport) {
-        if (through_sentinels() && Clock::now() >= m_recheck_at) {
-            master_moved();
+        if (through_sentinels()) {
+            master_moved(k_master_recheck);
         }
         if (m_transport) {
             return;
@@ -101,8 +101,8 @@ void Connection::connect() {
     }
 }
 
-bool Connection::master_moved() {
-    if (!through_sentinels() || !m_transport) {
+bool Connection::master_moved(Milliseconds fresh) {
+    if (!through_sentinels() || !m_transport || Clock::now() - m_checked_at < fresh) {
         return false;
     }
     Endpoint master;
@@ -119,8 +119,10 @@ bool Connection::master_moved() {
 }
 
 Endpoint Connection::find_master() {
-    m_recheck_at = Clock::now() + k_master_recheck;
-    return ask_sentinels(m_options, m_sentinel);
+    const auto asked_at = Clock::now();
+    const Endpoint master = ask_sentinels(m_options, m_sentinel);
+    m_checked_at = asked_at;
+    return master;
 }
 
 void Connection::open(const RedisUrl& server) {

@@ -35,6 +35,8 @@ inline constexpr Milliseconds k_failover_window{60'000};
 // is still the master: after a failover the old master may go on accepting writes (that will
 // be lost) until the sentinels turn it into a replica, seconds later.
 inline constexpr Milliseconds k_master_recheck{1'000};
+// ... and before a release, unless a sentinel named the master within this.
+inline constexpr Milliseconds k_release_recheck{100};
 
 struct ConnectOptions {
     RedisUrl url;
@@ -115,11 +117,11 @@ public:
     bool through_sentinels() const noexcept {
         return m_options.url.kind == RedisUrl::Kind::sentinel;
     }
-    // Through sentinels: asks a sentinel now whether the server this connection uses is
-    // still the master; when it is not (a failover), drops the connection, so that the next
-    // command goes to the new master, and returns true. False otherwise, also when no
-    // sentinel answers.
-    bool master_moved();
+    // Through sentinels: asks a sentinel whether the server this connection uses is still
+    // the master, unless one said so within `fresh`; when it is not (a failover), drops the
+    // connection, so that the next command goes to the new master, and returns true. False
+    // otherwise, also when no sentinel answers.
+    bool master_moved(Milliseconds fresh = Milliseconds{0});
     // How long a caller rides out Redis being unreachable before giving up: longer through
     // sentinels (a failover) than to one server (a restart, a blip).
     Milliseconds outage_window() const noexcept;
@@ -154,7 +156,7 @@ private:
     ConnectOptions m_options;
     RedisUrl m_server;               // the server connected to (through sentinels: the master)
     SentinelChoice m_sentinel;       // whom to ask where the master is
-    Clock::time_point m_recheck_at;  // when to ask again whether m_server is the master
+    Clock::time_point m_checked_at;  // when a sentinel last named m_server as the master
     std::unique_ptr<Transport> m_transport;
     ReaderPtr m_reader;
     std::string m_output; // commands formatted, not sent yet

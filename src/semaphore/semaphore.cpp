@@ -426,8 +426,9 @@ void Semaphore::release_quietly(const std::string& token) noexcept {
 }
 
 ReleaseOutcome Semaphore::release(const std::string& token) {
-    // Through sentinels, not to a former master that still takes writes after a failover.
-    m_connection.master_moved();
+    // Through sentinels, not to a former master that still takes writes after a failover
+    // (unless a sentinel named it just now: a quick `run` pays no extra round trip).
+    m_connection.master_moved(k_release_recheck);
     return release_here(token);
 }
 
