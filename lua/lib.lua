@@ -168,17 +168,18 @@ local function admission_opens(now, grace)
             lost_at = tonumber(epoch[2]) or 0
             redis.call('HSET', K_EPOCH, 'checked_at', int_str(now))
         else
-            -- Written by another Redis process, or missing. A restart (with an older snapshot,
-            -- or without persistence) loses data at its start. A server that has run longer
-            -- than the default grace: missing means redsem never used it (or this prefix),
-            -- another process means a promoted replica, which lost what it had not received
-            -- by now. (A FLUSHALL is not noticed on such a server: do not flush a live Redis.)
-            -- uptime_in_seconds is the difference of two whole-second clocks, so the server
-            -- started up to 1s later than now - uptime: take the latest possible start.
-            if uptime_ms < DEFAULT_LOSS_GRACE_MS then
-                lost_at = math.min(now, now - uptime_ms + 1000)
-            elseif epoch[1] then
+            -- Written by another Redis process: this one restarted (from an older snapshot,
+            -- perhaps), or is a replica promoted by a failover, which lost what it had not
+            -- received by now, however long it has run. Missing: a server that started less
+            -- than the default grace ago lost its data at its start (no persistence); one that
+            -- has run longer was never used by redsem (or this prefix). (A FLUSHALL is not
+            -- noticed on such a server: do not flush a live Redis.) uptime_in_seconds is the
+            -- difference of two whole-second clocks, so the server started up to 1s later
+            -- than now - uptime: take the latest possible start.
+            if epoch[1] then
                 lost_at = now
+            elseif uptime_ms < DEFAULT_LOSS_GRACE_MS then
+                lost_at = math.min(now, now - uptime_ms + 1000)
             else
                 lost_at = 0
             end
