@@ -77,7 +77,12 @@ inline bool process_gone(int pid) {
     if (!stat) {
         return true;
     }
-    std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    std::string content;
+    try {
+        content.assign(std::istreambuf_iterator<char>(stat), std::istreambuf_iterator<char>());
+    } catch (const std::exception&) {
+        return true; // reaped between the open and the read (libstdc++ throws on ESRCH)
+    }
     const auto close = content.rfind(')');
     return close != std::string::npos && content.size() > close + 2 && content[close + 2] == 'Z';
 }
