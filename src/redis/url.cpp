@@ -148,10 +148,9 @@ void parse_tcp(std::string_view rest, RedisUrl& url) {
 
 void parse_sentinel(std::string_view rest, RedisUrl& url) {
     url.kind = RedisUrl::Kind::sentinel;
-    // The master's name follows the first '#' after any credentials (a '#' in a password must
-    // be written %23 anyway, as in every URL).
-    const std::size_t at = rest.rfind('@');
-    const std::size_t hash = rest.find('#', at == std::string_view::npos ? 0 : at);
+    // The master's name follows the first '#', as a URL's fragment does (a '#' in a password
+    // must be written %23, as in every URL).
+    const std::size_t hash = rest.find('#');
     const std::string_view name =
         hash == std::string_view::npos ? std::string_view{} : rest.substr(hash + 1);
     if (name.empty()) {
@@ -258,8 +257,13 @@ std::string RedisUrl::describe() const {
         for (const Endpoint& sentinel : sentinels) {
             hosts += (hosts.empty() ? "" : ",") + sentinel.describe();
         }
+        // '%' encoded, so that the URL parses back to the same name.
+        std::string name;
+        for (const char c : master_name) { // no spaces or control characters (parse_sentinel)
+            name += c == '%' ? std::string("%25") : std::string(1, c);
+        }
         return fmt::format("{}://{}{}{}#{}", tls ? "rediss-sentinel" : "redis-sentinel", user_part,
-                           hosts, db_part, printable(master_name));
+                           hosts, db_part, name);
     }
     case Kind::tcp:
         break;

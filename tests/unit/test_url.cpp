@@ -72,6 +72,40 @@ TEST_CASE("rediss:// is TCP with TLS, and says so when described") {
     CHECK_FALSE(parse_redis_url("redis://host").tls);
 }
 
+TEST_CASE("redis-sentinel:// URLs: sentinels, default port, db, credentials, master name") {
+    RedisUrl url = parse_redis_url("redis-sentinel://alice:s3cret@s1,s2:26380,[::1]/2#my%23master");
+    CHECK(url.kind == RedisUrl::Kind::sentinel);
+    CHECK_FALSE(url.tls);
+    REQUIRE(url.sentinels.size() == 3);
+    CHECK(url.sentinels[0].host == "s1");
+    CHECK(url.sentinels[0].port == 26379);
+    CHECK(url.sentinels[1].host == "s2");
+    CHECK(url.sentinels[1].port == 26380);
+    CHECK(url.sentinels[2].host == "::1");
+    CHECK(url.sentinels[2].port == 26379);
+    CHECK(url.db == 2);
+    CHECK(url.user == "alice");
+    CHECK(url.password == "s3cret");
+    CHECK(url.master_name == "my#master");
+    CHECK(url.describe() == "redis-sentinel://alice@s1:26379,s2:26380,[::1]:26379/2#my#master");
+    // What describe() prints parses back to the same sentinels and master.
+    const RedisUrl again = parse_redis_url(url.describe());
+    CHECK(again.master_name == "my#master");
+    CHECK(again.sentinels.size() == 3);
+
+    url = parse_redis_url("rediss-sentinel://h#m@aster%25");
+    CHECK(url.tls);
+    CHECK(url.master_name == "m@aster%");
+    CHECK(parse_redis_url(url.describe()).master_name == "m@aster%");
+
+    // The master's address from a sentinel: a tcp URL with the same TLS, db and credentials.
+    const RedisUrl master = parse_redis_url("rediss-sentinel://:pw@h/3#m").at({"10.0.0.5", 6380});
+    CHECK(master.kind == RedisUrl::Kind::tcp);
+    CHECK(master.tls);
+    CHECK(master.describe() == "rediss://10.0.0.5:6380/3");
+    CHECK(master.password == "pw");
+}
+
 TEST_CASE("describe() never shows the password") {
     const RedisUrl url = parse_redis_url("redis://alice:hunter2@db.example:7000/2");
     CHECK(url.describe() == "redis://alice@db.example:7000/2");
@@ -106,6 +140,17 @@ TEST_CASE("malformed URLs are usage errors that do not echo the password") {
         "unix:///tmp/r.sock?timeout=1",
         "unix:///",
         "redis://:hunter2%zz@host",
+        "redis://h1,h2:6380",
+        "redis-sentinel://h1,h2",
+        "redis-sentinel://h1#",
+        "redis-sentinel://#mymaster",
+        "redis-sentinel://h1,,h2#m",
+        "redis-sentinel://h1,#m",
+        "redis-sentinel://:hunter2@h1:0#m",
+        "redis-sentinel://:hunter2@h1:26379/x#m",
+        "redis-sentinel://h1?x=1#m",
+        "redis-sentinel://h1#my master",
+        "redis-sentinel://h1#a%zz",
     };
     for (const auto& text : bad) {
         INFO(text);
