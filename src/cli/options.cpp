@@ -139,7 +139,8 @@ TlsOptions resolve_tls(const GlobalOptions& options, const RedisUrl& url) {
     if (!url.tls) {
         if (tls_options_given) {
             throw UsageError(
-                fmt::format("TLS options need a rediss:// URL, not {}", url.describe()));
+                fmt::format("TLS options need a rediss:// or rediss-sentinel:// URL, not {}",
+                            url.describe()));
         }
         return TlsOptions{};
     }

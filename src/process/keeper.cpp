@@ -185,6 +185,11 @@ int keep(const WatchedProcess& process, const KeptSlot& slot, int ready_fd) {
                    process.lost_signal() != 0
                        ? fmt::format("sent it {}", strsignal(process.lost_signal())).c_str()
                        : "sent it nothing (--on-lost none)");
+            if (!status.lost) {
+                // The server may hold it still (renewals that reached too few replicas, or
+                // Redis away for a while): give it back rather than block it to the end.
+                release(slot);
+            }
             return 1;
         }
         timer.arm(status.valid_until);

@@ -95,7 +95,7 @@ void Connection::connect() {
         }
     }
     if (through_sentinels()) {
-        open_master(find_master());
+        open_master(find_master(m_options.url.sentinels.size(), m_options.connect_timeout));
     } else {
         open(m_options.url);
     }
@@ -105,11 +105,13 @@ bool Connection::master_moved(Milliseconds fresh) {
     if (!through_sentinels() || !m_transport || Clock::now() - m_checked_at < fresh) {
         return false;
     }
+    // One sentinel, briefly: a renewal must not wait for sentinels that do not answer.
     Endpoint master;
     try {
-        master = find_master();
+        master = find_master(1, std::min(m_options.connect_timeout, k_recheck_timeout));
     } catch (const Error&) {
-        return false; // no sentinel to ask just now: stay with the master we have
+        m_checked_at = Clock::now(); // the next one is asked a while later
+        return false;                // meanwhile, stay with the master we have
     }
     if (master.host == m_server.host && master.port == m_server.port) {
         return false;
@@ -118,9 +120,9 @@ bool Connection::master_moved(Milliseconds fresh) {
     return true;
 }
 
-Endpoint Connection::find_master() {
+Endpoint Connection::find_master(std::size_t tries, Milliseconds timeout) {
     const auto asked_at = Clock::now();
-    const Endpoint master = ask_sentinels(m_options, m_sentinel);
+    const Endpoint master = ask_sentinels(m_options, m_sentinel, tries, timeout);
     m_checked_at = asked_at;
     return master;
 }

@@ -37,6 +37,8 @@ inline constexpr Milliseconds k_failover_window{60'000};
 inline constexpr Milliseconds k_master_recheck{1'000};
 // ... and before a release, unless a sentinel named the master within this.
 inline constexpr Milliseconds k_release_recheck{100};
+// ... asking one sentinel, and waiting at most this for it (the connect timeout if shorter).
+inline constexpr Milliseconds k_recheck_timeout{500};
 
 struct ConnectOptions {
     RedisUrl url;
@@ -112,6 +114,9 @@ public:
     void disconnect() noexcept;
     bool connected() const noexcept { return m_transport != nullptr; }
     const ConnectOptions& options() const noexcept { return m_options; }
+    void set_command_timeout(Milliseconds timeout) noexcept {
+        m_options.command_timeout = timeout;
+    }
     // The server connected to last (through sentinels: the master they named), for messages.
     std::string server() const { return m_server.describe(); }
     bool through_sentinels() const noexcept {
@@ -144,8 +149,8 @@ private:
     Clock::time_point reply_deadline(Milliseconds budget) const;
     void open(const RedisUrl& server);
     void open_master(const Endpoint& master);
-    // Through sentinels: the master now, as the sentinels say.
-    Endpoint find_master();
+    // Through sentinels: the master now, as the sentinels say (see ask_sentinels()).
+    Endpoint find_master(std::size_t tries, Milliseconds timeout);
     void handshake();
     // Through sentinels: whether `reply` came from a server that is no longer the master
     // (READONLY, UNBLOCKED). Then the connection is dropped, to find the master anew.

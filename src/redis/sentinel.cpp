@@ -11,30 +11,33 @@ namespace redsem {
 
 namespace {
 
-// How to reach one sentinel: the TLS settings of the URL, the sentinels' own password, and the
-// connect timeout for the whole exchange.
-ConnectOptions sentinel_options(const ConnectOptions& options, const Endpoint& sentinel) {
+// How to reach one sentinel: the TLS settings of the URL, the sentinels' own password, and
+// `timeout` for the whole exchange.
+ConnectOptions sentinel_options(const ConnectOptions& options, const Endpoint& sentinel,
+                                Milliseconds timeout) {
     RedisUrl url = options.url.at(sentinel);
     url.user.reset();
     url.password = options.sentinel_password;
     url.db = 0;
     return ConnectOptions{.url = std::move(url),
-                          .connect_timeout = options.connect_timeout,
-                          .command_timeout = options.connect_timeout,
+                          .connect_timeout = timeout,
+                          .command_timeout = timeout,
                           .tls = options.tls,
                           .sentinel_password = std::nullopt};
 }
 
-[[noreturn]] void throw_sentinel_refusal(const Endpoint& sentinel, const std::string& error) {
-    const ReplyErrorMeaning meaning = classify_reply_error(error);
-    if (meaning.code == ExitCode::denied) {
-        throw DeniedError(fmt::format(
-            "the sentinel at {} refused redsem ({}): give the sentinels' password with "
-            "--sentinel-password-file or $REDSEM_SENTINEL_PASSWORD",
-            sentinel.describe(), printable(error, 100)));
+// The master's address in a sentinel's reply; nullopt when the reply is not one.
+std::optional<Endpoint> address_in(const Reply& reply) {
+    if (reply.type != Reply::Type::array || reply.elements.size() != 2 ||
+        reply.elements[0].type != Reply::Type::string ||
+        reply.elements[1].type != Reply::Type::string || reply.elements[0].text.empty()) {
+        return std::nullopt;
     }
-    throw UnavailableError(fmt::format("the sentinel at {} answered with an error: {}",
-                                       sentinel.describe(), printable(error, 200)));
+    const auto port = parse_integer(reply.elements[1].text, 1, 65535);
+    if (!port) {
+        return std::nullopt;
+    }
+    return Endpoint{.host = reply.elements[0].text, .port = static_cast<int>(*port)};
 }
 
 } // namespace
@@ -44,55 +47,70 @@ SentinelChoice::~SentinelChoice() = default;
 SentinelChoice::SentinelChoice(SentinelChoice&&) noexcept = default;
 SentinelChoice& SentinelChoice::operator=(SentinelChoice&&) noexcept = default;
 
-Endpoint ask_sentinels(const ConnectOptions& options, SentinelChoice& choice) {
+Endpoint ask_sentinels(const ConnectOptions& options, SentinelChoice& choice, std::size_t tries,
+                       Milliseconds timeout) {
     const RedisUrl& url = options.url;
     const std::size_t count = url.sentinels.size();
     const std::size_t first = choice.first;
-    std::string failures;   // why each sentinel could not say, for the message
-    bool any_answer = false; // a sentinel answered, but did not know the master
-    for (std::size_t i = 0; i < count; ++i) {
+    std::string failures;      // why each sentinel could not say, for the message
+    std::string denied;        // the first sentinel that refused our password
+    bool any_answer = false;   // a sentinel answered, but did not know the master
+    for (std::size_t i = 0; i < std::min(tries, count); ++i) {
         const std::size_t index = (first + i) % count;
         const Endpoint& sentinel = url.sentinels[index];
+        // Asked next time if this one fails.
+        choice.first = (index + 1) % count;
+        std::unique_ptr<Connection> connection =
+            index == first && choice.connection
+                ? std::move(choice.connection)
+                : std::make_unique<Connection>(sentinel_options(options, sentinel, timeout));
+        connection->set_command_timeout(timeout); // a kept connection was opened with another
+        auto failed = [&](const std::string& why) {
+            failures += fmt::format("{}{}", failures.empty() ? "" : "; ", why);
+        };
         Reply reply;
-        std::unique_ptr<Connection> connection = index == first && choice.connection
-                                                     ? std::move(choice.connection)
-                                                     : std::make_unique<Connection>(
-                                                           sentinel_options(options, sentinel));
         try {
             reply = connection->command(
                 std::vector<std::string>{"SENTINEL", "get-master-addr-by-name", url.master_name});
         } catch (const Error& error) {
-            if (error.exit_code() == static_cast<int>(ExitCode::denied)) {
-                // AUTH refused (the password is wrong, or the sentinel has none).
-                throw DeniedError(fmt::format("the sentinel at {}: {}; the sentinels' password "
-                                              "is read from --sentinel-password-file or "
-                                              "$REDSEM_SENTINEL_PASSWORD",
-                                              sentinel.describe(), error.what()));
-            }
             if (error.exit_code() == static_cast<int>(ExitCode::usage)) {
-                throw;
+                throw; // a TLS file that cannot be used: the same for every sentinel
             }
-            failures += fmt::format("{}{}", failures.empty() ? "" : "; ", error.what());
+            if (error.exit_code() == static_cast<int>(ExitCode::denied) && denied.empty()) {
+                // AUTH refused (the password is wrong, or the sentinel has none).
+                denied = fmt::format("the sentinel at {}: {}", sentinel.describe(), error.what());
+            }
+            failed(error.what());
             continue;
         }
         if (reply.is_error()) {
-            throw_sentinel_refusal(sentinel, reply.text);
+            if (classify_reply_error(reply.text).code == ExitCode::denied && denied.empty()) {
+                denied = fmt::format("the sentinel at {} refused redsem ({})", sentinel.describe(),
+                                     printable(reply.text, 100));
+            }
+            failed(fmt::format("the sentinel at {} answered with an error: {}",
+                               sentinel.describe(), printable(reply.text, 100)));
+            continue;
         }
         if (reply.is_nil()) {
             any_answer = true;
             continue;
         }
-        const std::vector<Reply>& address = reply.as_array();
-        const auto port = address.size() == 2 ? parse_integer(address[1].as_string(), 1, 65535)
-                                               : std::nullopt;
-        if (!port || address[0].as_string().empty()) {
-            throw UnavailableError(fmt::format("the sentinel at {} gave a malformed address for "
-                                               "the master '{}'",
-                                               sentinel.describe(), printable(url.master_name)));
+        const std::optional<Endpoint> master = address_in(reply);
+        if (!master) {
+            failed(fmt::format("the sentinel at {} gave no address for the master '{}' (is it a "
+                               "sentinel?)",
+                               sentinel.describe(), printable(url.master_name)));
+            continue;
         }
         choice.first = index;
         choice.connection = std::move(connection);
-        return Endpoint{.host = address[0].as_string(), .port = static_cast<int>(*port)};
+        return *master;
+    }
+    if (!denied.empty()) {
+        throw DeniedError(fmt::format("{}; the sentinels' password is read from "
+                                      "--sentinel-password-file or $REDSEM_SENTINEL_PASSWORD",
+                                      denied));
     }
     if (any_answer) {
         throw UnavailableError(

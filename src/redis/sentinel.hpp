@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 
@@ -21,14 +22,17 @@ struct SentinelChoice {
     SentinelChoice& operator=(SentinelChoice&&) noexcept;
 };
 
-// Asks the sentinels of `options.url` (a redis-sentinel:// URL) where its master is: each in
-// turn, starting with `choice.first` (over the connection kept to it), each within the connect
-// timeout, and returns the address the first one that knows the master gives. `choice` then
-// keeps that sentinel and the connection to it, for the next question.
+// Asks the sentinels of `options.url` (a redis-sentinel:// URL) where its master is: up to
+// `tries` of them in turn, starting with `choice.first` (over the connection kept to it), each
+// within `timeout`, and returns the address the first one that knows the master gives.
+// `choice` then keeps that sentinel and the connection to it, for the next question; after a
+// failure it points at the sentinel after the last one asked.
 //
-// Throws UnavailableError when no sentinel answers (naming why for each), or when those that
-// answer know no master of that name; DeniedError when a sentinel refuses the sentinel password
-// (or wants one), UsageError for TLS files that cannot be used.
-Endpoint ask_sentinels(const ConnectOptions& options, SentinelChoice& choice);
+// Throws DeniedError when none answered and one refused the sentinel password (or wants one);
+// UnavailableError when none answered (naming why for each: unreachable, silent, an error
+// reply, no address), or when those that answer know no master of that name; UsageError for
+// TLS files that cannot be used.
+Endpoint ask_sentinels(const ConnectOptions& options, SentinelChoice& choice, std::size_t tries,
+                       std::chrono::milliseconds timeout);
 
 } // namespace redsem

@@ -113,7 +113,12 @@ Endpoint parse_endpoint(std::string_view text, int default_port) {
     if (!port.empty()) {
         auto number = parse_integer(port, 1, 65535);
         if (!number) {
-            fail(fmt::format("port '{}' is not a number from 1 to 65535", printable(port)));
+            // Not echoed unless it is digits: without its '@', "user:password" reads as
+            // "host:port".
+            const bool digits = port.find_first_not_of("0123456789") == std::string_view::npos;
+            fail(digits ? fmt::format("port '{}' is not a number from 1 to 65535", port)
+                        : std::string("the port is not a number from 1 to 65535 (a password "
+                                      "without its '@'?)"));
         }
         endpoint.port = static_cast<int>(*number);
     }

@@ -104,16 +104,30 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
             connection.pipeline({Command{keys.info, hmget}, Command{keys.alive, claims}});
         const Reply& records = checked(replies[0]);
         const Reply& claim_until = checked(replies[1]);
+        std::vector<Command> wake_lists; // of hand-overs whose claim window has passed
+        std::vector<std::size_t> lapsed;
         for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
             HolderView holder;
             holder.token = items[i].as_string();
             holder.deadline_ms = to_number(items[i + 1].as_string());
             // Dead when the lease ran out, or when a hand-over was not collected in time.
             const auto claim = optional_number(claim_until.at(i / 2));
-            holder.expired =
-                holder.deadline_ms <= view.server_now_ms || (claim && *claim <= view.server_now_ms);
+            holder.expired = holder.deadline_ms <= view.server_now_ms;
+            if (!holder.expired && claim && *claim <= view.server_now_ms) {
+                const std::string wake_list = keys.wake_prefix + holder.token;
+                wake_lists.push_back(Command{wake_list, {"EXISTS", wake_list}});
+                lapsed.push_back(view.holders.size());
+            }
             holder.record = record_of(records.at(i / 2));
             view.holders.push_back(std::move(holder));
+        }
+        if (!wake_lists.empty()) {
+            // The waiter popped its grant (BLPOP) and holds the slot; the claim entry stays
+            // until the scripts' next prune. Uncollected only while the grant is still there.
+            const auto exists = connection.pipeline(wake_lists);
+            for (std::size_t k = 0; k < lapsed.size(); ++k) {
+                view.holders[lapsed[k]].expired = checked(exists[k]).as_integer() == 1;
+            }
         }
     }
     std::stable_sort(view.holders.begin(), view.holders.end(), [](const auto& a, const auto& b) {

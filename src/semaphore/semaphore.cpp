@@ -318,7 +318,13 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
     const auto give_up_at = options.wait ? Clock::now() + *options.wait : Clock::time_point::max();
     bool sent = options.retry; // once sent, the server may know the token (holder or waiter)
     bool waited = false;
-    RetryWindow retries(options.interrupt_fd, m_connection.outage_window());
+    // A bounded wait bounds how long an outage (a failover) is ridden out too, but never below
+    // the window for a blip.
+    const Milliseconds outage = m_connection.outage_window();
+    RetryWindow retries(options.interrupt_fd,
+                        options.wait ? std::clamp(*options.wait, std::min(k_reconnect_window, outage),
+                                                  outage)
+                                     : outage);
     try {
         for (;;) {
             AcquireReply reply;

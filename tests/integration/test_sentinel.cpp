@@ -153,6 +153,14 @@ TEST_CASE("sentinel: sentinels unreachable or silent, an unknown master: one-lin
     CHECK(line_count(unknown.err) == 1);
     CHECK(unknown.err.find("know no master named 'no-such-master'") != std::string::npos);
 
+    // A first "sentinel" that is a plain Redis (an error reply) is passed over for the next.
+    const std::string with_plain_first =
+        "redis-sentinel://127.0.0.1:" + std::to_string(group.server(0).port()) + "," +
+        group.url().substr(std::string("redis-sentinel://").size());
+    const auto passed_over = run_redsem({"status"}, {{"REDSEM_URL", with_plain_first}});
+    CHECK(passed_over.exit_code == 0);
+    CHECK(passed_over.err.empty());
+
     const auto bad_url = run_redsem({"status"}, {{"REDSEM_URL", "redis-sentinel://h1,h2"}});
     CHECK(bad_url.exit_code == 64);
     CHECK(bad_url.err.find("needs the master's name after '#'") != std::string::npos);
@@ -345,4 +353,34 @@ TEST_CASE("sentinel: the master killed under 24 clients with --replicas 1 and no
     CHECK(most <= limit);
     CHECK(most == limit); // the load did fill the semaphore
     CHECK(entries_after_kill >= 20);
+}
+
+TEST_CASE("sentinel: sentinels that stop answering do not cost a run its lease on a healthy "
+          "master; a failover that never ends is given up on within --wait",
+          "[sentinel][threads]") {
+    SentinelGroup group;
+    const EnvChanges env = env_for(group);
+    Scratch scratch;
+    const std::string ready = scratch.path("ready");
+    // Renewals every second; each asks a sentinel first whether the master moved.
+    Child run({"run", "quiet", "--ttl", "3s", "--", "sh", "-c", "touch " + ready + "; sleep 5"},
+              env);
+    REQUIRE(wait_for_file(ready, 15s));
+    group.signal_sentinels(SIGSTOP);
+    const auto result = run.wait(30s);
+    group.signal_sentinels(SIGCONT);
+    INFO(result.err);
+    CHECK(result.exit_code == 0);
+    CHECK(result.err.empty());
+
+    // The master and its replica gone: the sentinels keep naming a master nobody can reach.
+    group.server(0).kill();
+    group.server(1).kill();
+    const auto started = std::chrono::steady_clock::now();
+    const auto tried = run_redsem({"acquire", "quiet", "-w", "0"}, env);
+    const auto took = std::chrono::steady_clock::now() - started;
+    CHECK(tried.exit_code == 69);
+    CHECK(line_count(tried.err) == 1);
+    CHECK(tried.err.find("failover under way") != std::string::npos);
+    CHECK(took < 20s); // the 4s window of a blip, not the 60s of a failover
 }

@@ -325,3 +325,21 @@ TEST_CASE("gc reports a semaphore it cannot clean and still cleans the others") 
     CHECK(report["failed"][0]["name"] == "foreign");
     CHECK(admin.call({"GET", "redsem:{foreign}:state"}).as_string() == "somebody else's");
 }
+
+TEST_CASE("status counts a waiter that took a handed-over slot as a live holder after the claim "
+          "window") {
+    RedisServer server;
+    const json first = acquire_json(server, {"handed", "--ttl", "60s"});
+    Child waiter({"acquire", "handed", "--ttl", "60s"}, env_for(server));
+    Connection admin = server.admin();
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{handed}:queue") == 1; }, 10s));
+    REQUIRE(run_redsem({"release", "handed", first["token"]}, env_for(server)).exit_code == 0);
+    REQUIRE(waiter.wait(10s).exit_code == 0); // popped its grant from its wake list
+    // Past the 3s window for collecting a hand-over: the claim entry is still there (the next
+    // script prunes it), but the grant was collected.
+    std::this_thread::sleep_for(3500ms);
+    const json status = json::parse(run_redsem({"status", "handed", "--json"}, env_for(server)).out);
+    CHECK(status["held"] == 1);
+    REQUIRE(status["holders"].size() == 1);
+    CHECK(status["holders"][0]["expired"] == false);
+}

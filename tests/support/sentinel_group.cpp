@@ -116,6 +116,12 @@ void SentinelGroup::start_sentinel(Sentinel& sentinel) {
     }
 }
 
+void SentinelGroup::signal_sentinels(int signal) const {
+    for (const Sentinel& sentinel : m_sentinels) {
+        ::kill(sentinel.pid, signal);
+    }
+}
+
 std::string SentinelGroup::url() const {
     std::string hosts;
     for (const Sentinel& sentinel : m_sentinels) {

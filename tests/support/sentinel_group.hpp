@@ -38,6 +38,8 @@ public:
     int sentinel_port(std::size_t index) const { return m_sentinels.at(index).port; }
     // A connection to sentinel `index`, authenticated when the sentinels have a password.
     Connection sentinel(std::size_t index) const;
+    // Sends `signal` to every sentinel process (SIGSTOP: sentinels that do not answer).
+    void signal_sentinels(int signal) const;
 
     // SENTINEL FAILOVER, then waits until every sentinel names another server as the master
     // and that server says it is one. Returns the new master's index.

@@ -151,6 +151,8 @@ TEST_CASE("malformed URLs are usage errors that do not echo the password") {
         "redis-sentinel://h1?x=1#m",
         "redis-sentinel://h1#my master",
         "redis-sentinel://h1#a%zz",
+        "redis://alice:hunter2",
+        "redis-sentinel://alice:hunter2#m",
     };
     for (const auto& text : bad) {
         INFO(text);
