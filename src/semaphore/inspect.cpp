@@ -232,6 +232,43 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
                 keys.alive, std::vector<std::string>{"ZRANGE", keys.alive, "-inf", now, "BYSCORE"});
         }
         const std::vector<Reply> replies = connection.pipeline(commands);
+        // Holders whose hand-over claim lapsed: uncollected only while the grant is still in
+        // the wake list (as the scripts judge it; see settle_lapsed() in lua/lib.lua).
+        std::vector<Command> wake_lists;
+        std::vector<std::pair<std::size_t, std::string>> claimed;
+        for (std::size_t i = first; i < last; ++i) {
+            const std::size_t at = (i - first) * k_summary_commands;
+            const auto& lapsed = checked(replies[at + 5]).as_array();
+            if (lapsed.empty()) {
+                continue;
+            }
+            std::set<std::string> holders; // lapsed waiters need no look
+            const auto& info = checked(replies[at + 3]).as_array();
+            for (std::size_t k = 0; k + 1 < info.size(); k += 2) {
+                const auto record = record_of(info[k + 1]);
+                if (record && record->kind == Record::Kind::holder) {
+                    holders.insert(info[k].as_string());
+                }
+            }
+            for (const Reply& token : lapsed) {
+                if (!holders.contains(token.as_string())) {
+                    continue;
+                }
+                const std::string wake_list =
+                    Keys::make(prefix, names[i]).wake_prefix + token.as_string();
+                wake_lists.emplace_back(wake_list, std::vector<std::string>{"EXISTS", wake_list});
+                claimed.emplace_back(i, token.as_string());
+            }
+        }
+        std::set<std::pair<std::size_t, std::string>> collected;
+        if (!wake_lists.empty()) {
+            const std::vector<Reply> exists = connection.pipeline(wake_lists);
+            for (std::size_t k = 0; k < claimed.size(); ++k) {
+                if (checked(exists[k]).as_integer() == 0) {
+                    collected.insert(claimed[k]);
+                }
+            }
+        }
         for (std::size_t i = first; i < last; ++i) {
             const std::size_t at = (i - first) * k_summary_commands;
             SemaphoreSummary summary;
@@ -254,7 +291,9 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
                 const bool holder = record && record->kind == Record::Kind::holder;
                 if (lapsed.contains(token)) {
                     if (holder) {
-                        dead_holders.insert(token); // a hand-over nobody collected
+                        if (!collected.contains({i, token})) {
+                            dead_holders.insert(token); // a hand-over nobody collected
+                        }
                     } else {
                         ++summary.stale;
                     }

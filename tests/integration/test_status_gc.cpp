@@ -342,4 +342,8 @@ TEST_CASE("status counts a waiter that took a handed-over slot as a live holder 
     CHECK(status["held"] == 1);
     REQUIRE(status["holders"].size() == 1);
     CHECK(status["holders"][0]["expired"] == false);
+    const json all = json::parse(run_redsem({"status", "--json"}, env_for(server)).out);
+    REQUIRE(all.size() == 1);
+    CHECK(all[0]["held"] == 1);
+    CHECK(all[0]["expired_holders"] == 0);
 }
