@@ -2,7 +2,8 @@
 //
 // Contract checked: the parser either returns a URL or throws UsageError (anything else
 // escapes and crashes the fuzzer); a parsed URL is in range; describe() never shows the
-// password; and neither describe() nor an error message depends on the password at all.
+// password; and neither describe() nor an error message depends on the password at all; a
+// sentinel URL's description parses back to the same master name.
 #include "redis/url.hpp"
 #include "util/errors.hpp"
 
@@ -54,6 +55,8 @@ std::optional<std::pair<std::size_t, std::size_t>> password_span(std::string_vie
             return std::nullopt;
         }
         rest = rest.substr(0, slash);
+    } else if (scheme == "redis-sentinel" || scheme == "rediss-sentinel") {
+        rest = rest.substr(0, rest.find('#')); // the master's name follows the first '#'
     } else if (scheme != "redis" && scheme != "rediss") {
         return std::nullopt;
     }
@@ -73,15 +76,30 @@ void check_url(const redsem::RedisUrl& url, std::string_view input) {
     if (url.db < 0 || url.db > 1'000'000) {
         violated("db out of range", input);
     }
-    if (url.tls && url.kind != Kind::tcp) {
+    if (url.tls && url.kind == Kind::unix_socket) {
         violated("TLS on a unix socket", input);
     }
-    if (url.tls != (input.substr(0, 9) == "rediss://")) {
+    const bool tls_scheme =
+        input.substr(0, 9) == "rediss://" || input.substr(0, 18) == "rediss-sentinel://";
+    if (url.tls != tls_scheme) {
         violated("TLS without rediss://, or rediss:// without TLS", input);
     }
     if (url.kind == Kind::tcp) {
         if (url.host.empty() || url.port < 1 || url.port > 65535) {
             violated("tcp URL without host or with a bad port", input);
+        }
+    } else if (url.kind == Kind::sentinel) {
+        if (url.sentinels.empty() || url.master_name.empty()) {
+            violated("sentinel URL without sentinels or master name", input);
+        }
+        for (const auto& sentinel : url.sentinels) {
+            if (sentinel.host.empty() || sentinel.port < 1 || sentinel.port > 65535) {
+                violated("sentinel without host or with a bad port", input);
+            }
+        }
+        // What describe() prints (and `run` hands to its command) names the same master.
+        if (redsem::parse_redis_url(url.describe()).master_name != url.master_name) {
+            violated("describe() of a sentinel URL does not parse back to its master", input);
         }
     } else if (url.socket_path.size() < 2 || url.socket_path.front() != '/') {
         violated("unix URL without an absolute socket path", input);
