@@ -43,6 +43,26 @@ std::string percent_decode(std::string_view text, std::string_view what) {
     return out;
 }
 
+// The inverse of percent_decode(): every byte outside RFC 3986's unreserved characters, the
+// sub-delimiters other than ',' and `also_keep` is written %XX, so that a described URL parses back
+// to the same parts (a '#' or '@' in a user name, a '?' in a socket path) and shows no control
+// bytes.
+std::string percent_encode(std::string_view text, std::string_view also_keep = {}) {
+    constexpr std::string_view kept = "-._~!$&'()*+;=";
+    std::string out;
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        if (alnum || kept.find(c) != std::string_view::npos ||
+            also_keep.find(c) != std::string_view::npos) {
+            out += c;
+        } else {
+            out += fmt::format("%{:02X}", byte);
+        }
+    }
+    return out;
+}
+
 int parse_db(std::string_view text) {
     auto db = parse_integer(text, 0, 1'000'000);
     if (!db) {
@@ -251,24 +271,19 @@ std::string Endpoint::describe() const {
 }
 
 std::string RedisUrl::describe() const {
-    const std::string user_part = user ? printable(*user) + "@" : std::string();
+    const std::string user_part = user ? percent_encode(*user) + "@" : std::string();
     const std::string db_part = db != 0 ? fmt::format("/{}", db) : std::string();
     switch (kind) {
     case Kind::unix_socket:
-        return fmt::format("unix://{}{}{}", user_part, socket_path,
+        return fmt::format("unix://{}{}{}", user_part, percent_encode(socket_path, "/:@"),
                            db != 0 ? fmt::format("?db={}", db) : std::string());
     case Kind::sentinel: {
         std::string hosts;
         for (const Endpoint& sentinel : sentinels) {
             hosts += (hosts.empty() ? "" : ",") + sentinel.describe();
         }
-        // '%' encoded, so that the URL parses back to the same name.
-        std::string name;
-        for (const char c : master_name) { // no spaces or control characters (parse_sentinel)
-            name += c == '%' ? std::string("%25") : std::string(1, c);
-        }
         return fmt::format("{}://{}{}{}#{}", tls ? "rediss-sentinel" : "redis-sentinel", user_part,
-                           hosts, db_part, name);
+                           hosts, db_part, percent_encode(master_name));
     }
     case Kind::tcp:
         break;

@@ -37,7 +37,8 @@ struct RedisUrl {
     std::vector<Endpoint> sentinels; // sentinel: whom to ask, in this order
     std::string master_name;         // sentinel
 
-    // The URL without its password, safe for messages: "redis://alice@[::1]:6380/2",
+    // The URL without its password, safe for messages and parsing back to the same URL (user,
+    // socket path and master name percent-encoded where needed): "redis://alice@[::1]:6380/2",
     // "rediss://host:6380", "redis-sentinel://s1:26379,s2:26379#mymaster".
     std::string describe() const;
     // The same URL pointing at one server (for a sentinel URL: that master's address).

@@ -57,6 +57,12 @@ TEST_CASE("unix:// and redis+unix:// sockets") {
     CHECK(url.user == "bob");
     CHECK(url.password == "pw");
     CHECK(url.socket_path == "/tmp/r.sock");
+
+    // A '?' or '%' in the path is written percent-encoded, so the description parses back.
+    url = parse_redis_url("unix:///tmp/a%3Fb%25c.sock?db=2");
+    CHECK(url.socket_path == "/tmp/a?b%c.sock");
+    CHECK(url.describe() == "unix:///tmp/a%3Fb%25c.sock?db=2");
+    CHECK(parse_redis_url(url.describe()).socket_path == "/tmp/a?b%c.sock");
 }
 
 TEST_CASE("rediss:// is TCP with TLS, and says so when described") {
@@ -87,7 +93,7 @@ TEST_CASE("redis-sentinel:// URLs: sentinels, default port, db, credentials, mas
     CHECK(url.user == "alice");
     CHECK(url.password == "s3cret");
     CHECK(url.master_name == "my#master");
-    CHECK(url.describe() == "redis-sentinel://alice@s1:26379,s2:26380,[::1]:26379/2#my#master");
+    CHECK(url.describe() == "redis-sentinel://alice@s1:26379,s2:26380,[::1]:26379/2#my%23master");
     // What describe() prints parses back to the same sentinels and master.
     const RedisUrl again = parse_redis_url(url.describe());
     CHECK(again.master_name == "my#master");
@@ -97,6 +103,14 @@ TEST_CASE("redis-sentinel:// URLs: sentinels, default port, db, credentials, mas
     CHECK(url.tls);
     CHECK(url.master_name == "m@aster%");
     CHECK(parse_redis_url(url.describe()).master_name == "m@aster%");
+
+    // A user name with the URL's own delimiters is written percent-encoded, so it does not end
+    // the userinfo or start the master's name (found by fuzz_url: "al#ce" became the fragment).
+    url = parse_redis_url("redis-sentinel://al%23ce%40x:pw@h#m");
+    CHECK(url.user == "al#ce@x");
+    CHECK(url.describe() == "redis-sentinel://al%23ce%40x@h:26379#m");
+    CHECK(parse_redis_url(url.describe()).user == "al#ce@x");
+    CHECK(parse_redis_url(url.describe()).master_name == "m");
 
     // The master's address from a sentinel: a tcp URL with the same TLS, db and credentials.
     const RedisUrl master = parse_redis_url("rediss-sentinel://:pw@h/3#m").at({"10.0.0.5", 6380});
