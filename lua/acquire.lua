@@ -101,7 +101,7 @@ end
 -- Takes the lowest free slot for `token`; nil when admission is closed, or when the bitmap
 -- and the holders disagree beyond repair.
 local function grant(held)
-    if admission_opens(now, grace) > 0 then
+    if admission_opens(state, now, grace) > 0 then
         return nil
     end
     if held == 0 then
@@ -142,7 +142,7 @@ end
 -- a slot could have been granted; elsewhere the queue is served by hand-overs.
 local closed_for = 0
 local function closed_for_ms()
-    local opens = admission_opens(now, grace)
+    local opens = admission_opens(state, now, grace)
     return opens > 0 and opens - now or 0
 end
 

@@ -12,16 +12,28 @@
 --   KEYS[5] alive    zset    token -> deadline: a waiter's liveness, or for a slot handed to a
 --                            waiter, the time by which it must have collected the grant
 --   KEYS[6] slots    string  bitmap, bit N set while slot N is held
---   KEYS[7] epoch    hash    "<prefix>:epoch", one per prefix and database, never expires:
---                            run (the run_id of the Redis process that last checked it),
+--   KEYS[7] epoch    hash    run (the run_id of the Redis process that last checked it),
 --                            lost_at (server ms of the latest possible loss of data, 0: none)
---                            and checked_at (server ms of that check)
+--                            and checked_at (server ms of that check). On one server
+--                            "<prefix>:epoch", one per prefix and database, never expires; on a
+--                            Redis Cluster, where a script's keys must share a slot, the
+--                            semaphore's own "<prefix>:{name}:epoch", which expires with it.
 -- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:",
--- and the last ARGV is always '1' when the client sent the script with EVAL because the server
--- did not have it cached (a new server process, or SCRIPT FLUSH), else '0' (EVALSHA); the
--- client library adds it (Connection::eval).
+-- and the last ARGV is always flags the client library adds (Connection::eval): 1 when the
+-- client sent the script with EVAL because the server did not have it cached (a new server
+-- process, or SCRIPT FLUSH), else 0 (EVALSHA); plus 2 when it was sent to a Cluster node after
+-- ASKING (the node is importing the slot: see below).
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
 -- hash tag, so they live on the same Cluster slot.
+--
+-- Cluster slot migrations: a key built here is not checked by Redis before the script runs.
+-- While its slot is migrating away, such a key that is not on this node any more (or not yet
+-- created) fails the script where it is touched, after earlier writes: so every script first
+-- probes one such key, and a node that cannot serve it answers TRYAGAIN before anything is
+-- written (the client retries, as for Redis's own TRYAGAIN). On the node importing the slot
+-- (after ASKING) the declared keys have all arrived, but lists built here may still be on the
+-- other node: there no nudge list is pushed to (one may exist there, and a MIGRATE of it would
+-- then fail); a grant's wake list cannot exist yet anywhere.
 --
 -- Invariants: time is the server's (TIME), never a client's, and a lease is valid while
 -- now < deadline. While anybody is queued and admission is open, every slot is held: a freed
@@ -40,9 +52,13 @@
 
 local K_STATE, K_HOLDERS, K_INFO = KEYS[1], KEYS[2], KEYS[3]
 local K_QUEUE, K_ALIVE, K_SLOTS, K_EPOCH = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
-local SEMAPHORE_KEYS = 6 -- KEYS[1..6] belong to the semaphore; the epoch key is shared
+local SEMAPHORE_KEYS = 6 -- KEYS[1..6] belong to the semaphore; the epoch key may be shared
+-- "<prefix>:{name}:state" -> "<prefix>:{name}:epoch": the semaphore's own (on a Cluster).
+local OWN_EPOCH = K_EPOCH == string.sub(K_STATE, 1, -6) .. 'epoch'
 local WAKE_PREFIX = ARGV[1]
-local SENT_BY_EVAL = ARGV[#ARGV] == '1'
+local FLAGS = tonumber(ARGV[#ARGV]) or 0
+local SENT_BY_EVAL = FLAGS % 2 == 1
+local ASKED = FLAGS >= 2
 
 -- Keys outlive the last lease or waiter by at least KEEP_MIN_MS, so an abandoned semaphore
 -- disappears by itself; touch() moves the horizon forward in steps of KEEP_STEP_MS.
@@ -132,6 +148,9 @@ local function touch(state, deadline)
     for i = 1, SEMAPHORE_KEYS do
         redis.call('PEXPIREAT', KEYS[i], int_str(state.keep))
     end
+    if OWN_EPOCH then
+        redis.call('PEXPIREAT', K_EPOCH, int_str(state.keep))
+    end
 end
 
 -- Records that an entry of the holders or alive set now runs out at `deadline`: the state's
@@ -152,13 +171,13 @@ end
 -- may take a slot, for a caller whose loss grace is `grace` ms; 0 when admission is open.
 -- The epoch key is read once per script, only on paths that admit someone.
 local lost_at
-local function admission_opens(now, grace)
+local function admission_opens(state, now, grace)
     if not lost_at then
         local epoch = redis.call('HMGET', K_EPOCH, 'run', 'lost_at', 'checked_at')
         local since_check = now - (tonumber(epoch[3]) or 0)
         if epoch[1] and not SENT_BY_EVAL and since_check >= 0 and since_check < IDENTITY_CHECK_MS then
             lost_at = tonumber(epoch[2]) or 0
-            return admission_opens(now, grace)
+            return admission_opens(state, now, grace)
         end
         local server = redis.call('INFO', 'server')
         -- (A server that does not report these is taken as one process that never restarted.)
@@ -185,6 +204,10 @@ local function admission_opens(now, grace)
             end
             redis.call('HSET', K_EPOCH, 'run', run_id, 'lost_at', int_str(lost_at), 'checked_at',
                        int_str(now))
+            if OWN_EPOCH then
+                -- Outlives the semaphore's keys, and the loss grace (gc leaves it).
+                redis.call('PEXPIREAT', K_EPOCH, int_str(math.max(state.keep, now + KEEP_STEP_MS)))
+            end
         end
     end
     if lost_at > 0 and now < lost_at + grace then
@@ -229,7 +252,7 @@ end
 -- watch it; it refreshes often anyway, and the list expires.)
 local function nudge_near_head_entrant(state, now)
     local limit = state.limit or 0
-    if limit < 1 then
+    if limit < 1 or ASKED then
         return
     end
     local last_near = limit + NEAR_HEAD - 1
@@ -268,7 +291,7 @@ local function hand_over(state, slot, now, bit_set)
             return false
         end
         local waiter = parse_info(redis.call('HGET', K_INFO, token))
-        if waiter and waiter.kind == 'w' and admission_opens(now, loss_grace(state, waiter.ttl)) > 0 then
+        if waiter and waiter.kind == 'w' and admission_opens(state, now, loss_grace(state, waiter.ttl)) > 0 then
             redis.call('ZADD', K_QUEUE, head[2], token) -- back in its place
             return false
         end
@@ -421,5 +444,14 @@ local function prune(state, now)
         if state.raw_limit then
             redis.call('HSET', K_STATE, 'due', int_str(state.due))
         end
+    end
+end
+
+-- Before anything is written: can this node serve the keys built here? (See "Cluster slot
+-- migrations" above; on a server that is not a cluster this never fails.)
+do
+    local probe = redis.pcall('EXISTS', WAKE_PREFIX)
+    if type(probe) == 'table' and probe.err then
+        return redis.error_reply('TRYAGAIN the slot of ' .. K_STATE .. ' is migrating (' .. probe.err .. ')')
     end
 end

@@ -19,11 +19,15 @@ struct Command {
     std::vector<std::string> argv;
 };
 
-// One run of a Lua script: its KEYS (all on one hash slot; the first routes the call) and ARGV.
+// One run of a Lua script: its KEYS (the first routes the call) and ARGV. A Redis Cluster
+// refuses a script whose keys are on several hash slots (CROSSSLOT): `cluster_keys`, when not
+// empty, are the keys to use there instead (redsem's shared epoch key is one per semaphore on a
+// cluster).
 struct ScriptCall {
     const Script& script;
     std::vector<std::string> keys;
     std::vector<std::string> args;
+    std::vector<std::string> cluster_keys = {};
 };
 
 } // namespace redsem

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
+#include <numeric>
+#include <thread>
 
 namespace redsem {
 
@@ -14,7 +16,19 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// EVALSHA (by_sha) or EVAL of `call`, with a last argument saying which (see eval()).
+// How many redirects (MOVED, ASK) one command follows before its last reply stands: a slot map
+// that changes this often is a cluster being reconfigured faster than it settles.
+constexpr int k_max_redirects = 16;
+// The first pause before resending after TRYAGAIN or CLUSTERDOWN; it doubles up to the last.
+constexpr Milliseconds k_first_cluster_pause{10};
+constexpr Milliseconds k_max_cluster_pause{500};
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+    return text.substr(0, prefix.size()) == prefix;
+}
+
+// EVALSHA (by_sha) or EVAL of `call`, with a last argument of flags (see eval()): 1 when sent
+// with EVAL; 2 is added when it is resent to a cluster node after ASKING (mark_asked()).
 std::vector<std::string> script_argv(const ScriptCall& call, bool by_sha) {
     std::vector<std::string> argv;
     argv.reserve(4 + call.keys.size() + call.args.size());
@@ -25,6 +39,19 @@ std::vector<std::string> script_argv(const ScriptCall& call, bool by_sha) {
     argv.insert(argv.end(), call.args.begin(), call.args.end());
     argv.emplace_back(by_sha ? "0" : "1");
     return argv;
+}
+
+// A copy of `argv` for a node that is importing its slot (after ASKING): a script learns from
+// its last argument that keys it builds itself may still be on the node the slot comes from.
+std::vector<std::string> mark_asked(const std::vector<std::string>& argv) {
+    std::vector<std::string> marked = argv;
+    if (!marked.empty() && (marked[0] == "EVALSHA" || marked[0] == "EVAL")) {
+        std::string& flags = marked.back();
+        if (flags == "0" || flags == "1") {
+            flags = flags == "0" ? "2" : "3";
+        }
+    }
+    return marked;
 }
 
 Reply convert(const redisReply& raw) {
@@ -97,7 +124,67 @@ void Connection::connect() {
     if (through_sentinels()) {
         open_master(find_master(m_options.url.sentinels.size(), m_options.connect_timeout));
     } else {
-        open(m_options.url);
+        open(m_home ? m_options.url.at(*m_home) : m_options.url);
+    }
+}
+
+void Connection::go_to(const std::optional<Endpoint>& node) {
+    if (!node) {
+        connect();
+        return;
+    }
+    if (m_transport && same_node(endpoint(), *node)) {
+        return;
+    }
+    disconnect();
+    open(m_options.url.at(*node));
+}
+
+void Connection::use_node(const Endpoint& node) {
+    m_home = node;
+    go_to(node);
+}
+
+std::vector<Endpoint> Connection::cluster_primaries() {
+    if (through_sentinels() || m_options.url.kind == RedisUrl::Kind::unix_socket) {
+        return {};
+    }
+    if (m_slots && m_slots_stale) {
+        refresh_slots();
+    }
+    if (!m_slots) {
+        connect();
+        const Reply reply = exchange({"CLUSTER", "SLOTS"}, Milliseconds{0}, -1);
+        if (reply.is_error()) {
+            if (reply.text.find("cluster support disabled") != std::string::npos) {
+                return {};
+            }
+            throw_reply_error(reply.text);
+        }
+        m_slots = SlotMap::from_cluster_slots(reply, endpoint());
+    }
+    return m_slots->primaries();
+}
+
+void Connection::refresh_slots() {
+    std::vector<Endpoint> candidates{Endpoint{m_options.url.host, m_options.url.port}};
+    for (const Endpoint& node : m_slots->nodes()) {
+        if (!same_node(node, candidates.front())) {
+            candidates.push_back(node);
+        }
+    }
+    for (const Endpoint& node : candidates) {
+        try {
+            go_to(node);
+            const Reply reply = exchange({"CLUSTER", "SLOTS"}, Milliseconds{0}, -1);
+            if (!reply.is_error()) {
+                m_slots = SlotMap::from_cluster_slots(reply, node);
+                m_slots_stale = false;
+                return;
+            }
+        } catch (const Error&) {
+            disconnect(); // this node is down too: ask the next
+        }
     }
 }
 
@@ -176,18 +263,20 @@ void Connection::open_master(const Endpoint& master) {
 }
 
 bool Connection::from_former_master(const Reply& reply) {
-    if (!through_sentinels() || !reply.is_error()) {
+    if ((!through_sentinels() && !m_slots) || !reply.is_error()) {
         return false;
     }
-    const bool former = reply.text.rfind("READONLY", 0) == 0 || reply.text.rfind("UNBLOCKED", 0) == 0;
+    const bool former = starts_with(reply.text, "READONLY") || starts_with(reply.text, "UNBLOCKED");
     if (former) {
         disconnect();
+        m_slots_stale = m_slots.has_value();
     }
     return former;
 }
 
 Milliseconds Connection::outage_window() const noexcept {
-    return through_sentinels() ? k_failover_window : k_reconnect_window;
+    // A cluster's failover takes its cluster-node-timeout and an election, as Sentinel's does.
+    return through_sentinels() || m_slots ? k_failover_window : k_reconnect_window;
 }
 
 long long Connection::wait_for_replicas(long long replicas, Milliseconds timeout) {
@@ -351,33 +440,133 @@ Connection::Clock::time_point Connection::reply_deadline(Milliseconds budget) co
     return m_first_reply_by ? std::min(deadline, *m_first_reply_by) : deadline;
 }
 
-std::vector<Reply>
-Connection::send_all(const std::vector<const std::vector<std::string>*>& commands) {
-    std::vector<Reply> replies = send_all_once(commands);
-    const auto former = [this](const Reply& reply) { return from_former_master(reply); };
-    if (std::any_of(replies.begin(), replies.end(), former)) {
-        // Nothing ran on a replica: send them all to the master found anew.
-        replies = send_all_once(commands);
-        if (const auto stale = std::find_if(replies.begin(), replies.end(), former);
-            stale != replies.end()) {
-            throw_stale_master(stale->text);
+std::optional<Endpoint> Connection::destination(const Outgoing& command,
+                                                const std::optional<Endpoint>& asked) const {
+    if (asked) {
+        return asked;
+    }
+    if (m_slots && !command.key->empty()) {
+        if (const Endpoint* owner = m_slots->owner(key_slot(*command.key))) {
+            return *owner;
         }
+    }
+    return std::nullopt;
+}
+
+std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Milliseconds budget,
+                                        int interrupt_fd) {
+    std::vector<Reply> replies(batch.size());
+    std::vector<std::optional<Endpoint>> asked(batch.size());
+    std::vector<std::size_t> todo(batch.size());
+    std::iota(todo.begin(), todo.end(), std::size_t{0});
+    const auto give_up_at = Clock::now() + m_options.command_timeout;
+    Milliseconds pause = k_first_cluster_pause;
+    bool found_master_anew = false;
+    for (int round = 0; !todo.empty(); ++round) {
+        if (m_slots && m_slots_stale) {
+            refresh_slots();
+        }
+        std::vector<std::size_t> again;
+        bool pause_first = false;
+        while (!todo.empty()) {
+            // The commands that go where the first one goes, in one write.
+            const std::optional<Endpoint> where = destination(batch[todo.front()], asked[todo.front()]);
+            std::vector<std::size_t> group;
+            std::vector<std::size_t> rest;
+            for (const std::size_t i : todo) {
+                const std::optional<Endpoint> to = destination(batch[i], asked[i]);
+                const bool same = to.has_value() == where.has_value() &&
+                                  (!to || same_node(*to, *where));
+                (same ? group : rest).push_back(i);
+            }
+            std::vector<Reply> got;
+            try {
+                go_to(where);
+                got = send_group(batch, group, asked, budget, interrupt_fd);
+            } catch (const Error&) {
+                m_slots_stale = m_slots.has_value(); // a replica may have taken over
+                throw;
+            }
+            for (std::size_t k = 0; k < group.size(); ++k) {
+                const std::size_t i = group[k];
+                replies[i] = std::move(got[k]);
+                const Reply& reply = replies[i];
+                asked[i].reset();
+                if (!reply.is_error()) {
+                    continue;
+                }
+                if (const auto redirect = parse_redirect(reply.text, endpoint())) {
+                    if (round >= k_max_redirects) {
+                        continue; // the last redirect stands
+                    }
+                    if (redirect->kind == Redirect::Kind::moved) {
+                        if (!m_slots) {
+                            m_slots.emplace(); // a cluster after all: route from now on
+                        }
+                        m_slots->assign(redirect->slot, redirect->to);
+                    } else {
+                        asked[i] = redirect->to;
+                    }
+                    again.push_back(i);
+                } else if (starts_with(reply.text, "TRYAGAIN") ||
+                           starts_with(reply.text, "CLUSTERDOWN")) {
+                    pause_first = true;
+                    again.push_back(i);
+                } else if (from_former_master(reply)) {
+                    if (through_sentinels() && found_master_anew) {
+                        throw_stale_master(reply.text);
+                    }
+                    found_master_anew = true;
+                    again.push_back(i);
+                }
+            }
+            todo = std::move(rest);
+        }
+        if (pause_first) {
+            if (Clock::now() + pause >= give_up_at) {
+                break; // the last replies (TRYAGAIN, CLUSTERDOWN) stand
+            }
+            std::this_thread::sleep_for(pause);
+            pause = std::min(pause * 2, k_max_cluster_pause);
+        }
+        todo = std::move(again);
     }
     return replies;
 }
 
-std::vector<Reply>
-Connection::send_all_once(const std::vector<const std::vector<std::string>*>& commands) {
-    connect();
-    for (const auto* argv : commands) {
-        append(*argv);
+std::vector<Reply> Connection::send_group(const std::vector<Outgoing>& batch,
+                                          const std::vector<std::size_t>& indices,
+                                          const std::vector<std::optional<Endpoint>>& asked,
+                                          Milliseconds budget, int interrupt_fd) {
+    if (m_first_reply_by && budget.count() > 0) {
+        // A blocking command first: make sure the server answers at all.
+        const Reply pong = exchange({"PING"}, Milliseconds{0}, interrupt_fd);
+        if (pong.is_error()) {
+            throw_reply_error(pong.text);
+        }
+    }
+    for (const std::size_t i : indices) {
+        if (asked[i]) {
+            append({"ASKING"});
+            append(mark_asked(*batch[i].argv));
+        } else {
+            append(*batch[i].argv);
+        }
     }
     flush();
     std::vector<Reply> replies;
-    replies.reserve(commands.size());
-    for (std::size_t i = 0; i < commands.size(); ++i) {
+    replies.reserve(indices.size());
+    for (const std::size_t i : indices) {
+        if (asked[i]) {
+            Reply ok = read_reply(reply_deadline(Milliseconds{0}), interrupt_fd);
+            if (ok.is_error()) {
+                replies.push_back(std::move(ok));
+                read_reply(reply_deadline(budget), interrupt_fd); // the command's, not run
+                continue;
+            }
+        }
         // Each reply gets the full command timeout: a batch is many small commands.
-        replies.push_back(read_reply(reply_deadline(Milliseconds{0}), -1));
+        replies.push_back(read_reply(reply_deadline(budget), interrupt_fd));
     }
     return replies;
 }
@@ -387,21 +576,14 @@ std::string hiredis_version() {
 }
 
 Reply Connection::command(const Command& command, Milliseconds blocking_for, int interrupt_fd) {
-    return this->command(command.argv, blocking_for, interrupt_fd);
+    return std::move(send_all({Outgoing{&command.key, &command.argv}}, blocking_for, interrupt_fd)
+                         .front());
 }
 
 Reply Connection::command(const std::vector<std::string>& argv, Milliseconds blocking_for,
                           int interrupt_fd) {
-    connect();
-    Reply reply = exchange(argv, blocking_for, interrupt_fd);
-    if (from_former_master(reply)) {
-        connect();
-        reply = exchange(argv, blocking_for, interrupt_fd);
-        if (from_former_master(reply)) {
-            throw_stale_master(reply.text);
-        }
-    }
-    return reply;
+    static const std::string no_key;
+    return std::move(send_all({Outgoing{&no_key, &argv}}, blocking_for, interrupt_fd).front());
 }
 
 Reply Connection::call(const Command& command) {
@@ -417,12 +599,12 @@ Reply Connection::call(const std::vector<std::string>& argv) {
 }
 
 std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands) {
-    std::vector<const std::vector<std::string>*> argvs;
-    argvs.reserve(commands.size());
+    std::vector<Outgoing> batch;
+    batch.reserve(commands.size());
     for (const Command& command : commands) {
-        argvs.push_back(&command.argv);
+        batch.push_back(Outgoing{&command.key, &command.argv});
     }
-    return send_all(argvs);
+    return send_all(batch);
 }
 
 Reply Connection::eval(const ScriptCall& call) {
@@ -434,35 +616,43 @@ Reply Connection::eval(const ScriptCall& call) {
 }
 
 std::vector<Reply> Connection::eval_pipeline(const std::vector<ScriptCall>& calls) {
-    std::vector<std::vector<std::string>> by_sha;
-    by_sha.reserve(calls.size());
-    for (const ScriptCall& call : calls) {
-        by_sha.push_back(script_argv(call, true));
-    }
-    std::vector<const std::vector<std::string>*> argvs;
-    for (const auto& argv : by_sha) {
-        argvs.push_back(&argv);
-    }
-    std::vector<Reply> replies = send_all(argvs);
-    // The server does not have the script cached (it restarted, or never ran it): send the
-    // bodies of those calls, which caches them.
-    std::vector<std::size_t> missing;
-    std::vector<std::vector<std::string>> with_body;
-    for (std::size_t i = 0; i < replies.size(); ++i) {
-        if (replies[i].is_error() && replies[i].text.rfind("NOSCRIPT", 0) == 0) {
-            missing.push_back(i);
-            with_body.push_back(script_argv(calls[i], false));
+    std::vector<Reply> replies(calls.size());
+    std::vector<bool> by_body(calls.size(), false);
+    std::vector<std::size_t> todo(calls.size());
+    std::iota(todo.begin(), todo.end(), std::size_t{0});
+    // At most three rounds: EVALSHA; with the cluster's keys after CROSSSLOT; with the body
+    // after NOSCRIPT (the server lacks the script: it restarted, or never ran it).
+    for (int round = 0; round < 3 && !todo.empty(); ++round) {
+        std::vector<std::vector<std::string>> argvs;
+        argvs.reserve(todo.size());
+        std::vector<Outgoing> batch;
+        batch.reserve(todo.size());
+        for (const std::size_t i : todo) {
+            const ScriptCall& call = calls[i];
+            const bool cluster = m_slots && !call.cluster_keys.empty();
+            ScriptCall chosen{call.script, cluster ? call.cluster_keys : call.keys, call.args};
+            argvs.push_back(script_argv(chosen, !by_body[i]));
+            batch.push_back(Outgoing{&(cluster ? call.cluster_keys : call.keys).front(), &argvs.back()});
         }
-    }
-    if (!missing.empty()) {
-        argvs.clear();
-        for (const auto& argv : with_body) {
-            argvs.push_back(&argv);
+        std::vector<Reply> got = send_all(batch);
+        std::vector<std::size_t> again;
+        for (std::size_t k = 0; k < todo.size(); ++k) {
+            const std::size_t i = todo[k];
+            replies[i] = std::move(got[k]);
+            const Reply& reply = replies[i];
+            if (!reply.is_error()) {
+                continue;
+            }
+            if (starts_with(reply.text, "CROSSSLOT") && !m_slots &&
+                !calls[i].cluster_keys.empty()) {
+                m_slots.emplace(); // a cluster after all: its keys, and routing, from now on
+                again.push_back(i);
+            } else if (starts_with(reply.text, "NOSCRIPT") && !by_body[i]) {
+                by_body[i] = true;
+                again.push_back(i);
+            }
         }
-        std::vector<Reply> again = send_all(argvs);
-        for (std::size_t k = 0; k < missing.size(); ++k) {
-            replies[missing[k]] = std::move(again[k]);
-        }
+        todo = std::move(again);
     }
     return replies;
 }

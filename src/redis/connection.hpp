@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "redis/cluster.hpp"
 #include "redis/command.hpp"
 #include "redis/reply.hpp"
 #include "redis/script.hpp"
@@ -67,6 +68,16 @@ std::string hiredis_version();
 // at most every k_master_recheck, before a command, and moves to the new master when there is
 // one. A READONLY or UNBLOCKED reply means the server stopped being the master and nothing
 // ran: the command is sent once more to the master found anew.
+//
+// On a Redis Cluster (found lazily: the first MOVED reply, or cluster_primaries()), every
+// command goes to the primary that serves its routing key's hash slot, over this connection's
+// one transport, which moves between nodes as needed (redsem's commands mostly concern one
+// semaphore, so one node). MOVED updates the slot map and resends; ASK resends to the
+// migration's target after ASKING; TRYAGAIN and CLUSTERDOWN (a migration half done, a failover
+// under way) are resent after a pause that doubles, until the command timeout runs out. None
+// of those replies means the command ran, so resending is safe. A node that cannot be reached
+// makes the next command ask the nodes for the slot map anew (a replica may have taken over).
+// A server that is not a cluster pays nothing for this: no command is added.
 class Connection {
 public:
     explicit Connection(ConnectOptions options);
@@ -134,13 +145,45 @@ public:
     // `timeout` for `replicas` of them (WAIT).
     long long wait_for_replicas(long long replicas, Milliseconds timeout);
 
+    // The primaries of the Redis Cluster this connection's server belongs to (asking it with
+    // CLUSTER SLOTS unless the slot map is known); empty when it is not a cluster.
+    std::vector<Endpoint> cluster_primaries();
+    // Sends the commands without a routing key to `node` from now on (a cluster's primary,
+    // for SCAN and TIME over its keys).
+    void use_node(const Endpoint& node);
+
 private:
     using ReaderPtr = std::unique_ptr<redisReader, void (*)(redisReader*)>;
     using Clock = std::chrono::steady_clock;
 
+    // One command of a batch: the key it routes by (empty: this connection's server) and its
+    // words.
+    struct Outgoing {
+        const std::string* key;
+        const std::vector<std::string>* argv;
+    };
+
     Reply exchange(const std::vector<std::string>& args, Milliseconds budget, int interrupt_fd);
-    std::vector<Reply> send_all(const std::vector<const std::vector<std::string>*>& commands);
-    std::vector<Reply> send_all_once(const std::vector<const std::vector<std::string>*>& commands);
+    // Sends `batch` and returns the replies in order, following redirects (see the class
+    // comment); each destination's share goes in one write. `budget` as for command().
+    std::vector<Reply> send_all(const std::vector<Outgoing>& batch,
+                                Milliseconds budget = Milliseconds{0}, int interrupt_fd = -1);
+    // Sends `indices` of `batch` to the server connected to, ASKING first for those with an
+    // `asked` target, and reads their replies.
+    std::vector<Reply> send_group(const std::vector<Outgoing>& batch,
+                                  const std::vector<std::size_t>& indices,
+                                  const std::vector<std::optional<Endpoint>>& asked,
+                                  Milliseconds budget, int interrupt_fd);
+    // Where a command goes: an ASK target, else the slot's primary when known, else nullopt
+    // (the server connected to, or where connect() goes).
+    std::optional<Endpoint> destination(const Outgoing& command,
+                                        const std::optional<Endpoint>& asked) const;
+    // Connects to `node` unless connected there (nullopt: connect()).
+    void go_to(const std::optional<Endpoint>& node);
+    // Asks the seed, then every node the map names, for the slot map; keeps the old one when
+    // none answers.
+    void refresh_slots();
+    Endpoint endpoint() const { return Endpoint{m_server.host, m_server.port}; }
     void append(const std::vector<std::string>& args);
     void flush();
     Reply read_reply(Clock::time_point deadline, int interrupt_fd);
@@ -152,8 +195,9 @@ private:
     // Through sentinels: the master now, as the sentinels say (see ask_sentinels()).
     Endpoint find_master(std::size_t tries, Milliseconds timeout);
     void handshake();
-    // Through sentinels: whether `reply` came from a server that is no longer the master
-    // (READONLY, UNBLOCKED). Then the connection is dropped, to find the master anew.
+    // Whether `reply` came from a server that is no longer a primary (READONLY, UNBLOCKED)
+    // where the sentinels or the slot map can name another: then the connection is dropped
+    // (and the slot map marked stale), to find the primary anew.
     bool from_former_master(const Reply& reply);
     // Added to a failure at first contact over plain TCP.
     std::string_view plain_to_tls_hint() const;
@@ -162,6 +206,9 @@ private:
     RedisUrl m_server;               // the server connected to (through sentinels: the master)
     SentinelChoice m_sentinel;       // whom to ask where the master is
     Clock::time_point m_checked_at;  // when a sentinel last named m_server as the master
+    std::optional<SlotMap> m_slots; // a Redis Cluster's: which primary serves each slot
+    bool m_slots_stale = false;     // a node could not be reached: ask for the map anew
+    std::optional<Endpoint> m_home; // in a cluster, where commands without a key go
     std::unique_ptr<Transport> m_transport;
     ReaderPtr m_reader;
     std::string m_output; // commands formatted, not sent yet

@@ -88,7 +88,7 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
         Transience transience = Transience::permanent;
     };
     constexpr Transience passes = Transience::transient;
-    static constexpr std::array<Known, 14> k_known{{
+    static constexpr std::array<Known, 15> k_known{{
         {"NOAUTH", ExitCode::denied,
          "Redis requires a password: use --password-file, set REDSEM_PASSWORD, or put it in "
          "the URL"},
@@ -108,7 +108,9 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
         {"TRYAGAIN", ExitCode::unavailable, "Redis Cluster is resharding; try again", passes},
         {"CLUSTERDOWN", ExitCode::unavailable, "Redis Cluster is down", passes},
         {"MOVED", ExitCode::unavailable,
-         "this semaphore lives on another Redis Cluster node; connect to that node"},
+         "Redis Cluster kept redirecting the command (its slots are being reconfigured)", passes},
+        {"ASK", ExitCode::unavailable,
+         "Redis Cluster kept redirecting the command (its slots are being migrated)", passes},
     }};
     for (const Known& known : k_known) {
         if (code == known.code) {

@@ -25,7 +25,8 @@ ScriptCall gc_call(std::string_view prefix, const std::string& name, bool dry_ru
     return {scripts::k_gc_script,
             keys.script_keys(),
             {keys.wake_prefix, dry_run ? "1" : "0", cursor.phase, cursor.position,
-             std::to_string(k_gc_entries_per_call)}};
+             std::to_string(k_gc_entries_per_call)},
+            keys.cluster_script_keys()};
 }
 
 GcEntry::Kind parse_kind(const std::string& text) {

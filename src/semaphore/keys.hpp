@@ -20,13 +20,16 @@ struct Keys {
     std::string alive;
     std::string slots;
     std::string epoch;       // "<prefix>:epoch", shared by all semaphores: notices lost data
+    std::string own_epoch;   // "<prefix>:{<name>}:epoch", used instead on a Redis Cluster
     std::string wake_prefix; // + token = the waiter's wake list
 
     // Builds the keys for `name` under `prefix`: "<prefix>:{<name>}:<part>".
     static Keys make(std::string_view prefix, std::string_view name);
 
-    // The KEYS array every script takes, in lib.lua's order.
+    // The KEYS array every script takes, in lib.lua's order: with the shared epoch key, or
+    // with the semaphore's own (on a Redis Cluster, where a script's keys share one slot).
     std::vector<std::string> script_keys() const;
+    std::vector<std::string> cluster_script_keys() const;
 };
 
 // Every script replies {"wrongtype", KEY, FOUND, WANTED} when a key in semaphore `name`'s

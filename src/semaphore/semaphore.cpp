@@ -180,7 +180,8 @@ Semaphore::Semaphore(Connection& connection, std::string_view prefix, std::strin
 
 Reply Semaphore::run(const Script& script, std::vector<std::string> args) {
     args.insert(args.begin(), m_keys.wake_prefix);
-    Reply reply = m_connection.eval({script, m_keys.script_keys(), std::move(args)});
+    Reply reply = m_connection.eval(
+        {script, m_keys.script_keys(), std::move(args), m_keys.cluster_script_keys()});
     check_key_types(reply, m_name,
                     "nothing was changed (delete the key, or choose another --prefix)");
     return reply;
