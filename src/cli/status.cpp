@@ -191,8 +191,7 @@ void print_view(const SemaphoreView& view, std::size_t width) {
 }
 
 int show_all(Connection& connection, const std::string& prefix, bool as_json) {
-    long long now = 0;
-    const auto summaries = list_semaphores(connection, prefix, now);
+    const auto summaries = list_semaphores(connection, prefix);
     if (as_json) {
         json out = json::array();
         for (const auto& summary : summaries) {
@@ -200,7 +199,7 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
             if (summary.oldest) {
                 oldest = meta_json(summary.oldest);
                 oldest.update(time_fields("acquired", summary.oldest->since_ms));
-                oldest["held_for_ms"] = now - summary.oldest->since_ms;
+                oldest["held_for_ms"] = summary.server_now_ms - summary.oldest->since_ms;
             }
             out.push_back({{"name", summary.name},
                            {"limit", summary.limit ? json(*summary.limit) : json(nullptr)},
@@ -226,7 +225,9 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
                                     summary.limit ? std::to_string(*summary.limit) : "?"),
                         std::to_string(summary.expired), std::to_string(summary.waiting),
                         std::to_string(summary.stale),
-                        oldest ? format_duration(Milliseconds{now - oldest->since_ms}) : "-",
+                        oldest ? format_duration(
+                                     Milliseconds{summary.server_now_ms - oldest->since_ms})
+                               : "-",
                         oldest ? fmt::format("{}:{}", oldest->meta.host, oldest->meta.pid) : "-",
                         oldest ? oldest->meta.label : ""});
     }

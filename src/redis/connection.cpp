@@ -441,11 +441,14 @@ Connection::Clock::time_point Connection::reply_deadline(Milliseconds budget) co
 }
 
 std::optional<Endpoint> Connection::destination(const Outgoing& command,
-                                                const std::optional<Endpoint>& asked) const {
-    if (asked) {
-        return asked;
+                                                const std::optional<Hop>& hop) const {
+    if (hop) {
+        return hop->to;
     }
-    if (m_slots && !command.key->empty()) {
+    if (command.key->empty()) {
+        return m_home;
+    }
+    if (m_slots) {
         if (const Endpoint* owner = m_slots->owner(key_slot(*command.key))) {
             return *owner;
         }
@@ -456,7 +459,7 @@ std::optional<Endpoint> Connection::destination(const Outgoing& command,
 std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Milliseconds budget,
                                         int interrupt_fd) {
     std::vector<Reply> replies(batch.size());
-    std::vector<std::optional<Endpoint>> asked(batch.size());
+    std::vector<std::optional<Hop>> hops(batch.size());
     std::vector<std::size_t> todo(batch.size());
     std::iota(todo.begin(), todo.end(), std::size_t{0});
     const auto give_up_at = Clock::now() + m_options.command_timeout;
@@ -470,11 +473,11 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Mill
         bool pause_first = false;
         while (!todo.empty()) {
             // The commands that go where the first one goes, in one write.
-            const std::optional<Endpoint> where = destination(batch[todo.front()], asked[todo.front()]);
+            const std::optional<Endpoint> where = destination(batch[todo.front()], hops[todo.front()]);
             std::vector<std::size_t> group;
             std::vector<std::size_t> rest;
             for (const std::size_t i : todo) {
-                const std::optional<Endpoint> to = destination(batch[i], asked[i]);
+                const std::optional<Endpoint> to = destination(batch[i], hops[i]);
                 const bool same = to.has_value() == where.has_value() &&
                                   (!to || same_node(*to, *where));
                 (same ? group : rest).push_back(i);
@@ -482,7 +485,7 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Mill
             std::vector<Reply> got;
             try {
                 go_to(where);
-                got = send_group(batch, group, asked, budget, interrupt_fd);
+                got = send_group(batch, group, hops, budget, interrupt_fd);
             } catch (const Error&) {
                 m_slots_stale = m_slots.has_value(); // a replica may have taken over
                 throw;
@@ -491,7 +494,7 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Mill
                 const std::size_t i = group[k];
                 replies[i] = std::move(got[k]);
                 const Reply& reply = replies[i];
-                asked[i].reset();
+                hops[i].reset();
                 if (!reply.is_error()) {
                     continue;
                 }
@@ -499,14 +502,14 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Mill
                     if (round >= k_max_redirects) {
                         continue; // the last redirect stands
                     }
-                    if (redirect->kind == Redirect::Kind::moved) {
+                    const bool moved = redirect->kind == Redirect::Kind::moved;
+                    if (moved) {
                         if (!m_slots) {
                             m_slots.emplace(); // a cluster after all: route from now on
                         }
                         m_slots->assign(redirect->slot, redirect->to);
-                    } else {
-                        asked[i] = redirect->to;
                     }
+                    hops[i] = Hop{.to = redirect->to, .asking = !moved};
                     again.push_back(i);
                 } else if (starts_with(reply.text, "TRYAGAIN") ||
                            starts_with(reply.text, "CLUSTERDOWN")) {
@@ -536,7 +539,7 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Mill
 
 std::vector<Reply> Connection::send_group(const std::vector<Outgoing>& batch,
                                           const std::vector<std::size_t>& indices,
-                                          const std::vector<std::optional<Endpoint>>& asked,
+                                          const std::vector<std::optional<Hop>>& hops,
                                           Milliseconds budget, int interrupt_fd) {
     if (m_first_reply_by && budget.count() > 0) {
         // A blocking command first: make sure the server answers at all.
@@ -545,8 +548,9 @@ std::vector<Reply> Connection::send_group(const std::vector<Outgoing>& batch,
             throw_reply_error(pong.text);
         }
     }
+    const auto asking = [&](std::size_t i) { return hops[i] && hops[i]->asking; };
     for (const std::size_t i : indices) {
-        if (asked[i]) {
+        if (asking(i)) {
             append({"ASKING"});
             append(mark_asked(*batch[i].argv));
         } else {
@@ -557,7 +561,7 @@ std::vector<Reply> Connection::send_group(const std::vector<Outgoing>& batch,
     std::vector<Reply> replies;
     replies.reserve(indices.size());
     for (const std::size_t i : indices) {
-        if (asked[i]) {
+        if (asking(i)) {
             Reply ok = read_reply(reply_deadline(Milliseconds{0}), interrupt_fd);
             if (ok.is_error()) {
                 replies.push_back(std::move(ok));

@@ -168,16 +168,22 @@ private:
     // comment); each destination's share goes in one write. `budget` as for command().
     std::vector<Reply> send_all(const std::vector<Outgoing>& batch,
                                 Milliseconds budget = Milliseconds{0}, int interrupt_fd = -1);
-    // Sends `indices` of `batch` to the server connected to, ASKING first for those with an
-    // `asked` target, and reads their replies.
+    // Where a redirect sends one command of a batch next: to `to`, after ASKING when `asking`.
+    struct Hop {
+        Endpoint to;
+        bool asking;
+    };
+    // Sends `indices` of `batch` to the server connected to, ASKING first where their `hops`
+    // say so, and reads their replies.
     std::vector<Reply> send_group(const std::vector<Outgoing>& batch,
                                   const std::vector<std::size_t>& indices,
-                                  const std::vector<std::optional<Endpoint>>& asked,
-                                  Milliseconds budget, int interrupt_fd);
-    // Where a command goes: an ASK target, else the slot's primary when known, else nullopt
-    // (the server connected to, or where connect() goes).
+                                  const std::vector<std::optional<Hop>>& hops, Milliseconds budget,
+                                  int interrupt_fd);
+    // Where a command goes: where a redirect sent it; without a key, the node use_node()
+    // named; else the slot's primary when known; else nullopt (the server connected to, or
+    // where connect() goes).
     std::optional<Endpoint> destination(const Outgoing& command,
-                                        const std::optional<Endpoint>& asked) const;
+                                        const std::optional<Hop>& hop) const;
     // Connects to `node` unless connected there (nullopt: connect()).
     void go_to(const std::optional<Endpoint>& node);
     // Asks the seed, then every node the map names, for the slot map; keeps the old one when

@@ -66,6 +66,44 @@ std::string glob_escape(std::string_view text) {
     return out;
 }
 
+// Calls `visit` once for each server that holds semaphores: every primary of a Redis Cluster
+// (the connection's commands without a key go to it meanwhile), else the one server.
+template <typename Visit> void for_each_node(Connection& connection, Visit visit) {
+    const std::vector<Endpoint> primaries = connection.cluster_primaries();
+    if (primaries.empty()) {
+        visit();
+        return;
+    }
+    for (const Endpoint& node : primaries) {
+        connection.use_node(node);
+        visit();
+    }
+}
+
+// The semaphores under `prefix` on the server the connection's commands without a key go to.
+void scan_node(Connection& connection, std::string_view prefix, std::set<std::string>& names) {
+    const std::string pattern = glob_escape(prefix) + ":{*}:state";
+    const std::string head = std::string(prefix) + ":{";
+    std::string cursor = "0";
+    do {
+        const Reply reply = connection.call(
+            Command{"", {"SCAN", cursor, "MATCH", pattern, "COUNT", std::string(k_scan_count)}});
+        cursor = reply.at(0).as_string();
+        for (const Reply& key : reply.at(1).as_array()) {
+            const std::string& text = key.as_string();
+            const std::size_t close = text.rfind("}:state");
+            if (text.rfind(head, 0) == 0 && close != std::string::npos && close >= head.size()) {
+                names.insert(text.substr(head.size(), close - head.size()));
+            }
+        }
+    } while (cursor != "0");
+}
+
+// Summaries of `names`, read at server time `server_now_ms`, appended to `summaries`.
+void summarize(Connection& connection, std::string_view prefix,
+               const std::vector<std::string>& names, long long server_now_ms,
+               std::vector<SemaphoreSummary>& summaries);
+
 } // namespace
 
 long long server_time_ms(Connection& connection, const std::string& key) {
@@ -165,24 +203,8 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
 }
 
 std::vector<std::string> scan_names(Connection& connection, std::string_view prefix) {
-    const std::string pattern = glob_escape(prefix) + ":{*}:state";
-    const std::string head = std::string(prefix) + ":{";
     std::set<std::string> names; // SCAN may return a key more than once
-    std::string cursor = "0";
-    do {
-        // Every key of the database: on a cluster, of one node (walking them all is the
-        // router's job).
-        const Reply reply = connection.call(
-            Command{"", {"SCAN", cursor, "MATCH", pattern, "COUNT", std::string(k_scan_count)}});
-        cursor = reply.at(0).as_string();
-        for (const Reply& key : reply.at(1).as_array()) {
-            const std::string& text = key.as_string();
-            const std::size_t close = text.rfind("}:state");
-            if (text.rfind(head, 0) == 0 && close != std::string::npos && close >= head.size()) {
-                names.insert(text.substr(head.size(), close - head.size()));
-            }
-        }
-    } while (cursor != "0");
+    for_each_node(connection, [&] { scan_node(connection, prefix, names); });
     return {names.begin(), names.end()};
 }
 
@@ -205,15 +227,26 @@ std::vector<std::string> tokens_starting_with(Connection& connection, std::strin
     return {tokens.begin(), tokens.end()};
 }
 
-std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
-                                              long long& server_now_ms) {
-    const std::vector<std::string> names = scan_names(connection, prefix);
-    // One clock for the whole list: a single server's (a cluster router would read each
-    // node's clock for its own semaphores).
-    server_now_ms = server_time_ms(connection, "");
-    const std::string now = std::to_string(server_now_ms);
+std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix) {
     std::vector<SemaphoreSummary> summaries;
-    summaries.reserve(names.size());
+    for_each_node(connection, [&] {
+        std::set<std::string> found; // SCAN may return a key more than once
+        scan_node(connection, prefix, found);
+        // One clock per server: the one its semaphores' scripts read.
+        const long long now = server_time_ms(connection, "");
+        summarize(connection, prefix, {found.begin(), found.end()}, now, summaries);
+    });
+    std::sort(summaries.begin(), summaries.end(),
+              [](const SemaphoreSummary& a, const SemaphoreSummary& b) { return a.name < b.name; });
+    return summaries;
+}
+
+namespace {
+
+void summarize(Connection& connection, std::string_view prefix,
+               const std::vector<std::string>& names, long long server_now_ms,
+               std::vector<SemaphoreSummary>& summaries) {
+    const std::string now = std::to_string(server_now_ms);
     for (std::size_t first = 0; first < names.size(); first += k_batch) {
         const std::size_t last = std::min(names.size(), first + k_batch);
         std::vector<Command> commands;
@@ -273,6 +306,7 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
             const std::size_t at = (i - first) * k_summary_commands;
             SemaphoreSummary summary;
             summary.name = names[i];
+            summary.server_now_ms = server_now_ms;
             summary.limit = optional_number(replies[at]);
             const long long holders = checked(replies[at + 1]).as_integer();
             const long long queued = checked(replies[at + 2]).as_integer();
@@ -310,7 +344,8 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
             summaries.push_back(std::move(summary));
         }
     }
-    return summaries;
 }
+
+} // namespace
 
 } // namespace redsem

@@ -44,6 +44,7 @@ struct SemaphoreSummary {
     long long waiting = 0;        // live waiters
     long long stale = 0;          // waiters past their liveness
     std::optional<Record> oldest; // the live holder that has held longest
+    long long server_now_ms = 0;  // the clock of the server (cluster node) that holds it
 };
 
 // Reads one semaphore with read-only commands, in pages (so that no single call is long on a
@@ -51,11 +52,12 @@ struct SemaphoreSummary {
 SemaphoreView inspect(Connection& connection, std::string_view prefix, std::string_view name);
 
 // Every semaphore under `prefix`, sorted by name, found with SCAN (never KEYS) and read in
-// pipelined batches. Sets `server_now_ms`. Changes nothing.
-std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
-                                              long long& server_now_ms);
+// pipelined batches; on a Redis Cluster, on every primary, each timed by its node's clock.
+// Changes nothing.
+std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix);
 
-// The names of every semaphore under `prefix`, sorted, found with SCAN.
+// The names of every semaphore under `prefix`, sorted, found with SCAN (on a Redis Cluster, on
+// every primary).
 std::vector<std::string> scan_names(Connection& connection, std::string_view prefix);
 
 // The tokens of holders and waiters of `name` that start with `start` (a short token, as

@@ -68,3 +68,68 @@ TEST_CASE("cluster: every subcommand works on names that live on each of the thr
         CHECK(run_redsem({"gc", name}, env).exit_code == 0);
     }
 }
+
+TEST_CASE("cluster: status and gc see the semaphores of every primary", "[cluster]") {
+    RedisCluster cluster;
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    REQUIRE(primaries.size() == 3);
+    const EnvChanges env{{"REDSEM_URL", cluster.url(primaries[0])}};
+    std::set<std::string> names;
+    for (const std::size_t home : primaries) {
+        const std::string name = cluster.name_on(home, "all");
+        cluster.mark_in_use(name);
+        names.insert(name);
+        // A holder that dies at once: its lease runs out and gc has something to collect.
+        REQUIRE(run_redsem({"acquire", name, "--ttl", "1s"}, env).exit_code == 0);
+    }
+
+    const auto listed = run_redsem({"status", "--names"}, env);
+    REQUIRE(listed.exit_code == 0);
+    std::set<std::string> seen;
+    std::istringstream lines(listed.out);
+    for (std::string line; std::getline(lines, line);) {
+        seen.insert(line);
+    }
+    CHECK(seen == names);
+
+    const auto all = run_redsem({"status", "--json"}, env);
+    REQUIRE(all.exit_code == 0);
+    const json summaries = json::parse(all.out);
+    REQUIRE(summaries.size() == 3);
+    for (const json& summary : summaries) {
+        CHECK(names.contains(summary["name"].get<std::string>()));
+        CHECK(summary["held"] == 1);
+        CHECK(summary["oldest_holder"]["held_for_ms"].get<long long>() >= 0);
+        CHECK(summary["oldest_holder"]["held_for_ms"].get<long long>() < 60000);
+    }
+
+    // Once the leases ran out (by each node's clock), gc collects them on every node.
+    REQUIRE(wait_until(
+        [&] {
+            const auto now = run_redsem({"status", "--json"}, env);
+            const json rows = json::parse(now.out);
+            return std::all_of(rows.begin(), rows.end(),
+                               [](const json& row) { return row["expired_holders"] == 1; });
+        },
+        10s));
+    const auto collected = run_redsem({"gc", "--json"}, env);
+    REQUIRE(collected.exit_code == 0);
+    const auto after = run_redsem({"status", "--json"}, env);
+    REQUIRE(after.exit_code == 0);
+    const json rows = json::parse(after.out);
+    CHECK(std::none_of(rows.begin(), rows.end(),
+                       [](const json& row) { return row["held"] != 0 || row["expired_holders"] != 0; }));
+    for (const std::string& name : names) {
+        // gc deleted each semaphore, left empty, on the node that serves it.
+        Connection owner = cluster.node(cluster.owner(key_slot("{" + name + "}"))).admin();
+        CHECK(owner.call({"EXISTS", "redsem:{" + name + "}:state"}).as_integer() == 0);
+    }
+    INFO("gc said: " << collected.out);
+    const json report = json::parse(collected.out);
+    std::set<std::string> removed;
+    for (const json& entry : report["removed"]) {
+        CHECK(entry["kind"] == "holder");
+        removed.insert(entry["name"].get<std::string>());
+    }
+    CHECK(removed == names);
+}
