@@ -17,7 +17,9 @@
 --                            and checked_at (server ms of that check). On one server
 --                            "<prefix>:epoch", one per prefix and database, never expires; on a
 --                            Redis Cluster, where a script's keys must share a slot, the
---                            semaphore's own "<prefix>:{name}:epoch", which expires with it.
+--                            semaphore's own "<prefix>:{name}:epoch", which expires with it,
+--                            and also names the cluster node (node: its CLUSTER MYID), so that
+--                            keys that came by a slot migration are told from a failover.
 -- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:",
 -- and the last ARGV is always flags the client library adds (Connection::eval): 1 when the
 -- client sent the script with EVAL because the server did not have it cached (a new server
@@ -167,13 +169,31 @@ local function note_deadline(state, deadline)
     end
 end
 
+-- On a Redis Cluster a semaphore's keys, its epoch key with them, may have come from another
+-- primary by a slot migration (MIGRATE), intact. Then the epoch names (`recorded`) a node other
+-- than this one that is still a primary and not failing. Anything else counts as a possible
+-- loss: this node itself restarted, or it took over as a replica from the node named (which is
+-- then failing, or a replica), or the cluster forgot that node.
+local function came_by_migration(recorded, myself)
+    if not recorded or recorded == myself then
+        return false
+    end
+    for line in string.gmatch(redis.call('CLUSTER', 'NODES'), '[^\n]+') do
+        local id, flags = string.match(line, '^(%x+) %S+ (%S+)')
+        if id == recorded then
+            return string.find(flags, 'master', 1, true) ~= nil and not string.find(flags, 'fail', 1, true)
+        end
+    end
+    return false
+end
+
 -- Admission after a possible loss of data. Returns the server time before which nobody new
 -- may take a slot, for a caller whose loss grace is `grace` ms; 0 when admission is open.
 -- The epoch key is read once per script, only on paths that admit someone.
 local lost_at
 local function admission_opens(state, now, grace)
     if not lost_at then
-        local epoch = redis.call('HMGET', K_EPOCH, 'run', 'lost_at', 'checked_at')
+        local epoch = redis.call('HMGET', K_EPOCH, 'run', 'lost_at', 'checked_at', 'node')
         local since_check = now - (tonumber(epoch[3]) or 0)
         if epoch[1] and not SENT_BY_EVAL and since_check >= 0 and since_check < IDENTITY_CHECK_MS then
             lost_at = tonumber(epoch[2]) or 0
@@ -195,7 +215,10 @@ local function admission_opens(state, now, grace)
             -- noticed on such a server: do not flush a live Redis.) uptime_in_seconds is the
             -- difference of two whole-second clocks, so the server started up to 1s later
             -- than now - uptime: take the latest possible start.
-            if epoch[1] then
+            local myself = OWN_EPOCH and redis.call('CLUSTER', 'MYID') or nil
+            if OWN_EPOCH and epoch[1] and came_by_migration(epoch[4], myself) then
+                lost_at = tonumber(epoch[2]) or 0
+            elseif epoch[1] then
                 lost_at = now
             elseif uptime_ms < DEFAULT_LOSS_GRACE_MS then
                 lost_at = math.min(now, now - uptime_ms + 1000)
@@ -205,6 +228,7 @@ local function admission_opens(state, now, grace)
             redis.call('HSET', K_EPOCH, 'run', run_id, 'lost_at', int_str(lost_at), 'checked_at',
                        int_str(now))
             if OWN_EPOCH then
+                redis.call('HSET', K_EPOCH, 'node', myself)
                 -- Outlives the semaphore's keys, and the loss grace (gc leaves it).
                 redis.call('PEXPIREAT', K_EPOCH, int_str(math.max(state.keep, now + KEEP_STEP_MS)))
             end

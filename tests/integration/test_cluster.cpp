@@ -133,3 +133,68 @@ TEST_CASE("cluster: status and gc see the semaphores of every primary", "[cluste
     }
     CHECK(removed == names);
 }
+
+TEST_CASE("cluster: a busy semaphore's slot migrated to another primary and on to a third under "
+          "24 clients: never more than the limit inside, and no client fails",
+          "[cluster]") {
+    RedisCluster cluster;
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    REQUIRE(primaries.size() == 3);
+    const std::string name = cluster.name_on(primaries[0], "busy");
+    const int slot = key_slot("{" + name + "}");
+    cluster.mark_in_use(name);
+
+    std::string dir = (std::filesystem::temp_directory_path() / "redsem-cluster-XXXXXX").string();
+    REQUIRE(mkdtemp(dir.data()) != nullptr);
+    const std::string log = dir + "/inside.log";
+    const std::string stop = dir + "/stop";
+    const std::string exits = dir + "/exits";
+    std::ofstream(dir + "/body.sh") << logging_body(log);
+    const int limit = 2;
+    const std::string loop = "while [ ! -e " + stop + " ]; do \"$REDSEM\" run " + name +
+                             " -n " + std::to_string(limit) + " --ttl 5s -q -- sh " + dir +
+                             "/body.sh; echo $? >> " + exits + "; done";
+    // The clients start at a node that does not serve the name.
+    EnvChanges env{{"REDSEM_URL", cluster.url(primaries[2])}, {"REDSEM", REDSEM_BINARY}};
+    std::vector<std::unique_ptr<Child>> loops;
+    for (int i = 0; i < 24; ++i) {
+        loops.push_back(Child::shell(loop, env));
+    }
+    const auto entries = [&] { return observe_inside(read_file(log)).entries; };
+    REQUIRE(wait_until([&] { return entries() >= 20; }, 30s));
+
+    // Key by key, with pauses: first the slot is migrating with all its keys still on the
+    // source, then its keys are split between the two nodes for a while (TRYAGAIN, ASK);
+    // then all at once to the third.
+    cluster.migrate_slot(slot, primaries[1], 1, 30ms, 1500ms);
+    CHECK(cluster.owner(slot) == primaries[1]);
+    long long before = entries();
+    CHECK(wait_until([&] { return entries() >= before + 20; }, 30s));
+    cluster.migrate_slot(slot, primaries[2], 100);
+    CHECK(cluster.owner(slot) == primaries[2]);
+    before = entries();
+    CHECK(wait_until([&] { return entries() >= before + 20; }, 30s));
+
+    std::ofstream(stop).put('\n');
+    for (auto& client : loops) {
+        client->wait(60s);
+    }
+    const InsideLog seen = observe_inside(read_file(log));
+    const std::string statuses = read_file(exits);
+    INFO("exit statuses of redsem run, one per line: " << statuses);
+    CHECK(seen.most_inside <= limit);
+    CHECK(seen.most_inside == limit); // the load did fill the semaphore
+    std::istringstream lines(statuses);
+    long long runs = 0;
+    for (std::string status; std::getline(lines, status); ++runs) {
+        CHECK(status == "0");
+    }
+    CHECK(runs >= 60);
+    // Every key of the semaphore went along: none is left on the nodes it came from.
+    for (const std::size_t index : {primaries[0], primaries[1]}) {
+        Connection node = cluster.node(index).admin();
+        CHECK(node.call({"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}).as_integer() == 0);
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+}

@@ -278,13 +278,9 @@ TEST_CASE("sentinel: the master killed under 24 clients with --replicas 1 and no
     const int limit = 2;
     const int clients = 24;
     // Each client loops `redsem run` until told to stop. The command logs its entry and exit
-    // with the machine's real clock; a command stopped because its lease was lost logs its exit
-    // from its TERM trap. The observer trusts only these lines.
+    // with the machine's real clock; the observer trusts only these lines.
     const std::string body = scratch.path("body.sh");
-    std::ofstream(body) << "trap 'echo \"E $$ $(date +%s%N)\" >> " << log << "; exit 143' TERM\n"
-                        << "echo \"S $$ $(date +%s%N)\" >> " << log << "\n"
-                        << "sleep 0.05\n"
-                        << "echo \"E $$ $(date +%s%N)\" >> " << log << "\n";
+    std::ofstream(body) << logging_body(log);
     const std::string loop = "while [ ! -e " + stop + " ]; do \"$REDSEM\" run k -n " +
                              std::to_string(limit) +
                              " --replicas 1 --ttl 3s --loss-grace 0 -q -- sh " + body +
@@ -313,46 +309,16 @@ TEST_CASE("sentinel: the master killed under 24 clients with --replicas 1 and no
         client->wait(90s);
     }
 
-    // The observer: entries and exits in time order; never more than the limit inside.
-    struct Event {
-        long long at;
-        int delta;
-    };
-    std::vector<Event> events;
-    std::map<std::string, int> open;
-    std::istringstream lines(read_file(log));
-    std::string kind;
-    std::string id;
-    long long at = 0;
-    long long entries_after_kill = 0;
+    // The observer: never more than the limit inside.
     const long long killed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                     killed_at.time_since_epoch())
                                     .count();
-    while (lines >> kind >> id >> at) {
-        if (kind == "S") {
-            events.push_back({at, +1});
-            ++open[id];
-            entries_after_kill += at > killed_ns ? 1 : 0;
-        } else if (kind == "E" && open[id] > 0) {
-            events.push_back({at, -1});
-            --open[id];
-        }
-    }
-    // A command whose exit was never logged counts as inside until the end.
-    std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
-        return a.at != b.at ? a.at < b.at : a.delta < b.delta;
-    });
-    int inside = 0;
-    int most = 0;
-    for (const Event& event : events) {
-        inside += event.delta;
-        most = std::max(most, inside);
-    }
+    const InsideLog seen = observe_inside(read_file(log), killed_ns);
     const std::string exits = read_file(scratch.path("exits"));
     INFO("exit statuses of redsem run, one per line: " << exits);
-    CHECK(most <= limit);
-    CHECK(most == limit); // the load did fill the semaphore
-    CHECK(entries_after_kill >= 20);
+    CHECK(seen.most_inside <= limit);
+    CHECK(seen.most_inside == limit); // the load did fill the semaphore
+    CHECK(seen.entries_after >= 20);
 }
 
 TEST_CASE("sentinel: sentinels that stop answering do not cost a run its lease on a healthy "

@@ -1,9 +1,12 @@
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -101,6 +104,58 @@ template <typename Condition> bool wait_until(Condition done, std::chrono::milli
 
 inline long long zcard(Connection& admin, const std::string& key) {
     return admin.call({"ZCARD", key}).as_integer();
+}
+
+// A shell script for `redsem run ... -- sh SCRIPT` that logs its entry and exit to `log` with
+// the machine's real clock ("S PID NS", "E PID NS"), holding the slot for `hold` (sleep's
+// syntax); a command stopped because its lease was lost logs its exit from its TERM trap.
+inline std::string logging_body(const std::string& log, const std::string& hold = "0.05") {
+    return "trap 'echo \"E $$ $(date +%s%N)\" >> " + log + "; exit 143' TERM\n" +
+           "echo \"S $$ $(date +%s%N)\" >> " + log + "\n" + "sleep " + hold + "\n" +
+           "echo \"E $$ $(date +%s%N)\" >> " + log + "\n";
+}
+
+// What an observer that trusts only the commands' own log (logging_body()) saw.
+struct InsideLog {
+    int most_inside = 0;         // the most commands inside at once
+    long long entries = 0;       // entries in all
+    long long entries_after = 0; // entries after the time given to observe_inside()
+};
+
+// Replays a log of logging_body() lines in time order. A command whose exit was never logged
+// counts as inside until the end.
+inline InsideLog observe_inside(const std::string& text, long long after_ns = 0) {
+    struct Event {
+        long long at;
+        int delta;
+    };
+    std::vector<Event> events;
+    std::map<std::string, int> open;
+    InsideLog seen;
+    std::istringstream lines(text);
+    std::string kind;
+    std::string id;
+    long long at = 0;
+    while (lines >> kind >> id >> at) {
+        if (kind == "S") {
+            events.push_back({at, +1});
+            ++open[id];
+            ++seen.entries;
+            seen.entries_after += at > after_ns ? 1 : 0;
+        } else if (kind == "E" && open[id] > 0) {
+            events.push_back({at, -1});
+            --open[id];
+        }
+    }
+    std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+        return a.at != b.at ? a.at < b.at : a.delta < b.delta;
+    });
+    int inside = 0;
+    for (const Event& event : events) {
+        inside += event.delta;
+        seen.most_inside = std::max(seen.most_inside, inside);
+    }
+    return seen;
 }
 
 } // namespace redsem::test

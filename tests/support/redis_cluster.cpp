@@ -149,11 +149,12 @@ void RedisCluster::mark_in_use(const std::string& name, const std::string& prefi
     if (at == std::string::npos) {
         throw std::runtime_error("INFO server has no run_id");
     }
-    connection.call({"HSET", key, "run", info.substr(at + 7, 40), "lost_at", "0"});
+    const std::string node = connection.call({"CLUSTER", "MYID"}).as_string();
+    connection.call({"HSET", key, "run", info.substr(at + 7, 40), "lost_at", "0", "node", node});
 }
 
 void RedisCluster::migrate_slot(int slot, std::size_t to, std::size_t batch,
-                                std::chrono::milliseconds pause) {
+                                std::chrono::milliseconds pause, std::chrono::milliseconds hold) {
     const std::size_t from = owner(slot);
     if (from == to) {
         return;
@@ -165,6 +166,9 @@ void RedisCluster::migrate_slot(int slot, std::size_t to, std::size_t batch,
     Connection target = admin(to);
     target.call({"CLUSTER", "SETSLOT", slot_text, "IMPORTING", from_id});
     source.call({"CLUSTER", "SETSLOT", slot_text, "MIGRATING", to_id});
+    // Scripts whose declared keys are all still here run here meanwhile; keys they build
+    // themselves that do not exist here already count as the target's.
+    std::this_thread::sleep_for(hold);
     for (;;) {
         const Reply keys =
             source.call({"CLUSTER", "GETKEYSINSLOT", slot_text, std::to_string(batch)});

@@ -43,10 +43,12 @@ public:
     void mark_in_use(const std::string& name, const std::string& prefix = "redsem") const;
 
     // Moves `slot` to node `to`, as `redis-cli --cluster reshard` does: IMPORTING on the
-    // target, MIGRATING on the source, MIGRATE of its keys `batch` at a time with `pause`
-    // after each batch, then SETSLOT NODE everywhere. Throws when a MIGRATE fails.
+    // target, MIGRATING on the source (held so for `hold` before the first MIGRATE), MIGRATE of
+    // its keys `batch` at a time with `pause` after each, then SETSLOT NODE everywhere. Throws
+    // when a MIGRATE fails.
     void migrate_slot(int slot, std::size_t to, std::size_t batch = 10,
-                      std::chrono::milliseconds pause = std::chrono::milliseconds(0));
+                      std::chrono::milliseconds pause = std::chrono::milliseconds(0),
+                      std::chrono::milliseconds hold = std::chrono::milliseconds(0));
     // After node `dead` was killed: waits until its slots are served by a node that says it
     // is a primary; returns that node's index.
     std::size_t wait_for_failover(std::size_t dead,
