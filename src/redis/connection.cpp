@@ -486,8 +486,16 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Mill
             try {
                 go_to(where);
                 got = send_group(batch, group, hops, budget, interrupt_fd);
-            } catch (const Error&) {
+            } catch (const Error& error) {
                 m_slots_stale = m_slots.has_value(); // a replica may have taken over
+                if (where && error.transience() == Transience::unreachable) {
+                    // A node the cluster named (the seed was reached): it died, and a replica
+                    // will take over, or the map is being refreshed.
+                    throw Error(ExitCode::unavailable,
+                                fmt::format("{} (a Redis Cluster failover under way?)",
+                                            error.what()),
+                                Transience::transient);
+                }
                 throw;
             }
             for (std::size_t k = 0; k < group.size(); ++k) {

@@ -198,3 +198,98 @@ TEST_CASE("cluster: a busy semaphore's slot migrated to another primary and on t
     std::error_code ignored;
     std::filesystem::remove_all(dir, ignored);
 }
+
+TEST_CASE("cluster: waiters queued while their slot migrates get the slot in the order they came",
+          "[cluster]") {
+    RedisCluster cluster;
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    REQUIRE(primaries.size() == 3);
+    const std::string name = cluster.name_on(primaries[0], "fifo");
+    const int slot = key_slot("{" + name + "}");
+    cluster.mark_in_use(name);
+    const EnvChanges env{{"REDSEM_URL", cluster.url(primaries[1])}};
+    Connection observer = cluster.node(primaries[2]).admin(); // follows MOVED to the owner
+    const std::string queue = "redsem:{" + name + "}:queue";
+
+    const auto held = run_redsem({"acquire", name, "--ttl", "60s"}, env);
+    REQUIRE(held.exit_code == 0);
+    std::vector<std::unique_ptr<Child>> waiters;
+    for (int i = 0; i < 4; ++i) {
+        waiters.push_back(std::make_unique<Child>(
+            std::vector<std::string>{"acquire", name, "-w", "60s", "--ttl", "60s"}, env));
+        // One at a time, so that the order they came in is known.
+        REQUIRE(wait_until([&] { return zcard(observer, queue) == i + 1; }, 10s));
+    }
+
+    cluster.migrate_slot(slot, primaries[1], 1, 30ms, 300ms);
+    REQUIRE(cluster.owner(slot) == primaries[1]);
+    CHECK(zcard(observer, queue) == 4); // the queue went along
+
+    std::string token = first_line(held.out);
+    for (std::size_t k = 0; k < waiters.size(); ++k) {
+        REQUIRE(run_redsem({"release", name, token}, env).exit_code == 0);
+        const ProcessResult got = waiters[k]->wait(20s);
+        INFO("waiter " << k << ": " << got.err);
+        REQUIRE(got.exit_code == 0);
+        for (std::size_t later = k + 1; later < waiters.size(); ++later) {
+            CHECK_FALSE(waiters[later]->finished());
+        }
+        token = first_line(got.out);
+    }
+    CHECK(run_redsem({"release", name, token}, env).exit_code == 0);
+}
+
+TEST_CASE("cluster: a primary killed under 24 clients with --replicas 1 and no loss grace: never "
+          "more than the limit inside, and the clients carry on with its replica once that has "
+          "a replica again",
+          "[cluster]") {
+    RedisCluster cluster(RedisCluster::Options{.primaries = 3, .replicas = 1});
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    REQUIRE(primaries.size() == 3);
+    const std::string name = cluster.name_on(primaries[0], "fail");
+    const int slot = key_slot("{" + name + "}");
+    cluster.mark_in_use(name);
+
+    std::string dir = (std::filesystem::temp_directory_path() / "redsem-cluster-XXXXXX").string();
+    REQUIRE(mkdtemp(dir.data()) != nullptr);
+    const std::string log = dir + "/inside.log";
+    const std::string stop = dir + "/stop";
+    std::ofstream(dir + "/body.sh") << logging_body(log);
+    const int limit = 2;
+    const std::string loop = "while [ ! -e " + stop + " ]; do \"$REDSEM\" run " + name +
+                             " -n " + std::to_string(limit) +
+                             " --replicas 1 --ttl 3s --loss-grace 0 -q -- sh " + dir +
+                             "/body.sh; echo $? >> " + dir + "/exits; done";
+    EnvChanges env{{"REDSEM_URL", cluster.url(primaries[1])}, {"REDSEM", REDSEM_BINARY}};
+    std::vector<std::unique_ptr<Child>> loops;
+    for (int i = 0; i < 24; ++i) {
+        loops.push_back(Child::shell(loop, env));
+    }
+    const auto entries = [&] { return observe_inside(read_file(log)).entries; };
+    REQUIRE(wait_until([&] { return entries() >= 20; }, 30s));
+
+    cluster.node(primaries[0]).kill();
+    const auto killed_at = std::chrono::system_clock::now();
+    const std::size_t successor = cluster.wait_for_failover(primaries[0], 40s);
+    CHECK(cluster.owner(slot) == successor);
+    // The new primary has no replica: --replicas 1 cannot be met, and nobody is admitted
+    // (acquire gives the slot back, exit 69) until the dead node is back as its replica.
+    cluster.revive(primaries[0]);
+    const long long before = entries();
+    CHECK(wait_until([&] { return entries() >= before + 20; }, 40s));
+    std::ofstream(stop).put('\n');
+    for (auto& client : loops) {
+        client->wait(90s);
+    }
+
+    const long long killed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    killed_at.time_since_epoch())
+                                    .count();
+    const InsideLog seen = observe_inside(read_file(log), killed_ns);
+    INFO("exit statuses of redsem run, one per line: " << read_file(dir + "/exits"));
+    CHECK(seen.most_inside <= limit);
+    CHECK(seen.most_inside == limit); // the load did fill the semaphore
+    CHECK(seen.entries_after >= 20);
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+}

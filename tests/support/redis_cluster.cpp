@@ -62,6 +62,10 @@ RedisCluster::RedisCluster(Options options) : m_options(options) {
         throw std::runtime_error("redis-cli --cluster create failed: " + created.out + created.err);
     }
     wait_until_settled(k_settle_timeout);
+    m_was_primary.assign(m_nodes.size(), false);
+    for (const std::size_t index : primaries()) {
+        m_was_primary[index] = true;
+    }
     if (m_options.replicas > 0) {
         await(
             [&] {
@@ -221,9 +225,11 @@ std::size_t RedisCluster::wait_for_failover(std::size_t dead, std::chrono::milli
                     return false;
                 }
             }
-            successor = now.size() > static_cast<std::size_t>(m_options.primaries) - 1
-                            ? now.back()
-                            : dead;
+            for (const std::size_t index : now) {
+                if (!m_was_primary[index]) {
+                    successor = index; // a replica until now
+                }
+            }
             for (const std::size_t index : now) {
                 const std::string nodes = admin(index).call({"CLUSTER", "INFO"}).as_string();
                 if (nodes.find("cluster_state:ok") == std::string::npos) {
@@ -234,7 +240,21 @@ std::size_t RedisCluster::wait_for_failover(std::size_t dead, std::chrono::milli
         },
         timeout, "a replica to take over from the killed primary");
     wait_until_settled(timeout);
+    m_was_primary.at(successor) = true;
     return successor;
+}
+
+void RedisCluster::revive(std::size_t index) {
+    m_nodes.at(index)->restart();
+    m_killed.at(index) = false;
+    await(
+        [&] {
+            const std::string info = admin(index).call({"INFO", "replication"}).as_string();
+            return info.find("role:slave") != std::string::npos &&
+                   info.find("master_link_status:up") != std::string::npos;
+        },
+        k_settle_timeout, "the revived node to replicate its new primary");
+    wait_until_settled(k_settle_timeout);
 }
 
 void RedisCluster::wait_until_settled(std::chrono::milliseconds timeout) {

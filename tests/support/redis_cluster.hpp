@@ -53,6 +53,9 @@ public:
     // is a primary; returns that node's index.
     std::size_t wait_for_failover(std::size_t dead,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    // Starts killed node `index` again (with its nodes.conf, without data): it rejoins as a
+    // replica. Waits until its link to its primary is up.
+    void revive(std::size_t index);
 
 private:
     Connection admin(std::size_t index) const { return m_nodes.at(index)->admin(); }
@@ -64,6 +67,7 @@ private:
     Options m_options;
     std::vector<std::unique_ptr<RedisServer>> m_nodes;
     std::vector<bool> m_killed;
+    std::vector<bool> m_was_primary; // served slots at some time
 };
 
 } // namespace redsem::test
