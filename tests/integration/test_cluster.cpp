@@ -144,23 +144,10 @@ TEST_CASE("cluster: a busy semaphore's slot migrated to another primary and on t
     const int slot = key_slot("{" + name + "}");
     cluster.mark_in_use(name);
 
-    std::string dir = (std::filesystem::temp_directory_path() / "redsem-cluster-XXXXXX").string();
-    REQUIRE(mkdtemp(dir.data()) != nullptr);
-    const std::string log = dir + "/inside.log";
-    const std::string stop = dir + "/stop";
-    const std::string exits = dir + "/exits";
-    std::ofstream(dir + "/body.sh") << logging_body(log);
     const int limit = 2;
-    const std::string loop = "while [ ! -e " + stop + " ]; do \"$REDSEM\" run " + name +
-                             " -n " + std::to_string(limit) + " --ttl 5s -q -- sh " + dir +
-                             "/body.sh; echo $? >> " + exits + "; done";
     // The clients start at a node that does not serve the name.
-    EnvChanges env{{"REDSEM_URL", cluster.url(primaries[2])}, {"REDSEM", REDSEM_BINARY}};
-    std::vector<std::unique_ptr<Child>> loops;
-    for (int i = 0; i < 24; ++i) {
-        loops.push_back(Child::shell(loop, env));
-    }
-    const auto entries = [&] { return observe_inside(read_file(log)).entries; };
+    RunLoops loops(24, name, "-n 2 --ttl 5s", {{"REDSEM_URL", cluster.url(primaries[2])}});
+    const auto entries = [&] { return loops.entries(); };
     REQUIRE(wait_until([&] { return entries() >= 20; }, 30s));
 
     // Key by key, with pauses: first the slot is migrating with all its keys still on the
@@ -175,12 +162,9 @@ TEST_CASE("cluster: a busy semaphore's slot migrated to another primary and on t
     before = entries();
     CHECK(wait_until([&] { return entries() >= before + 20; }, 30s));
 
-    std::ofstream(stop).put('\n');
-    for (auto& client : loops) {
-        client->wait(60s);
-    }
-    const InsideLog seen = observe_inside(read_file(log));
-    const std::string statuses = read_file(exits);
+    loops.stop();
+    const InsideLog seen = loops.seen();
+    const std::string statuses = loops.exits();
     INFO("exit statuses of redsem run, one per line: " << statuses);
     CHECK(seen.most_inside <= limit);
     CHECK(seen.most_inside == limit); // the load did fill the semaphore
@@ -195,8 +179,6 @@ TEST_CASE("cluster: a busy semaphore's slot migrated to another primary and on t
         Connection node = cluster.node(index).admin();
         CHECK(node.call({"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}).as_integer() == 0);
     }
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
 }
 
 TEST_CASE("cluster: waiters queued while their slot migrates get the slot in the order they came",
@@ -250,26 +232,14 @@ TEST_CASE("cluster: a primary killed under 24 clients with --replicas 1 and no l
     const int slot = key_slot("{" + name + "}");
     cluster.mark_in_use(name);
 
-    std::string dir = (std::filesystem::temp_directory_path() / "redsem-cluster-XXXXXX").string();
-    REQUIRE(mkdtemp(dir.data()) != nullptr);
-    const std::string log = dir + "/inside.log";
-    const std::string stop = dir + "/stop";
-    std::ofstream(dir + "/body.sh") << logging_body(log);
     const int limit = 2;
-    const std::string loop = "while [ ! -e " + stop + " ]; do \"$REDSEM\" run " + name +
-                             " -n " + std::to_string(limit) +
-                             " --replicas 1 --ttl 3s --loss-grace 0 -q -- sh " + dir +
-                             "/body.sh; echo $? >> " + dir + "/exits; done";
-    EnvChanges env{{"REDSEM_URL", cluster.url(primaries[1])}, {"REDSEM", REDSEM_BINARY}};
-    std::vector<std::unique_ptr<Child>> loops;
-    for (int i = 0; i < 24; ++i) {
-        loops.push_back(Child::shell(loop, env));
-    }
-    const auto entries = [&] { return observe_inside(read_file(log)).entries; };
+    RunLoops loops(24, name, "-n 2 --replicas 1 --ttl 3s --loss-grace 0",
+                   {{"REDSEM_URL", cluster.url(primaries[1])}});
+    const auto entries = [&] { return loops.entries(); };
     REQUIRE(wait_until([&] { return entries() >= 20; }, 30s));
 
     cluster.node(primaries[0]).kill();
-    const auto killed_at = std::chrono::system_clock::now();
+    const long long killed_ns = real_now_ns();
     const std::size_t successor = cluster.wait_for_failover(primaries[0], 40s);
     CHECK(cluster.owner(slot) == successor);
     // The new primary has no replica: --replicas 1 cannot be met, and nobody is admitted
@@ -277,19 +247,11 @@ TEST_CASE("cluster: a primary killed under 24 clients with --replicas 1 and no l
     cluster.revive(primaries[0]);
     const long long before = entries();
     CHECK(wait_until([&] { return entries() >= before + 20; }, 40s));
-    std::ofstream(stop).put('\n');
-    for (auto& client : loops) {
-        client->wait(90s);
-    }
+    loops.stop();
 
-    const long long killed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                    killed_at.time_since_epoch())
-                                    .count();
-    const InsideLog seen = observe_inside(read_file(log), killed_ns);
-    INFO("exit statuses of redsem run, one per line: " << read_file(dir + "/exits"));
+    const InsideLog seen = loops.seen(killed_ns);
+    INFO("exit statuses of redsem run, one per line: " << loops.exits());
     CHECK(seen.most_inside <= limit);
     CHECK(seen.most_inside == limit); // the load did fill the semaphore
     CHECK(seen.entries_after >= 20);
-    std::error_code ignored;
-    std::filesystem::remove_all(dir, ignored);
 }

@@ -272,50 +272,25 @@ TEST_CASE("sentinel: the master killed under 24 clients with --replicas 1 and no
           "never more than the limit inside, and the clients carry on with the new master",
           "[sentinel]") {
     SentinelGroup group(SentinelGroup::Options{.replicas = 2, .sentinel_password = ""});
-    Scratch scratch;
-    const std::string log = scratch.path("inside.log");
-    const std::string stop = scratch.path("stop");
     const int limit = 2;
-    const int clients = 24;
-    // Each client loops `redsem run` until told to stop. The command logs its entry and exit
-    // with the machine's real clock; the observer trusts only these lines.
-    const std::string body = scratch.path("body.sh");
-    std::ofstream(body) << logging_body(log);
-    const std::string loop = "while [ ! -e " + stop + " ]; do \"$REDSEM\" run k -n " +
-                             std::to_string(limit) +
-                             " --replicas 1 --ttl 3s --loss-grace 0 -q -- sh " + body +
-                             "; echo $? >> " + scratch.path("exits") + "; done";
-    EnvChanges env = env_for(group);
-    env["REDSEM"] = REDSEM_BINARY;
-    std::vector<std::unique_ptr<Child>> loops;
-    for (int i = 0; i < clients; ++i) {
-        loops.push_back(Child::shell(loop, env));
-    }
-    auto entries = [&] {
-        const std::string text = read_file(log);
-        return static_cast<long long>(std::count(text.begin(), text.end(), 'S'));
-    };
+    // Each client loops `redsem run`; the command logs its entry and exit with the machine's
+    // real clock, and the observer trusts only these lines.
+    RunLoops loops(24, "k", "-n 2 --replicas 1 --ttl 3s --loss-grace 0", env_for(group));
+    const auto entries = [&] { return loops.entries(); };
     REQUIRE(wait_until([&] { return entries() >= 20; }, 30s));
 
     const std::size_t old_master = group.master_index();
     group.server(old_master).kill();
-    const auto killed_at = std::chrono::system_clock::now();
+    const long long killed_ns = real_now_ns();
     const std::size_t new_master = group.wait_for_new_master(old_master, 40s);
     CHECK(new_master != old_master);
     const long long before = entries();
     CHECK(wait_until([&] { return entries() >= before + 20; }, 40s));
-    std::ofstream(stop).put('\n');
-    for (auto& client : loops) {
-        client->wait(90s);
-    }
+    loops.stop();
 
     // The observer: never more than the limit inside.
-    const long long killed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                    killed_at.time_since_epoch())
-                                    .count();
-    const InsideLog seen = observe_inside(read_file(log), killed_ns);
-    const std::string exits = read_file(scratch.path("exits"));
-    INFO("exit statuses of redsem run, one per line: " << exits);
+    const InsideLog seen = loops.seen(killed_ns);
+    INFO("exit statuses of redsem run, one per line: " << loops.exits());
     CHECK(seen.most_inside <= limit);
     CHECK(seen.most_inside == limit); // the load did fill the semaphore
     CHECK(seen.entries_after >= 20);

@@ -158,4 +158,61 @@ inline InsideLog observe_inside(const std::string& text, long long after_ns = 0)
     return seen;
 }
 
+// The machine's real clock now, in nanoseconds, as logging_body() writes it.
+inline long long real_now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+// `clients` shells that each run `redsem run NAME RUN_ARGS -q -- sh BODY` in a loop until
+// stopped, BODY logging the command's entry and exit (logging_body()) and the loop appending
+// each exit status of redsem run to a file; all in a temporary directory of its own, removed
+// by the destructor.
+class RunLoops {
+public:
+    RunLoops(int clients, const std::string& name, const std::string& run_args, EnvChanges env) {
+        std::string pattern =
+            (std::filesystem::temp_directory_path() / "redsem-loops-XXXXXX").string();
+        if (mkdtemp(pattern.data()) == nullptr) {
+            throw std::runtime_error("mkdtemp failed");
+        }
+        m_dir = pattern;
+        std::ofstream(m_dir + "/body.sh") << logging_body(m_dir + "/inside.log");
+        const std::string loop = "while [ ! -e " + m_dir + "/stop ]; do \"$REDSEM\" run " +
+                                 name + " " + run_args + " -q -- sh " + m_dir +
+                                 "/body.sh; echo $? >> " + m_dir + "/exits; done";
+        env["REDSEM"] = REDSEM_BINARY;
+        for (int i = 0; i < clients; ++i) {
+            m_loops.push_back(Child::shell(loop, env));
+        }
+    }
+    ~RunLoops() {
+        m_loops.clear(); // SIGKILLs any still running
+        std::error_code ignored;
+        std::filesystem::remove_all(m_dir, ignored);
+    }
+    RunLoops(const RunLoops&) = delete;
+    RunLoops& operator=(const RunLoops&) = delete;
+
+    // Commands that entered so far.
+    long long entries() const { return observe_inside(read_file(m_dir + "/inside.log")).entries; }
+    // Tells every loop to stop after its current run, and waits for them.
+    void stop() {
+        std::ofstream(m_dir + "/stop").put('\n');
+        for (auto& loop : m_loops) {
+            loop->wait(std::chrono::seconds(90));
+        }
+    }
+    InsideLog seen(long long after_ns = 0) const {
+        return observe_inside(read_file(m_dir + "/inside.log"), after_ns);
+    }
+    // The exit statuses of redsem run, one per line.
+    std::string exits() const { return read_file(m_dir + "/exits"); }
+
+private:
+    std::string m_dir;
+    std::vector<std::unique_ptr<Child>> m_loops;
+};
+
 } // namespace redsem::test
