@@ -181,7 +181,8 @@ TEST_CASE("cluster: a busy semaphore's slot migrated to another primary and on t
     }
 }
 
-TEST_CASE("cluster: waiters queued while their slot migrates get the slot in the order they came",
+TEST_CASE("cluster: a run holds its slot through a migration (its heartbeat follows the slot), "
+          "and waiters queued meanwhile get the slot in the order they came",
           "[cluster]") {
     RedisCluster cluster;
     const std::vector<std::size_t> primaries = cluster.primaries();
@@ -193,8 +194,15 @@ TEST_CASE("cluster: waiters queued while their slot migrates get the slot in the
     Connection observer = cluster.node(primaries[2]).admin(); // follows MOVED to the owner
     const std::string queue = "redsem:{" + name + "}:queue";
 
-    const auto held = run_redsem({"acquire", name, "--ttl", "60s"}, env);
-    REQUIRE(held.exit_code == 0);
+    // A holder whose lease (3s) must be renewed several times while the slot moves.
+    std::string done = (std::filesystem::temp_directory_path() / "redsem-done-XXXXXX").string();
+    REQUIRE(mkdtemp(done.data()) != nullptr);
+    const std::string release = done + "/release";
+    Child holder({"run", name, "--ttl", "3s", "--", "sh", "-c",
+                  "while [ ! -e " + release + " ]; do sleep 0.05; done; exit 7"},
+                 env);
+    const std::string holders = "redsem:{" + name + "}:holders";
+    REQUIRE(wait_until([&] { return zcard(observer, holders) == 1; }, 10s));
     std::vector<std::unique_ptr<Child>> waiters;
     for (int i = 0; i < 4; ++i) {
         waiters.push_back(std::make_unique<Child>(
@@ -206,10 +214,17 @@ TEST_CASE("cluster: waiters queued while their slot migrates get the slot in the
     cluster.migrate_slot(slot, primaries[1], 1, 30ms, 300ms);
     REQUIRE(cluster.owner(slot) == primaries[1]);
     CHECK(zcard(observer, queue) == 4); // the queue went along
+    std::this_thread::sleep_for(3s);     // a whole ttl on the new node: renewed there
+    CHECK_FALSE(holder.finished());
+    std::ofstream(release).put('\n');
+    CHECK(holder.wait(20s).exit_code == 7); // its command's status: the lease was never lost
+    std::filesystem::remove_all(done);
 
-    std::string token = first_line(held.out);
+    std::string token;
     for (std::size_t k = 0; k < waiters.size(); ++k) {
-        REQUIRE(run_redsem({"release", name, token}, env).exit_code == 0);
+        if (k > 0) {
+            REQUIRE(run_redsem({"release", name, token}, env).exit_code == 0);
+        }
         const ProcessResult got = waiters[k]->wait(20s);
         INFO("waiter " << k << ": " << got.err);
         REQUIRE(got.exit_code == 0);
