@@ -27,15 +27,17 @@ bool starts_with(std::string_view text, std::string_view prefix) {
     return text.substr(0, prefix.size()) == prefix;
 }
 
-// EVALSHA (by_sha) or EVAL of `call`, with a last argument of flags (see eval()): 1 when sent
+// EVALSHA (by_sha) or EVAL of `call` with `keys` (its keys or its cluster keys), and a last
+// argument of flags (see eval()): 1 when sent
 // with EVAL; 2 is added when it is resent to a cluster node after ASKING (mark_asked()).
-std::vector<std::string> script_argv(const ScriptCall& call, bool by_sha) {
+std::vector<std::string> script_argv(const ScriptCall& call, const std::vector<std::string>& keys,
+                                     bool by_sha) {
     std::vector<std::string> argv;
-    argv.reserve(4 + call.keys.size() + call.args.size());
+    argv.reserve(4 + keys.size() + call.args.size());
     argv.emplace_back(by_sha ? "EVALSHA" : "EVAL");
     argv.emplace_back(by_sha ? call.script.sha1 : call.script.body);
-    argv.push_back(std::to_string(call.keys.size()));
-    argv.insert(argv.end(), call.keys.begin(), call.keys.end());
+    argv.push_back(std::to_string(keys.size()));
+    argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), call.args.begin(), call.args.end());
     argv.emplace_back(by_sha ? "0" : "1");
     return argv;
@@ -619,10 +621,13 @@ std::vector<Reply> Connection::pipeline(const std::vector<Command>& commands) {
     return send_all(batch);
 }
 
-Reply Connection::eval(const ScriptCall& call) {
-    Reply reply = std::move(eval_pipeline({call}).front());
+Reply Connection::eval(ScriptCall call) {
+    const Script& script = call.script;
+    std::vector<ScriptCall> one;
+    one.push_back(std::move(call));
+    Reply reply = std::move(eval_pipeline(one).front());
     if (reply.is_error()) {
-        throw_script_error(call.script, reply.text);
+        throw_script_error(script, reply.text);
     }
     return reply;
 }
@@ -642,9 +647,9 @@ std::vector<Reply> Connection::eval_pipeline(const std::vector<ScriptCall>& call
         for (const std::size_t i : todo) {
             const ScriptCall& call = calls[i];
             const bool cluster = m_slots && !call.cluster_keys.empty();
-            ScriptCall chosen{call.script, cluster ? call.cluster_keys : call.keys, call.args};
-            argvs.push_back(script_argv(chosen, !by_body[i]));
-            batch.push_back(Outgoing{&(cluster ? call.cluster_keys : call.keys).front(), &argvs.back()});
+            const std::vector<std::string>& keys = cluster ? call.cluster_keys : call.keys;
+            argvs.push_back(script_argv(call, keys, !by_body[i]));
+            batch.push_back(Outgoing{&keys.front(), &argvs.back()});
         }
         std::vector<Reply> got = send_all(batch);
         std::vector<std::size_t> again;

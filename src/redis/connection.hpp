@@ -108,7 +108,7 @@ public:
     // Appends one last argument, "1" when sent with EVAL, else "0": a script learns that it
     // may be the first to run in this server process (see lua/lib.lua). An error reply is
     // thrown by throw_script_error().
-    Reply eval(const ScriptCall& call);
+    Reply eval(ScriptCall call);
 
     // Runs every call in one round trip (two when the server lacks the script), as eval()
     // does, and returns the replies in order, error replies included.
