@@ -64,7 +64,7 @@ struct SilentPort {
 
 } // namespace
 
-TEST_CASE("sentinel: every subcommand works through the sentinels; status also on a replica",
+TEST_CASE("sentinel: every subcommand works through the sentinels, and status also on a replica",
           "[sentinel]") {
     SentinelGroup group;
     const EnvChanges env = env_for(group);
@@ -297,7 +297,7 @@ TEST_CASE("sentinel: the master killed under 24 clients with --replicas 1 and no
 }
 
 TEST_CASE("sentinel: sentinels that stop answering do not cost a run its lease on a healthy "
-          "master; a failover that never ends is given up on within --wait",
+          "master, and a failover that never ends is given up on within --wait",
           "[sentinel][threads]") {
     SentinelGroup group;
     const EnvChanges env = env_for(group);

@@ -472,7 +472,7 @@ TEST_CASE("one queue numbering: 1 is next, in text, JSON and the waiting line") 
     CHECK(shown.substr(0, message).ends_with("\r\033[K"));
 }
 
-TEST_CASE("text from other users is shown escaped in tables; JSON keeps it exact") {
+TEST_CASE("text from other users is shown escaped in tables and kept exact in JSON") {
     RedisServer server;
     const auto env = env_for(server);
     const std::string label = "x\n\033[31mRED\r\xe2\x80\xae"
@@ -573,7 +573,7 @@ TEST_CASE("acquire without --while-pid records the calling script's pid") {
               .out.find(std::to_string(shell->pid()) + " (caller)") != std::string::npos);
 }
 
-TEST_CASE("the keeper survives SIGHUP; release ends it at once", "[threads]") {
+TEST_CASE("the keeper survives SIGHUP, and release ends it at once", "[threads]") {
     RedisServer server;
     const auto env = env_for(server);
     auto sleeper = Child::shell("exec sleep 60");

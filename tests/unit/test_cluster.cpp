@@ -77,7 +77,7 @@ Reply node(const std::string& host, long long port) {
 
 } // namespace
 
-TEST_CASE("SlotMap: CLUSTER SLOTS ranges, primaries and replicas; MOVED updates one slot") {
+TEST_CASE("SlotMap: CLUSTER SLOTS ranges, primaries and replicas, and MOVED updating one slot") {
     const Endpoint asked{"10.0.0.9", 7000};
     const Reply reply = array({
         array({integer(0), integer(5460), node("10.0.0.1", 7000), node("10.0.0.4", 7003)}),
