@@ -68,7 +68,7 @@ if known then
     if deadline then
         -- Already holding: a lost reply retried, or a hand-over collected here.
         local info = parse_info(redis.call('HGET', K_INFO, token)) or {}
-        redis.call('DEL', WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
+        del_keys(WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
         redis.call('ZREM', K_ALIVE, token)
         return {'ok', tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit, now}
     end
@@ -180,7 +180,7 @@ if position then
         if granted then
             redis.call('ZREM', K_QUEUE, token)
             redis.call('ZREM', K_ALIVE, token)
-            redis.call('DEL', WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
+            del_keys(WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
             nudge_near_head_entrant(state, now)
             return granted
         end

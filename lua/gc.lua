@@ -123,8 +123,8 @@ end
 -- Done: delete the semaphore when nobody holds or waits.
 local deleted = 0
 if not dry_run and redis.call('ZCARD', K_HOLDERS) == 0 and redis.call('ZCARD', K_QUEUE) == 0 and
-    redis.call('EXISTS', unpack(KEYS, 1, SEMAPHORE_KEYS)) > 0 then
-    redis.call('DEL', unpack(KEYS, 1, SEMAPHORE_KEYS))
+    exist_count(unpack(KEYS, 1, SEMAPHORE_KEYS)) > 0 then
+    del_keys(unpack(KEYS, 1, SEMAPHORE_KEYS))
     deleted = 1
 end
 return reply('', 0, deleted)

@@ -35,7 +35,8 @@
 -- written (the client retries, as for Redis's own TRYAGAIN). On the node importing the slot
 -- (after ASKING) the declared keys have all arrived, but lists built here may still be on the
 -- other node: there no nudge list is pushed to (one may exist there, and a MIGRATE of it would
--- then fail); a grant's wake list cannot exist yet anywhere.
+-- then fail); a grant's wake list cannot exist yet anywhere; and no command names several keys
+-- (see del_keys()).
 --
 -- Invariants: time is the server's (TIME), never a client's, and a lease is valid while
 -- now < deadline. While anybody is queued and admission is open, every slot is held: a freed
@@ -98,6 +99,30 @@ local NEAR_HEAD = 8
 -- Integers above 1e14 lose digits in tostring(); format them exactly.
 local function int_str(n)
     return string.format('%.0f', n)
+end
+
+-- DEL and EXISTS of several keys. On a Cluster node importing the slot (ASKED), a command on
+-- several keys of which some are missing here fails with TRYAGAIN, which inside a script ends
+-- it after its earlier writes: there each key goes alone.
+local function del_keys(...)
+    if ASKED then
+        for _, key in ipairs({...}) do
+            redis.call('DEL', key)
+        end
+    else
+        redis.call('DEL', ...)
+    end
+end
+
+local function exist_count(...)
+    if not ASKED then
+        return redis.call('EXISTS', ...)
+    end
+    local count = 0
+    for _, key in ipairs({...}) do
+        count = count + redis.call('EXISTS', key)
+    end
+    return count
 end
 
 -- Reads limit, fence seed and keep horizon. Returns (state table) or (nil, error reply) when
@@ -294,7 +319,7 @@ local function remove_waiter(state, token, now)
     redis.call('ZREM', K_QUEUE, token)
     redis.call('ZREM', K_ALIVE, token)
     redis.call('HDEL', K_INFO, token)
-    redis.call('DEL', WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
+    del_keys(WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
     if position and position < (state.limit or 0) + NEAR_HEAD then
         nudge_near_head_entrant(state, now)
     end
@@ -384,7 +409,7 @@ local function remove_holder(state, token, info, now, in_holders)
         end
     end
     redis.call('HDEL', K_INFO, token)
-    redis.call('DEL', WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
+    del_keys(WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
     redis.call('ZREM', K_ALIVE, token)
     return redis.call('ZREM', K_HOLDERS, token) == 1
 end

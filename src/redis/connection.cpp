@@ -467,7 +467,10 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Mill
     const auto give_up_at = Clock::now() + m_options.command_timeout;
     Milliseconds pause = k_first_cluster_pause;
     bool found_master_anew = false;
-    for (int round = 0; !todo.empty(); ++round) {
+    // Redirects followed since the last pause: a migration bounces a command between ASK and
+    // TRYAGAIN until it ends, which only the deadline bounds.
+    int redirects = 0;
+    while (!todo.empty()) {
         if (m_slots && m_slots_stale) {
             refresh_slots();
         }
@@ -509,7 +512,7 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Mill
                     continue;
                 }
                 if (const auto redirect = parse_redirect(reply.text, endpoint())) {
-                    if (round >= k_max_redirects) {
+                    if (redirects >= k_max_redirects) {
                         continue; // the last redirect stands
                     }
                     const bool moved = redirect->kind == Redirect::Kind::moved;
@@ -525,7 +528,7 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Mill
                            starts_with(reply.text, "CLUSTERDOWN")) {
                     pause_first = true;
                     again.push_back(i);
-                } else if (from_former_master(reply)) {
+                } else if (redirects < k_max_redirects && from_former_master(reply)) {
                     if (through_sentinels() && found_master_anew) {
                         throw_stale_master(reply.text);
                     }
@@ -537,10 +540,13 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch, Mill
         }
         if (pause_first) {
             if (Clock::now() + pause >= give_up_at) {
-                break; // the last replies (TRYAGAIN, CLUSTERDOWN) stand
+                break; // the last replies (TRYAGAIN, CLUSTERDOWN, ASK) stand
             }
             std::this_thread::sleep_for(pause);
             pause = std::min(pause * 2, k_max_cluster_pause);
+            redirects = 0;
+        } else if (!again.empty()) {
+            ++redirects;
         }
         todo = std::move(again);
     }

@@ -115,10 +115,12 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
     const Keys keys = Keys::make(prefix, name);
     SemaphoreView view;
     view.name = name;
-    view.server_now_ms = server_time_ms(connection, keys.state); // the clock its scripts read
     const auto head = connection.pipeline({Command{keys.state, {"HGET", keys.state, "limit"}},
                                            Command{keys.holders, {"ZCARD", keys.holders}},
                                            Command{keys.queue, {"ZCARD", keys.queue}}});
+    // The clock its scripts read: its node's, on a Redis Cluster (which the reads above found
+    // by their MOVED replies; TIME itself is never redirected).
+    view.server_now_ms = server_time_ms(connection, keys.state);
     view.limit = optional_number(head[0]);
     const long long holders = checked(head[1]).as_integer();
     const long long waiters = checked(head[2]).as_integer();

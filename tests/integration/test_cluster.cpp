@@ -236,6 +236,38 @@ TEST_CASE("cluster: a run holds its slot through a migration (its heartbeat foll
     CHECK(run_redsem({"release", name, token}, env).exit_code == 0);
 }
 
+TEST_CASE("cluster: a release served by the node importing the slot (after ASK) completes, and "
+          "the waiter it hands the slot to gets it",
+          "[cluster]") {
+    RedisCluster cluster;
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    REQUIRE(primaries.size() == 3);
+    const std::string name = cluster.name_on(primaries[0], "asked");
+    const int slot = key_slot("{" + name + "}");
+    cluster.mark_in_use(name);
+    const EnvChanges env{{"REDSEM_URL", cluster.url(primaries[2])}};
+    Connection observer = cluster.node(primaries[2]).admin();
+
+    const auto held = run_redsem({"acquire", name, "--ttl", "60s"}, env);
+    REQUIRE(held.exit_code == 0);
+    Child waiter({"acquire", name, "-w", "30s", "--ttl", "60s"}, env);
+    REQUIRE(wait_until([&] { return zcard(observer, "redsem:{" + name + "}:queue") == 1; }, 10s));
+    ProcessResult released;
+    cluster.migrate_slot(slot, primaries[1], 100, 0ms, 0ms, [&] {
+        // Every key is on the target and the slot still migrating: the source answers ASK,
+        // and the release script runs on the target after ASKING, where a command on several
+        // keys of which some are missing fails (TRYAGAIN) inside the script.
+        released = run_redsem({"release", name, first_line(held.out)}, env);
+    });
+    INFO("release said: " << released.err);
+    CHECK(released.exit_code == 0);
+    const ProcessResult woken = waiter.wait(20s);
+    INFO("waiter said: " << woken.err);
+    REQUIRE(woken.exit_code == 0);
+    CHECK(run_redsem({"release", name, first_line(woken.out)}, env).exit_code == 0);
+    CHECK(zcard(observer, "redsem:{" + name + "}:holders") == 0);
+}
+
 TEST_CASE("cluster: a primary killed under 24 clients with --replicas 1 and no loss grace: never "
           "more than the limit inside, and the clients carry on with its replica once that has "
           "a replica again",

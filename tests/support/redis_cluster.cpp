@@ -158,7 +158,8 @@ void RedisCluster::mark_in_use(const std::string& name, const std::string& prefi
 }
 
 void RedisCluster::migrate_slot(int slot, std::size_t to, std::size_t batch,
-                                std::chrono::milliseconds pause, std::chrono::milliseconds hold) {
+                                std::chrono::milliseconds pause, std::chrono::milliseconds hold,
+                                const std::function<void()>& keys_moved) {
     const std::size_t from = owner(slot);
     if (from == to) {
         return;
@@ -190,6 +191,9 @@ void RedisCluster::migrate_slot(int slot, std::size_t to, std::size_t batch,
             throw std::runtime_error("test cluster: MIGRATE failed: " + moved.text);
         }
         std::this_thread::sleep_for(pause);
+    }
+    if (keys_moved) {
+        keys_moved(); // the slot still open: the source answers ASK, the target after ASKING
     }
     // The target first, as redis-cli does: then the source's clients are sent there.
     target.call({"CLUSTER", "SETSLOT", slot_text, "NODE", to_id});

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,11 +45,12 @@ public:
 
     // Moves `slot` to node `to`, as `redis-cli --cluster reshard` does: IMPORTING on the
     // target, MIGRATING on the source (held so for `hold` before the first MIGRATE), MIGRATE of
-    // its keys `batch` at a time with `pause` after each, then SETSLOT NODE everywhere. Throws
-    // when a MIGRATE fails.
+    // its keys `batch` at a time with `pause` after each, `keys_moved()` once they all have,
+    // then SETSLOT NODE everywhere. Throws when a MIGRATE fails.
     void migrate_slot(int slot, std::size_t to, std::size_t batch = 10,
                       std::chrono::milliseconds pause = std::chrono::milliseconds(0),
-                      std::chrono::milliseconds hold = std::chrono::milliseconds(0));
+                      std::chrono::milliseconds hold = std::chrono::milliseconds(0),
+                      const std::function<void()>& keys_moved = {});
     // After node `dead` was killed: waits until its slots are served by a node that says it
     // is a primary; returns that node's index.
     std::size_t wait_for_failover(std::size_t dead,
