@@ -18,7 +18,9 @@ public:
 
     const Lease& lease() const noexcept { return m_lease; }
 
-    // Releases now; true when the slot was still held. Throws Error on Redis failures.
+    // Releases now; true when the slot was still held. Tries once more after a lost
+    // connection, and keeps trying through a transient error (a failover, a slot migration)
+    // while the lease lasts. Throws Error on other Redis failures.
     bool release();
 
 private:
