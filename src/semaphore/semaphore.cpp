@@ -102,8 +102,11 @@ AcquireReply parse_acquire_reply(const Reply& reply) {
 // its lease back, a waiter its place. Anything else, or a failure that lasts, stands.
 class RetryWindow {
 public:
-    RetryWindow(int interrupt_fd, Milliseconds window)
-        : m_interrupt_fd(interrupt_fd), m_window(window) {}
+    // `wait`: the acquire's bounded wait, which bounds the window too (never below the window
+    // for a blip). The connection's outage window is read at each failure: it grows once the
+    // connection finds out that it talks to a Redis Cluster.
+    RetryWindow(int interrupt_fd, const Connection& connection, std::optional<Milliseconds> wait)
+        : m_interrupt_fd(interrupt_fd), m_connection(connection), m_wait(wait) {}
 
     // Redis answered: the window counts from the next failure.
     void answered() {
@@ -123,7 +126,10 @@ public:
         if (!m_failing_since) {
             m_failing_since = now;
         }
-        if (!worth_retrying || now - *m_failing_since >= m_window) {
+        const Milliseconds outage = m_connection.outage_window();
+        const Milliseconds window =
+            m_wait ? std::clamp(*m_wait, std::min(k_reconnect_window, outage), outage) : outage;
+        if (!worth_retrying || now - *m_failing_since >= window) {
             throw;
         }
         if (interruptible_sleep(m_backoff.next(), m_interrupt_fd)) {
@@ -133,7 +139,8 @@ public:
 
 private:
     int m_interrupt_fd;
-    Milliseconds m_window;
+    const Connection& m_connection;
+    std::optional<Milliseconds> m_wait;
     bool m_answered = false; // Redis answered at least once during this acquire
     std::optional<Clock::time_point> m_failing_since;
     Backoff m_backoff;
@@ -319,13 +326,8 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
     const auto give_up_at = options.wait ? Clock::now() + *options.wait : Clock::time_point::max();
     bool sent = options.retry; // once sent, the server may know the token (holder or waiter)
     bool waited = false;
-    // A bounded wait bounds how long an outage (a failover) is ridden out too, but never below
-    // the window for a blip.
-    const Milliseconds outage = m_connection.outage_window();
-    RetryWindow retries(options.interrupt_fd,
-                        options.wait ? std::clamp(*options.wait, std::min(k_reconnect_window, outage),
-                                                  outage)
-                                     : outage);
+    // A bounded wait bounds how long an outage (a failover) is ridden out too.
+    RetryWindow retries(options.interrupt_fd, m_connection, options.wait);
     try {
         for (;;) {
             AcquireReply reply;
