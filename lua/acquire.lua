@@ -11,6 +11,8 @@
 --         its place), '0' for a token never sent before (skips the look-ups)
 -- ARGV[9] the loss grace in ms, stored with the semaphore; '' keeps the stored one (default:
 --         the longer of the ttl and DEFAULT_LOSS_GRACE_MS)
+-- ARGV[10] how many events the semaphore's history keeps, stored with it (0: none); '' keeps
+--         the stored length (default: DEFAULT_HISTORY)
 -- Reply, by first element:
 --   {'ok', fence, slot, deadline_ms, limit, now_ms}      the caller holds a slot
 --   {'wait', position, held, limit, next_expiry_in_ms, queued, now_ms, closed_for_ms,
@@ -54,6 +56,11 @@ if asked_grace and asked_grace ~= state.loss_grace then
     redis.call('HSET', K_STATE, 'loss_grace', asked_grace)
     state.loss_grace = asked_grace
 end
+local asked_history = #ARGV > 10 and tonumber(ARGV[10]) -- (the last ARGV is the flags)
+if asked_history and asked_history ~= state.history then
+    redis.call('HSET', K_STATE, 'history', asked_history)
+    state.history = asked_history
+end
 local grace = loss_grace(state, ttl)
 prune(state, now)
 
@@ -62,7 +69,7 @@ if known then
     local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
     if deadline and deadline <= now then
         -- Expired, and not pruned yet (prune takes 100 at a time): not the caller's any more.
-        remove_holder(state, token, nil, now)
+        expire_holder(state, token, deadline, now)
         deadline = nil
     end
     if deadline then
@@ -95,12 +102,14 @@ if state.limit ~= limit then
     redis.call('HSET', K_STATE, 'limit', limit)
     redis.call('DEL', K_SLOTS)
     expire_new(state, K_STATE)
-    state.limit = limit
+    local from = state.limit
+    state.limit, state.raw_limit = limit, tostring(limit)
+    log_limit(state, now, from, limit)
 end
 
--- Takes the lowest free slot for `token`; nil when admission is closed, or when the bitmap
--- and the holders disagree beyond repair.
-local function grant(held)
+-- Takes the lowest free slot for `token`, which waited `waited` ms for it; nil when admission
+-- is closed, or when the bitmap and the holders disagree beyond repair.
+local function grant(held, waited)
     if admission_opens(state, now, grace) > 0 then
         return nil
     end
@@ -135,6 +144,7 @@ local function grant(held)
         expire_new(state, K_SLOTS)
     end
     touch(state, deadline)
+    log_grant(state, now, token, slot, fence, waited, json)
     return {'ok', fence, slot, deadline, limit, now}
 end
 
@@ -176,7 +186,8 @@ if position then
     -- that fits under the limit anyway (keys changed by hand) takes its slot here.
     held = held or redis.call('ZCARD', K_HOLDERS)
     if position < limit - held then
-        local granted = grant(held)
+        local queued_at = (parse_info(redis.call('HGET', K_INFO, token)) or {}).since or now
+        local granted = grant(held, now - queued_at)
         if granted then
             redis.call('ZREM', K_QUEUE, token)
             redis.call('ZREM', K_ALIVE, token)
@@ -194,7 +205,7 @@ end
 if queued == 0 then
     held = held or redis.call('ZCARD', K_HOLDERS)
     if held < limit then
-        local granted = grant(held)
+        local granted = grant(held, 0)
         if granted then
             return granted
         end
@@ -214,5 +225,6 @@ if queued == 0 then
     expire_new(state, K_QUEUE)
     expire_new(state, K_ALIVE)
 end
+log_entry(state, now, 'queued', token, {kind = 'w', json = json}, nil)
 return {'wait', queued, held or limit, limit, next_expiry_in(queued), queued + 1, now, closed_for,
         extra}

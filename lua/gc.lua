@@ -7,6 +7,8 @@
 --         (a rank in the zset in a dry run, where nothing leaves it; an HSCAN cursor for
 --         'orphans')
 -- ARGV[5] how many entries to examine in this call
+-- Each entry removed is logged as a 'gc' event in the semaphore's history, which stays when the
+-- semaphore's keys are deleted (it expires as they would have).
 -- Dead: holders whose lease ran out, waiters that stopped refreshing, hand-overs nobody
 -- collected, and records no holder or waiter owns (keys edited by hand). A live holder is
 -- never touched, even one renewing right now: each call runs atomically, by the server's clock.
@@ -27,10 +29,18 @@ local phase, position, budget = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local now = server_now()
 local removed = {}
 
+-- Reports `token` as removed (and, unless in a dry run, logs it as removed by gc, with how
+-- long it held or waited until its lease or liveness ran out at `dead_since`).
 local function note(kind, token, dead_since)
-    removed[#removed + 1] = {kind, token, redis.call('HGET', K_INFO, token) or '',
+    local record = redis.call('HGET', K_INFO, token)
+    removed[#removed + 1] = {kind, token, record or '',
                              dead_since and math.max(0, now - dead_since) or 0}
     budget = budget - 1
+    if not dry_run and state.history > 0 then
+        local info = parse_info(record)
+        log_entry(state, now, 'gc', token, info,
+                  info and info.since and dead_since and dead_since - info.since)
+    end
 end
 
 -- A holder whose hand-over lapsed uncollected (settle_lapsed() in the 'alive' phase).

@@ -20,6 +20,7 @@
 --                            semaphore's own "<prefix>:{name}:epoch", which expires with it,
 --                            and also names the cluster node (node: its CLUSTER MYID), so that
 --                            keys that came by a slot migration are told from a failover.
+--   KEYS[8] log      stream  the semaphore's history (see log_event())
 -- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:",
 -- and the last ARGV is always flags the client library adds (Connection::eval): 1 when the
 -- client sent the script with EVAL because the server did not have it cached (a new server
@@ -54,7 +55,7 @@
 -- the hot paths keep the number of calls small on purpose.
 
 local K_STATE, K_HOLDERS, K_INFO = KEYS[1], KEYS[2], KEYS[3]
-local K_QUEUE, K_ALIVE, K_SLOTS, K_EPOCH = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local K_QUEUE, K_ALIVE, K_SLOTS, K_EPOCH, K_LOG = KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local SEMAPHORE_KEYS = 6 -- KEYS[1..6] belong to the semaphore; the epoch key may be shared
 -- "<prefix>:{name}:state" -> "<prefix>:{name}:epoch": the semaphore's own (on a Cluster).
 local OWN_EPOCH = K_EPOCH == string.sub(K_STATE, 1, -6) .. 'epoch'
@@ -95,6 +96,14 @@ local NUDGE_KEEP_MS = 60000
 -- somebody looks again within the head's refresh interval, so up to this many dead waiters in
 -- a row at the head are each passed over within about CLAIM_MS (see acquire.lua).
 local NEAR_HEAD = 8
+-- How many events the history keeps when the semaphore names no other length (state field
+-- `history`; 0 keeps none). At or above EXACT_TRIM_BELOW the stream is trimmed a block at a
+-- time (MAXLEN ~: cheaper, keeps up to about 100 more); below it, exactly.
+local DEFAULT_HISTORY = 10000
+local EXACT_TRIM_BELOW = 1000
+-- Events counted in the state hash (for `status --format prometheus`) while history is on.
+local COUNTERS = {acquired = 'acquired_total', expired = 'expired_total',
+                  unclaimed = 'expired_total', lost = 'lost_total'}
 
 -- Integers above 1e14 lose digits in tostring(); format them exactly.
 local function int_str(n)
@@ -129,7 +138,7 @@ end
 -- a key holds a type redsem did not create. All keys are checked only when the state hash is
 -- missing (a new semaphore); a foreign key appearing later still fails with WRONGTYPE.
 local function load_state()
-    local got = redis.pcall('HMGET', K_STATE, 'limit', 'fence', 'keep', 'loss_grace', 'due')
+    local got = redis.pcall('HMGET', K_STATE, 'limit', 'fence', 'keep', 'loss_grace', 'due', 'history')
     if got.err then
         return nil, {'wrongtype', K_STATE, redis.call('TYPE', K_STATE).ok, 'hash'}
     end
@@ -140,9 +149,14 @@ local function load_state()
                 return nil, {'wrongtype', KEYS[i], actual, KEY_TYPES[i]}
             end
         end
+        local actual = K_LOG and redis.call('TYPE', K_LOG).ok or 'none'
+        if actual ~= 'none' and actual ~= 'stream' then
+            return nil, {'wrongtype', K_LOG, actual, 'stream'}
+        end
     end
     return {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
-            keep = tonumber(got[3]) or 0, loss_grace = tonumber(got[4]), due = tonumber(got[5]) or 0}
+            keep = tonumber(got[3]) or 0, loss_grace = tonumber(got[4]), due = tonumber(got[5]) or 0,
+            history = tonumber(got[6]) or DEFAULT_HISTORY}
 end
 
 -- Server time in milliseconds; also remembers it in microseconds for next_fence(). (Both
@@ -174,6 +188,9 @@ local function touch(state, deadline)
     redis.call('HSET', K_STATE, 'keep', int_str(state.keep))
     for i = 1, SEMAPHORE_KEYS do
         redis.call('PEXPIREAT', KEYS[i], int_str(state.keep))
+    end
+    if K_LOG then
+        redis.call('PEXPIREAT', K_LOG, int_str(state.keep))
     end
     if OWN_EPOCH then
         redis.call('PEXPIREAT', K_EPOCH, int_str(state.keep))
@@ -293,6 +310,61 @@ local function holder_info(slot, fence, now, ttl, json)
     return 'h ' .. slot .. ' ' .. int_str(fence) .. ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json
 end
 
+-- History: each event is one stream entry (ID: the server time it happened, in ms) of one
+-- field, the event's kind, whose value is "TOKEN SLOT FENCE DURATION_MS JSON" ('-' where a
+-- part does not apply; JSON: the holder's or waiter's metadata), or for 'limit', "FROM TO".
+-- One field, not one per part: an event costs about what one XADD costs (see the README).
+-- Kinds: acquired (directly, or by hand-over; DURATION: how long it waited), queued,
+-- released (DURATION: how long it held the slot), expired (a lease ran out by the server's
+-- clock; DURATION: from the grant to the deadline), unclaimed (a hand-over nobody collected
+-- in time), lost (a renewal found no lease), left (a waiter left the queue: released, by a
+-- signal or at the end of --wait; DURATION: how long it waited), dropped (a waiter stopped
+-- refreshing its place), gc (removed by redsem gc) and limit.
+-- The stream is created only for a semaphore that has a state, and gets the same expiry as
+-- its other keys (see touch()). A failure here (a foreign key in the log's place) never fails
+-- the script: history is a record, the semaphore is what matters.
+local function log_event(state, now, event, value)
+    local cap = state.history
+    if not K_LOG or cap <= 0 then
+        return
+    end
+    local trim = cap < EXACT_TRIM_BELOW and '=' or '~'
+    local id = redis.pcall('XADD', K_LOG, 'NOMKSTREAM', 'MAXLEN', trim, cap, '*', event, value)
+    if id == false and state.raw_limit then
+        redis.pcall('XADD', K_LOG, 'MAXLEN', trim, cap, '*', event, value)
+        redis.call('PEXPIREAT', K_LOG, int_str(state.keep > now and state.keep or now + KEEP_STEP_MS))
+    end
+    local counter = COUNTERS[event]
+    if counter and state.raw_limit then
+        redis.call('HINCRBY', K_STATE, counter, 1)
+    end
+end
+
+-- Logs `event` for `token`, whose record is `info` (parse_info(); nil when unknown), with
+-- `duration` in ms (nil: none).
+local function log_entry(state, now, event, token, info, duration)
+    local slot, fence, json = '-', '-', '{}'
+    if info then
+        json = info.json
+        if info.kind == 'h' then
+            slot, fence = info.slot or '-', info.fence or '-'
+        end
+    end
+    log_event(state, now, event, token .. ' ' .. slot .. ' ' .. fence .. ' ' ..
+              (duration and int_str(math.max(duration, 0)) or '-') .. ' ' .. json)
+end
+
+local function log_grant(state, now, token, slot, fence, waited, json)
+    if state.history > 0 then
+        log_event(state, now, 'acquired', token .. ' ' .. slot .. ' ' .. int_str(fence) .. ' ' ..
+                  int_str(waited) .. ' ' .. json)
+    end
+end
+
+local function log_limit(state, now, from, to)
+    log_event(state, now, 'limit', (from and tostring(from) or '-') .. ' ' .. tostring(to))
+end
+
 -- The queue moved up (a waiter near the head left it): the waiter that moved up to the last
 -- place near the head (position limit + NEAR_HEAD - 1) may have last refreshed its place far
 -- back, and so sleep long (see acquire.lua). Its nudge list ("<wake list>:nudge", which it
@@ -359,6 +431,7 @@ local function hand_over(state, slot, now, bit_set)
             redis.call('PEXPIREAT', wake, int_str(math.max(deadline, now + CLAIM_MS)))
             touch(state, deadline)
             nudge_near_head_entrant(state, now)
+            log_grant(state, now, token, slot, fence, now - (waiter.since or now), waiter.json)
             return true
         end
         -- A queue entry without waiter metadata (changed by hand): drop it, try the next.
@@ -451,7 +524,26 @@ local function settle_lapsed(state, lapsed, now, act, visit)
     end
 end
 
-local function ignore()
+-- settle_lapsed()'s visit for prune(): logs the dead waiters and the uncollected hand-overs.
+local function log_lapsed(state, now)
+    return function(kind, token, deadline)
+        if state.history <= 0 or kind == 'collected' then
+            return
+        end
+        local info = parse_info(redis.call('HGET', K_INFO, token))
+        log_entry(state, now, kind == 'waiter' and 'dropped' or 'unclaimed', token, info,
+                  info and info.since and deadline - info.since)
+    end
+end
+
+-- Removes holder `token`, whose lease ran out at `deadline` (server ms), logging it as expired;
+-- its slot goes on as remove_holder() hands it.
+local function expire_holder(state, token, deadline, now)
+    local info = parse_info(redis.call('HGET', K_INFO, token))
+    if state.history > 0 then
+        log_entry(state, now, 'expired', token, info, info and info.since and deadline - info.since)
+    end
+    return remove_holder(state, token, info, now, true)
 end
 
 -- The earliest deadline in the holders and alive sets, NOTHING_DUE when both are empty.
@@ -478,17 +570,18 @@ local function prune(state, now)
     end
     local lapsed = redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now, 'WITHSCORES', 'LIMIT', 0,
                               PRUNE_BATCH)
-    settle_lapsed(state, lapsed, now, true, ignore)
-    local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now, 'LIMIT', 0, PRUNE_BATCH)
-    for _, token in ipairs(expired) do
-        remove_holder(state, token, nil, now)
+    settle_lapsed(state, lapsed, now, true, log_lapsed(state, now))
+    local expired = redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now, 'WITHSCORES', 'LIMIT', 0,
+                               PRUNE_BATCH)
+    for i = 1, #expired, 2 do
+        expire_holder(state, expired[i], tonumber(expired[i + 1]), now)
     end
     if #expired > 0 or #lapsed > 0 then
         -- Hand-overs may have re-created keys; give them the common expiry.
         expire_new(state, K_HOLDERS)
         expire_new(state, K_INFO)
     end
-    if #lapsed < PRUNE_BATCH * 2 and #expired < PRUNE_BATCH then
+    if #lapsed < PRUNE_BATCH * 2 and #expired < PRUNE_BATCH * 2 then
         state.due = earliest_deadline()
         if state.raw_limit then
             redis.call('HSET', K_STATE, 'due', int_str(state.due))

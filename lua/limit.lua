@@ -1,8 +1,11 @@
--- limit.lua: reads or changes a semaphore's limit while it is in use.
+-- limit.lua: reads or changes a semaphore's limit, and the length of its history, while it is
+-- in use.
 -- KEYS: see lib.lua.   ARGV[1] wake-list prefix
--- ARGV[2] the new limit, or '' to only read it
--- Reply: {limit, stored, held, queued}: the limit in force now (1 for a new semaphore), stored
--- 1 when the semaphore has one (0: new), and how many hold and wait.
+-- ARGV[2] the new limit, or '' to keep it
+-- ARGV[3] how many events the history keeps from now on (0: none), or '' to keep it
+-- Reply: {limit, stored, held, queued, history}: the limit in force now (1 for a new
+-- semaphore), stored 1 when the semaphore has one (0: new), how many hold and wait, and the
+-- history's length.
 -- A higher limit hands the new slots to the queue at once, in FIFO order. A lower one takes
 -- no slot away: holders keep theirs, and nobody is admitted until fewer than the limit hold
 -- (see fill_free_slots()). New holders always get a slot below the limit.
@@ -12,16 +15,26 @@ if not state then
     return bad
 end
 local wanted = tonumber(ARGV[2])
-if not wanted then
+local history = #ARGV > 3 and tonumber(ARGV[3]) -- (the last ARGV is the flags)
+if not wanted and not history then
     return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', K_HOLDERS),
-            redis.call('ZCARD', K_QUEUE)}
+            redis.call('ZCARD', K_QUEUE), state.history}
 end
 local now = server_now()
+if history and history ~= state.history then
+    redis.call('HSET', K_STATE, 'history', history)
+    state.history = history
+end
+wanted = wanted or state.limit or 1
+local from = state.limit
 -- The new limit first: pruning hands freed slots on, and must do so under it.
 redis.call('HSET', K_STATE, 'limit', wanted)
-state.limit = wanted
+state.limit, state.raw_limit = wanted, tostring(wanted)
 prune(state, now)
 touch(state, now) -- a new semaphore's state expires like the rest
+if from ~= wanted then
+    log_limit(state, now, from, wanted)
+end
 local held = redis.call('ZCARD', K_HOLDERS)
 fill_free_slots(state, held, now)
-return {wanted, 1, redis.call('ZCARD', K_HOLDERS), redis.call('ZCARD', K_QUEUE)}
+return {wanted, 1, redis.call('ZCARD', K_HOLDERS), redis.call('ZCARD', K_QUEUE), state.history}

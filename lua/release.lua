@@ -16,9 +16,15 @@ local now = server_now()
 local info = parse_info(redis.call('HGET', K_INFO, token))
 if info and info.kind == 'h' then
     local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
-    local held = remove_holder(state, token, info, now)
-    -- A lease that ran out but was not pruned yet is not the caller's any more.
-    if held and deadline and deadline > now then
+    if deadline and deadline <= now then
+        -- A lease that ran out but was not pruned yet is not the caller's any more.
+        expire_holder(state, token, deadline, now)
+        return 0
+    end
+    if state.history > 0 and deadline then
+        log_entry(state, now, 'released', token, info, now - (info.since or now))
+    end
+    if remove_holder(state, token, info, now, deadline ~= nil) then
         if string.find(info.json, KEEPER_MARK, 1, true) then
             -- Tell the holder's keeper (acquire --while-pid) that it can stop at once.
             local ended = WAKE_PREFIX .. token .. ':released'
@@ -31,6 +37,7 @@ if info and info.kind == 'h' then
 end
 if info and info.kind == 'w' then
     remove_waiter(state, token, now)
+    log_entry(state, now, 'left', token, info, now - (info.since or now))
     return 2
 end
 -- No metadata (hand-edited keys): still never leave the token holding a slot.

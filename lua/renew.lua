@@ -15,11 +15,14 @@ local token = ARGV[2]
 local now = server_now()
 local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
 if not deadline then
+    log_entry(state, now, 'lost', token, nil, nil)
     return {0}
 end
 if deadline <= now then
     -- Expired, not yet pruned: it is lost; pass its slot on now.
-    remove_holder(state, token, nil, now)
+    local info = state.history > 0 and parse_info(redis.call('HGET', K_INFO, token))
+    expire_holder(state, token, deadline, now)
+    log_entry(state, now, 'lost', token, info or nil, info and info.since and now - info.since)
     return {0}
 end
 local info = parse_info(redis.call('HGET', K_INFO, token))

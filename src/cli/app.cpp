@@ -32,6 +32,7 @@ constexpr std::array k_commands{
     Command{"run", "Run a command while holding a slot", setup_run},
     Command{"status", "Show who holds and who waits", setup_status},
     Command{"limit", "Show or change how many may hold a semaphore", setup_limit},
+    Command{"log", "Show who held and waited, when, and for how long", setup_log},
     Command{"gc", "Clean up after dead holders and waiters", setup_gc},
 };
 

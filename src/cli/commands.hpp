@@ -33,5 +33,6 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global);
 Runner setup_status(CLI::App& command, const GlobalOptions& global);
 Runner setup_gc(CLI::App& command, const GlobalOptions& global);
 Runner setup_limit(CLI::App& command, const GlobalOptions& global);
+Runner setup_log(CLI::App& command, const GlobalOptions& global);
 
 } // namespace redsem::cli

@@ -14,6 +14,7 @@ namespace {
 struct LimitArgs {
     std::string name;
     std::optional<std::string> limit;
+    std::optional<std::string> history;
     bool json = false;
 };
 
@@ -23,18 +24,23 @@ int run_limit(const LimitArgs& args, const GlobalOptions& global) {
     if (args.limit) {
         new_limit = parse_limit(*args.limit, "N");
     }
+    // Only the option sets the history here: $REDSEM_HISTORY is for the semaphores a client
+    // uses, and reading the limit must change nothing.
+    const std::optional<long long> history =
+        args.history ? resolve_history(args.history) : std::nullopt;
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
     Semaphore semaphore(connection, prefix, args.name);
-    const LimitInfo info = semaphore.limit(new_limit);
+    const LimitInfo info = semaphore.limit(new_limit, history);
     if (args.json) {
         const nlohmann::json out{{"name", args.name},
                                  {"limit", info.limit},
                                  {"stored", info.stored},
                                  {"held", info.held},
-                                 {"queued", info.queued}};
+                                 {"queued", info.queued},
+                                 {"history", info.history}};
         print_json(out);
-    } else if (!new_limit) {
+    } else if (!new_limit && !history) {
         std::cout << info.limit << "\n";
     }
     return 0;
@@ -50,8 +56,13 @@ Runner setup_limit(CLI::App& command, const GlobalOptions& global) {
         "holders keep their slots and nobody new gets one until fewer than N hold.");
     command.add_option("NAME", args->name, "Semaphore name")->required();
     command.add_option("N", args->limit, "The new limit (1-100000)");
+    command
+        .add_option("--history", args->history,
+                    "Keep N events in NAME's history from now on (0: none; default length 10000)")
+        ->type_name("N");
     command.add_flag("--json", args->json,
-                     "Print name, limit, stored (false: a new semaphore), held and queued as JSON");
+                     "Print name, limit, stored (false: a new semaphore), held, queued and history "
+                     "as JSON");
     return [args, &global] { return run_limit(*args, global); };
 }
 

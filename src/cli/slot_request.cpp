@@ -1,5 +1,7 @@
 #include "cli/slot_request.hpp"
 
+#include "process/any_readable.hpp"
+
 #include "util/duration.hpp"
 #include "util/name.hpp"
 #include "util/token.hpp"
@@ -9,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fmt/format.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
 namespace redsem::cli {
@@ -17,35 +18,6 @@ namespace redsem::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// One descriptor that is readable while any of several is (an epoll set): lets a wait that
-// knows one interrupt descriptor stop for a signal or for a process's exit.
-class AnyReadable {
-public:
-    explicit AnyReadable(std::initializer_list<int> fds) : m_fd(epoll_create1(EPOLL_CLOEXEC)) {
-        if (m_fd < 0) {
-            throw InternalError(fmt::format("epoll_create1: {}", std::strerror(errno)));
-        }
-        for (const int fd : fds) {
-            epoll_event event{};
-            event.events = EPOLLIN;
-            event.data.fd = fd;
-            if (epoll_ctl(m_fd, EPOLL_CTL_ADD, fd, &event) != 0) {
-                const int error = errno;
-                close(m_fd);
-                throw InternalError(fmt::format("epoll_ctl: {}", std::strerror(error)));
-            }
-        }
-    }
-    ~AnyReadable() { close(m_fd); }
-    AnyReadable(const AnyReadable&) = delete;
-    AnyReadable& operator=(const AnyReadable&) = delete;
-
-    int fd() const noexcept { return m_fd; }
-
-private:
-    int m_fd;
-};
 
 // One status line on a terminal, rewritten in place while waiting.
 class WaitFeedback {
@@ -120,6 +92,7 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
                                 format_duration(k_default_loss_grace)))
         ->type_name("DUR");
     command.add_option("--replicas", request.replicas, k_replicas_help)->type_name("N");
+    command.add_option("--history", request.history, k_history_help)->type_name("N");
     command.add_flag("-q,--quiet", request.quiet,
                      "Show no queue position while waiting, and no notice when no slot came");
 }
@@ -140,6 +113,7 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
                            : static_cast<int>(ExitCode::timeout);
     parsed.options.loss_grace = resolve_loss_grace(request.loss_grace);
     parsed.options.replicas = resolve_replicas(request.replicas);
+    parsed.options.history = resolve_history(request.history);
     owner.label = request.label.value_or(default_label);
     if (owner.label.size() > k_max_label_bytes) {
         owner.label.resize(k_max_label_bytes);

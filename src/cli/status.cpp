@@ -1,7 +1,13 @@
 #include "cli/commands.hpp"
+#include "process/any_readable.hpp"
+#include "process/signal_watch.hpp"
+#include "process/terminal.hpp"
+#include "semaphore/history.hpp"
 #include "semaphore/inspect.hpp"
 #include "util/duration.hpp"
+#include "util/errors.hpp"
 #include "util/name.hpp"
+#include "util/prometheus.hpp"
 #include "util/table.hpp"
 #include "util/time_format.hpp"
 #include "util/token.hpp"
@@ -11,6 +17,8 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <poll.h>
+#include <sstream>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -23,6 +31,8 @@ using nlohmann::json;
 struct StatusArgs {
     std::vector<std::string> names;
     bool json = false;
+    std::optional<std::string> format;
+    bool watch = false;
     bool names_only = false;
 };
 
@@ -147,14 +157,14 @@ json view_json(const SemaphoreView& view) {
     return out;
 }
 
-void print_view(const SemaphoreView& view, std::size_t width) {
+void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width) {
     const long long now = view.server_now_ms;
     if (view.holders.empty() && view.waiters.empty()) {
-        std::cout << terminal_safe(view.name) << ": no holders and no waiters\n";
+        out << terminal_safe(view.name) << ": no holders and no waiters\n";
         return;
     }
     const Counts counts = count(view);
-    std::cout << fmt::format(
+    out << fmt::format(
         "{}: {}\n", terminal_safe(view.name),
         headline(counts.held, counts.expired, view.limit, counts.waiting, counts.stale));
     if (!view.holders.empty()) {
@@ -171,7 +181,7 @@ void print_view(const SemaphoreView& view, std::size_t width) {
                  left > 0 ? "in " + format_duration(Milliseconds{left}) : "expired " + ago(-left),
                  r ? std::to_string(r->fence) : "?", r ? r->meta.label : "?"});
         }
-        std::cout << render_table(rows, width, rows[0].size() - 1);
+        out << render_table(rows, width, rows[0].size() - 1);
     }
     if (!view.waiters.empty()) {
         std::vector<std::vector<std::string>> rows{
@@ -186,8 +196,32 @@ void print_view(const SemaphoreView& view, std::size_t width) {
                             r ? r->meta.host : "?", pid_cell(r), r ? r->meta.user : "?", waited,
                             r ? r->meta.label : "?"});
         }
-        std::cout << render_table(rows, width, rows[0].size() - 1);
+        out << render_table(rows, width, rows[0].size() - 1);
     }
+}
+
+void print_summaries(std::ostream& out, const std::vector<SemaphoreSummary>& summaries,
+                     const std::string& prefix, std::size_t width) {
+    if (summaries.empty()) {
+        out << "no semaphores under prefix '" << terminal_safe(prefix) << "'\n";
+        return;
+    }
+    std::vector<std::vector<std::string>> rows{
+        {"NAME", "HELD", "EXPIRED", "WAITING", "STALE", "OLDEST", "HOLDER", "LABEL"}};
+    for (const auto& summary : summaries) {
+        const auto& oldest = summary.oldest;
+        rows.push_back({summary.name,
+                        fmt::format("{}/{}", summary.held,
+                                    summary.limit ? std::to_string(*summary.limit) : "?"),
+                        std::to_string(summary.expired), std::to_string(summary.waiting),
+                        std::to_string(summary.stale),
+                        oldest ? format_duration(
+                                     Milliseconds{summary.server_now_ms - oldest->since_ms})
+                               : "-",
+                        oldest ? fmt::format("{}:{}", oldest->meta.host, oldest->meta.pid) : "-",
+                        oldest ? oldest->meta.label : ""});
+    }
+    out << render_table(rows, width, rows[0].size() - 1);
 }
 
 int show_all(Connection& connection, const std::string& prefix, bool as_json) {
@@ -212,52 +246,212 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
         print_json(out);
         return 0;
     }
-    if (summaries.empty()) {
-        std::cout << "no semaphores under prefix '" << prefix << "'\n";
-        return 0;
-    }
-    std::vector<std::vector<std::string>> rows{
-        {"NAME", "HELD", "EXPIRED", "WAITING", "STALE", "OLDEST", "HOLDER", "LABEL"}};
-    for (const auto& summary : summaries) {
-        const auto& oldest = summary.oldest;
-        rows.push_back({summary.name,
-                        fmt::format("{}/{}", summary.held,
-                                    summary.limit ? std::to_string(*summary.limit) : "?"),
-                        std::to_string(summary.expired), std::to_string(summary.waiting),
-                        std::to_string(summary.stale),
-                        oldest ? format_duration(
-                                     Milliseconds{summary.server_now_ms - oldest->since_ms})
-                               : "-",
-                        oldest ? fmt::format("{}:{}", oldest->meta.host, oldest->meta.pid) : "-",
-                        oldest ? oldest->meta.label : ""});
-    }
-    std::cout << render_table(rows, terminal_width(), rows[0].size() - 1);
+    print_summaries(std::cout, summaries, prefix, terminal_width());
     return 0;
+}
+
+// How often --watch redraws (lease countdowns) when no event comes first.
+constexpr Milliseconds k_watch_redraw{1000};
+
+void print_views(std::ostream& out, const std::vector<SemaphoreView>& views, std::size_t width) {
+    for (std::size_t i = 0; i < views.size(); ++i) {
+        if (i > 0) {
+            out << "\n";
+        }
+        print_view(out, views[i], width);
+    }
+}
+
+// --format prometheus: one family per metric, a sample per semaphore (see redsem(1)).
+void print_prometheus(const std::vector<SemaphoreSummary>& summaries, const std::string& prefix) {
+    PrometheusWriter out;
+    using Labels = PrometheusWriter::Labels;
+    const auto labels = [&prefix](const SemaphoreSummary& summary) {
+        return Labels{{"prefix", prefix}, {"name", summary.name}};
+    };
+    const auto seconds_since = [](const SemaphoreSummary& summary, std::optional<long long> since) {
+        return since ? static_cast<double>(summary.server_now_ms - *since) / 1000.0 : 0.0;
+    };
+    out.family("redsem_limit", "gauge", "How many may hold the semaphore at once.");
+    for (const auto& summary : summaries) {
+        if (summary.limit) {
+            out.sample(labels(summary), *summary.limit);
+        }
+    }
+    const std::pair<const char*, std::pair<const char*, long long SemaphoreSummary::*>> counts[] = {
+        {"redsem_holders", {"Holders whose lease is live.", &SemaphoreSummary::held}},
+        {"redsem_expired_holders",
+         {"Holders whose lease ran out (or hand-over lapsed), not removed yet.",
+          &SemaphoreSummary::expired}},
+        {"redsem_waiters", {"Waiters in the queue that keep their place.",
+                            &SemaphoreSummary::waiting}},
+        {"redsem_stale_waiters", {"Waiters that stopped refreshing their place, not removed yet.",
+                                  &SemaphoreSummary::stale}},
+    };
+    for (const auto& [name, what] : counts) {
+        out.family(name, "gauge", what.first);
+        for (const auto& summary : summaries) {
+            out.sample(labels(summary), summary.*what.second);
+        }
+    }
+    out.family("redsem_oldest_wait_seconds", "gauge",
+               "How long the waiter at the head of the queue has waited (0: nobody waits).");
+    for (const auto& summary : summaries) {
+        out.sample(labels(summary), seconds_since(summary, summary.oldest_wait_since_ms));
+    }
+    out.family("redsem_oldest_hold_seconds", "gauge",
+               "How long the longest live holder has held its slot (0: nobody holds one).");
+    for (const auto& summary : summaries) {
+        out.sample(labels(summary),
+                   seconds_since(summary, summary.oldest ? std::optional(summary.oldest->since_ms)
+                                                         : std::nullopt));
+    }
+    const std::pair<const char*, std::pair<const char*, long long HistoryCounters::*>> totals[] = {
+        {"redsem_acquired_total",
+         {"Slots granted, directly or by hand-over (while history is on).",
+          &HistoryCounters::acquired}},
+        {"redsem_expired_total",
+         {"Leases that ran out, and hand-overs nobody collected (while history is on).",
+          &HistoryCounters::expired}},
+        {"redsem_lost_total",
+         {"Renewals that found their lease gone (while history is on).", &HistoryCounters::lost}},
+    };
+    for (const auto& [name, what] : totals) {
+        out.family(name, "counter", what.first);
+        for (const auto& summary : summaries) {
+            if (summary.counters) {
+                out.sample(labels(summary), (*summary.counters).*what.second);
+            }
+        }
+    }
+    std::cout << out.text();
+}
+
+// One screen of --watch.
+std::string watch_frame(Connection& connection, const std::string& prefix,
+                        const std::vector<std::string>& names, std::size_t width) {
+    std::ostringstream out;
+    std::vector<SemaphoreView> views;
+    std::vector<SemaphoreSummary> summaries;
+    long long now = 0;
+    if (names.empty()) {
+        summaries = list_semaphores(connection, prefix);
+        now = summaries.empty() ? server_time_ms(connection, "") : summaries.front().server_now_ms;
+    } else {
+        for (const auto& name : names) {
+            views.push_back(inspect(connection, prefix, name));
+        }
+        now = views.front().server_now_ms;
+    }
+    out << fmt::format("redsem status: {}  (server time; q quits)\n\n", local_time(now));
+    if (names.empty()) {
+        print_summaries(out, summaries, prefix, width);
+    } else {
+        print_views(out, views, width);
+    }
+    return out.str();
+}
+
+// --watch: redraws at each event of the names' histories (or every k_watch_redraw), until q,
+// Ctrl-C or a signal to stop.
+int watch(Connection& connection, const std::string& prefix, const std::vector<std::string>& names) {
+    SignalWatch signals({SIGINT, SIGTERM, SIGHUP, SIGWINCH, SIGTSTP});
+    FullScreen screen;
+    AnyReadable woken({STDIN_FILENO, signals.fd()});
+    std::vector<std::string> last_ids(names.size(), "$");
+    bool follow = !names.empty();
+    for (;;) {
+        for (const int signal : signals.take_pending()) {
+            if (signal == SIGTSTP) {
+                screen.suspend();
+            } else if (signal != SIGWINCH) {
+                return 0;
+            }
+        }
+        for (char key = screen.read_key(); key != 0; key = screen.read_key()) {
+            if (key == 'q' || key == 'Q') {
+                return 0;
+            }
+        }
+        std::string frame;
+        try {
+            frame = watch_frame(connection, prefix, names,
+                                static_cast<std::size_t>(screen.columns()));
+        } catch (const UsageError&) {
+            throw;
+        } catch (const Error& error) {
+            // Redis went away, or failed over: say so on the screen, and look again.
+            frame = fmt::format("redsem: error: {}\n\nretrying every {}; q quits", error.what(),
+                                format_duration(k_watch_redraw));
+        }
+        screen.draw(frame);
+        try {
+            if (follow) {
+                std::fill(last_ids.begin(), last_ids.end(), "$");
+                follow_history(connection, prefix, names, last_ids, k_watch_redraw, woken.fd());
+                continue;
+            }
+        } catch (const WaitInterrupted&) {
+            continue;
+        } catch (const UsageError&) {
+            follow = false; // several names on a Redis Cluster: redraw on the clock alone
+        } catch (const Error&) {
+            // Shown at the next redraw.
+        }
+        pollfd wait{woken.fd(), POLLIN, 0};
+        poll(&wait, 1, static_cast<int>(k_watch_redraw.count()));
+    }
 }
 
 int run_status(const StatusArgs& args, const GlobalOptions& global) {
     for (const auto& name : args.names) {
         check_name(name);
     }
+    std::string format = args.format.value_or(args.json ? "json" : "table");
+    if (format != "table" && format != "json" && format != "prometheus") {
+        throw UsageError(fmt::format("--format: '{}' is not table, json or prometheus",
+                                     printable(format)));
+    }
+    if (args.json && format != "json") {
+        throw UsageError("--json and --format " + format + " exclude each other");
+    }
+    if (args.watch && format != "table") {
+        throw UsageError("--watch shows a table; it takes no --json or --format");
+    }
+    if (args.names_only && (!args.names.empty() || format != "table" || args.watch)) {
+        throw UsageError("--names takes no NAME, --json, --format or --watch");
+    }
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
+    if (args.watch) {
+        return watch(connection, prefix, args.names);
+    }
     if (args.names_only) {
-        if (!args.names.empty() || args.json) {
-            throw UsageError("--names takes no NAME and no --json");
-        }
         for (const auto& name : scan_names(connection, prefix)) {
             std::cout << terminal_safe(name) << "\n";
         }
         return 0;
     }
+    if (format == "prometheus") {
+        std::vector<SemaphoreSummary> summaries;
+        if (args.names.empty()) {
+            summaries = list_semaphores(connection, prefix);
+        } else {
+            for (const auto& name : args.names) {
+                summaries.push_back(summarize(connection, prefix, name));
+            }
+        }
+        print_prometheus(summaries, prefix);
+        return 0;
+    }
     if (args.names.empty()) {
-        return show_all(connection, prefix, args.json);
+        return show_all(connection, prefix, format == "json");
     }
     std::vector<SemaphoreView> views;
     for (const auto& name : args.names) {
         views.push_back(inspect(connection, prefix, name));
     }
-    if (args.json) {
+    if (format == "json") {
         json out = json::array();
         for (const auto& view : views) {
             out.push_back(view_json(view));
@@ -266,13 +460,7 @@ int run_status(const StatusArgs& args, const GlobalOptions& global) {
         print_json(shown);
         return 0;
     }
-    const std::size_t width = terminal_width();
-    for (std::size_t i = 0; i < views.size(); ++i) {
-        if (i > 0) {
-            std::cout << "\n";
-        }
-        print_view(views[i], width);
-    }
+    print_views(std::cout, views, terminal_width());
     return 0;
 }
 
@@ -283,7 +471,15 @@ Runner setup_status(CLI::App& command, const GlobalOptions& global) {
     command.description("Show who holds and who waits for each NAME; without NAME, list every "
                         "semaphore under the prefix. Changes nothing.");
     command.add_option("NAME", args->names, "Semaphore names (default: all)");
-    command.add_flag("--json", args->json, "Print JSON (schema in redsem(1))");
+    command.add_flag("--json", args->json, "Print JSON (schema in redsem(1)); as --format json");
+    command
+        .add_option("--format", args->format,
+                    "table (default), json, or prometheus: metrics in the Prometheus text format, "
+                    "for node_exporter's textfile collector")
+        ->type_name("FORMAT");
+    command.add_flag("--watch", args->watch,
+                     "On a terminal, redraw the table as it changes (at each event, or every "
+                     "second), with lease countdowns, until q or Ctrl-C");
     command.add_flag("--names", args->names_only,
                      "Print only the names of all semaphores, one per line (for completion)");
     return [args, &global] { return run_status(*args, global); };

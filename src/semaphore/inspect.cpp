@@ -80,9 +80,12 @@ template <typename Visit> void for_each_node(Connection& connection, Visit visit
     }
 }
 
-// The semaphores under `prefix` on the server the connection's commands without a key go to.
-void scan_node(Connection& connection, std::string_view prefix, std::set<std::string>& names) {
-    const std::string pattern = glob_escape(prefix) + ":{*}:state";
+// The semaphores under `prefix` that have key `part` ("state": every one) on the server the
+// connection's commands without a key go to.
+void scan_node(Connection& connection, std::string_view prefix, std::string_view part,
+               std::set<std::string>& names) {
+    const std::string pattern = fmt::format("{}:{{*}}:{}", glob_escape(prefix), part);
+    const std::string tail = fmt::format("}}:{}", part);
     const std::string head = std::string(prefix) + ":{";
     std::string cursor = "0";
     do {
@@ -91,8 +94,9 @@ void scan_node(Connection& connection, std::string_view prefix, std::set<std::st
         cursor = reply.at(0).as_string();
         for (const Reply& key : reply.at(1).as_array()) {
             const std::string& text = key.as_string();
-            const std::size_t close = text.rfind("}:state");
-            if (text.rfind(head, 0) == 0 && close != std::string::npos && close >= head.size()) {
+            const std::size_t close = text.rfind(tail);
+            if (text.rfind(head, 0) == 0 && close != std::string::npos && close >= head.size() &&
+                close + tail.size() == text.size()) {
                 names.insert(text.substr(head.size(), close - head.size()));
             }
         }
@@ -204,9 +208,10 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
     return view;
 }
 
-std::vector<std::string> scan_names(Connection& connection, std::string_view prefix) {
+std::vector<std::string> scan_names(Connection& connection, std::string_view prefix,
+                                    std::string_view part) {
     std::set<std::string> names; // SCAN may return a key more than once
-    for_each_node(connection, [&] { scan_node(connection, prefix, names); });
+    for_each_node(connection, [&] { scan_node(connection, prefix, part, names); });
     return {names.begin(), names.end()};
 }
 
@@ -229,11 +234,19 @@ std::vector<std::string> tokens_starting_with(Connection& connection, std::strin
     return {tokens.begin(), tokens.end()};
 }
 
+SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std::string_view name) {
+    const Keys keys = Keys::make(prefix, name);
+    const long long now = server_time_ms(connection, keys.state);
+    std::vector<SemaphoreSummary> summaries;
+    summarize(connection, prefix, {std::string(name)}, now, summaries);
+    return std::move(summaries.front());
+}
+
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix) {
     std::vector<SemaphoreSummary> summaries;
     for_each_node(connection, [&] {
         std::set<std::string> found; // SCAN may return a key more than once
-        scan_node(connection, prefix, found);
+        scan_node(connection, prefix, "state", found);
         // One clock per server: the one its semaphores' scripts read.
         const long long now = server_time_ms(connection, "");
         summarize(connection, prefix, {found.begin(), found.end()}, now, summaries);
@@ -254,8 +267,9 @@ void summarize(Connection& connection, std::string_view prefix,
         std::vector<Command> commands;
         for (std::size_t i = first; i < last; ++i) {
             const Keys keys = Keys::make(prefix, names[i]);
-            commands.emplace_back(keys.state,
-                                  std::vector<std::string>{"HGET", keys.state, "limit"});
+            commands.emplace_back(keys.state, std::vector<std::string>{
+                                                  "HMGET", keys.state, "limit", "history",
+                                                  "acquired_total", "expired_total", "lost_total"});
             commands.emplace_back(keys.holders, std::vector<std::string>{"ZCARD", keys.holders});
             commands.emplace_back(keys.queue, std::vector<std::string>{"ZCARD", keys.queue});
             commands.emplace_back(keys.info, std::vector<std::string>{"HGETALL", keys.info});
@@ -309,7 +323,15 @@ void summarize(Connection& connection, std::string_view prefix,
             SemaphoreSummary summary;
             summary.name = names[i];
             summary.server_now_ms = server_now_ms;
-            summary.limit = optional_number(replies[at]);
+            const auto& state = checked(replies[at]);
+            summary.limit = optional_number(state.at(0));
+            summary.history = optional_number(state.at(1)).value_or(k_default_history);
+            if (summary.limit && summary.history > 0) {
+                summary.counters = HistoryCounters{
+                    .acquired = optional_number(state.at(2)).value_or(0),
+                    .expired = optional_number(state.at(3)).value_or(0),
+                    .lost = optional_number(state.at(4)).value_or(0)};
+            }
             const long long holders = checked(replies[at + 1]).as_integer();
             const long long queued = checked(replies[at + 2]).as_integer();
             const auto& info = checked(replies[at + 3]).as_array();
@@ -333,6 +355,10 @@ void summarize(Connection& connection, std::string_view prefix,
                     } else {
                         ++summary.stale;
                     }
+                } else if (record && !holder &&
+                           (!summary.oldest_wait_since_ms ||
+                            record->since_ms < *summary.oldest_wait_since_ms)) {
+                    summary.oldest_wait_since_ms = record->since_ms;
                 }
                 if (holder && !dead_holders.contains(token) &&
                     (!summary.oldest || record->since_ms < summary.oldest->since_ms)) {

@@ -36,6 +36,14 @@ struct SemaphoreView {
 // One line of `status` without a name. Dead entries the scripts have not pruned yet are
 // counted apart: a holder whose lease ran out (or whose hand-over nobody collected) is not
 // holding, and a waiter that stopped refreshing its place is not waiting.
+// Counted in the semaphore's state while its history is on (lua/lib.lua, log_event()); they
+// start again from 0 when its keys are deleted (gc) or expire.
+struct HistoryCounters {
+    long long acquired = 0; // slots granted, directly or by hand-over
+    long long expired = 0;  // leases that ran out, and hand-overs nobody collected
+    long long lost = 0;     // renewals that found no lease
+};
+
 struct SemaphoreSummary {
     std::string name;
     std::optional<long long> limit;
@@ -44,6 +52,9 @@ struct SemaphoreSummary {
     long long waiting = 0;        // live waiters
     long long stale = 0;          // waiters past their liveness
     std::optional<Record> oldest; // the live holder that has held longest
+    std::optional<long long> oldest_wait_since_ms; // when the live waiter queued first queued
+    long long history = 0;                  // events its history keeps (0: none)
+    std::optional<HistoryCounters> counters; // while its history is on
     long long server_now_ms = 0;  // the clock of the server (cluster node) that holds it
 };
 
@@ -56,9 +67,13 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
 // Changes nothing.
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix);
 
-// The names of every semaphore under `prefix`, sorted, found with SCAN (on a Redis Cluster, on
-// every primary).
-std::vector<std::string> scan_names(Connection& connection, std::string_view prefix);
+// One semaphore's line of list_semaphores(), timed by the clock of the server that holds it.
+SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std::string_view name);
+
+// The names of every semaphore under `prefix` that has key `part` ("state": every one;
+// "log": those with a history), sorted, found with SCAN (on a Redis Cluster, on every primary).
+std::vector<std::string> scan_names(Connection& connection, std::string_view prefix,
+                                    std::string_view part = "state");
 
 // The tokens of holders and waiters of `name` that start with `start` (a short token, as
 // `status` prints), found with HSCAN. Changes nothing.

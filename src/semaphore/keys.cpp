@@ -17,15 +17,16 @@ Keys Keys::make(std::string_view prefix, std::string_view name) {
                 .slots = base + "slots",
                 .epoch = fmt::format("{}:epoch", prefix),
                 .own_epoch = base + "epoch",
+                .log = base + "log",
                 .wake_prefix = base + "wake:"};
 }
 
 std::vector<std::string> Keys::script_keys() const {
-    return {state, holders, info, queue, alive, slots, epoch};
+    return {state, holders, info, queue, alive, slots, epoch, log};
 }
 
 std::vector<std::string> Keys::cluster_script_keys() const {
-    return {state, holders, info, queue, alive, slots, own_epoch};
+    return {state, holders, info, queue, alive, slots, own_epoch, log};
 }
 
 void check_key_types(const Reply& reply, std::string_view name, std::string_view consequence) {

@@ -21,6 +21,7 @@ struct Keys {
     std::string slots;
     std::string epoch;       // "<prefix>:epoch", shared by all semaphores: notices lost data
     std::string own_epoch;   // "<prefix>:{<name>}:epoch", used instead on a Redis Cluster
+    std::string log;         // the history stream (redsem log)
     std::string wake_prefix; // + token = the waiter's wake list
 
     // Builds the keys for `name` under `prefix`: "<prefix>:{<name>}:<part>".

@@ -50,22 +50,27 @@ std::optional<Record> parse_record(std::string_view raw) {
     }
     record.since_ms = *since;
     record.ttl_ms = *ttl;
+    record.meta = parse_meta(json);
+    return record;
+}
 
+HolderMeta parse_meta(std::string_view json) {
+    HolderMeta out;
     // The metadata may have been edited by hand: take each field only if it has its type.
     const auto meta = nlohmann::json::parse(json, nullptr, false);
     if (meta.is_object()) {
-        record.meta.host = string_field(meta, "host");
-        record.meta.user = string_field(meta, "user");
-        record.meta.label = string_field(meta, "label");
-        record.meta.pid_of = string_field(meta, "pid_of");
+        out.host = string_field(meta, "host");
+        out.user = string_field(meta, "user");
+        out.label = string_field(meta, "label");
+        out.pid_of = string_field(meta, "pid_of");
         if (const auto keeper = meta.find("keeper"); keeper != meta.end() && keeper->is_boolean()) {
-            record.meta.keeper = keeper->get<bool>();
+            out.keeper = keeper->get<bool>();
         }
         if (const auto pid = meta.find("pid"); pid != meta.end() && pid->is_number_integer()) {
-            record.meta.pid = pid->get<long long>();
+            out.pid = pid->get<long long>();
         }
     }
-    return record;
+    return out;
 }
 
 } // namespace redsem

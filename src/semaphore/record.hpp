@@ -24,4 +24,8 @@ struct Record {
 // Parses one info entry; nullopt when it is not in the format above (edited by hand).
 std::optional<Record> parse_record(std::string_view raw);
 
+// Parses the metadata JSON of an entry (HolderMeta::to_json()); a field that is missing or
+// has another type (edited by hand) stays empty.
+HolderMeta parse_meta(std::string_view json);
+
 } // namespace redsem

@@ -201,7 +201,8 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
                 std::to_string(options.ttl.count()), queue ? "wait" : "try",
                 std::to_string(k_waiter_liveness.count()), options.meta.to_json(),
                 known ? "1" : "0",
-                options.loss_grace ? std::to_string(options.loss_grace->count()) : ""});
+                options.loss_grace ? std::to_string(options.loss_grace->count()) : "",
+                options.history ? std::to_string(*options.history) : ""});
 }
 
 std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options,
@@ -479,10 +480,14 @@ Milliseconds Semaphore::replica_wait(Milliseconds ttl) const {
     return std::clamp(ttl / 4, Milliseconds{1}, m_connection.options().command_timeout);
 }
 
-LimitInfo Semaphore::limit(std::optional<long long> new_limit) {
-    const Reply reply = run(scripts::k_limit_script, {new_limit ? std::to_string(*new_limit) : ""});
-    return LimitInfo{reply.at(0).as_integer(), reply.at(1).as_integer() == 1,
-                     reply.at(2).as_integer(), reply.at(3).as_integer()};
+LimitInfo Semaphore::limit(std::optional<long long> new_limit, std::optional<long long> history) {
+    const Reply reply = run(scripts::k_limit_script, {new_limit ? std::to_string(*new_limit) : "",
+                                                      history ? std::to_string(*history) : ""});
+    return LimitInfo{.limit = reply.at(0).as_integer(),
+                     .stored = reply.at(1).as_integer() == 1,
+                     .held = reply.at(2).as_integer(),
+                     .queued = reply.at(3).as_integer(),
+                     .history = reply.at(4).as_integer()};
 }
 
 Milliseconds Lease::safety_margin(Milliseconds ttl) {

@@ -27,6 +27,9 @@ inline constexpr Milliseconds k_waiter_liveness{5'000};
 inline constexpr Milliseconds k_waiter_refresh{1'500};
 // A label longer than this is cut, to keep holder metadata small.
 inline constexpr std::size_t k_max_label_bytes = 1024;
+// How many events a semaphore's history (redsem log) keeps unless told otherwise, and at most.
+inline constexpr long long k_default_history = 10'000;
+inline constexpr long long k_max_history = 10'000'000;
 
 // Who holds or waits for a slot, shown by `status`.
 struct HolderMeta {
@@ -66,6 +69,9 @@ struct AcquireOptions {
     // Called when a slot could have been taken but admission is closed for a while.
     std::function<void(const AdmissionClosed&)> on_closed;
     std::optional<Milliseconds> loss_grace; // stored with the semaphore; nullopt keeps it
+    // How many events the semaphore's history keeps (0: none), stored with the semaphore;
+    // nullopt keeps the stored length (k_default_history for a new one).
+    std::optional<long long> history;
     // The token may have reached the server before (a retry after a lost reply): look it up
     // rather than treat it as new.
     bool retry = false;
@@ -110,6 +116,7 @@ struct LimitInfo {
     bool stored = false; // false: a new semaphore, no limit stored yet
     long long held = 0;
     long long queued = 0;
+    long long history = k_default_history; // events its history keeps (0: none)
 };
 
 struct QueuedReply;
@@ -161,7 +168,9 @@ public:
     // Reads the limit, or with `new_limit` changes it at once, in use or not: a higher limit
     // hands the new slots to waiters in FIFO order; after a lower one, holders keep their slots
     // and nobody is admitted until fewer than the limit hold.
-    LimitInfo limit(std::optional<long long> new_limit = std::nullopt);
+    // With `history`, the history keeps that many events from now on (0: none).
+    LimitInfo limit(std::optional<long long> new_limit = std::nullopt,
+                    std::optional<long long> history = std::nullopt);
 
     const std::string& name() const noexcept { return m_name; }
     const Keys& keys() const noexcept { return m_keys; }

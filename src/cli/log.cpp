@@ -1,0 +1,272 @@
+#include "cli/commands.hpp"
+#include "process/signal_watch.hpp"
+#include "semaphore/history.hpp"
+#include "semaphore/inspect.hpp"
+#include "semaphore/keys.hpp"
+#include "util/duration.hpp"
+#include "util/errors.hpp"
+#include "util/name.hpp"
+#include "util/table.hpp"
+#include "util/time_format.hpp"
+#include "util/token.hpp"
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <fmt/format.h>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <poll.h>
+
+namespace redsem::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// How long one XREAD of --follow blocks; without NAME, how often new semaphores join.
+constexpr Milliseconds k_follow_block{10'000};
+
+struct LogArgs {
+    std::vector<std::string> names;
+    std::optional<std::string> since;
+    std::optional<std::string> until;
+    bool json = false;
+    bool follow = false;
+};
+
+// --since and --until: a duration back from the server's now, or a point in time.
+long long resolve_when(const std::string& text, const char* option, long long now_ms) {
+    if (const auto point = parse_time_point(text)) {
+        return *point;
+    }
+    if (text == "now") {
+        return now_ms;
+    }
+    const bool looks_like_date = text.size() >= 5 && text[4] == '-';
+    if (looks_like_date || text.starts_with('@')) {
+        throw UsageError(fmt::format("{}: '{}' is not a time (YYYY-MM-DD, 'YYYY-MM-DD HH:MM[:SS]' "
+                                     "with an optional Z or +HH:MM, or @SECONDS)",
+                                     option, printable(text)));
+    }
+    return now_ms - parse_duration(text, option).count();
+}
+
+// Whether an event's duration is a wait (else a hold): a grant's, a waiter's that left or was
+// dropped, and a waiter's that gc removed (no slot).
+bool is_wait(const Event& event) {
+    return event.kind == "acquired" || event.kind == "left" || event.kind == "dropped" ||
+           (event.kind == "gc" && !event.slot);
+}
+
+// "waited 2m13s", "held 40m", "limit 2 -> 3": what an event adds to its kind.
+std::string detail(const Event& event) {
+    if (!event.raw.empty() || (event.kind != "limit" && event.token.empty())) {
+        return event.raw;
+    }
+    if (event.kind == "limit") {
+        return fmt::format("limit {} -> {}",
+                           event.limit_from ? std::to_string(*event.limit_from) : "-",
+                           *event.limit_to);
+    }
+    if (!event.duration_ms) {
+        return "";
+    }
+    return fmt::format("{} {}", is_wait(event) ? "waited" : "held",
+                       format_duration(Milliseconds{*event.duration_ms}));
+}
+
+json optional_json(const std::optional<long long>& value) {
+    return value ? json(*value) : json(nullptr);
+}
+
+json event_json(const Event& event) {
+    json out{{"name", event.name},
+             {"id", event.id},
+             {"time_ms", event.time_ms},
+             {"time", iso8601_utc(event.time_ms)},
+             {"event", event.kind}};
+    if (event.kind == "limit" && event.raw.empty()) {
+        out["from"] = optional_json(event.limit_from);
+        out["to"] = optional_json(event.limit_to);
+        return out;
+    }
+    if (!event.raw.empty() || event.token.empty()) {
+        out["raw"] = event.raw;
+        return out;
+    }
+    out["token"] = event.token;
+    out["slot"] = optional_json(event.slot);
+    out["fence"] = optional_json(event.fence);
+    out["duration_ms"] = optional_json(event.duration_ms);
+    if (event.duration_ms) {
+        out[is_wait(event) ? "waited_ms" : "held_ms"] = *event.duration_ms;
+    }
+    const auto& meta = event.meta;
+    out["host"] = meta ? json(meta->host) : json(nullptr);
+    out["pid"] = meta ? json(meta->pid) : json(nullptr);
+    out["pid_of"] = meta && !meta->pid_of.empty() ? json(meta->pid_of) : json(nullptr);
+    out["user"] = meta ? json(meta->user) : json(nullptr);
+    out["label"] = meta ? json(meta->label) : json(nullptr);
+    return out;
+}
+
+std::vector<std::string> event_row(const Event& event, bool with_name) {
+    const auto& meta = event.meta;
+    std::vector<std::string> row{local_time(event.time_ms)};
+    if (with_name) {
+        row.push_back(event.name);
+    }
+    const auto number = [](const std::optional<long long>& value) {
+        return value ? std::to_string(*value) : std::string("-");
+    };
+    row.insert(row.end(), {event.kind, number(event.slot), number(event.fence),
+                           event.token.empty() ? "-" : short_token(event.token),
+                           meta ? meta->host : "-", meta ? std::to_string(meta->pid) : "-",
+                           meta ? meta->user : "-", detail(event), meta ? meta->label : ""});
+    return row;
+}
+
+std::vector<std::string> header(bool with_name) {
+    std::vector<std::string> row{"TIME"};
+    if (with_name) {
+        row.push_back("NAME");
+    }
+    row.insert(row.end(),
+               {"EVENT", "SLOT", "FENCE", "TOKEN", "HOST", "PID", "USER", "DETAIL", "LABEL"});
+    return row;
+}
+
+// Prints events as JSON lines, or as a table (the header only before the first batch).
+class Printer {
+public:
+    Printer(bool as_json, bool with_name) : m_json(as_json), m_with_name(with_name) {}
+
+    void print(const std::vector<Event>& events) {
+        if (events.empty()) {
+            return;
+        }
+        if (m_json) {
+            for (const Event& event : events) {
+                print_json(event_json(event));
+            }
+            std::cout.flush();
+            return;
+        }
+        std::vector<std::vector<std::string>> rows;
+        if (!m_header_printed) {
+            rows.push_back(header(m_with_name));
+            m_header_printed = true;
+        }
+        for (const Event& event : events) {
+            rows.push_back(event_row(event, m_with_name));
+        }
+        if (!rows.empty()) {
+            // Followed events come in small batches: their columns cannot line up with the
+            // earlier ones, so each batch is aligned on its own.
+            std::cout << render_table(std::move(rows)) << std::flush;
+        }
+    }
+
+private:
+    bool m_json;
+    bool m_with_name;
+    bool m_header_printed = false;
+};
+
+int run_log(const LogArgs& args, const GlobalOptions& global) {
+    for (const auto& name : args.names) {
+        check_name(name);
+    }
+    if (args.follow && args.until) {
+        throw UsageError("--follow and --until exclude each other");
+    }
+    const std::string prefix = resolve_prefix(global);
+    Connection connection(resolve_connection(global));
+    std::vector<std::string> names = args.names;
+    if (names.empty()) {
+        names = scan_names(connection, prefix, "log");
+    }
+    const std::string clock_key = args.names.size() == 1 ? Keys::make(prefix, names[0]).log : "";
+    const long long now_ms = server_time_ms(connection, clock_key);
+    const long long from_ms = args.since ? resolve_when(*args.since, "--since", now_ms) : 0;
+    const long long to_ms =
+        args.until ? resolve_when(*args.until, "--until", now_ms) : (1LL << 53);
+    if (to_ms < from_ms) {
+        throw UsageError("--until is before --since");
+    }
+    std::vector<Event> events;
+    // Each history is read up to the same ID, so that --follow goes on from there exactly.
+    std::vector<std::string> last_ids;
+    for (const auto& name : names) {
+        std::vector<Event> own = read_history(connection, prefix, name, from_ms, to_ms);
+        last_ids.push_back(own.empty() ? fmt::format("{}-0", std::max(from_ms, now_ms))
+                                       : own.back().id);
+        events.insert(events.end(), std::make_move_iterator(own.begin()),
+                      std::make_move_iterator(own.end()));
+    }
+    sort_by_time(events);
+    Printer printer(args.json, args.names.size() != 1);
+    if (!args.follow) {
+        if (events.empty() && !args.json) {
+            std::cerr << (names.empty() ? fmt::format("redsem: no semaphore under prefix '{}' has "
+                                                      "a history\n",
+                                                      terminal_safe(prefix))
+                                        : std::string("redsem: no events\n"));
+        }
+        printer.print(events);
+        return 0;
+    }
+    printer.print(events);
+    // Interrupted (Ctrl-C, SIGTERM): stop following and exit 0, as tail -f's users expect
+    // nothing of its status; SIGPIPE (a closed pipe) ends the process quietly.
+    SignalWatch signals({SIGINT, SIGTERM, SIGHUP});
+    const bool all = args.names.empty();
+    for (;;) {
+        if (all) {
+            // New semaphores join at each round.
+            for (const auto& name : scan_names(connection, prefix, "log")) {
+                if (std::find(names.begin(), names.end(), name) == names.end()) {
+                    names.push_back(name);
+                    last_ids.emplace_back("0-0");
+                }
+            }
+            if (names.empty()) {
+                pollfd signal_fd{signals.fd(), POLLIN, 0};
+                if (poll(&signal_fd, 1, static_cast<int>(k_follow_block.count())) > 0) {
+                    return 0;
+                }
+                continue;
+            }
+        }
+        try {
+            printer.print(
+                follow_history(connection, prefix, names, last_ids, k_follow_block, signals.fd()));
+        } catch (const WaitInterrupted&) {
+            return 0;
+        }
+    }
+}
+
+} // namespace
+
+Runner setup_log(CLI::App& command, const GlobalOptions& global) {
+    auto args = std::make_shared<LogArgs>();
+    command.description(
+        "Show the history of each NAME (without NAME: of every semaphore, merged by time): who "
+        "acquired, queued, released, lost or left, when, and for how long. Changes nothing.");
+    command.add_option("NAME", args->names, "Semaphore names (default: all)");
+    command
+        .add_option("--since", args->since,
+                    "Only events from WHEN on: a duration back from now (24h, 30m) or a time "
+                    "('2026-11-23 03:12', 2026-11-23T03:12:00Z, @SECONDS)")
+        ->type_name("WHEN");
+    command.add_option("--until", args->until, "Only events up to WHEN (as for --since)")
+        ->type_name("WHEN");
+    command.add_flag("--json", args->json, "Print one JSON object per event, one per line");
+    command.add_flag("-f,--follow", args->follow,
+                     "After the history, print new events as they happen, until interrupted");
+    return [args, &global] { return run_log(*args, global); };
+}
+
+} // namespace redsem::cli

@@ -1,0 +1,167 @@
+#include "semaphore/history.hpp"
+
+#include "semaphore/keys.hpp"
+#include "semaphore/record.hpp"
+#include "util/errors.hpp"
+#include "util/name.hpp"
+#include "util/number.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace redsem {
+
+namespace {
+
+// Events read per XRANGE call: keeps every call short on a long history.
+constexpr std::size_t k_page = 1000;
+
+std::vector<std::string_view> split_spaces(std::string_view text, std::size_t parts) {
+    std::vector<std::string_view> out;
+    std::size_t pos = 0;
+    while (out.size() + 1 < parts) {
+        const std::size_t space = text.find(' ', pos);
+        if (space == std::string_view::npos) {
+            break;
+        }
+        out.push_back(text.substr(pos, space - pos));
+        pos = space + 1;
+    }
+    out.push_back(text.substr(pos));
+    return out;
+}
+
+// A part of an event: '-' is "does not apply"; anything else must be a number.
+bool number_part(std::string_view text, std::optional<long long>& out) {
+    if (text == "-") {
+        return true;
+    }
+    out = parse_integer(text);
+    return out.has_value();
+}
+
+bool parse_value(std::string_view value, Event& event) {
+    if (event.kind == "limit") {
+        const auto parts = split_spaces(value, 2);
+        return parts.size() == 2 && number_part(parts[0], event.limit_from) &&
+               number_part(parts[1], event.limit_to) && event.limit_to;
+    }
+    const auto parts = split_spaces(value, 5);
+    if (parts.size() != 5 || parts[0].empty() || !number_part(parts[1], event.slot) ||
+        !number_part(parts[2], event.fence) || !number_part(parts[3], event.duration_ms)) {
+        return false;
+    }
+    event.token = parts[0];
+    if (parts[4] != "{}") {
+        event.meta = parse_meta(parts[4]);
+    }
+    return true;
+}
+
+// The sequence number of stream entry ID "MS-SEQ", which orders events of the same millisecond.
+long long sequence(std::string_view id) {
+    const std::size_t dash = id.find('-');
+    return dash == std::string_view::npos ? 0 : parse_integer(id.substr(dash + 1)).value_or(0);
+}
+
+Event event_from_entry(std::string_view name, const Reply& entry) {
+    const std::string& id = entry.at(0).as_string();
+    const auto& fields = entry.at(1).as_array();
+    if (fields.size() < 2) {
+        return parse_event(name, id, "", "");
+    }
+    return parse_event(name, id, fields[0].as_string(), fields[1].as_string());
+}
+
+} // namespace
+
+Event parse_event(std::string_view name, std::string_view id, std::string_view kind,
+                  std::string_view value) {
+    Event event;
+    event.name = name;
+    event.id = id;
+    event.kind = kind;
+    event.time_ms = parse_integer(id.substr(0, id.find('-'))).value_or(0);
+    if (parse_value(value, event)) {
+        return event;
+    }
+    Event raw;
+    raw.name = std::move(event.name);
+    raw.id = std::move(event.id);
+    raw.kind = std::move(event.kind);
+    raw.time_ms = event.time_ms;
+    raw.raw = value;
+    return raw;
+}
+
+std::vector<Event> read_history(Connection& connection, std::string_view prefix,
+                                std::string_view name, long long from_ms, long long to_ms) {
+    const std::string key = Keys::make(prefix, name).log;
+    std::vector<Event> events;
+    std::string start = std::to_string(from_ms);
+    const std::string end = std::to_string(to_ms);
+    for (;;) {
+        const Reply page =
+            connection.call(Command{key, {"XRANGE", key, start, end, "COUNT", std::to_string(k_page)}});
+        const auto& entries = page.as_array();
+        for (const Reply& entry : entries) {
+            events.push_back(event_from_entry(name, entry));
+        }
+        if (entries.size() < k_page) {
+            return events;
+        }
+        start = "(" + events.back().id; // exclusive: after the last one read
+    }
+}
+
+std::vector<Event> follow_history(Connection& connection, std::string_view prefix,
+                                  const std::vector<std::string>& names,
+                                  std::vector<std::string>& last_ids, Milliseconds block,
+                                  int interrupt_fd) {
+    std::vector<std::string> keys;
+    std::vector<std::string> argv{"XREAD", "BLOCK", std::to_string(block.count()), "STREAMS"};
+    for (const auto& name : names) {
+        keys.push_back(Keys::make(prefix, name).log);
+        argv.push_back(keys.back());
+    }
+    argv.insert(argv.end(), last_ids.begin(), last_ids.end());
+    const Reply reply = connection.command(Command{keys.front(), argv}, block, interrupt_fd);
+    if (reply.is_error()) {
+        if (reply.text.starts_with("CROSSSLOT")) {
+            throw UsageError("on a Redis Cluster, --follow takes one semaphore at a time (their "
+                             "histories are on different hash slots)");
+        }
+        throw_reply_error(reply.text);
+    }
+    std::vector<Event> events;
+    if (reply.is_nil()) {
+        return events;
+    }
+    for (const Reply& stream : reply.as_array()) {
+        const auto at = std::find(keys.begin(), keys.end(), stream.at(0).as_string());
+        if (at == keys.end()) {
+            continue;
+        }
+        const auto index = static_cast<std::size_t>(at - keys.begin());
+        for (const Reply& entry : stream.at(1).as_array()) {
+            events.push_back(event_from_entry(names[index], entry));
+            last_ids[index] = events.back().id;
+        }
+    }
+    sort_by_time(events);
+    return events;
+}
+
+void sort_by_time(std::vector<Event>& events) {
+    std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+        if (a.time_ms != b.time_ms) {
+            return a.time_ms < b.time_ms;
+        }
+        if (a.name != b.name) {
+            return a.name < b.name;
+        }
+        return sequence(a.id) < sequence(b.id);
+    });
+}
+
+} // namespace redsem

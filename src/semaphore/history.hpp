@@ -1,0 +1,55 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redis/connection.hpp"
+#include "semaphore/semaphore.hpp"
+
+namespace redsem {
+
+// One event of a semaphore's history, as lua/lib.lua's log_event() writes it: a stream entry
+// whose one field is the kind and whose value is "TOKEN SLOT FENCE DURATION_MS JSON" ('-'
+// where a part does not apply), or "FROM TO" for a limit change.
+struct Event {
+    std::string name;     // the semaphore
+    std::string id;       // the stream entry's ID, "MS-SEQ"
+    long long time_ms = 0; // server clock, from the ID
+    std::string kind;     // acquired, queued, released, expired, unclaimed, lost, left, dropped,
+                          // gc, limit (or a kind this redsem does not know)
+    std::string token;
+    std::optional<long long> slot;
+    std::optional<long long> fence;
+    std::optional<long long> duration_ms; // waited (acquired, left, dropped) or held
+    std::optional<HolderMeta> meta;       // nullopt when unknown
+    std::optional<long long> limit_from;  // limit: nullopt for a new semaphore
+    std::optional<long long> limit_to;
+    std::string raw; // the value as stored, when it is not in the format above
+};
+
+// Parses one stream entry of semaphore `name`; an entry in no known shape keeps its text in
+// `raw` (history from a newer redsem, or keys edited by hand).
+Event parse_event(std::string_view name, std::string_view id, std::string_view kind,
+                  std::string_view value);
+
+// The events of `name` from `from_ms` to `to_ms` (server clock, inclusive), oldest first,
+// read in pages with XRANGE. Changes nothing.
+std::vector<Event> read_history(Connection& connection, std::string_view prefix,
+                                std::string_view name, long long from_ms, long long to_ms);
+
+// Follows the histories of `names` from the entries after `last_ids` (one per name; "$": only
+// what comes next): waits up to `block` for new events (XREAD BLOCK, woken by the server) and
+// returns them in order, updating `last_ids`; empty when none came. The names must all be on
+// one server (on a Redis Cluster, one hash slot: else UsageError). `interrupt_fd` as for
+// Connection::command().
+std::vector<Event> follow_history(Connection& connection, std::string_view prefix,
+                                  const std::vector<std::string>& names,
+                                  std::vector<std::string>& last_ids, Milliseconds block,
+                                  int interrupt_fd = -1);
+
+// Events of several semaphores merged into one timeline, by time (then by name, then ID).
+void sort_by_time(std::vector<Event>& events);
+
+} // namespace redsem

@@ -1,0 +1,74 @@
+#include "util/prometheus.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+
+namespace redsem {
+
+std::string prometheus_label_value(std::string_view value) {
+    std::string out;
+    out.reserve(value.size());
+    for (const char c : value) {
+        if (c == '\\') {
+            out += "\\\\";
+        } else if (c == '"') {
+            out += "\\\"";
+        } else if (c == '\n') {
+            out += "\\n";
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+std::string prometheus_help(std::string_view text) {
+    std::string out;
+    for (const char c : text) {
+        if (c == '\\') {
+            out += "\\\\";
+        } else if (c == '\n') {
+            out += "\\n";
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+void PrometheusWriter::family(std::string_view name, std::string_view type, std::string_view help) {
+    m_family = name;
+    m_text += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, prometheus_help(help), name, type);
+}
+
+void PrometheusWriter::labels_and_name(const Labels& labels) {
+    m_text += m_family;
+    if (labels.empty()) {
+        m_text += ' ';
+        return;
+    }
+    m_text += '{';
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+        m_text += fmt::format("{}{}=\"{}\"", i > 0 ? "," : "", labels[i].first,
+                              prometheus_label_value(labels[i].second));
+    }
+    m_text += "} ";
+}
+
+void PrometheusWriter::sample(const Labels& labels, double value) {
+    labels_and_name(labels);
+    if (std::isnan(value)) {
+        m_text += "NaN\n";
+    } else if (std::isinf(value)) {
+        m_text += value > 0 ? "+Inf\n" : "-Inf\n";
+    } else {
+        m_text += fmt::format("{}\n", value);
+    }
+}
+
+void PrometheusWriter::sample(const Labels& labels, long long value) {
+    labels_and_name(labels);
+    m_text += fmt::format("{}\n", value);
+}
+
+} // namespace redsem

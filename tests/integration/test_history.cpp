@@ -1,0 +1,509 @@
+// History (`redsem log`), `status --watch` and `status --format prometheus`, against a private
+// redis-server.
+#include <catch2/catch.hpp>
+
+#include "lua_scripts.hpp"
+#include "semaphore/keys.hpp"
+#include "support/helpers.hpp"
+#include "util/time_format.hpp"
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+std::vector<json> json_lines(const std::string& text) {
+    std::vector<json> out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        out.push_back(json::parse(line));
+    }
+    return out;
+}
+
+// The history of `name`, as `redsem log NAME --json` prints it.
+std::vector<json> history(const RedisServer& server, const std::string& name) {
+    const ProcessResult result = run_redsem({"log", name, "--json"}, env_for(server));
+    REQUIRE(result.exit_code == 0);
+    return json_lines(result.out);
+}
+
+// The events of `name` after the first `seen`, as (event, token) pairs, for comparing a step's
+// events with what it must have logged.
+std::vector<std::pair<std::string, std::string>> new_events(const RedisServer& server,
+                                                            const std::string& name,
+                                                            std::size_t& seen) {
+    const auto events = history(server, name);
+    std::vector<std::pair<std::string, std::string>> out;
+    for (std::size_t i = seen; i < events.size(); ++i) {
+        out.emplace_back(events[i]["event"], events[i].value("token", ""));
+    }
+    seen = events.size();
+    return out;
+}
+
+// Waits (up to 10s) until `name` has `count` waiters, as status reports them.
+void await_waiters(const RedisServer& server, const std::string& name, int count) {
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    for (;;) {
+        const auto result = run_redsem({"status", name, "--json"}, env_for(server));
+        REQUIRE(result.exit_code == 0);
+        if (json::parse(result.out)["waiting"] == count) {
+            return;
+        }
+        REQUIRE(std::chrono::steady_clock::now() < give_up);
+        std::this_thread::sleep_for(20ms);
+    }
+}
+
+using Events = std::vector<std::pair<std::string, std::string>>;
+
+} // namespace
+
+TEST_CASE("history: each step of a scripted sequence logs its events exactly once, with "
+          "their fields") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    std::size_t seen = 0;
+
+    // A new semaphore: its limit, then the grant.
+    const json a = acquire_json(server, {"h", "-n", "1", "--ttl", "30s", "--label", "first"});
+    const std::string token_a = a["token"];
+    CHECK(new_events(server, "h", seen) == Events{{"limit", ""}, {"acquired", token_a}});
+    auto events = history(server, "h");
+    CHECK(events[0]["from"].is_null());
+    CHECK(events[0]["to"] == 1);
+    const json& granted = events[1];
+    CHECK(granted["slot"] == a["slot"]);
+    CHECK(granted["fence"] == a["fence"]);
+    CHECK(granted["label"] == "first");
+    CHECK(granted["waited_ms"] == 0);
+    // The holder as status shows it.
+    const json status = json::parse(run_redsem({"status", "h", "--json"}, env).out);
+    REQUIRE(status["holders"].size() == 1);
+    CHECK(granted["user"] == status["holders"][0]["user"]);
+    CHECK(granted["host"] == status["holders"][0]["host"]);
+    CHECK(granted["pid"] == status["holders"][0]["pid"]);
+    CHECK(granted["pid_of"] == "caller");
+    CHECK(granted["name"] == "h");
+
+    // A waiter queues; the release hands it the slot.
+    Child waiter({"acquire", "h", "--ttl", "30s", "--label", "second", "--json"}, env);
+    await_waiters(server, "h", 1);
+    auto step = new_events(server, "h", seen);
+    REQUIRE(step.size() == 1);
+    CHECK(step[0].first == "queued");
+    const std::string token_b = step[0].second;
+    std::this_thread::sleep_for(50ms); // so that it has waited measurably
+    REQUIRE(run_redsem({"release", "h", token_a}, env).exit_code == 0);
+    const ProcessResult b_result = waiter.wait();
+    REQUIRE(b_result.exit_code == 0);
+    const json b = json::parse(b_result.out);
+    CHECK(b["token"] == token_b);
+    CHECK(new_events(server, "h", seen) == Events{{"released", token_a}, {"acquired", token_b}});
+    events = history(server, "h");
+    const json& released = events[events.size() - 2];
+    const json& handed = events.back();
+    CHECK(released["slot"] == a["slot"]);
+    CHECK(released["fence"] == a["fence"]);
+    CHECK(released["held_ms"].get<long long>() >= 50);
+    CHECK(handed["fence"] == b["fence"]);
+    CHECK(handed["label"] == "second");
+    CHECK(handed["waited_ms"].get<long long>() >= 50);
+
+    // A waiter that gives up leaves the queue.
+    const ProcessResult c = run_redsem({"acquire", "h", "-w", "300ms", "--label", "third"}, env);
+    CHECK(c.exit_code == 75);
+    step = new_events(server, "h", seen);
+    REQUIRE(step.size() == 2);
+    CHECK(step[0].first == "queued");
+    CHECK(step[1] == std::pair<std::string, std::string>{"left", step[0].second});
+    events = history(server, "h");
+    CHECK(events.back()["label"] == "third");
+    CHECK(events.back()["waited_ms"].get<long long>() >= 250);
+
+    // A lease that runs out, found by its holder's next renewal: expired, then lost.
+    REQUIRE(run_redsem({"renew", "h", token_b, "--ttl", "200ms"}, env).exit_code == 0);
+    CHECK(new_events(server, "h", seen).empty()); // a renewal is no event
+    std::this_thread::sleep_for(400ms);
+    CHECK(run_redsem({"renew", "h", token_b}, env).exit_code == 1);
+    CHECK(new_events(server, "h", seen) == Events{{"expired", token_b}, {"lost", token_b}});
+    events = history(server, "h");
+    const json& expired = events[events.size() - 2];
+    CHECK(expired["fence"] == b["fence"]);
+    // From the grant to the deadline of the renewed lease.
+    CHECK(expired["held_ms"].get<long long>() >= 200);
+
+    // A waiter that stops refreshing its place is dropped when a script next prunes.
+    const json d = acquire_json(server, {"h", "--ttl", "1500ms", "--label", "fourth"});
+    CHECK(new_events(server, "h", seen) == Events{{"acquired", d["token"]}});
+    Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
+    const Keys keys = Keys::make("redsem", "h");
+    const std::string dead = "00000000000000000000000000dead01";
+    REQUIRE(client
+                .eval({scripts::k_acquire_script,
+                       keys.script_keys(),
+                       {keys.wake_prefix, dead, "1", "60000", "wait", "50",
+                        R"({"host":"ghost","pid":4242,"user":"nobody","label":"dead"})", "0", "",
+                        ""}})
+                .at(0)
+                .as_string() == "wait");
+    CHECK(new_events(server, "h", seen) == Events{{"queued", dead}});
+    std::this_thread::sleep_for(100ms);
+    CHECK(run_redsem({"acquire", "h", "-w", "0"}, env).exit_code == 75);
+    CHECK(new_events(server, "h", seen) == Events{{"dropped", dead}});
+    CHECK(history(server, "h").back()["host"] == "ghost");
+
+    // The limit changes while in use.
+    REQUIRE(run_redsem({"limit", "h", "2"}, env).exit_code == 0);
+    CHECK(new_events(server, "h", seen) == Events{{"limit", ""}});
+    events = history(server, "h");
+    CHECK(events.back()["from"] == 1);
+    CHECK(events.back()["to"] == 2);
+
+    // gc removes the expired holder; the history stays when the semaphore's keys go.
+    std::this_thread::sleep_for(1600ms);
+    REQUIRE(run_redsem({"gc", "h"}, env).exit_code == 0);
+    CHECK(new_events(server, "h", seen) == Events{{"gc", d["token"]}});
+    CHECK(history(server, "h").back()["held_ms"].get<long long>() >= 1500);
+    Connection admin = server.admin();
+    CHECK(admin.call({"EXISTS", keys.state}).as_integer() == 0);
+    CHECK(admin.call({"EXISTS", keys.log}).as_integer() == 1);
+    // ... and still expires: it never outlives the semaphore by more than the keys would.
+    CHECK(admin.call({"PTTL", keys.log}).as_integer() > 0);
+}
+
+TEST_CASE("history: the stream stays capped, expires with the semaphore, and is off at 0") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    Connection admin = server.admin();
+    const Keys keys = Keys::make("redsem", "capped");
+
+    REQUIRE(run_redsem({"limit", "capped", "--history", "5", "--json"}, env).exit_code == 0);
+    for (int i = 0; i < 10; ++i) {
+        const std::string token = run_redsem({"acquire", "capped"}, env).out;
+        REQUIRE(run_redsem({"release", "capped", token.substr(0, token.size() - 1)}, env)
+                    .exit_code == 0);
+    }
+    CHECK(admin.call({"XLEN", keys.log}).as_integer() == 5);
+    const auto events = history(server, "capped");
+    REQUIRE(events.size() == 5);
+    CHECK(events.back()["event"] == "released"); // the newest are kept
+    // The same expiry as the semaphore's other keys (set together; a second apart at most).
+    const long long log_ttl = admin.call({"PTTL", keys.log}).as_integer();
+    const long long state_ttl = admin.call({"PTTL", keys.state}).as_integer();
+    CHECK(log_ttl > 0);
+    CHECK(std::abs(log_ttl - state_ttl) < 1000);
+
+    // The default length: 10000 events, trimmed a block at a time.
+    const auto limit = json::parse(run_redsem({"limit", "dflt", "--json"}, env).out);
+    CHECK(limit["history"] == 10000);
+
+    // Off: nothing is written, by any script.
+    const Keys off = Keys::make("redsem", "off");
+    const std::string token = run_redsem({"acquire", "off", "--history", "0", "--ttl", "300ms"}, env).out;
+    REQUIRE(!token.empty());
+    Child waiter({"acquire", "off", "-w", "200ms"}, env);
+    waiter.wait();
+    std::this_thread::sleep_for(400ms);
+    run_redsem({"renew", "off", token.substr(0, token.size() - 1)}, env);
+    REQUIRE(run_redsem({"limit", "off", "3"}, env).exit_code == 0);
+    // No counters in the metrics either.
+    const ProcessResult metrics = run_redsem({"status", "--format", "prometheus", "off"}, env);
+    CHECK(metrics.out.find(R"(redsem_limit{prefix="redsem",name="off"} 3)") != std::string::npos);
+    CHECK(metrics.out.find("redsem_acquired_total{") == std::string::npos);
+    REQUIRE(run_redsem({"gc", "off"}, env).exit_code == 0);
+    CHECK(admin.call({"EXISTS", off.log}).as_integer() == 0);
+    const ProcessResult empty = run_redsem({"log", "off"}, env);
+    CHECK(empty.exit_code == 0);
+    CHECK(empty.out.empty());
+    CHECK(empty.err == "redsem: no events\n");
+
+    // $REDSEM_HISTORY sets the length for every semaphore a client uses.
+    EnvChanges global = env;
+    global["REDSEM_HISTORY"] = "0";
+    const Keys quiet = Keys::make("redsem", "quiet");
+    REQUIRE(run_redsem({"acquire", "quiet"}, global).exit_code == 0);
+    CHECK(admin.call({"EXISTS", quiet.log}).as_integer() == 0);
+}
+
+TEST_CASE("log --follow prints each event within 100 ms of it happening") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    REQUIRE(run_redsem({"limit", "f", "5"}, env).exit_code == 0);
+    Child follower({"log", "f", "--json", "--follow"}, env);
+    // The history first: the limit event.
+    REQUIRE(follower.wait_for_line(10s));
+    std::size_t lines = 1;
+    for (int i = 0; i < 3; ++i) {
+        // Let the follower block in XREAD again before the next event.
+        std::this_thread::sleep_for(100ms);
+        REQUIRE(run_redsem({"acquire", "f", "--label", "followed"}, env).exit_code == 0);
+        const auto give_up = std::chrono::steady_clock::now() + 5s;
+        while (line_count(follower.out_so_far()) <= lines) {
+            REQUIRE(std::chrono::steady_clock::now() < give_up);
+            std::this_thread::sleep_for(1ms);
+        }
+        const long long seen_ms = real_now_ns() / 1'000'000;
+        ++lines;
+        const auto events = json_lines(follower.out_so_far());
+        REQUIRE(events.size() == lines);
+        const json& event = events.back();
+        CHECK(event["event"] == "acquired");
+        CHECK(event["label"] == "followed");
+        // The event's time is the server's (this machine's) clock when it happened.
+        CHECK(seen_ms - event["time_ms"].get<long long>() <= 100);
+    }
+    follower.signal(SIGINT);
+    CHECK(follower.wait().exit_code == 0);
+}
+
+TEST_CASE("log: time windows, every semaphore merged by time, labels escaped in the table and "
+          "exact in JSON") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    const std::string label = "evil\x1b[2J\x07label\ttab";
+    REQUIRE(run_redsem({"acquire", "one", "--label", label}, env).exit_code == 0);
+    std::this_thread::sleep_for(20ms);
+    REQUIRE(run_redsem({"acquire", "two", "--label", "plain"}, env).exit_code == 0);
+    std::this_thread::sleep_for(20ms);
+    REQUIRE(run_redsem({"acquire", "one", "-n", "1", "-w", "0"}, env).exit_code == 75);
+    std::this_thread::sleep_for(20ms);
+    REQUIRE(run_redsem({"limit", "one", "2"}, env).exit_code == 0);
+
+    const auto all = json_lines(run_redsem({"log", "--json"}, env).out);
+    REQUIRE(all.size() == 5); // limit and acquired of each, and one's new limit
+    for (std::size_t i = 1; i < all.size(); ++i) {
+        CHECK(all[i - 1]["time_ms"] <= all[i]["time_ms"]);
+    }
+    CHECK(all[1]["name"] == "one");
+    CHECK(all[3]["name"] == "two");
+    CHECK(all[1]["label"] == label);
+
+    const ProcessResult table = run_redsem({"log"}, env);
+    REQUIRE(table.exit_code == 0);
+    CHECK(table.out.find('\x1b') == std::string::npos);
+    CHECK(table.out.find('\x07') == std::string::npos);
+    CHECK(table.out.find("evil\\x1b[2J\\x07label\\x09tab") != std::string::npos);
+    CHECK(table.out.find("NAME") != std::string::npos);
+    CHECK(table.out.find("limit 1 -> 2") != std::string::npos);
+
+    // --since and --until, as points in time and as durations back from now.
+    const long long second = all[3]["time_ms"];
+    const std::string since = iso8601_utc(second);
+    const auto later = json_lines(run_redsem({"log", "--json", "--since", since}, env).out);
+    REQUIRE(!later.empty());
+    CHECK(later.front()["time_ms"] == second);
+    for (const json& event : later) {
+        CHECK(event["time_ms"].get<long long>() >= second);
+    }
+    const auto earlier = json_lines(
+        run_redsem({"log", "--json", "--until", "@" + std::to_string(second / 1000 - 100)}, env).out);
+    CHECK(earlier.empty());
+    CHECK(json_lines(run_redsem({"log", "--json", "--since", "1h"}, env).out).size() == 5);
+    CHECK(json_lines(run_redsem({"log", "one", "--json", "--since", "1d", "--until", "now"}, env)
+                         .out)
+              .size() == 3);
+}
+
+TEST_CASE("log, --history and status --format/--watch: bad input is a usage error") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    const std::vector<std::vector<std::string>> bad{
+        {"log", "x", "--since", "yesterday"},
+        {"log", "x", "--since", "2026-02-30"},
+        {"log", "x", "--since", "2026-11-23 25:00"},
+        {"log", "x", "--until", "@abc"},
+        {"log", "x", "--since", "1h", "--until", "2h"},
+        {"log", "x", "--follow", "--until", "now"},
+        {"log", "bad{name"},
+        {"acquire", "x", "--history", "-1"},
+        {"acquire", "x", "--history", "lots"},
+        {"limit", "x", "--history", "20000000"},
+        {"status", "--format", "xml"},
+        {"status", "--json", "--format", "prometheus"},
+        {"status", "x", "--watch"}, // not a terminal
+        {"status", "--watch", "--json"},
+    };
+    for (const auto& args : bad) {
+        const ProcessResult result = run_redsem(args, env);
+        INFO(args[0] << " " << args[args.size() - 1]);
+        CHECK(result.exit_code == 64);
+        CHECK(result.err.rfind("redsem: error: ", 0) == 0);
+        CHECK(line_count(result.err) == 2); // the error, and where to find help
+    }
+    EnvChanges bad_env = env;
+    bad_env["REDSEM_HISTORY"] = "ten";
+    const ProcessResult result = run_redsem({"acquire", "x"}, bad_env);
+    CHECK(result.exit_code == 64);
+    CHECK(result.err.find("$REDSEM_HISTORY") != std::string::npos);
+    // Nothing was written by any of them.
+    Connection admin = server.admin();
+    CHECK(admin.call({"EXISTS", Keys::make("redsem", "x").state}).as_integer() == 0);
+}
+
+TEST_CASE("status --format prometheus: the exposition format, escaped labels, the counters") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    const std::string name = R"(odd"name\x)";
+    const std::string holder =
+        run_redsem({"acquire", name, "-n", "2", "--ttl", "300ms"}, env).out;
+    REQUIRE(run_redsem({"acquire", name}, env).exit_code == 0);
+    Child waiter({"acquire", name, "--label", "w"}, env);
+    await_waiters(server, name, 1);
+    std::this_thread::sleep_for(400ms);
+    // The renewal finds the lease gone: expired and lost; the waiter gets the slot.
+    CHECK(run_redsem({"renew", name, holder.substr(0, holder.size() - 1)}, env).exit_code == 1);
+    REQUIRE(waiter.wait().exit_code == 0);
+    REQUIRE(run_redsem({"acquire", "plain", "--history", "0"}, env).exit_code == 0);
+
+    const ProcessResult result = run_redsem({"status", "--format", "prometheus"}, env);
+    REQUIRE(result.exit_code == 0);
+    const std::string& text = result.out;
+    const std::string labels = R"({prefix="redsem",name="odd\"name\\x"})";
+    CHECK(text.find("redsem_limit" + labels + " 2\n") != std::string::npos);
+    CHECK(text.find("redsem_holders" + labels + " 2\n") != std::string::npos);
+    CHECK(text.find("redsem_waiters" + labels + " 0\n") != std::string::npos);
+    CHECK(text.find("redsem_acquired_total" + labels + " 3\n") != std::string::npos);
+    CHECK(text.find("redsem_expired_total" + labels + " 1\n") != std::string::npos);
+    CHECK(text.find("redsem_lost_total" + labels + " 1\n") != std::string::npos);
+    CHECK(text.find(R"(redsem_holders{prefix="redsem",name="plain"} 1)") != std::string::npos);
+    CHECK(text.find(R"(redsem_acquired_total{prefix="redsem",name="plain"})") == std::string::npos);
+
+    // The format's rules, checked line by line: each family's HELP and TYPE once, before its
+    // samples; metric and label names as the format allows; values numbers.
+    const std::regex help(R"(# HELP ([a-zA-Z_:][a-zA-Z0-9_:]*) .+)");
+    const std::regex type(R"(# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (gauge|counter))");
+    const std::regex sample(
+        R"re(([a-zA-Z_:][a-zA-Z0-9_:]*)\{([a-zA-Z_][a-zA-Z0-9_]*="(\\[\\"n]|[^\\"\n])*"(,[a-zA-Z_][a-zA-Z0-9_]*="(\\[\\"n]|[^\\"\n])*")*)\} (-?[0-9.e+]+|NaN|[+-]Inf))re");
+    std::istringstream in(text);
+    std::set<std::string> families;
+    std::string family;
+    std::string family_type;
+    for (std::string line; std::getline(in, line);) {
+        std::smatch match;
+        INFO(line);
+        if (std::regex_match(line, match, help)) {
+            family = match[1];
+            CHECK(families.insert(family).second);
+        } else if (std::regex_match(line, match, type)) {
+            CHECK(match[1] == family);
+            family_type = match[2];
+        } else {
+            REQUIRE(std::regex_match(line, match, sample));
+            CHECK(match[1] == family);
+            CHECK((family_type != "counter" || family.ends_with("_total")));
+        }
+    }
+    CHECK(families.size() == 10);
+
+    // promtool, when Debian's prometheus package is installed, agrees.
+    if (access("/usr/bin/promtool", X_OK) == 0) {
+        const std::string path =
+            (std::filesystem::temp_directory_path() / ("redsem-metrics-" + std::to_string(getpid())))
+                .string();
+        std::ofstream(path) << text;
+        const ProcessResult checked =
+            Child::shell("/usr/bin/promtool check metrics < '" + path + "'")->wait();
+        std::filesystem::remove(path);
+        INFO(checked.out << checked.err);
+        CHECK(checked.exit_code == 0);
+    } else {
+        WARN("promtool not installed: checked against the format's rules only");
+    }
+}
+
+namespace {
+
+// A terminal for a real process: a tmux server of its own (its socket in a temporary
+// directory), one window of 160x40.
+class Tmux {
+public:
+    explicit Tmux(const std::string& command)
+        : m_socket((std::filesystem::temp_directory_path() /
+                    ("redsem-tmux-" + std::to_string(getpid()) + "-" + std::to_string(++s_count)))
+                       .string()) {
+        run("new-session -d -x 160 -y 40 '" + command + "'");
+        run("set-option -g remain-on-exit on");
+    }
+    ~Tmux() {
+        Child::shell("tmux -S '" + m_socket + "' kill-server")->wait();
+        std::filesystem::remove(m_socket);
+    }
+    Tmux(const Tmux&) = delete;
+    Tmux& operator=(const Tmux&) = delete;
+
+    ProcessResult run(const std::string& arguments) const {
+        return Child::shell("tmux -S '" + m_socket + "' " + arguments)->wait();
+    }
+    std::string screen() const { return run("capture-pane -p").out; }
+    // Waits (up to 10s) until the screen shows `text`; returns the screen.
+    std::string await(const std::string& text) const {
+        const auto give_up = std::chrono::steady_clock::now() + 10s;
+        std::string shown = screen();
+        while (shown.find(text) == std::string::npos &&
+               std::chrono::steady_clock::now() < give_up) {
+            std::this_thread::sleep_for(20ms);
+            shown = screen();
+        }
+        return shown;
+    }
+
+private:
+    static inline int s_count = 0;
+    std::string m_socket;
+};
+
+} // namespace
+
+TEST_CASE("status --watch redraws on a real terminal as slots change, and q restores it") {
+    if (access("/usr/bin/tmux", X_OK) != 0) {
+        FAIL("tmux is needed for this test (apt-get install tmux)");
+    }
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    REQUIRE(run_redsem({"acquire", "watched", "-n", "2", "--label", "first-holder"}, env)
+                .exit_code == 0);
+    const std::string binary = REDSEM_BINARY;
+    const std::string done = std::filesystem::temp_directory_path() /
+                             ("redsem-watch-done-" + std::to_string(getpid()));
+    std::filesystem::remove(done);
+    Tmux terminal("stty -a > " + done + ".before; REDSEM_URL=" + server.socket_url() + " " +
+                  binary + " status watched --watch; echo exit=$? > " + done +
+                  ".exit; stty -a > " + done);
+
+    std::string screen = terminal.await("first-holder");
+    CHECK(screen.find("watched: 1/2 held, 0 waiting") != std::string::npos);
+    CHECK(screen.find("q quits") != std::string::npos);
+
+    // A new holder shows at once (an event from the history), with its lease counting down.
+    const auto before = std::chrono::steady_clock::now();
+    REQUIRE(run_redsem({"acquire", "watched", "--ttl", "1h", "--label", "second-holder"}, env)
+                .exit_code == 0);
+    screen = terminal.await("second-holder");
+    CHECK(screen.find("watched: 2/2 held") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - before < 900ms); // before the 1s redraw
+    CHECK(std::regex_search(screen, std::regex("in (1h|59m)")));
+
+    // q leaves, restoring the screen and the terminal's modes.
+    terminal.run("send-keys q");
+    REQUIRE(wait_for_file(done, 10s));
+    CHECK(read_file(done + ".exit") == "exit=0\n");
+    CHECK(read_file(done) == read_file(done + ".before"));
+    screen = terminal.screen();
+    CHECK(screen.find("second-holder") == std::string::npos); // the main screen is back
+    for (const std::string suffix : {"", ".exit", ".before"}) {
+        std::filesystem::remove(done + suffix);
+    }
+}
