@@ -1,5 +1,6 @@
 # Generates a C++ header that embeds the Lua scripts (run as `cmake -P`).
-# Inputs: LIB (shared Lua prepended to every script), SCRIPTS (;-separated list), OUT (header path).
+# Inputs: LIB (shared Lua prepended to every script, which runs each script's body as
+# `return finish(body())`), SCRIPTS (;-separated list), OUT (header path).
 # Each script becomes `inline constexpr Script k_<name>_script` with its body and SHA1, so EVALSHA
 # can be tried first without a SCRIPT LOAD round trip.
 file(READ "${LIB}" lib_body)
@@ -9,7 +10,9 @@ string(REPLACE "|" ";" SCRIPTS "${SCRIPTS}")
 foreach(script IN LISTS SCRIPTS)
     get_filename_component(name "${script}" NAME_WE)
     file(READ "${script}" body)
-    set(full "${lib_body}\n${body}")
+    # The body runs as a function, so that finish() (lib.lua) ends every call, whichever
+    # return it takes.
+    set(full "${lib_body}\nlocal function script_body()\n${body}\nend\nreturn finish(script_body())\n")
     string(FIND "${full}" ")lua\"" clash)
     if(NOT clash EQUAL -1)
         message(FATAL_ERROR "${script} contains the raw-string delimiter )lua\"")

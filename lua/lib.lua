@@ -96,14 +96,16 @@ local NUDGE_KEEP_MS = 60000
 -- somebody looks again within the head's refresh interval, so up to this many dead waiters in
 -- a row at the head are each passed over within about CLAIM_MS (see acquire.lua).
 local NEAR_HEAD = 8
--- How many events the history keeps when the semaphore names no other length (state field
--- `history`; 0 keeps none). At or above EXACT_TRIM_BELOW the stream is trimmed a block at a
--- time (MAXLEN ~: cheaper, keeps up to about 100 more); below it, exactly.
+-- How many entries (script calls' events) the history keeps when the semaphore names no other
+-- length (state field `history`; 0 keeps none). At or above EXACT_TRIM_BELOW the stream is
+-- trimmed a block at a time, now and then (see finish(): cheaper, keeps up to a few hundred
+-- more); below it, exactly.
 local DEFAULT_HISTORY = 10000
 local EXACT_TRIM_BELOW = 1000
+local TRIM_EVERY = 16
 -- Events counted in the state hash (for `status --format prometheus`) while history is on.
-local COUNTERS = {acquired = 'acquired_total', expired = 'expired_total',
-                  unclaimed = 'expired_total', lost = 'lost_total'}
+-- (Grants are counted in next_fence().)
+local COUNTERS = {expired = 'expired_total', unclaimed = 'expired_total', lost = 'lost_total'}
 
 -- Integers above 1e14 lose digits in tostring(); format them exactly.
 local function int_str(n)
@@ -138,7 +140,8 @@ end
 -- a key holds a type redsem did not create. All keys are checked only when the state hash is
 -- missing (a new semaphore); a foreign key appearing later still fails with WRONGTYPE.
 local function load_state()
-    local got = redis.pcall('HMGET', K_STATE, 'limit', 'fence', 'keep', 'loss_grace', 'due', 'history')
+    local got = redis.pcall('HMGET', K_STATE, 'limit', 'fence', 'keep', 'loss_grace', 'due', 'history',
+                            'acquired_total')
     if got.err then
         return nil, {'wrongtype', K_STATE, redis.call('TYPE', K_STATE).ok, 'hash'}
     end
@@ -156,7 +159,7 @@ local function load_state()
     end
     return {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
             keep = tonumber(got[3]) or 0, loss_grace = tonumber(got[4]), due = tonumber(got[5]) or 0,
-            history = tonumber(got[6]) or DEFAULT_HISTORY}
+            history = tonumber(got[6]) or DEFAULT_HISTORY, acquired_total = tonumber(got[7]) or 0}
 end
 
 -- Server time in milliseconds; also remembers it in microseconds for next_fence(). (Both
@@ -175,7 +178,13 @@ end
 local function next_fence(state)
     local fence = math.max((tonumber(state.fence) or 0) + 1, now_us)
     state.fence = fence
-    redis.call('HSET', K_STATE, 'fence', int_str(fence))
+    if state.history > 0 and state.raw_limit then
+        -- Counted with the fence: no call of its own (see log_event()).
+        state.acquired_total = state.acquired_total + 1
+        redis.call('HSET', K_STATE, 'fence', int_str(fence), 'acquired_total', state.acquired_total)
+    else
+        redis.call('HSET', K_STATE, 'fence', int_str(fence))
+    end
     return fence
 end
 
@@ -310,34 +319,61 @@ local function holder_info(slot, fence, now, ttl, json)
     return 'h ' .. slot .. ' ' .. int_str(fence) .. ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json
 end
 
--- History: each event is one stream entry (ID: the server time it happened, in ms) of one
--- field, the event's kind, whose value is "TOKEN SLOT FENCE DURATION_MS JSON" ('-' where a
--- part does not apply; JSON: the holder's or waiter's metadata), or for 'limit', "FROM TO".
--- One field, not one per part: an event costs about what one XADD costs (see the README).
+-- History: the events of one script call are one stream entry (ID: the server time, in ms),
+-- written at its end by finish(); each event is one field of it, the event's kind, whose value
+-- is "TOKEN SLOT FENCE DURATION_MS JSON" ('-' where a part does not apply; JSON: the holder's
+-- or waiter's metadata), or for 'limit', "FROM TO". One XADD per call, not one per event or
+-- per part: a release and the hand-over it makes cost one (see the README for what it costs).
 -- Kinds: acquired (directly, or by hand-over; DURATION: how long it waited), queued,
 -- released (DURATION: how long it held the slot), expired (a lease ran out by the server's
 -- clock; DURATION: from the grant to the deadline), unclaimed (a hand-over nobody collected
 -- in time), lost (a renewal found no lease), left (a waiter left the queue: released, by a
 -- signal or at the end of --wait; DURATION: how long it waited), dropped (a waiter stopped
 -- refreshing its place), gc (removed by redsem gc) and limit.
--- The stream is created only for a semaphore that has a state, and gets the same expiry as
--- its other keys (see touch()). A failure here (a foreign key in the log's place) never fails
--- the script: history is a record, the semaphore is what matters.
+-- The stream keeps the latest `history` entries, and is created only for a semaphore that has
+-- a state, with the same expiry as its other keys (see touch()). A failure to write it (a
+-- foreign key in its place) never fails the script: history is a record, the semaphore is
+-- what matters. Grants are counted in the state's acquired_total with the fence (see
+-- next_fence()), expiries and losses here.
+local pending_events = {}
+local log_state, log_now
 local function log_event(state, now, event, value)
-    local cap = state.history
-    if not K_LOG or cap <= 0 then
+    if not K_LOG or state.history <= 0 then
         return
     end
-    local trim = cap < EXACT_TRIM_BELOW and '=' or '~'
-    local id = redis.pcall('XADD', K_LOG, 'NOMKSTREAM', 'MAXLEN', trim, cap, '*', event, value)
-    if id == false and state.raw_limit then
-        redis.pcall('XADD', K_LOG, 'MAXLEN', trim, cap, '*', event, value)
-        redis.call('PEXPIREAT', K_LOG, int_str(state.keep > now and state.keep or now + KEEP_STEP_MS))
-    end
+    pending_events[#pending_events + 1] = event
+    pending_events[#pending_events + 1] = value
+    log_state, log_now = state, now
     local counter = COUNTERS[event]
     if counter and state.raw_limit then
         redis.call('HINCRBY', K_STATE, counter, 1)
     end
+end
+
+-- Every script ends here: the build wraps each one's body as `return finish(body())`. Writes
+-- the events the call logged, and returns its reply.
+local function finish(reply)
+    if #pending_events == 0 then
+        return reply
+    end
+    local state, cap = log_state, log_state.history
+    local id
+    if cap < EXACT_TRIM_BELOW then
+        id = redis.pcall('XADD', K_LOG, 'NOMKSTREAM', 'MAXLEN', cap, '*', unpack(pending_events))
+    else
+        -- Trimming a block at a time can only drop whole blocks of 100 entries: it is asked
+        -- for on about one call in TRIM_EVERY (by the entry's millisecond), which saves a
+        -- fifth of an XADD's cost on the others.
+        id = redis.pcall('XADD', K_LOG, 'NOMKSTREAM', '*', unpack(pending_events))
+        if type(id) == 'string' and tonumber(string.match(id, '^%d+')) % TRIM_EVERY == 0 then
+            redis.pcall('XTRIM', K_LOG, 'MAXLEN', '~', cap)
+        end
+    end
+    if id == false and state.raw_limit then
+        redis.pcall('XADD', K_LOG, 'MAXLEN', cap, '*', unpack(pending_events))
+        redis.call('PEXPIREAT', K_LOG, int_str(state.keep > log_now and state.keep or log_now + KEEP_STEP_MS))
+    end
+    return reply
 end
 
 -- Logs `event` for `token`, whose record is `info` (parse_info(); nil when unknown), with

@@ -64,13 +64,13 @@ long long sequence(std::string_view id) {
     return dash == std::string_view::npos ? 0 : parse_integer(id.substr(dash + 1)).value_or(0);
 }
 
-Event event_from_entry(std::string_view name, const Reply& entry) {
+// The events of one stream entry (one script call), in the order they happened.
+void add_events(std::string_view name, const Reply& entry, std::vector<Event>& events) {
     const std::string& id = entry.at(0).as_string();
     const auto& fields = entry.at(1).as_array();
-    if (fields.size() < 2) {
-        return parse_event(name, id, "", "");
+    for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
+        events.push_back(parse_event(name, id, fields[i].as_string(), fields[i + 1].as_string()));
     }
-    return parse_event(name, id, fields[0].as_string(), fields[1].as_string());
 }
 
 } // namespace
@@ -105,12 +105,12 @@ std::vector<Event> read_history(Connection& connection, std::string_view prefix,
             connection.call(Command{key, {"XRANGE", key, start, end, "COUNT", std::to_string(k_page)}});
         const auto& entries = page.as_array();
         for (const Reply& entry : entries) {
-            events.push_back(event_from_entry(name, entry));
+            add_events(name, entry, events);
         }
         if (entries.size() < k_page) {
             return events;
         }
-        start = "(" + events.back().id; // exclusive: after the last one read
+        start = "(" + entries.back().at(0).as_string(); // exclusive: after the last one read
     }
 }
 
@@ -144,8 +144,8 @@ std::vector<Event> follow_history(Connection& connection, std::string_view prefi
         }
         const auto index = static_cast<std::size_t>(at - keys.begin());
         for (const Reply& entry : stream.at(1).as_array()) {
-            events.push_back(event_from_entry(names[index], entry));
-            last_ids[index] = events.back().id;
+            add_events(names[index], entry, events);
+            last_ids[index] = entry.at(0).as_string();
         }
     }
     sort_by_time(events);

@@ -10,12 +10,13 @@
 
 namespace redsem {
 
-// One event of a semaphore's history, as lua/lib.lua's log_event() writes it: a stream entry
-// whose one field is the kind and whose value is "TOKEN SLOT FENCE DURATION_MS JSON" ('-'
-// where a part does not apply), or "FROM TO" for a limit change.
+// One event of a semaphore's history, as lua/lib.lua's log_event() writes it: a field of a
+// stream entry (one entry per script call, its events in order) whose name is the kind and
+// whose value is "TOKEN SLOT FENCE DURATION_MS JSON" ('-' where a part does not apply), or
+// "FROM TO" for a limit change.
 struct Event {
     std::string name;     // the semaphore
-    std::string id;       // the stream entry's ID, "MS-SEQ"
+    std::string id;       // the stream entry's ID, "MS-SEQ" (shared by a script call's events)
     long long time_ms = 0; // server clock, from the ID
     std::string kind;     // acquired, queued, released, expired, unclaimed, lost, left, dropped,
                           // gc, limit (or a kind this redsem does not know)
@@ -35,7 +36,7 @@ Event parse_event(std::string_view name, std::string_view id, std::string_view k
                   std::string_view value);
 
 // The events of `name` from `from_ms` to `to_ms` (server clock, inclusive), oldest first,
-// read in pages with XRANGE. Changes nothing.
+// read in pages of entries with XRANGE. Changes nothing.
 std::vector<Event> read_history(Connection& connection, std::string_view prefix,
                                 std::string_view name, long long from_ms, long long to_ms);
 

@@ -2,6 +2,7 @@
 // core library as the CLI. Prints one JSON object. Not a test: it asserts nothing.
 //
 //   redsem-bench --url URL [--clients 50] [--limit 5] [--seconds 10] [--name bench]
+//                [--history N]
 //
 // Each client is a thread with its own connection, looping acquire -> release. A hand-off is
 // timed from the moment a holder starts its release to the moment the blocked waiter that the
@@ -19,6 +20,7 @@
 #include <atomic>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -47,11 +49,15 @@ int main(int argc, char** argv) {
     long long limit = 5;
     double seconds = 10;
     std::string name = "bench";
+    std::optional<long long> history;
     app.add_option("--url", url, "Redis URL")->capture_default_str();
     app.add_option("--clients", clients, "Client threads")->check(CLI::Range(1, 1000));
     app.add_option("--limit", limit, "Semaphore limit")->check(CLI::Range(1, 100000));
     app.add_option("--seconds", seconds, "Run time")->check(CLI::Range(0.1, 3600.0));
     app.add_option("--name", name, "Semaphore name");
+    app.add_option("--history", history, "Events the semaphore's history keeps (0: none; default: "
+                                         "redsem's default)")
+        ->check(CLI::Range(0LL, k_max_history));
     CLI11_PARSE(app, argc, argv);
 
     ConnectOptions connect{parse_redis_url(url)};
@@ -84,6 +90,7 @@ int main(int argc, char** argv) {
                 options.limit = limit;
                 options.ttl = std::chrono::seconds(30);
                 options.loss_grace = Milliseconds{0}; // a private, brand-new server
+                options.history = history;
                 options.meta = holder_meta("redsem-bench", getpid(), "run");
                 while (!stop) {
                     const auto lease = semaphore.acquire(options, generate_token());
@@ -135,6 +142,7 @@ int main(int argc, char** argv) {
         {"handoff_p99_ms", percentile(total.handoff_ms, 0.99)},
         {"max_concurrent_holders", most_holding.load()},
         {"errors", errors.load()},
+        {"history", history ? nlohmann::json(*history) : nlohmann::json("default")},
     };
     std::cout << out.dump(2) << "\n";
     return errors == 0 && most_holding <= limit ? 0 : 1;
