@@ -13,9 +13,12 @@
 _redsem_value_opts() {
     local opts='-u --url --prefix --connect-timeout --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni'
     case $1 in
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --while-pid --on-lost' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --history --while-pid --on-lost' ;;
         renew) opts+=' --ttl --replicas' ;;
-        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --on-lost --kill-after --lost-exit-code -c --command' ;;
+        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --history --on-lost --kill-after --lost-exit-code -c --command' ;;
+        status) opts+=' --format' ;;
+        limit) opts+=' --history' ;;
+        log) opts+=' --since --until' ;;
     esac
     printf '%s' "$opts"
 }
@@ -25,12 +28,13 @@ _redsem_all_opts() {
     local opts='-h --help -u --url --prefix --connect-timeout --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni --insecure'
     case $1 in
         '') opts+=' --version' ;;
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas -q --quiet --json --while-pid --on-lost' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --history -q --quiet --json --while-pid --on-lost' ;;
         renew) opts+=' --ttl --replicas' ;;
-        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
-        status) opts+=' --json --names' ;;
+        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --history -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
+        status) opts+=' --json --format --watch --names' ;;
+        log) opts+=' --since --until --json -f --follow' ;;
         gc) opts+=' --dry-run --json' ;;
-        limit) opts+=' --json' ;;
+        limit) opts+=' --history --json' ;;
     esac
     printf '%s' "$opts"
 }
@@ -212,7 +216,7 @@ _redsem() {
                     mode=cmdname # "run NAME COMMAND" without "--"
                 fi
                 ;;
-            status | gc) mode=names ;;
+            status | gc | log) mode=names ;;
         esac
     fi
 
@@ -224,7 +228,7 @@ _redsem() {
 
     case $mode in
         subcommands)
-            for w in acquire release renew run status limit gc; do
+            for w in acquire release renew run status limit log gc; do
                 [[ $w == "$cur"* ]] && cands+=("$w")
             done
             ;;
@@ -256,15 +260,20 @@ _redsem() {
                     compopt -o filenames 2>/dev/null
                     mapfile -t cands < <(compgen -d -- "$vcur")
                     ;;
+                --format)
+                    for w in table json prometheus; do
+                        [[ $w == "$vcur"* ]] && cands+=("$vpre$w")
+                    done
+                    ;;
             esac
             ;;
         names)
             local name q seen
             _redsem_dequote "$cur"
             local dcur=$REPLY
-            # status and gc take several names: skip the ones already given.
+            # status, gc and log take several names: skip the ones already given.
             seen=' '
-            if [[ $sub == status || $sub == gc ]]; then
+            if [[ $sub == status || $sub == gc || $sub == log ]]; then
                 for ((i = 2; i < cword; i++)); do seen+="${words[i]} "; done
             fi
             while IFS= read -r name; do

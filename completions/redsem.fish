@@ -14,12 +14,18 @@ function __redsem_value_opts
     switch "$argv[1]"
         case acquire
             printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
-                --replicas --while-pid --on-lost
+                --replicas --history --while-pid --on-lost
         case renew
             printf '%s\n' --ttl --replicas
         case run
             printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
-                --replicas --on-lost --kill-after --lost-exit-code -c --command
+                --replicas --history --on-lost --kill-after --lost-exit-code -c --command
+        case status
+            printf '%s\n' --format
+        case limit
+            printf '%s\n' --history
+        case log
+            printf '%s\n' --since --until
     end
 end
 
@@ -151,7 +157,7 @@ end
 function __redsem_wants_name
     set -l sub (__redsem_info sub)
     switch "$sub"
-        case status gc
+        case status gc log
             return 0
         case acquire release renew run limit
             set -l npos (__redsem_info npos)
@@ -175,10 +181,10 @@ function __redsem_names
     else
         set names (command $cmd 2>/dev/null </dev/null)
     end
-    # status and gc take several names: skip the ones already given.
+    # status, gc and log take several names: skip the ones already given.
     set -l given
     set -l sub (__redsem_info sub)
-    if contains -- "$sub" status gc
+    if contains -- "$sub" status gc log
         set given (commandline -opc)
     end
     for name in $names
@@ -201,6 +207,7 @@ complete -c redsem -n __redsem_use_subcommand -a renew -d 'Extend the lease of t
 complete -c redsem -n __redsem_use_subcommand -a run -d 'Run COMMAND while holding a slot'
 complete -c redsem -n __redsem_use_subcommand -a status -d 'Show holders and waiters'
 complete -c redsem -n __redsem_use_subcommand -a limit -d 'Show or change how many may hold NAME'
+complete -c redsem -n __redsem_use_subcommand -a log -d 'Show who held and waited, when, and for how long'
 complete -c redsem -n __redsem_use_subcommand -a gc -d 'Remove expired holders and dead waiters'
 
 # Global options (before or after the subcommand)
@@ -230,6 +237,7 @@ complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s q -l quiet 
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l json -d 'Print the result as JSON'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l while-pid -x -a '(__fish_complete_pids)' -d 'Hold the slot for the life of process PID'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l on-lost -x -a 'TERM INT HUP KILL USR1 USR2 QUIT ALRM none' -d 'Signal for PID when the lease is lost'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run limit' -l history -x -d 'Events the history of NAME keeps (0: none)'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l json -d 'Print JSON'
 
 # run
@@ -240,7 +248,15 @@ complete -c redsem -n '__redsem_seen_subcommand_from run' -s c -l command -x -d 
 
 # status and gc
 complete -c redsem -n '__redsem_seen_subcommand_from status' -l json -d 'Print JSON'
+complete -c redsem -n '__redsem_seen_subcommand_from status' -l format -x -a 'table json prometheus' -d 'Output format'
+complete -c redsem -n '__redsem_seen_subcommand_from status' -l watch -d 'On a terminal, redraw as it changes'
 complete -c redsem -n '__redsem_seen_subcommand_from status' -l names -d 'Print only the names of all semaphores'
+
+# log
+complete -c redsem -n '__redsem_seen_subcommand_from log' -l since -x -d 'Only events from WHEN on (24h, a time)'
+complete -c redsem -n '__redsem_seen_subcommand_from log' -l until -x -d 'Only events up to WHEN'
+complete -c redsem -n '__redsem_seen_subcommand_from log' -l json -d 'One JSON object per event'
+complete -c redsem -n '__redsem_seen_subcommand_from log' -s f -l follow -d 'Print new events as they happen'
 complete -c redsem -n '__redsem_seen_subcommand_from gc' -l dry-run -d 'Show what would be removed; change nothing'
 complete -c redsem -n '__redsem_seen_subcommand_from gc' -l json -d 'Print JSON'
 

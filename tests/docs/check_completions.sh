@@ -57,6 +57,12 @@ expect bash "redsem acquire --wh" "--while-pid" "$(bash_complete redsem acquire 
 expect bash "redsem acquire --on-lost K" "KILL" "$(bash_complete redsem acquire --on-lost K)"
 expect bash "redsem status --ins" "--insecure" "$(bash_complete redsem status --ins)"
 expect bash "redsem --cacert DIR/r." "$dir/r.sock" "$(bash_complete redsem --cacert "$dir/r.")"
+expect bash "redsem lo" "log" "$(bash_complete redsem lo)"
+expect bash "redsem status --fo" "--format" "$(bash_complete redsem status --fo)"
+expect bash "redsem status --format p" "prometheus" "$(bash_complete redsem status --format p)"
+expect bash "redsem log --fo" "--follow" "$(bash_complete redsem log --fo)"
+expect bash "redsem --url URL log alpha " "beta" "$(bash_complete redsem --url "$url" log alpha '')"
+expect bash "redsem limit --hi" "--history" "$(bash_complete redsem limit --hi)"
 
 expect fish "redsem st" "status" "$(fish_complete 'redsem st')"
 expect fish "redsem li" "limit" "$(fish_complete 'redsem li')"
@@ -64,6 +70,9 @@ expect fish "redsem acquire --on-lost K" "KILL" "$(fish_complete 'redsem acquire
 expect fish "redsem run x --on-lost " "ignore term" "$(fish_complete 'redsem run x --on-lost ')"
 expect fish "redsem --url URL status " "alpha beta" "$(fish_complete "redsem --url $url status ")"
 expect fish "redsem status -u URL " "alpha beta" "$(fish_complete "redsem status -u $url ")"
+expect fish "redsem lo" "log" "$(fish_complete 'redsem lo')"
+expect fish "redsem status --format " "json prometheus table" "$(fish_complete 'redsem status --format ')"
+expect fish "redsem --url URL log " "alpha beta" "$(fish_complete "redsem --url $url log ")"
 fish_acquire=$(fish_complete 'redsem acquire --')
 for option in --limit --ttl --wait --json --url --while-pid --on-lost --cacert --password-file --insecure; do
     echo "$fish_acquire" | grep -q -- "^$option" || { echo "FAIL fish: acquire -- lacks $option"; failures=$((failures + 1)); }
@@ -77,6 +86,10 @@ expect zsh "redsem acquire --li" "--limit" "$(zsh_complete 'redsem acquire --li'
 expect zsh "redsem status --ins" "--insecure" "$(zsh_complete 'redsem status --ins')"
 expect zsh "redsem --url URL status " "alpha beta" "$(zsh_complete "redsem --url $url status ")"
 expect zsh "redsem --url URL acquire al" "alpha" "$(zsh_complete "redsem --url $url acquire al")"
+expect zsh "redsem lo" "log" "$(zsh_complete 'redsem lo')"
+expect zsh "redsem status --format " "json prometheus table" "$(zsh_complete 'redsem status --format ')"
+expect zsh "redsem log --si" "--since" "$(zsh_complete 'redsem log --si')"
+expect zsh "redsem run x --hi" "--history" "$(zsh_complete 'redsem run x --hi')"
 
 # Redis down: no names, nothing on stderr, no hang.
 for shell in bash fish; do
