@@ -12,6 +12,8 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdint>
+#include <limits>
 #include <fmt/format.h>
 #include <iostream>
 #include <memory>
@@ -26,6 +28,8 @@ using nlohmann::json;
 
 // How long one XREAD of --follow blocks; without NAME, how often new semaphores join.
 constexpr Milliseconds k_follow_block{10'000};
+// The highest sequence number of a stream entry ID ("MS-SEQ").
+constexpr std::uint64_t k_last_sequence = std::numeric_limits<std::uint64_t>::max();
 
 struct LogArgs {
     std::vector<std::string> names;
@@ -200,8 +204,10 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
     std::vector<std::string> last_ids;
     for (const auto& name : names) {
         std::vector<Event> own = read_history(connection, prefix, name, from_ms, to_ms);
-        last_ids.push_back(own.empty() ? fmt::format("{}-0", std::max(from_ms, now_ms))
-                                       : own.back().id);
+        // With nothing read, every entry from --since on that comes later is new.
+        last_ids.push_back(!own.empty() ? own.back().id
+                           : from_ms > 0 ? fmt::format("{}-{}", from_ms - 1, k_last_sequence)
+                                         : std::string("0-0"));
         events.insert(events.end(), std::make_move_iterator(own.begin()),
                       std::make_move_iterator(own.end()));
     }

@@ -5,16 +5,19 @@
 
 namespace redsem {
 
-std::string prometheus_label_value(std::string_view value) {
+namespace {
+
+// Backslash and line feed escaped, and double quotes too when `quotes`.
+std::string escape(std::string_view text, bool quotes) {
     std::string out;
-    out.reserve(value.size());
-    for (const char c : value) {
+    out.reserve(text.size());
+    for (const char c : text) {
         if (c == '\\') {
             out += "\\\\";
-        } else if (c == '"') {
-            out += "\\\"";
         } else if (c == '\n') {
             out += "\\n";
+        } else if (c == '"' && quotes) {
+            out += "\\\"";
         } else {
             out += c;
         }
@@ -22,18 +25,14 @@ std::string prometheus_label_value(std::string_view value) {
     return out;
 }
 
+} // namespace
+
+std::string prometheus_label_value(std::string_view value) {
+    return escape(value, true);
+}
+
 std::string prometheus_help(std::string_view text) {
-    std::string out;
-    for (const char c : text) {
-        if (c == '\\') {
-            out += "\\\\";
-        } else if (c == '\n') {
-            out += "\\n";
-        } else {
-            out += c;
-        }
-    }
-    return out;
+    return escape(text, false);
 }
 
 void PrometheusWriter::family(std::string_view name, std::string_view type, std::string_view help) {

@@ -6,22 +6,28 @@
 
 namespace redsem {
 
-std::string iso8601_utc(long long epoch_ms) {
+namespace {
+
+// "YYYY-MM-DD<separator>HH:MM:SS.mmm<zone>" of `epoch_ms`, broken down by `breakdown`
+// (gmtime_r or localtime_r).
+std::string format_time(long long epoch_ms, std::tm* (*breakdown)(const std::time_t*, std::tm*),
+                        char separator, std::string_view zone) {
     const std::time_t seconds = static_cast<std::time_t>(epoch_ms / 1000);
-    std::tm utc{};
-    gmtime_r(&seconds, &utc);
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", utc.tm_year + 1900,
-                       utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
-                       epoch_ms % 1000);
+    std::tm parts{};
+    breakdown(&seconds, &parts);
+    return fmt::format("{:04}-{:02}-{:02}{}{:02}:{:02}:{:02}.{:03}{}", parts.tm_year + 1900,
+                       parts.tm_mon + 1, parts.tm_mday, separator, parts.tm_hour, parts.tm_min,
+                       parts.tm_sec, epoch_ms % 1000, zone);
+}
+
+} // namespace
+
+std::string iso8601_utc(long long epoch_ms) {
+    return format_time(epoch_ms, gmtime_r, 'T', "Z");
 }
 
 std::string local_time(long long epoch_ms) {
-    const std::time_t seconds = static_cast<std::time_t>(epoch_ms / 1000);
-    std::tm local{};
-    localtime_r(&seconds, &local);
-    return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03}", local.tm_year + 1900,
-                       local.tm_mon + 1, local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec,
-                       epoch_ms % 1000);
+    return format_time(epoch_ms, localtime_r, ' ', "");
 }
 
 namespace {
