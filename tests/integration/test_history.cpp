@@ -481,7 +481,7 @@ TEST_CASE("status --watch redraws on a real terminal as slots change, and q rest
     std::filesystem::remove(done);
     Tmux terminal("stty -a > " + done + ".before; REDSEM_URL=" + server.socket_url() + " " +
                   binary + " status watched --watch; echo exit=$? > " + done +
-                  ".exit; stty -a > " + done);
+                  ".exit; stty -a > " + done + ".after; mv " + done + ".after " + done);
 
     std::string screen = terminal.await("first-holder");
     CHECK(screen.find("watched: 1/2 held, 0 waiting") != std::string::npos);

@@ -62,7 +62,7 @@ TEST_CASE("sort_by_time merges histories by time, keeping each stream's order") 
     CHECK(events[3].name == "b");
 }
 
-TEST_CASE("parse_time_point: epoch seconds, dates, times, zones; nothing else") {
+TEST_CASE("parse_time_point: epoch seconds, dates, times and zones, and nothing else") {
     CHECK(parse_time_point("@0") == 0);
     CHECK(parse_time_point("@1700000000") == 1'700'000'000'000);
     CHECK(parse_time_point("2026-11-23T03:12:00Z") == 1'795'403'520'000);
