@@ -53,12 +53,12 @@ local mode, liveness, json, known = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8]
 local now = server_now()
 local asked_grace = tonumber(ARGV[9])
 if asked_grace and asked_grace ~= state.loss_grace then
-    redis.call('HSET', K_STATE, 'loss_grace', asked_grace)
+    store_setting(state, 'loss_grace', asked_grace)
     state.loss_grace = asked_grace
 end
 local asked_history = #ARGV > 10 and tonumber(ARGV[10]) -- (the last ARGV is the flags)
 if asked_history and asked_history ~= state.history then
-    redis.call('HSET', K_STATE, 'history', asked_history)
+    store_setting(state, 'history', asked_history)
     state.history = asked_history
 end
 local grace = loss_grace(state, ttl)

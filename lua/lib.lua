@@ -198,7 +198,7 @@ local function touch(state, deadline)
     for i = 1, SEMAPHORE_KEYS do
         redis.call('PEXPIREAT', KEYS[i], int_str(state.keep))
     end
-    if K_LOG then
+    if K_LOG and redis.call('TYPE', K_LOG).ok == 'stream' then -- (never a foreign key)
         redis.call('PEXPIREAT', K_LOG, int_str(state.keep))
     end
     if OWN_EPOCH then
@@ -303,6 +303,16 @@ local function expire_new(state, key)
     end
 end
 
+-- Stores a setting the caller gave (loss_grace, history) in the state hash. A state hash made
+-- here, before the semaphore's first touch() (or while it refuses a caller, its state lost),
+-- expires after KEEP_MIN_MS unless touch() moves it on.
+local function store_setting(state, field, value)
+    redis.call('HSET', K_STATE, field, value)
+    if state.keep == 0 then
+        redis.call('PEXPIRE', K_STATE, KEEP_MIN_MS)
+    end
+end
+
 local function parse_info(raw)
     if not raw then
         return nil
@@ -331,9 +341,9 @@ end
 -- signal or at the end of --wait; DURATION: how long it waited), dropped (a waiter stopped
 -- refreshing its place), gc (removed by redsem gc) and limit.
 -- The stream keeps the latest `history` entries, and is created only for a semaphore that has
--- a state, with the same expiry as its other keys (see touch()). A failure to write it (a
--- foreign key in its place) never fails the script: history is a record, the semaphore is
--- what matters. Grants are counted in the state's acquired_total with the fence (see
+-- a state, with the same expiry as its other keys (see touch()). A key of another type in
+-- its place stops a new semaphore (load_state(), as for its other keys); appearing later, it
+-- only stops the history: writing history never fails a script that changed something. Grants are counted in the state's acquired_total with the fence (see
 -- next_fence()), expiries and losses here.
 local pending_events = {}
 local log_state, log_now
@@ -346,7 +356,7 @@ local function log_event(state, now, event, value)
     log_state, log_now = state, now
     local counter = COUNTERS[event]
     if counter and state.raw_limit then
-        redis.call('HINCRBY', K_STATE, counter, 1)
+        redis.pcall('HINCRBY', K_STATE, counter, 1) -- (a field edited by hand stays as it is)
     end
 end
 
@@ -567,8 +577,9 @@ local function log_lapsed(state, now)
             return
         end
         local info = parse_info(redis.call('HGET', K_INFO, token))
+        -- (An unclaimed slot was never held: no duration.)
         log_entry(state, now, kind == 'waiter' and 'dropped' or 'unclaimed', token, info,
-                  info and info.since and deadline - info.since)
+                  kind == 'waiter' and info and info.since and deadline - info.since or nil)
     end
 end
 

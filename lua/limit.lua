@@ -22,8 +22,11 @@ if not wanted and not history then
 end
 local now = server_now()
 if history and history ~= state.history then
-    redis.call('HSET', K_STATE, 'history', history)
+    store_setting(state, 'history', history)
     state.history = history
+    if history > 0 then
+        redis.pcall('XTRIM', K_LOG, 'MAXLEN', history) -- shorter at once, not at the next event
+    end
 end
 wanted = wanted or state.limit or 1
 local from = state.limit

@@ -19,6 +19,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <poll.h>
+#include <set>
 
 namespace redsem::cli {
 
@@ -26,8 +27,10 @@ namespace {
 
 using nlohmann::json;
 
-// How long one XREAD of --follow blocks; without NAME, how often new semaphores join.
+// How long one XREAD of --follow blocks; without NAME, how often a SCAN looks for semaphores
+// whose history began since (they join with all their events, later by up to this).
 constexpr Milliseconds k_follow_block{10'000};
+constexpr Milliseconds k_rescan_every{2'000};
 // The highest sequence number of a stream entry ID ("MS-SEQ").
 constexpr std::uint64_t k_last_sequence = std::numeric_limits<std::uint64_t>::max();
 
@@ -42,7 +45,7 @@ struct LogArgs {
 // --since and --until: a duration back from the server's now, or a point in time.
 long long resolve_when(const std::string& text, const char* option, long long now_ms) {
     if (const auto point = parse_time_point(text)) {
-        return *point;
+        return std::max(0LL, *point); // (1970-01-01 east of Greenwich: before the epoch)
     }
     if (text == "now") {
         return now_ms;
@@ -53,7 +56,7 @@ long long resolve_when(const std::string& text, const char* option, long long no
                                      "with an optional Z or +HH:MM, or @SECONDS)",
                                      option, printable(text)));
     }
-    return now_ms - parse_duration(text, option).count();
+    return std::max(0LL, now_ms - parse_duration(text, option).count());
 }
 
 // Whether an event's duration is a wait (else a hold): a grant's, a waiter's that left or was
@@ -202,8 +205,24 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
     std::vector<Event> events;
     // Each history is read up to the same ID, so that --follow goes on from there exactly.
     std::vector<std::string> last_ids;
+    std::vector<std::string> readable;
+    std::set<std::string> unreadable;
     for (const auto& name : names) {
-        std::vector<Event> own = read_history(connection, prefix, name, from_ms, to_ms);
+        std::vector<Event> own;
+        try {
+            own = read_history(connection, prefix, name, from_ms, to_ms);
+        } catch (const Error& error) {
+            // A key of another type in a history's place (WRONGTYPE): without NAME, say so
+            // and show the others (a NAME given is the error).
+            if (!args.names.empty() || error.exit_code() != static_cast<int>(ExitCode::conflict)) {
+                throw;
+            }
+            unreadable.insert(name);
+            std::cerr << fmt::format("redsem: warning: the history of '{}' cannot be read: {}\n",
+                                     terminal_safe(name), error.what());
+            continue;
+        }
+        readable.push_back(name);
         // With nothing read, every entry from --since on that comes later is new.
         last_ids.push_back(!own.empty() ? own.back().id
                            : from_ms > 0 ? fmt::format("{}-{}", from_ms - 1, k_last_sequence)
@@ -211,6 +230,7 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
         events.insert(events.end(), std::make_move_iterator(own.begin()),
                       std::make_move_iterator(own.end()));
     }
+    names = std::move(readable);
     sort_by_time(events);
     Printer printer(args.json, args.names.size() != 1);
     if (!args.follow) {
@@ -232,22 +252,23 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
         if (all) {
             // New semaphores join at each round.
             for (const auto& name : scan_names(connection, prefix, "log")) {
-                if (std::find(names.begin(), names.end(), name) == names.end()) {
+                if (std::find(names.begin(), names.end(), name) == names.end() &&
+                    !unreadable.contains(name)) {
                     names.push_back(name);
                     last_ids.emplace_back("0-0");
                 }
             }
             if (names.empty()) {
                 pollfd signal_fd{signals.fd(), POLLIN, 0};
-                if (poll(&signal_fd, 1, static_cast<int>(k_follow_block.count())) > 0) {
+                if (poll(&signal_fd, 1, static_cast<int>(k_rescan_every.count())) > 0) {
                     return 0;
                 }
                 continue;
             }
         }
         try {
-            printer.print(
-                follow_history(connection, prefix, names, last_ids, k_follow_block, signals.fd()));
+            printer.print(follow_history(connection, prefix, names, last_ids,
+                                         all ? k_rescan_every : k_follow_block, signals.fd()));
         } catch (const WaitInterrupted&) {
             return 0;
         }

@@ -375,6 +375,11 @@ int watch(Connection& connection, const std::string& prefix, const std::vector<s
         }
         std::string frame;
         try {
+            // Where the histories stand before reading the tables: an event while they are
+            // read or drawn wakes the wait below at once.
+            if (follow) {
+                last_ids = last_entry_ids(connection, prefix, names);
+            }
             frame = watch_frame(connection, prefix, names,
                                 static_cast<std::size_t>(screen.columns()));
         } catch (const UsageError&) {
@@ -387,7 +392,6 @@ int watch(Connection& connection, const std::string& prefix, const std::vector<s
         screen.draw(frame);
         try {
             if (follow) {
-                std::fill(last_ids.begin(), last_ids.end(), "$");
                 follow_history(connection, prefix, names, last_ids, k_watch_redraw, woken.fd());
                 continue;
             }

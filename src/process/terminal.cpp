@@ -3,8 +3,10 @@
 #include "util/errors.hpp"
 
 #include <csignal>
+#include <fmt/format.h>
 #include <poll.h>
 #include <string>
+#include <vector>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -26,6 +28,19 @@ void write_all(std::string_view text) {
 
 constexpr std::string_view k_enter = "\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J"; // alternate screen
 constexpr std::string_view k_leave = "\x1b[?25h\x1b[?1049l";               // cursor, main screen
+
+// The start of `line` that takes at most `width` columns, counting a UTF-8 character as one
+// (the frame's text is terminal_safe(): no control characters).
+std::string_view cut_to_width(std::string_view line, std::size_t width) {
+    std::size_t characters = 0;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+        const auto byte = static_cast<unsigned char>(line[i]);
+        if ((byte & 0xC0) != 0x80 && characters++ == width) {
+            return line.substr(0, i);
+        }
+    }
+    return line;
+}
 
 } // namespace
 
@@ -63,15 +78,27 @@ void FullScreen::suspend() {
 }
 
 void FullScreen::draw(std::string_view frame) const {
-    const int height = rows();
-    std::string out = "\x1b[H";
-    int line = 0;
-    while (!frame.empty() && line < height) {
+    std::vector<std::string_view> lines;
+    while (!frame.empty()) {
         const std::size_t end = frame.find('\n');
-        out += frame.substr(0, end);
-        out += "\x1b[K";
+        lines.push_back(frame.substr(0, end));
         frame = end == std::string_view::npos ? std::string_view() : frame.substr(end + 1);
-        if (++line < height) {
+    }
+    const auto height = static_cast<std::size_t>(rows());
+    const auto width = static_cast<std::size_t>(columns());
+    std::string more;
+    if (lines.size() > height) {
+        more = fmt::format("... {} more lines (a taller terminal shows them)",
+                           lines.size() - height + 1);
+        lines.resize(height - 1);
+        lines.emplace_back(more);
+    }
+    std::string out = "\x1b[H";
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        // A line wider than the screen would wrap and push the top off: cut it.
+        out += cut_to_width(lines[i], width);
+        out += "\x1b[K";
+        if (i + 1 < lines.size()) {
             out += "\r\n";
         }
     }

@@ -152,6 +152,24 @@ std::vector<Event> follow_history(Connection& connection, std::string_view prefi
     return events;
 }
 
+std::vector<std::string> last_entry_ids(Connection& connection, std::string_view prefix,
+                                        const std::vector<std::string>& names) {
+    std::vector<Command> commands;
+    for (const auto& name : names) {
+        const std::string key = Keys::make(prefix, name).log;
+        commands.emplace_back(key, std::vector<std::string>{"XREVRANGE", key, "+", "-", "COUNT", "1"});
+    }
+    std::vector<std::string> ids;
+    for (const Reply& reply : connection.pipeline(commands)) {
+        if (reply.is_error()) {
+            throw_reply_error(reply.text);
+        }
+        const auto& entries = reply.as_array();
+        ids.push_back(entries.empty() ? "0-0" : entries.front().at(0).as_string());
+    }
+    return ids;
+}
+
 void sort_by_time(std::vector<Event>& events) {
     std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
         if (a.time_ms != b.time_ms) {

@@ -50,6 +50,11 @@ std::vector<Event> follow_history(Connection& connection, std::string_view prefi
                                   std::vector<std::string>& last_ids, Milliseconds block,
                                   int interrupt_fd = -1);
 
+// The ID of the newest entry of each name's history ("0-0" when it has none), for
+// follow_history() to start after: one pipelined round trip.
+std::vector<std::string> last_entry_ids(Connection& connection, std::string_view prefix,
+                                        const std::vector<std::string>& names);
+
 // Events of several semaphores merged into one timeline, by time (then by name, then ID).
 void sort_by_time(std::vector<Event>& events);
 

@@ -317,6 +317,38 @@ TEST_CASE("log: time windows, every semaphore merged by time, labels escaped in 
               .size() == 3);
 }
 
+TEST_CASE("history: a foreign key in its place never breaks a semaphore in use, nor hides the "
+          "other histories") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    Connection admin = server.admin();
+    const Keys keys = Keys::make("redsem", "foreign");
+    REQUIRE(run_redsem({"acquire", "foreign", "-n", "2"}, env).exit_code == 0);
+    REQUIRE(run_redsem({"acquire", "other"}, env).exit_code == 0);
+    admin.call({"DEL", keys.log});
+    admin.call({"SET", keys.log, "not redsem's"});
+    // Acquire, queue, release and expiry go on; the foreign key is left alone, without a TTL.
+    const std::string token = run_redsem({"acquire", "foreign", "--ttl", "2d"}, env).out;
+    REQUIRE(!token.empty());
+    CHECK(run_redsem({"acquire", "foreign", "-w", "200ms"}, env).exit_code == 75);
+    CHECK(run_redsem({"release", "foreign", token.substr(0, token.size() - 1)}, env).exit_code == 0);
+    CHECK(admin.call({"GET", keys.log}).as_string() == "not redsem's");
+    CHECK(admin.call({"PTTL", keys.log}).as_integer() == -1);
+    // log: without NAME, a warning and the other histories; naming it, the error (65).
+    const ProcessResult all = run_redsem({"log", "--json"}, env);
+    CHECK(all.exit_code == 0);
+    CHECK(all.err.find("redsem: warning: the history of 'foreign' cannot be read") == 0);
+    const auto events = json_lines(all.out);
+    REQUIRE(!events.empty());
+    for (const json& event : events) {
+        CHECK(event["name"] == "other");
+    }
+    CHECK(run_redsem({"log", "foreign"}, env).exit_code == 65);
+    // Before the epoch (1970-01-01 east of Greenwich) is the epoch.
+    CHECK(json_lines(run_redsem({"log", "other", "--json", "--since",
+                                 "1970-01-01T00:00:00+01:00"}, env).out).size() == 2);
+}
+
 TEST_CASE("log, --history and status --format/--watch: bad input is a usage error") {
     RedisServer server;
     const EnvChanges env = env_for(server);
