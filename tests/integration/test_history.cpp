@@ -146,7 +146,8 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     CHECK(expired["held_ms"].get<long long>() >= 200);
 
     // A waiter that stops refreshing its place is dropped when a script next prunes.
-    const json d = acquire_json(server, {"h", "--ttl", "1500ms", "--label", "fourth"});
+    // (A lease long enough to outlast the steps below on a slow, sanitized build.)
+    const json d = acquire_json(server, {"h", "--ttl", "4s", "--label", "fourth"});
     CHECK(new_events(server, "h", seen) == Events{{"acquired", d["token"]}});
     Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
     const Keys keys = Keys::make("redsem", "h");
@@ -173,10 +174,14 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     CHECK(events.back()["to"] == 2);
 
     // gc removes the expired holder; the history stays when the semaphore's keys go.
-    std::this_thread::sleep_for(1600ms);
+    // Past its deadline by the server's clock (this machine's).
+    const long long deadline_ms = d["deadline_ms"];
+    while (real_now_ns() / 1'000'000 <= deadline_ms + 50) {
+        std::this_thread::sleep_for(10ms);
+    }
     REQUIRE(run_redsem({"gc", "h"}, env).exit_code == 0);
     CHECK(new_events(server, "h", seen) == Events{{"gc", d["token"]}});
-    CHECK(history(server, "h").back()["held_ms"].get<long long>() >= 1500);
+    CHECK(history(server, "h").back()["held_ms"].get<long long>() >= 4000);
     Connection admin = server.admin();
     CHECK(admin.call({"EXISTS", keys.state}).as_integer() == 0);
     CHECK(admin.call({"EXISTS", keys.log}).as_integer() == 1);
@@ -389,15 +394,13 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
     RedisServer server;
     const EnvChanges env = env_for(server);
     const std::string name = R"(odd"name\x)";
-    const std::string holder =
-        run_redsem({"acquire", name, "-n", "2", "--ttl", "300ms"}, env).out;
+    const std::string holder = run_redsem({"acquire", name, "-n", "2", "--ttl", "1s"}, env).out;
     REQUIRE(run_redsem({"acquire", name}, env).exit_code == 0);
+    // A third client gets the slot once the first lease has run out (expired), queued or not
+    // (however slow this machine is); the first holder's renewal then finds it lost.
     Child waiter({"acquire", name, "--label", "w"}, env);
-    await_waiters(server, name, 1);
-    std::this_thread::sleep_for(400ms);
-    // The renewal finds the lease gone: expired and lost; the waiter gets the slot.
-    CHECK(run_redsem({"renew", name, holder.substr(0, holder.size() - 1)}, env).exit_code == 1);
     REQUIRE(waiter.wait().exit_code == 0);
+    CHECK(run_redsem({"renew", name, holder.substr(0, holder.size() - 1)}, env).exit_code == 1);
     REQUIRE(run_redsem({"acquire", "plain", "--history", "0"}, env).exit_code == 0);
 
     const ProcessResult result = run_redsem({"status", "--format", "prometheus"}, env);
