@@ -40,6 +40,9 @@ local function note(kind, token, dead_since)
         local info = parse_info(record)
         log_entry(state, now, 'gc', token, info,
                   info and info.since and dead_since and dead_since - info.since)
+        if (kind == 'holder' or kind == 'handover') and state.raw_limit then
+            redis.pcall('HINCRBY', K_STATE, 'expired_total', 1) -- a lease that ran out, too
+        end
     end
 end
 

@@ -16,11 +16,6 @@ if not state then
 end
 local wanted = tonumber(ARGV[2])
 local history = #ARGV > 3 and tonumber(ARGV[3]) -- (the last ARGV is the flags)
-if not wanted and not history then
-    return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', K_HOLDERS),
-            redis.call('ZCARD', K_QUEUE), state.history}
-end
-local now = server_now()
 if history and history ~= state.history then
     store_setting(state, 'history', history)
     state.history = history
@@ -28,7 +23,11 @@ if history and history ~= state.history then
         redis.pcall('XTRIM', K_LOG, 'MAXLEN', history) -- shorter at once, not at the next event
     end
 end
-wanted = wanted or state.limit or 1
+if not wanted then
+    return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', K_HOLDERS),
+            redis.call('ZCARD', K_QUEUE), state.history}
+end
+local now = server_now()
 local from = state.limit
 -- The new limit first: pruning hands freed slots on, and must do so under it.
 redis.call('HSET', K_STATE, 'limit', wanted)

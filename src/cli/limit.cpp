@@ -58,7 +58,8 @@ Runner setup_limit(CLI::App& command, const GlobalOptions& global) {
     command.add_option("N", args->limit, "The new limit (1-100000)");
     command
         .add_option("--history", args->history,
-                    "Keep N events in NAME's history from now on (0: none; default length 10000)")
+                    "Keep N entries in NAME's history from now on (0-10000000; 0: none; default "
+                    "10000)")
         ->type_name("N");
     command.add_flag("--json", args->json,
                      "Print name, limit, stored (false: a new semaphore), held, queued and history "

@@ -52,11 +52,19 @@ long long resolve_when(const std::string& text, const char* option, long long no
     }
     const bool looks_like_date = text.size() >= 5 && text[4] == '-';
     if (looks_like_date || text.starts_with('@')) {
-        throw UsageError(fmt::format("{}: '{}' is not a time (YYYY-MM-DD, 'YYYY-MM-DD HH:MM[:SS]' "
-                                     "with an optional Z or +HH:MM, or @SECONDS)",
+        throw UsageError(fmt::format("{}: '{}' is not a time (now, YYYY-MM-DD, 'YYYY-MM-DD "
+                                     "HH:MM[:SS[.mmm]]' with a space or T, an optional Z or "
+                                     "+HH:MM, or @SECONDS)",
                                      option, printable(text)));
     }
-    return std::max(0LL, now_ms - parse_duration(text, option).count());
+    try {
+        return std::max(0LL, now_ms - parse_duration(text, option).count());
+    } catch (const UsageError&) {
+        throw UsageError(fmt::format("{}: '{}' is neither a duration back from now (24h, 30m) nor a "
+                                     "time (now, YYYY-MM-DD, 'YYYY-MM-DD HH:MM[:SS[.mmm]]' with a "
+                                     "space or T, an optional Z or +HH:MM, or @SECONDS)",
+                                     option, printable(text)));
+    }
 }
 
 // Whether an event's duration is a wait (else a hold): a grant's, a waiter's that left or was
@@ -149,16 +157,17 @@ class Printer {
 public:
     Printer(bool as_json, bool with_name) : m_json(as_json), m_with_name(with_name) {}
 
-    void print(const std::vector<Event>& events) {
+    // Returns false once stdout is gone (a pipe whose reader left: SIGPIPE is ignored).
+    bool print(const std::vector<Event>& events) {
         if (events.empty()) {
-            return;
+            return true;
         }
         if (m_json) {
             for (const Event& event : events) {
                 print_json(event_json(event));
             }
             std::cout.flush();
-            return;
+            return static_cast<bool>(std::cout);
         }
         std::vector<std::vector<std::string>> rows;
         if (!m_header_printed) {
@@ -168,18 +177,39 @@ public:
         for (const Event& event : events) {
             rows.push_back(event_row(event, m_with_name));
         }
-        if (!rows.empty()) {
-            // Followed events come in small batches: their columns cannot line up with the
-            // earlier ones, so each batch is aligned on its own.
-            std::cout << render_table(std::move(rows)) << std::flush;
+        // Followed events come in batches: each cell is at least as wide as its column was
+        // before, so that the columns go on lining up with the header.
+        m_widths.resize(rows.front().size());
+        for (auto& row : rows) {
+            for (std::size_t i = 0; i + 1 < row.size(); ++i) {
+                const std::size_t width = display_width(terminal_safe(row[i]));
+                if (width < m_widths[i]) {
+                    row[i].append(m_widths[i] - width, ' ');
+                }
+                m_widths[i] = std::max(m_widths[i], width);
+            }
         }
+        std::cout << render_table(std::move(rows)) << std::flush;
+        return static_cast<bool>(std::cout);
     }
 
 private:
     bool m_json;
     bool m_with_name;
     bool m_header_printed = false;
+    std::vector<std::size_t> m_widths; // of the columns printed so far
 };
+
+// `names` without repeats, in their first order.
+std::vector<std::string> unique(const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (const auto& name : names) {
+        if (std::find(out.begin(), out.end(), name) == out.end()) {
+            out.push_back(name);
+        }
+    }
+    return out;
+}
 
 int run_log(const LogArgs& args, const GlobalOptions& global) {
     for (const auto& name : args.names) {
@@ -190,7 +220,7 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
     }
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
-    std::vector<std::string> names = args.names;
+    std::vector<std::string> names = unique(args.names);
     if (names.empty()) {
         names = scan_names(connection, prefix, "log");
     }
@@ -243,7 +273,9 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
         printer.print(events);
         return 0;
     }
-    printer.print(events);
+    if (!printer.print(events)) {
+        return 0;
+    }
     // Interrupted (Ctrl-C, SIGTERM): stop following and exit 0, as tail -f's users expect
     // nothing of its status; SIGPIPE (a closed pipe) ends the process quietly.
     SignalWatch signals({SIGINT, SIGTERM, SIGHUP});
@@ -267,8 +299,11 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
             }
         }
         try {
-            printer.print(follow_history(connection, prefix, names, last_ids,
-                                         all ? k_rescan_every : k_follow_block, signals.fd()));
+            if (!printer.print(follow_history(connection, prefix, names, last_ids,
+                                              all ? k_rescan_every : k_follow_block,
+                                              signals.fd()))) {
+                return 0; // nobody reads any more (`redsem log -f | head`)
+            }
         } catch (const WaitInterrupted&) {
             return 0;
         }

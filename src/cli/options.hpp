@@ -74,8 +74,8 @@ long long resolve_replicas(const std::optional<std::string>& option);
 // --history, else $REDSEM_HISTORY, else nullopt (the semaphore's stored length, or the
 // default). Throws UsageError for anything but a whole number from 0 to k_max_history.
 inline constexpr const char* k_history_help =
-    "How many events NAME's history keeps for 'redsem log' (0: none), stored with NAME "
-    "(default: $REDSEM_HISTORY, else what NAME has, 10000 for a new one)";
+    "How many entries NAME's history keeps for 'redsem log' (0-10000000; 0: none), stored "
+    "with NAME (default: $REDSEM_HISTORY, else what NAME has, 10000 for a new one)";
 std::optional<long long> resolve_history(const std::optional<std::string>& option);
 
 // Checked parsers for option values; each throws UsageError naming `option`.

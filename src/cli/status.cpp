@@ -407,9 +407,16 @@ int watch(Connection& connection, const std::string& prefix, const std::vector<s
     }
 }
 
-int run_status(const StatusArgs& args, const GlobalOptions& global) {
-    for (const auto& name : args.names) {
+int run_status(const StatusArgs& given, const GlobalOptions& global) {
+    for (const auto& name : given.names) {
         check_name(name);
+    }
+    StatusArgs args = given;
+    args.names.clear(); // a name given twice is shown once (and so is one series of metrics)
+    for (const auto& name : given.names) {
+        if (std::find(args.names.begin(), args.names.end(), name) == args.names.end()) {
+            args.names.push_back(name);
+        }
     }
     std::string format = args.format.value_or(args.json ? "json" : "table");
     if (format != "table" && format != "json" && format != "prometheus") {

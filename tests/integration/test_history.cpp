@@ -195,7 +195,11 @@ TEST_CASE("history: the stream stays capped, expires with the semaphore, and is 
     Connection admin = server.admin();
     const Keys keys = Keys::make("redsem", "capped");
 
-    REQUIRE(run_redsem({"limit", "capped", "--history", "5", "--json"}, env).exit_code == 0);
+    // On a new name, the length alone: no limit is stored.
+    const ProcessResult set = run_redsem({"limit", "capped", "--history", "5", "--json"}, env);
+    REQUIRE(set.exit_code == 0);
+    CHECK(json::parse(set.out)["stored"] == false);
+    CHECK(json::parse(set.out)["history"] == 5);
     for (int i = 0; i < 10; ++i) {
         const std::string token = run_redsem({"acquire", "capped"}, env).out;
         REQUIRE(run_redsem({"release", "capped", token.substr(0, token.size() - 1)}, env)
@@ -272,6 +276,16 @@ TEST_CASE("log --follow prints each event within 100 ms of it happening") {
     }
     follower.signal(SIGINT);
     CHECK(follower.wait().exit_code == 0);
+
+    // Nobody reads any more (SIGPIPE is ignored): it ends at the next event, quietly.
+    const auto piped = Child::shell(std::string(REDSEM_BINARY) + " log f -f | head -1", env);
+    std::this_thread::sleep_for(300ms);
+    for (int i = 0; i < 2; ++i) {
+        REQUIRE(run_redsem({"acquire", "f"}, env).exit_code == 0);
+    }
+    const ProcessResult ended = piped->wait(10s);
+    CHECK(ended.exit_code == 0);
+    CHECK(ended.err.empty());
 }
 
 TEST_CASE("log: time windows, every semaphore merged by time, labels escaped in the table and "
@@ -402,6 +416,10 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
     REQUIRE(waiter.wait().exit_code == 0);
     CHECK(run_redsem({"renew", name, holder.substr(0, holder.size() - 1)}, env).exit_code == 1);
     REQUIRE(run_redsem({"acquire", "plain", "--history", "0"}, env).exit_code == 0);
+
+    // A name given twice is one series.
+    const ProcessResult twice = run_redsem({"status", "--format", "prometheus", "plain", "plain"}, env);
+    CHECK(std::count(twice.out.begin(), twice.out.end(), '\n') == 2 * 10 + 7); // HELP and TYPE of 10, 7 gauges
 
     const ProcessResult result = run_redsem({"status", "--format", "prometheus"}, env);
     REQUIRE(result.exit_code == 0);
