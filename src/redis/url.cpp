@@ -125,7 +125,7 @@ Endpoint parse_endpoint(std::string_view text, int default_port) {
     for (const char c : endpoint.host) {
         const auto byte = static_cast<unsigned char>(c);
         if (byte <= 0x20 || byte >= 0x7F || c == '@' || c == '/' || c == '?' || c == '#' ||
-            c == ',') {
+            c == ',' || c == '[' || c == ']') {
             fail(fmt::format("host '{}' contains a character that cannot be in a host name",
                              printable(endpoint.host)));
         }

@@ -146,6 +146,9 @@ TEST_CASE("malformed URLs are usage errors that do not echo the password") {
         "redis://host/-1",
         "redis://[::1",
         "redis://[::1]6380",
+        "redis://[[]",      // found by fuzz_url: a host "[" that described itself unparseably
+        "redis://[a]b]:1",
+        "redis://h[x]:1",
         "redis://host?db=1",
         "redis://ho st",
         "unix://",
