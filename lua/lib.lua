@@ -22,10 +22,11 @@
 --                            keys that came by a slot migration are told from a failover.
 --   KEYS[8] log      stream  the semaphore's history (see log_event())
 -- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:",
--- and the last ARGV is always flags the client library adds (Connection::eval): 1 when the
--- client sent the script with EVAL because the server did not have it cached (a new server
--- process, or SCRIPT FLUSH), else 0 (EVALSHA); plus 2 when it was sent to a Cluster node after
--- ASKING (the node is importing the slot: see below).
+-- and the last ARGV is always flags the client library adds (Connection::eval), a sum of: 1 when
+-- the client sent the script with EVAL because the server did not have it cached (a new server
+-- process, or SCRIPT FLUSH), else 0 (EVALSHA); 2 when it was sent to a Cluster node after
+-- ASKING (the node is importing the slot: see below); 4 when its keys hash to several Cluster
+-- slots (a Cluster refuses such a script, so this server is not one: see the probe at the end).
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
 -- hash tag, so they live on the same Cluster slot.
 --
@@ -62,7 +63,8 @@ local OWN_EPOCH = K_EPOCH == string.sub(K_STATE, 1, -6) .. 'epoch'
 local WAKE_PREFIX = ARGV[1]
 local FLAGS = tonumber(ARGV[#ARGV]) or 0
 local SENT_BY_EVAL = FLAGS % 2 == 1
-local ASKED = FLAGS >= 2
+local ASKED = math.floor(FLAGS / 2) % 2 == 1
+local NOT_A_CLUSTER = FLAGS >= 4
 
 -- Keys outlive the last lease or waiter by at least KEEP_MIN_MS, so an abandoned semaphore
 -- disappears by itself; touch() moves the horizon forward in steps of KEEP_STEP_MS.
@@ -637,8 +639,9 @@ local function prune(state, now)
 end
 
 -- Before anything is written: can this node serve the keys built here? (See "Cluster slot
--- migrations" above; on a server that is not a cluster this never fails.)
-do
+-- migrations" above; on a server that is not a cluster this never fails, and is skipped when
+-- the keys show that it is not one.)
+if not NOT_A_CLUSTER then
     local probe = redis.pcall('EXISTS', WAKE_PREFIX)
     if type(probe) == 'table' and probe.err then
         return redis.error_reply('TRYAGAIN the slot of ' .. K_STATE .. ' is migrating (' .. probe.err .. ')')

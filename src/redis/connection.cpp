@@ -27,9 +27,22 @@ bool starts_with(std::string_view text, std::string_view prefix) {
     return text.substr(0, prefix.size()) == prefix;
 }
 
+// The flags a script gets as its last argument (see lua/lib.lua).
+enum ScriptFlag : int {
+    sent_by_eval = 1,   // the server did not have the script cached
+    asked = 2,          // resent to a cluster node importing the slot, after ASKING
+    keys_span_slots = 4 // its keys hash to several slots: a Redis Cluster would have refused it
+                        // (CROSSSLOT), so the server that runs it is not one
+};
+
+bool span_slots(const std::vector<std::string>& keys) {
+    return std::any_of(keys.begin(), keys.end(), [&](const std::string& key) {
+        return key_slot(key) != key_slot(keys.front());
+    });
+}
+
 // EVALSHA (by_sha) or EVAL of `call` with `keys` (its keys or its cluster keys), and a last
-// argument of flags (see eval()): 1 when sent
-// with EVAL; 2 is added when it is resent to a cluster node after ASKING (mark_asked()).
+// argument of flags (ScriptFlag).
 std::vector<std::string> script_argv(const ScriptCall& call, const std::vector<std::string>& keys,
                                      bool by_sha) {
     std::vector<std::string> argv;
@@ -39,7 +52,8 @@ std::vector<std::string> script_argv(const ScriptCall& call, const std::vector<s
     argv.push_back(std::to_string(keys.size()));
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), call.args.begin(), call.args.end());
-    argv.emplace_back(by_sha ? "0" : "1");
+    const int flags = (by_sha ? 0 : sent_by_eval) | (span_slots(keys) ? keys_span_slots : 0);
+    argv.push_back(std::to_string(flags));
     return argv;
 }
 
@@ -49,9 +63,7 @@ std::vector<std::string> mark_asked(const std::vector<std::string>& argv) {
     std::vector<std::string> marked = argv;
     if (!marked.empty() && (marked[0] == "EVALSHA" || marked[0] == "EVAL")) {
         std::string& flags = marked.back();
-        if (flags == "0" || flags == "1") {
-            flags = flags == "0" ? "2" : "3";
-        }
+        flags = std::to_string(std::stoi(flags) | asked);
     }
     return marked;
 }

@@ -23,6 +23,15 @@ std::string first_line(const std::string& text) {
     return text.substr(0, text.find('\n'));
 }
 
+// How many times the server ran `command` since its statistics were reset (scripts' inner
+// calls included), from INFO commandstats.
+long long command_calls(Connection& admin, const std::string& command) {
+    const std::string stats = admin.call({"INFO", "commandstats"}).as_string();
+    const std::string field = "cmdstat_" + command + ":calls=";
+    const std::size_t at = stats.find(field);
+    return at == std::string::npos ? 0 : std::stoll(stats.substr(at + field.size()));
+}
+
 } // namespace
 
 TEST_CASE("cluster: every subcommand works on names that live on each of the three primaries, "
@@ -67,6 +76,35 @@ TEST_CASE("cluster: every subcommand works on names that live on each of the thr
         CHECK(zcard(owner, "redsem:{" + name + "}:holders") == 0);
         CHECK(run_redsem({"gc", name}, env).exit_code == 0);
     }
+}
+
+TEST_CASE("cluster: the scripts probe for a slot migration on a cluster node, and not on a "
+          "single server",
+          "[cluster]") {
+    // (The probe is one EXISTS of a key the script builds; see the end of lua/lib.lua.)
+    RedisCluster cluster;
+    const std::size_t home = cluster.primaries().front();
+    const std::string name = cluster.name_on(home, "probe");
+    cluster.mark_in_use(name);
+    Connection owner = cluster.node(home).admin();
+    const EnvChanges on_cluster{{"REDSEM_URL", cluster.url(home)}};
+    REQUIRE(run_redsem({"acquire", name, "-n", "2", "--ttl", "30s"}, on_cluster).exit_code == 0);
+    owner.call({"CONFIG", "RESETSTAT"});
+    const auto acquired = run_redsem({"acquire", name, "-n", "2", "--ttl", "30s"}, on_cluster);
+    REQUIRE(acquired.exit_code == 0);
+    CHECK(command_calls(owner, "evalsha") >= 1);
+    CHECK(command_calls(owner, "exists") == command_calls(owner, "evalsha"));
+
+    RedisServer single;
+    Connection admin = single.admin();
+    const auto env = env_for(single);
+    REQUIRE(run_redsem({"acquire", "probe", "-n", "2", "--ttl", "30s"}, env).exit_code == 0);
+    admin.call({"CONFIG", "RESETSTAT"});
+    const auto held = run_redsem({"acquire", "probe", "-n", "2", "--ttl", "30s"}, env);
+    REQUIRE(held.exit_code == 0);
+    CHECK(run_redsem({"release", "probe", first_line(held.out)}, env).exit_code == 0);
+    CHECK(command_calls(admin, "evalsha") == 2);
+    CHECK(command_calls(admin, "exists") == 0);
 }
 
 TEST_CASE("cluster: status and gc see the semaphores of every primary", "[cluster]") {
