@@ -73,6 +73,25 @@ void add_events(std::string_view name, const Reply& entry, std::vector<Event>& e
     }
 }
 
+// Throws the Error for `error`, a reply to a command on the history streams `keys` (of the
+// semaphores `names`): when a key holds something else than a stream, names that key.
+[[noreturn]] void throw_history_error(Connection& connection, const std::string& error,
+                                      const std::vector<std::string>& keys,
+                                      const std::vector<std::string>& names) {
+    if (error.starts_with("WRONGTYPE")) {
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            const std::string type = connection.call(Command{keys[i], {"TYPE", keys[i]}}).as_string();
+            if (type != "stream" && type != "none") {
+                throw ConflictError(fmt::format(
+                    "key '{}' of semaphore '{}' holds a {}, not the stream redsem keeps its "
+                    "history in; delete the key, or choose another --prefix",
+                    printable(keys[i], 300), printable(names[i]), type));
+            }
+        }
+    }
+    throw_reply_error(error);
+}
+
 } // namespace
 
 Event parse_event(std::string_view name, std::string_view id, std::string_view kind,
@@ -101,8 +120,11 @@ std::vector<Event> read_history(Connection& connection, std::string_view prefix,
     std::string start = std::to_string(from_ms);
     const std::string end = std::to_string(to_ms);
     for (;;) {
-        const Reply page =
-            connection.call(Command{key, {"XRANGE", key, start, end, "COUNT", std::to_string(k_page)}});
+        const Reply page = connection.command(
+            Command{key, {"XRANGE", key, start, end, "COUNT", std::to_string(k_page)}});
+        if (page.is_error()) {
+            throw_history_error(connection, page.text, {key}, {std::string(name)});
+        }
         const auto& entries = page.as_array();
         for (const Reply& entry : entries) {
             add_events(name, entry, events);
@@ -131,7 +153,7 @@ std::vector<Event> follow_history(Connection& connection, std::string_view prefi
             throw UsageError("on a Redis Cluster, --follow takes one semaphore at a time (their "
                              "histories are on different hash slots)");
         }
-        throw_reply_error(reply.text);
+        throw_history_error(connection, reply.text, keys, names);
     }
     std::vector<Event> events;
     if (reply.is_nil()) {
@@ -162,7 +184,8 @@ std::vector<std::string> last_entry_ids(Connection& connection, std::string_view
     std::vector<std::string> ids;
     for (const Reply& reply : connection.pipeline(commands)) {
         if (reply.is_error()) {
-            throw_reply_error(reply.text);
+            const std::size_t i = ids.size();
+            throw_history_error(connection, reply.text, {commands[i].key}, {names[i]});
         }
         const auto& entries = reply.as_array();
         ids.push_back(entries.empty() ? "0-0" : entries.front().at(0).as_string());

@@ -362,7 +362,16 @@ TEST_CASE("history: a foreign key in its place never breaks a semaphore in use, 
     for (const json& event : events) {
         CHECK(event["name"] == "other");
     }
-    CHECK(run_redsem({"log", "foreign"}, env).exit_code == 65);
+    // Named, alone or followed: one line that names the key and what it holds.
+    const std::string named = "redsem: error: key 'redsem:{foreign}:log' of semaphore 'foreign' "
+                              "holds a string, not the stream redsem keeps its history in; "
+                              "delete the key, or choose another --prefix\n";
+    const ProcessResult one = run_redsem({"log", "foreign"}, env);
+    CHECK(one.exit_code == 65);
+    CHECK(one.err == named);
+    const ProcessResult followed = run_redsem({"log", "other", "foreign", "-f"}, env);
+    CHECK(followed.exit_code == 65);
+    CHECK(followed.err == named);
     // Before the epoch (1970-01-01 east of Greenwich) is the epoch.
     CHECK(json_lines(run_redsem({"log", "other", "--json", "--since",
                                  "1970-01-01T00:00:00+01:00"}, env).out).size() == 2);
