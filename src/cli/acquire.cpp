@@ -1,4 +1,5 @@
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "cli/slot_request.hpp"
 #include "process/holder_meta.hpp"
 #include "process/keeper.hpp"
@@ -11,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <csignal>
+#include <cstring>
 #include <fmt/format.h>
 #include <iostream>
 #include <memory>
@@ -114,6 +116,14 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
         }
     }
     print_lease(args.request.name, *lease, args.json, keeper);
+    if (const int error = flush_stdout(); error != 0) {
+        // Nobody has the token: a slot held until its lease runs out (or for as long as the
+        // keeper's process lives) would block everybody. (The release stops the keeper.)
+        semaphore.release_quietly(lease->token);
+        throw Error(ExitCode::output, fmt::format("cannot write the token to standard output "
+                                                  "({}); the slot was given back",
+                                                  std::strerror(error)));
+    }
     return 0;
 }
 

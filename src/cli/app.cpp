@@ -1,6 +1,7 @@
 #include "cli/app.hpp"
 
 #include "cli/commands.hpp"
+#include "cli/options.hpp"
 #include "process/child.hpp"
 #include "redis/connection.hpp"
 #include "util/errors.hpp"
@@ -10,6 +11,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <fmt/format.h>
 #include <iostream>
 #include <map>
@@ -152,6 +155,27 @@ void mark_command_start(const CLI::App& app, std::vector<std::string>& args) {
     }
 }
 
+// CLI11 takes "--label=" (an empty value) as "--label" and the next word as its value: give it
+// the empty value as a word of its own ("--label" ""), as the shell's --label "" would. Only
+// redsem's own options (those before a "--"), and only those that take a value.
+void split_empty_values(const CLI::App& app, std::vector<std::string>& args) {
+    const std::size_t command_at = subcommand_at(app, args);
+    // (check_subcommand() has refused an unknown command.)
+    const CLI::App* command = command_at < args.size() ? app.get_subcommand(args[command_at]) : nullptr;
+    for (std::size_t at = 0; at < args.size() && args[at] != "--"; ++at) {
+        const std::string& word = args[at];
+        if (!word.starts_with("--") || !word.ends_with('=') || word.find('=') + 1 != word.size()) {
+            continue;
+        }
+        const CLI::App& scope = command != nullptr && at > command_at ? *command : app;
+        if (option_words(scope, word.substr(0, word.size() - 1)) == 2) {
+            args[at].pop_back();
+            args.insert(args.begin() + static_cast<std::ptrdiff_t>(at) + 1, "");
+            ++at;
+        }
+    }
+}
+
 // Edit distance, for suggestions.
 std::size_t distance(std::string_view a, std::string_view b) {
     std::vector<std::size_t> row(b.size() + 1);
@@ -262,6 +286,18 @@ void check_subcommand(const CLI::App& app, const std::vector<std::string>& args)
                                  suggestion(args[at], names)));
 }
 
+// The exit status of a command that ended with `status`, once its output is written: a
+// failed write is an error (74) unless the command failed already, or the reader went away
+// (a closed pipe ends a listing quietly, as SIGPIPE would have).
+int finish_output(int status) {
+    const int error = flush_stdout();
+    if (error == 0 || error == EPIPE) {
+        return status;
+    }
+    std::cerr << "redsem: error: cannot write to standard output (" << std::strerror(error) << ")\n";
+    return status != 0 ? status : static_cast<int>(ExitCode::output);
+}
+
 } // namespace
 
 std::span<const Command> commands() {
@@ -300,12 +336,13 @@ int main(int argc, char** argv) {
         return error.exit_code();
     }
     mark_command_start(app, args);
+    split_empty_values(app, args);
     std::reverse(args.begin(), args.end()); // CLI11 takes the words last first
     try {
         app.parse(args);
     } catch (const CLI::ParseError& error) {
         if (error.get_exit_code() == 0) {
-            return app.exit(error, std::cout, std::cerr); // --help, --version
+            return finish_output(app.exit(error, std::cout, std::cerr)); // --help, --version
         }
         std::cerr << "redsem: error: " << usage_message(error, app) << "\n"
                   << "Try '" << command_path(app) << " --help'.\n";
@@ -313,7 +350,7 @@ int main(int argc, char** argv) {
     }
 
     try {
-        return runners.at(app.get_subcommands().front())();
+        return finish_output(runners.at(app.get_subcommands().front())());
     } catch (const UsageError& error) {
         std::cerr << "redsem: error: " << error.what() << "\n"
                   << "Try '" << command_path(app) << " --help'.\n";

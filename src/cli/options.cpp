@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -169,6 +170,18 @@ TlsOptions resolve_tls(const GlobalOptions& options, const RedisUrl& url) {
 
 void print_json(const nlohmann::json& value) {
     std::cout << value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+int flush_stdout() {
+    // std::cout writes through C's stdout (synchronised with stdio): the bytes wait in its
+    // buffer, and a write that failed earlier leaves its error flag set.
+    errno = 0;
+    std::cout.flush();
+    const bool written = std::fflush(stdout) == 0 && std::ferror(stdout) == 0 && std::cout.good();
+    if (written) {
+        return 0;
+    }
+    return errno != 0 ? errno : EIO;
 }
 
 void add_name_and_token(CLI::App& command, std::string& name, std::string& token) {

@@ -33,6 +33,10 @@ struct GlobalOptions {
 // UTF-8 is shown with U+FFFD rather than failing.
 void print_json(const nlohmann::json& value);
 
+// Writes out what is buffered for stdout. Returns 0 when everything printed so far reached
+// it, else the errno of the failed write (EPIPE: the reader went away).
+int flush_stdout();
+
 // Declares the NAME and TOKEN arguments of release and renew.
 void add_name_and_token(CLI::App& command, std::string& name, std::string& token);
 

@@ -13,6 +13,7 @@ enum class ExitCode : int {
     conflict = 65,        // EX_DATAERR: limit mismatch, or a foreign key in the semaphore's place
     unavailable = 69,     // EX_UNAVAILABLE: Redis unreachable, timed out, or refusing (LOADING...)
     internal = 70,        // EX_SOFTWARE: a bug in redsem or an unexpected reply
+    output = 74,          // EX_IOERR: standard output could not be written
     timeout = 75,         // EX_TEMPFAIL: no slot within --wait
     lost = 76,            // EX_PROTOCOL: run: the slot was lost and the command stopped
     denied = 77,          // EX_NOPERM: wrong password, unknown user, ACL denial
@@ -33,6 +34,7 @@ inline constexpr ExitCodeMeaning k_exit_codes[] = {
     {ExitCode::conflict, "conflict"},
     {ExitCode::unavailable, "Redis unavailable"},
     {ExitCode::internal, "internal error"},
+    {ExitCode::output, "cannot write output"},
     {ExitCode::timeout, "not acquired in time"},
     {ExitCode::lost, "slot lost (run)"},
     {ExitCode::denied, "auth/permission denied"},

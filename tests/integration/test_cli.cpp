@@ -249,6 +249,77 @@ TEST_CASE("global options work before and after the subcommand, and the prefix a
     CHECK(admin.call({"EXISTS", "redsem:{g5}:holders"}).as_integer() == 1);
 }
 
+TEST_CASE("an empty --option= value is that option's value, before and after the command") {
+    RedisServer server;
+    const auto env = env_for(server);
+    // The word after it is not taken as its value.
+    const auto acquired = run_redsem({"acquire", "e", "--label=", "-w", "0", "--json"}, env);
+    REQUIRE(acquired.exit_code == 0);
+    const auto status = run_redsem({"status", "e", "--json"}, env);
+    REQUIRE(status.exit_code == 0);
+    CHECK(nlohmann::json::parse(status.out)["holders"][0]["label"] == "");
+    const auto ran = run_redsem({"run", "e2", "--label=", "-c", "echo hi"}, env);
+    CHECK(ran.exit_code == 0);
+    CHECK(ran.out == "hi\n");
+    // An empty value the option cannot take is refused as such, not as a missing command.
+    const auto url = run_redsem({"--url=", "status"}, env);
+    CHECK(url.exit_code == 64);
+    CHECK(url.err.find("invalid Redis URL") != std::string::npos);
+    const auto prefix = run_redsem({"--prefix=", "status"}, env);
+    CHECK(prefix.exit_code == 64);
+    CHECK(prefix.err.find("the key prefix is empty") != std::string::npos);
+    // The command's own words are its own.
+    const auto child = run_redsem({"run", "e3", "printf", "%s|", "--label=", "x"}, env);
+    CHECK(child.exit_code == 0);
+    CHECK(child.out == "--label=|x|");
+}
+
+TEST_CASE("output that cannot be written: acquire gives the slot back and exits 74, listings "
+          "exit 74, a reader that went away ends them quietly") {
+    RedisServer server;
+    const auto env = env_for(server);
+    EnvChanges shell_env = env;
+    shell_env["REDSEM"] = REDSEM_BINARY;
+    Connection admin = server.admin();
+    REQUIRE(run_redsem({"acquire", "other"}, env).exit_code == 0);
+    for (const char* redirect : {">/dev/full", ">&-"}) {
+        INFO(redirect);
+        const ProcessResult full =
+            Child::shell(std::string("exec \"$REDSEM\" acquire full -w 0 ") + redirect, shell_env)->wait();
+        CHECK(full.exit_code == 74);
+        CHECK(full.err.find("redsem: error: cannot write the token to standard output") == 0);
+        CHECK(full.err.find("the slot was given back") != std::string::npos);
+        CHECK(zcard(admin, "redsem:{full}:holders") == 0);
+    }
+    // A keeper (--while-pid) stops with the slot given back.
+    const ProcessResult kept = Child::shell("exec \"$REDSEM\" acquire kept --while-pid $$ -w 0 "
+                                            ">/dev/full",
+                                            shell_env)
+                                   ->wait();
+    CHECK(kept.exit_code == 74);
+    CHECK(zcard(admin, "redsem:{kept}:holders") == 0);
+    // The pipe's reader went away before the token came: given back too.
+    const ProcessResult piped = Child::shell("{ \"$REDSEM\" acquire piped -w 0; echo \"status=$?\" >&2; "
+                                             "} | (exec 0<&-; sleep 1)",
+                                             shell_env)
+                                    ->wait();
+    CHECK(piped.err.find("the slot was given back") != std::string::npos);
+    CHECK(piped.err.find("status=74\n") != std::string::npos);
+    CHECK(zcard(admin, "redsem:{piped}:holders") == 0);
+
+    const ProcessResult listing = Child::shell("exec \"$REDSEM\" status >/dev/full", shell_env)->wait();
+    CHECK(listing.exit_code == 74);
+    CHECK(listing.err == "redsem: error: cannot write to standard output (No space left on device)\n");
+    const ProcessResult help = Child::shell("exec \"$REDSEM\" --help >/dev/full", shell_env)->wait();
+    CHECK(help.exit_code == 74);
+    // A closed pipe: the listing ends quietly, with its own status.
+    const ProcessResult closed = Child::shell("{ \"$REDSEM\" status other; echo \"status=$?\" >&2; } | "
+                                              "(exec 0<&-; sleep 1)",
+                                              shell_env)
+                                     ->wait();
+    CHECK(closed.err == "status=0\n");
+}
+
 TEST_CASE("help goes to stdout and exits 0, and the version names hiredis") {
     for (const std::vector<std::string>& args : {std::vector<std::string>{"--help"},
                                                  {"acquire", "--help"},
