@@ -19,9 +19,7 @@ local history = #ARGV > 3 and tonumber(ARGV[3]) -- (the last ARGV is the flags)
 if history and history ~= state.history then
     store_setting(state, 'history', history)
     state.history = history
-    if history > 0 then
-        redis.pcall('XTRIM', K_LOG, 'MAXLEN', history) -- shorter at once, not at the next event
-    end
+    redis.pcall('XTRIM', K_LOG, 'MAXLEN', history) -- shorter at once, not at the next event
 end
 if not wanted then
     return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', K_HOLDERS),

@@ -5,7 +5,8 @@
 --         written even when unchanged, so that the caller's connection has written the lease
 --         and WAIT covers it, also when another client's release granted it (a hand-over).
 -- Reply: {1, deadline_ms, now_ms, ttl_ms} renewed; {0} the token holds nothing (its lease had run
--- out, it was released, or it never existed), so the caller has lost its slot.
+-- out, it was released, or it never existed), so the caller has lost its slot; {2} the token is
+-- queued, waiting for a slot (nothing is lost, nothing changes).
 
 local state, bad = load_state()
 if not state then
@@ -15,6 +16,9 @@ local token = ARGV[2]
 local now = server_now()
 local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
 if not deadline then
+    if redis.call('ZSCORE', K_QUEUE, token) then
+        return {2}
+    end
     log_entry(state, now, 'lost', token, nil, nil)
     return {0}
 end

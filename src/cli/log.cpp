@@ -157,7 +157,8 @@ class Printer {
 public:
     Printer(bool as_json, bool with_name) : m_json(as_json), m_with_name(with_name) {}
 
-    // Returns false once stdout is gone (a pipe whose reader left: SIGPIPE is ignored).
+    // Returns false once stdout cannot be written: a pipe whose reader left (SIGPIPE is
+    // ignored), a full disk (main() reports that one).
     bool print(const std::vector<Event>& events) {
         if (events.empty()) {
             return true;
@@ -166,8 +167,7 @@ public:
             for (const Event& event : events) {
                 print_json(event_json(event));
             }
-            std::cout.flush();
-            return static_cast<bool>(std::cout);
+            return flush_stdout() == 0;
         }
         std::vector<std::vector<std::string>> rows;
         if (!m_header_printed) {
@@ -189,8 +189,8 @@ public:
                 m_widths[i] = std::max(m_widths[i], width);
             }
         }
-        std::cout << render_table(std::move(rows)) << std::flush;
-        return static_cast<bool>(std::cout);
+        std::cout << render_table(std::move(rows));
+        return flush_stdout() == 0;
     }
 
 private:

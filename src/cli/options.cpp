@@ -20,7 +20,9 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace redsem::cli {
 
@@ -174,14 +176,22 @@ void print_json(const nlohmann::json& value) {
 
 int flush_stdout() {
     // std::cout writes through C's stdout (synchronised with stdio): the bytes wait in its
-    // buffer, and a write that failed earlier leaves its error flag set.
+    // buffer, and a write that failed earlier (the buffer filled up) leaves its error flag set,
+    // but not its errno: the first error found is kept.
+    static int first_error = 0;
     errno = 0;
     std::cout.flush();
     const bool written = std::fflush(stdout) == 0 && std::ferror(stdout) == 0 && std::cout.good();
-    if (written) {
-        return 0;
+    if (written || first_error != 0) {
+        return first_error;
     }
-    return errno != 0 ? errno : EIO;
+    first_error = errno;
+    if (first_error == 0) {
+        // Failed before: a pipe or socket whose reader went away reports an error when polled.
+        pollfd out{.fd = STDOUT_FILENO, .events = POLLOUT, .revents = 0};
+        first_error = poll(&out, 1, 0) == 1 && (out.revents & POLLERR) != 0 ? EPIPE : EIO;
+    }
+    return first_error;
 }
 
 void add_name_and_token(CLI::App& command, std::string& name, std::string& token) {

@@ -43,7 +43,7 @@ Runner setup_renew(CLI::App& command, const GlobalOptions& global) {
     command.description(
         "Extend the lease of the slot of NAME held by TOKEN to now + --ttl, by "
         "the Redis server's clock (default: by its own ttl again). Exits 1 when the slot was "
-        "lost.");
+        "lost, or when TOKEN is still waiting for one.");
     add_name_and_token(command, args->name, args->token);
     command
         .add_option("--ttl", args->ttl,

@@ -458,6 +458,11 @@ std::optional<Renewal> Semaphore::renew(const std::string& token, std::optional<
                                         long long replicas) {
     const Reply reply = run(scripts::k_renew_script, {token, ttl ? std::to_string(ttl->count()) : "",
                                                       replicas > 0 ? "1" : "0"});
+    if (reply.at(0).as_integer() == 2) {
+        throw NotHeldError(fmt::format("that token is waiting for a slot of '{}', not holding one; "
+                                       "nothing was renewed",
+                                       printable(m_name)));
+    }
     if (reply.at(0).as_integer() != 1) {
         return std::nullopt;
     }

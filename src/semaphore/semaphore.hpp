@@ -152,7 +152,8 @@ public:
     void release_quietly(const std::string& token) noexcept;
 
     // Extends the token's lease to server-now + ttl (nullopt: the lease's own ttl); nullopt
-    // when the token holds nothing. With `replicas`, returns only once that many replicas
+    // when the token holds nothing (its slot is lost); throws NotHeldError when it is still
+    // queued (it holds nothing yet, and nothing is lost). With `replicas`, returns only once that many replicas
     // have the renewal, waiting up to replica_wait(ttl) for them; throws NotReplicatedError
     // when fewer confirm it (the renewal stands on the master, but may not survive a
     // failover).

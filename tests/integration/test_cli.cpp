@@ -122,6 +122,23 @@ TEST_CASE("release and renew of a foreign, released or expired token exit 1") {
               .exit_code == 1);
 }
 
+TEST_CASE("renew of a token that is still queued exits 1, says so, and counts no lost lease") {
+    RedisServer server;
+    const auto env = env_for(server);
+    Connection admin = server.admin();
+    REQUIRE(run_redsem({"acquire", "rq"}, env).exit_code == 0);
+    Child waiter({"acquire", "rq", "-w", "20s"}, env);
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{rq}:queue") == 1; }, 10s));
+    const std::string token = admin.call({"ZRANGE", "redsem:{rq}:queue", "0", "0"}).at(0).as_string();
+    const auto renewed = run_redsem({"renew", "rq", token}, env);
+    CHECK(renewed.exit_code == 1);
+    CHECK(renewed.err == "redsem: error: that token is waiting for a slot of 'rq', not holding one; "
+                         "nothing was renewed\n");
+    CHECK(zcard(admin, "redsem:{rq}:queue") == 1); // still in its place
+    const auto metrics = run_redsem({"status", "rq", "--format", "prometheus"}, env);
+    CHECK(metrics.out.find(R"(redsem_lost_total{prefix="redsem",name="rq"} 0)") != std::string::npos);
+}
+
 TEST_CASE("an expired holder is reclaimed without a release, by its deadline") {
     RedisServer server;
     REQUIRE(run_redsem({"acquire", "e", "--ttl", "300ms"}, env_for(server)).exit_code == 0);

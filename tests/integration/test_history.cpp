@@ -214,6 +214,12 @@ TEST_CASE("history: the stream stays capped, expires with the semaphore, and is 
     const long long state_ttl = admin.call({"PTTL", keys.state}).as_integer();
     CHECK(log_ttl > 0);
     CHECK(std::abs(log_ttl - state_ttl) < 1000);
+    // Shorter at once, down to none.
+    REQUIRE(run_redsem({"limit", "capped", "--history", "2"}, env).exit_code == 0);
+    CHECK(admin.call({"XLEN", keys.log}).as_integer() == 2);
+    REQUIRE(run_redsem({"limit", "capped", "--history", "0"}, env).exit_code == 0);
+    CHECK(admin.call({"XLEN", keys.log}).as_integer() == 0);
+    CHECK(run_redsem({"log", "capped"}, env).err == "redsem: no events\n");
 
     // The default length: 10000 events, trimmed a block at a time.
     const auto limit = json::parse(run_redsem({"limit", "dflt", "--json"}, env).out);
