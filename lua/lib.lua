@@ -141,6 +141,7 @@ end
 -- Reads limit, fence seed and keep horizon. Returns (state table) or (nil, error reply) when
 -- a key holds a type redsem did not create. All keys are checked only when the state hash is
 -- missing (a new semaphore); a foreign key appearing later still fails with WRONGTYPE.
+local loaded_state -- what it returned, for finish()
 local function load_state()
     local got = redis.pcall('HMGET', K_STATE, 'limit', 'fence', 'keep', 'loss_grace', 'due', 'history',
                             'acquired_total')
@@ -159,9 +160,11 @@ local function load_state()
             return nil, {'wrongtype', K_LOG, actual, 'stream'}
         end
     end
-    return {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
-            keep = tonumber(got[3]) or 0, loss_grace = tonumber(got[4]), due = tonumber(got[5]) or 0,
-            history = tonumber(got[6]) or DEFAULT_HISTORY, acquired_total = tonumber(got[7]) or 0}
+    loaded_state = {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
+                    keep = tonumber(got[3]) or 0, loss_grace = tonumber(got[4]),
+                    due = tonumber(got[5]) or 0, history = tonumber(got[6]) or DEFAULT_HISTORY,
+                    acquired_total = tonumber(got[7]) or 0}
+    return loaded_state
 end
 
 -- Server time in milliseconds; also remembers it in microseconds for next_fence(). (Both
@@ -364,7 +367,15 @@ end
 
 -- Every script ends here: the build wraps each one's body as `return finish(body())`. Writes
 -- the events the call logged, and returns its reply.
+-- A script sent with EVAL checks the server's identity even when it admitted nobody: it may be
+-- the first script this server process runs (after a restart from an older snapshot), and the
+-- scripts after it, sent with EVALSHA, trust an epoch checked less than IDENTITY_CHECK_MS ago.
+-- (Not in a script that only reads: it sets read_only.)
+local read_only = false
 local function finish(reply)
+    if SENT_BY_EVAL and not lost_at and loaded_state and not read_only then
+        admission_opens(loaded_state, server_now(), 0)
+    end
     if #pending_events == 0 then
         return reply
     end

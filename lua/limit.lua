@@ -22,6 +22,7 @@ if history and history ~= state.history then
     redis.pcall('XTRIM', K_LOG, 'MAXLEN', history) -- shorter at once, not at the next event
 end
 if not wanted then
+    read_only = not history
     return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', K_HOLDERS),
             redis.call('ZCARD', K_QUEUE), state.history}
 end
