@@ -1,6 +1,6 @@
 #include "process/heartbeat.hpp"
 
-#include "util/backoff.hpp"
+#include "redis/retry_policy.hpp"
 #include "util/errors.hpp"
 
 #include <algorithm>
@@ -97,7 +97,10 @@ void Heartbeat::run(bool renew_at_once) {
     using Clock = std::chrono::steady_clock;
     const Milliseconds every = renew_every(m_ttl);
     Clock::time_point next = renew_at_once ? Clock::now() : Clock::now() + every;
-    Backoff retry;
+    // Every failed renewal is tried again, whatever the error, on the policy's schedule: the
+    // lease's own end (valid_until, watched by the owner) decides when the slot counts as lost,
+    // and giving up sooner would only stop the command sooner.
+    RetryPolicy retry;
     std::unique_lock lock(m_mutex);
     for (;;) {
         m_wake.wait_until(lock, next, [this] { return m_stopping; });
@@ -126,7 +129,7 @@ void Heartbeat::run(bool renew_at_once) {
             m_status.valid_until = m_status.ends_by - Lease::safety_margin(m_ttl);
             m_status.last_error.clear();
             next = scheduled_from + every;
-            retry.reset();
+            retry.answered();
         } else if (gone) {
             m_status.lost = true;
             m_status.last_error = "the server says this token no longer holds a slot";
@@ -134,7 +137,7 @@ void Heartbeat::run(bool renew_at_once) {
             return;
         } else {
             m_status.last_error = error;
-            next = Clock::now() + retry.next();
+            next = Clock::now() + retry.next_delay();
         }
         notify();
     }

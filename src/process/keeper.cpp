@@ -3,7 +3,7 @@
 #include "process/boot_timer.hpp"
 #include "process/heartbeat.hpp"
 #include "process/signal_watch.hpp"
-#include "util/backoff.hpp"
+#include "redis/retry_policy.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
@@ -76,8 +76,10 @@ private:
         sigfillset(&all);
         pthread_sigmask(SIG_BLOCK, &all, nullptr);
         constexpr Milliseconds k_block{30'000};
-        constexpr Milliseconds k_retry{1'000};
         Connection connection(m_connect);
+        // Any failure is looked past, on the policy's schedule: this watch is only a shortcut
+        // (the heartbeat finds a released slot too, and deals with Redis being away).
+        RetryPolicy retry;
         for (;;) {
             try {
                 const Reply reply =
@@ -88,6 +90,7 @@ private:
                     return;
                 }
                 if (!reply.is_error()) {
+                    retry.answered();
                     continue;
                 }
             } catch (const WaitInterrupted&) {
@@ -96,7 +99,7 @@ private:
                 // Redis away: the heartbeat deals with that; look again shortly.
             }
             pollfd stop{m_stop, POLLIN, 0};
-            if (::poll(&stop, 1, static_cast<int>(k_retry.count())) > 0) {
+            if (::poll(&stop, 1, static_cast<int>(retry.next_delay().count())) > 0) {
                 return;
             }
         }
@@ -120,16 +123,19 @@ bool released_by_user(const KeptSlot& slot, const std::string& key) {
 }
 
 void release(const KeptSlot& slot) {
-    const auto give_up_at = BootClock::now() + k_release_tries_for;
-    Backoff backoff;
+    // Redis answered this slot's renewals, so an unreachable Redis is worth waiting for too
+    // (a restart), within k_release_tries_for.
+    RetryPolicy retries(k_release_tries_for, RetryPolicy::k_calls, true);
     for (;;) {
+        std::optional<Milliseconds> delay;
         try {
             Connection connection(slot.connect);
             Semaphore semaphore(connection, slot.prefix, slot.name);
             semaphore.release(slot.lease.token);
             return;
         } catch (const Error& error) {
-            if (error.transience() == Transience::permanent || BootClock::now() >= give_up_at) {
+            delay = retries.after(error);
+            if (!delay) {
                 syslog(LOG_WARNING,
                        "could not release the slot of '%s' (%s); it frees itself "
                        "when its lease runs out",
@@ -137,7 +143,7 @@ void release(const KeptSlot& slot) {
                 return;
             }
         }
-        std::this_thread::sleep_for(backoff.next());
+        std::this_thread::sleep_for(*delay);
     }
 }
 

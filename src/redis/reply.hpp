@@ -28,6 +28,13 @@ struct Reply {
     const Reply& at(std::size_t index) const;
 };
 
+// Whether `reply` is an error reply whose code (its first word) is `code`.
+inline bool is_error_code(const Reply& reply, std::string_view code) {
+    return reply.is_error() && reply.text.size() >= code.size() &&
+           std::string_view(reply.text).substr(0, code.size()) == code &&
+           (reply.text.size() == code.size() || reply.text[code.size()] == ' ');
+}
+
 // What a Redis error reply means to a redsem user: the exit code and a one-line message.
 struct ReplyErrorMeaning {
     ExitCode code;

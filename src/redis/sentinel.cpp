@@ -1,6 +1,6 @@
 #include "redis/sentinel.hpp"
 
-#include "redis/connection.hpp"
+#include "redis/server_connection.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 #include "util/number.hpp"
@@ -23,7 +23,8 @@ ConnectOptions sentinel_options(const ConnectOptions& options, const Endpoint& s
                           .connect_timeout = timeout,
                           .command_timeout = timeout,
                           .tls = options.tls,
-                          .sentinel_password = std::nullopt};
+                          .sentinel_password = std::nullopt,
+                          .open_transport = options.open_transport};
 }
 
 // The master's address in a sentinel's reply; nullopt when the reply is not one.
@@ -60,18 +61,20 @@ Endpoint ask_sentinels(const ConnectOptions& options, SentinelChoice& choice, st
         const Endpoint& sentinel = url.sentinels[index];
         // Asked next time if this one fails.
         choice.first = (index + 1) % count;
-        std::unique_ptr<Connection> connection =
-            index == first && choice.connection
-                ? std::move(choice.connection)
-                : std::make_unique<Connection>(sentinel_options(options, sentinel, timeout));
+        const ConnectOptions asking = sentinel_options(options, sentinel, timeout);
+        std::unique_ptr<ServerConnection> connection =
+            index == first && choice.connection ? std::move(choice.connection)
+                                                : std::make_unique<ServerConnection>(asking);
         connection->set_command_timeout(timeout); // a kept connection was opened with another
         auto failed = [&](const std::string& why) {
             failures += fmt::format("{}{}", failures.empty() ? "" : "; ", why);
         };
         Reply reply;
         try {
-            reply = connection->command(
-                std::vector<std::string>{"SENTINEL", "get-master-addr-by-name", url.master_name});
+            if (!connection->is_open()) {
+                connection->open(asking.url);
+            }
+            reply = connection->exchange({"SENTINEL", "get-master-addr-by-name", url.master_name});
         } catch (const Error& error) {
             if (error.exit_code() == static_cast<int>(ExitCode::usage)) {
                 throw; // a TLS file that cannot be used: the same for every sentinel

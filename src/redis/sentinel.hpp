@@ -9,12 +9,12 @@
 namespace redsem {
 
 struct ConnectOptions;
-class Connection;
+class ServerConnection;
 
 // The sentinel to ask first, and an open connection to it.
 struct SentinelChoice {
     std::size_t first = 0;
-    std::unique_ptr<Connection> connection; // to sentinel `first`, when one answered
+    std::unique_ptr<ServerConnection> connection; // to sentinel `first`, when one answered
 
     SentinelChoice();
     ~SentinelChoice();

@@ -1,6 +1,6 @@
 #include "semaphore/held_slot.hpp"
 
-#include "util/backoff.hpp"
+#include "redis/retry_policy.hpp"
 
 #include <thread>
 
@@ -24,27 +24,21 @@ bool HeldSlot::release() {
     }
     Semaphore* semaphore = m_semaphore;
     m_semaphore = nullptr;
-    Backoff backoff;
-    bool reconnected = false;
+    // While the lease lasts (after it the server hands the slot on by itself): a failover, a
+    // slot migration or a connection that died while idle is retried; a Redis that cannot be
+    // reached at all is not waited for (a release at exit would hold up the caller).
+    const auto lease_left = std::chrono::ceil<Milliseconds>(m_lease.ends_by() - BootClock::now());
+    RetryPolicy retries(std::max(lease_left, Milliseconds{0}));
     for (;;) {
         try {
             return semaphore->release(m_lease.token) == ReleaseOutcome::released;
-        } catch (const ConnectionLost&) {
-            // The connection may have died while idle; the connection reconnects on the next
-            // command. A second try after a lost reply finds nothing to release, which is fine.
-            if (reconnected) {
-                throw;
-            }
-            reconnected = true;
         } catch (const Error& error) {
-            // A failover or a slot migration under way: try again while the lease lasts (after
-            // it the server hands the slot on by itself).
-            const Milliseconds delay = backoff.next();
-            if (error.transience() != Transience::transient ||
-                BootClock::now() + delay >= m_lease.ends_by()) {
+            // A second try after a lost reply finds nothing to release, which is fine.
+            const std::optional<Milliseconds> delay = retries.after(error);
+            if (!delay) {
                 throw;
             }
-            std::this_thread::sleep_for(delay);
+            std::this_thread::sleep_for(*delay);
         }
     }
 }

@@ -66,20 +66,6 @@ std::string glob_escape(std::string_view text) {
     return out;
 }
 
-// Calls `visit` once for each server that holds semaphores: every primary of a Redis Cluster
-// (the connection's commands without a key go to it meanwhile), else the one server.
-template <typename Visit> void for_each_node(Connection& connection, Visit visit) {
-    const std::vector<Endpoint> primaries = connection.cluster_primaries();
-    if (primaries.empty()) {
-        visit();
-        return;
-    }
-    for (const Endpoint& node : primaries) {
-        connection.use_node(node);
-        visit();
-    }
-}
-
 // The semaphores under `prefix` that have key `part` ("state": every one) on the server the
 // connection's commands without a key go to.
 void scan_node(Connection& connection, std::string_view prefix, std::string_view part,
@@ -211,7 +197,7 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
 std::vector<std::string> scan_names(Connection& connection, std::string_view prefix,
                                     std::string_view part) {
     std::set<std::string> names; // SCAN may return a key more than once
-    for_each_node(connection, [&] { scan_node(connection, prefix, part, names); });
+    connection.for_each_primary([&] { scan_node(connection, prefix, part, names); });
     return {names.begin(), names.end()};
 }
 
@@ -244,7 +230,7 @@ SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std:
 
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix) {
     std::vector<SemaphoreSummary> summaries;
-    for_each_node(connection, [&] {
+    connection.for_each_primary([&] {
         std::set<std::string> found; // SCAN may return a key more than once
         scan_node(connection, prefix, "state", found);
         // One clock per server: the one its semaphores' scripts read.

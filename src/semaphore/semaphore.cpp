@@ -1,7 +1,8 @@
 #include "semaphore/semaphore.hpp"
 
 #include "lua_scripts.hpp"
-#include "util/backoff.hpp"
+#include "redis/retry_policy.hpp"
+#include "redis/topology.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
 
@@ -96,43 +97,29 @@ AcquireReply parse_acquire_reply(const Reply& reply) {
     throw InternalError(fmt::format("unexpected acquire reply '{}'", printable(kind)));
 }
 
-// The retry policy of one acquire. A failure worth retrying (Redis restarting or busy, a
-// broken connection, unreachable after it had answered) is retried with the same token, with
-// backoff, for up to `window` of unbroken failure (Connection::outage_window()): a holder gets
-// its lease back, a waiter its place. Anything else, or a failure that lasts, stands.
-class RetryWindow {
+// How an acquire rides out failures: RetryPolicy's answer, for up to the connection's outage
+// window of unbroken failure (a holder gets its lease back, a waiter its place, with the same
+// token), bounded by the acquire's own wait (never below the window for a blip). The window
+// is read at each failure: it grows once the connection finds out that it talks to a Redis
+// Cluster.
+class AcquireRetries {
 public:
-    // `wait`: the acquire's bounded wait, which bounds the window too (never below the window
-    // for a blip). The connection's outage window is read at each failure: it grows once the
-    // connection finds out that it talks to a Redis Cluster.
-    RetryWindow(int interrupt_fd, const Connection& connection, std::optional<Milliseconds> wait)
+    AcquireRetries(int interrupt_fd, const Connection& connection, std::optional<Milliseconds> wait)
         : m_interrupt_fd(interrupt_fd), m_connection(connection), m_wait(wait) {}
 
-    // Redis answered: the window counts from the next failure.
-    void answered() {
-        m_answered = true;
-        m_failing_since.reset();
-        m_backoff.reset();
-    }
+    void answered() { m_policy.answered(); }
 
-    // Called from a catch block: returns after the backoff delay when `error` is worth
+    // Called from a catch block: returns after the policy's delay when `error` is worth
     // retrying, else rethrows it. Throws WaitInterrupted when the interrupt fd fires first.
     void after(const Error& error) {
-        const Transience transience = error.transience();
-        const bool worth_retrying = transience == Transience::transient ||
-                                    transience == Transience::broken ||
-                                    (transience == Transience::unreachable && m_answered);
-        const auto now = Clock::now();
-        if (!m_failing_since) {
-            m_failing_since = now;
-        }
         const Milliseconds outage = m_connection.outage_window();
-        const Milliseconds window =
-            m_wait ? std::clamp(*m_wait, std::min(k_reconnect_window, outage), outage) : outage;
-        if (!worth_retrying || now - *m_failing_since >= window) {
+        m_policy.set_window(
+            m_wait ? std::clamp(*m_wait, std::min(k_reconnect_window, outage), outage) : outage);
+        const std::optional<Milliseconds> delay = m_policy.after(error);
+        if (!delay) {
             throw;
         }
-        if (interruptible_sleep(m_backoff.next(), m_interrupt_fd)) {
+        if (interruptible_sleep(*delay, m_interrupt_fd)) {
             throw WaitInterrupted();
         }
     }
@@ -141,9 +128,7 @@ private:
     int m_interrupt_fd;
     const Connection& m_connection;
     std::optional<Milliseconds> m_wait;
-    bool m_answered = false; // Redis answered at least once during this acquire
-    std::optional<Clock::time_point> m_failing_since;
-    Backoff m_backoff;
+    RetryPolicy m_policy;
 };
 
 // How long a queued waiter sleeps on its wake list: until a release hands it a slot, or (near
@@ -300,7 +285,7 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
             release_here(token);
         } catch (const Error&) {
         }
-        if (m_connection.master_moved()) {
+        if (m_connection.primary_changed()) {
             // Granted by a former master, which lost its replicas to a failover and takes
             // writes until the sentinels make it a replica: queue at the new one.
             return acquire(again, token);
@@ -328,7 +313,7 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
     bool sent = options.retry; // once sent, the server may know the token (holder or waiter)
     bool waited = false;
     // A bounded wait bounds how long an outage (a failover) is ridden out too.
-    RetryWindow retries(options.interrupt_fd, m_connection, options.wait);
+    AcquireRetries retries(options.interrupt_fd, m_connection, options.wait);
     try {
         for (;;) {
             AcquireReply reply;
@@ -438,7 +423,7 @@ void Semaphore::release_quietly(const std::string& token) noexcept {
 ReleaseOutcome Semaphore::release(const std::string& token) {
     // Through sentinels, not to a former master that still takes writes after a failover
     // (unless a sentinel named it just now: a quick `run` pays no extra round trip).
-    m_connection.master_moved(k_release_recheck);
+    m_connection.primary_changed(k_release_recheck);
     return release_here(token);
 }
 

@@ -137,7 +137,7 @@ public:
     // out while this process was stopped is confirmed by a renewal first, or, if it was lost,
     // the caller queues again. Returns nullopt when no slot came in time, having left the
     // queue. Retrying with the same token never takes a second slot. Transient failures
-    // (a broken connection, LOADING, BUSY) are retried within Connection::outage_window().
+    // (a broken connection, LOADING, BUSY) are retried within Connection::outage_window() (see RetryPolicy).
     // With options.replicas, the lease is renewed at once and returned only once that many
     // replicas have the renewal (and so the grant); when fewer confirm it in time, the slot
     // is given back and NotReplicatedError thrown. Throws ConflictError on a limit mismatch

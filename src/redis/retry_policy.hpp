@@ -1,0 +1,109 @@
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "util/boot_clock.hpp"
+#include "util/errors.hpp"
+
+namespace redsem {
+
+// The one answer every retry loop asks for after a failed Redis call: retry or not, after how
+// long, and until when. (Loops that treat every failure alike say why where they use it.)
+//
+// Worth another try: Redis there but not serving now (Transience::transient: LOADING, BUSY,
+// TRYAGAIN, CLUSTERDOWN, MASTERDOWN, a failover under way); a connection that broke after the
+// request was sent (broken: it may have run, and every redsem request is safe to send again
+// with the same token); Redis unreachable, once it had answered this loop before (a restart, a
+// blip), never when it never answered (a wrong address has nothing to wait for). Never a
+// refusal (permanent: a password, NOPERM, a bug): the answer would be the same.
+//
+// Delays double from the schedule's first to its last. A loop retries for up to its window of
+// unbroken failure, counted from the first failure after the last answer; the last delay is cut
+// so that the last try falls at the window's end.
+class RetryPolicy {
+public:
+    using Milliseconds = std::chrono::milliseconds;
+    using Clock = BootClock; // counts a suspended machine too: leases do
+
+    struct Schedule {
+        Milliseconds first;
+        Milliseconds last;
+    };
+    // A Redis call that failed: a restart takes a second or more.
+    static constexpr Schedule k_calls{Milliseconds{100}, Milliseconds{1'000}};
+    // A cluster that said TRYAGAIN or CLUSTERDOWN: a slot migration step or a failover's
+    // election, which take milliseconds to seconds.
+    static constexpr Schedule k_cluster_pauses{Milliseconds{10}, Milliseconds{500}};
+    static constexpr Milliseconds k_unlimited = Milliseconds::max();
+
+    explicit RetryPolicy(Milliseconds window = k_unlimited, Schedule schedule = k_calls,
+                         bool answered_before = false)
+        : m_window(window), m_schedule(schedule), m_delay(schedule.first),
+          m_answered(answered_before) {}
+
+    static bool worth_retrying(Transience transience, bool answered_before) {
+        switch (transience) {
+        case Transience::transient:
+        case Transience::broken:
+            return true;
+        case Transience::unreachable:
+            return answered_before;
+        case Transience::permanent:
+            break;
+        }
+        return false;
+    }
+
+    // Redis answered: the window counts from the next failure, and delays start over.
+    void answered() {
+        m_answered = true;
+        m_failing = false;
+        m_delay = m_schedule.first;
+    }
+
+    // The window may change between failures (a connection learns that it talks to a cluster,
+    // whose failovers take longer).
+    void set_window(Milliseconds window) { m_window = window; }
+
+    // After a failure of `transience`: how long to wait before trying again, or nullopt when
+    // the failure stands.
+    std::optional<Milliseconds> after(Transience transience) {
+        const auto now = Clock::now();
+        if (!m_failing) {
+            m_failing = true;
+            m_failing_since = now;
+        }
+        if (!worth_retrying(transience, m_answered)) {
+            return std::nullopt;
+        }
+        Milliseconds delay = next_delay();
+        if (m_window != k_unlimited) {
+            const auto left = std::chrono::ceil<Milliseconds>(m_failing_since + m_window - now);
+            if (left.count() <= 0) {
+                return std::nullopt;
+            }
+            delay = std::min(delay, left);
+        }
+        return delay;
+    }
+    std::optional<Milliseconds> after(const Error& error) { return after(error.transience()); }
+
+    // The next delay of the schedule, for a loop that retries every failure (it says why).
+    Milliseconds next_delay() {
+        const Milliseconds delay = m_delay;
+        m_delay = std::min(m_delay * 2, m_schedule.last);
+        return delay;
+    }
+
+private:
+    Milliseconds m_window;
+    Schedule m_schedule;
+    Milliseconds m_delay;
+    bool m_answered;
+    bool m_failing = false; // since m_failing_since, without an answer
+    Clock::time_point m_failing_since{};
+};
+
+} // namespace redsem

@@ -1,0 +1,242 @@
+#include "redis/server_connection.hpp"
+
+#include "util/duration.hpp"
+#include "util/errors.hpp"
+#include "util/name.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
+
+namespace redsem {
+
+namespace {
+
+Reply convert(const redisReply& raw) {
+    Reply reply;
+    switch (raw.type) {
+    case REDIS_REPLY_STATUS:
+        reply.type = Reply::Type::status;
+        reply.text.assign(raw.str, raw.len);
+        break;
+    case REDIS_REPLY_ERROR:
+        reply.type = Reply::Type::error;
+        reply.text.assign(raw.str, raw.len);
+        break;
+    case REDIS_REPLY_STRING:
+        reply.type = Reply::Type::string;
+        reply.text.assign(raw.str, raw.len);
+        break;
+    case REDIS_REPLY_INTEGER:
+        reply.type = Reply::Type::integer;
+        reply.integer = raw.integer;
+        break;
+    case REDIS_REPLY_ARRAY:
+        reply.type = Reply::Type::array;
+        reply.elements.reserve(raw.elements);
+        for (std::size_t i = 0; i < raw.elements; ++i) {
+            reply.elements.push_back(convert(*raw.element[i]));
+        }
+        break;
+    default:
+        reply.type = Reply::Type::nil;
+        break;
+    }
+    return reply;
+}
+
+} // namespace
+
+ServerConnection::ServerConnection(const ConnectOptions& options)
+    : m_connect_timeout(options.connect_timeout), m_command_timeout(options.command_timeout),
+      m_tls(options.tls), m_open_transport(options.open_transport), m_server(options.url),
+      m_reader(nullptr, redisReaderFree) {}
+
+ServerConnection::~ServerConnection() = default;
+ServerConnection::ServerConnection(ServerConnection&&) noexcept = default;
+ServerConnection& ServerConnection::operator=(ServerConnection&&) noexcept = default;
+
+void ServerConnection::close() noexcept {
+    m_transport.reset();
+    m_reader.reset();
+    m_output.clear();
+}
+
+void ServerConnection::open(const RedisUrl& server) {
+    close();
+    m_server = server;
+    m_first_reply_by = Clock::now() + m_connect_timeout;
+    ReaderPtr reader(redisReaderCreate(), redisReaderFree);
+    if (!reader) {
+        throw InternalError("out of memory while connecting to Redis");
+    }
+    m_transport = m_open_transport(server, m_tls, m_connect_timeout);
+    m_reader = std::move(reader);
+    try {
+        handshake();
+    } catch (...) {
+        close();
+        throw;
+    }
+}
+
+void ServerConnection::handshake() {
+    const RedisUrl& url = m_server;
+    if (url.password || url.user) {
+        std::vector<std::string> auth{"AUTH"};
+        if (url.user) {
+            auth.push_back(*url.user);
+        }
+        auth.push_back(url.password.value_or(""));
+        const Reply reply = exchange(auth);
+        if (reply.is_error()) {
+            throw_reply_error(reply.text);
+        }
+    }
+    if (url.db != 0) {
+        const Reply reply = exchange({"SELECT", std::to_string(url.db)});
+        if (reply.is_error()) {
+            if (reply.text.find("DB index") != std::string::npos) {
+                throw UsageError(fmt::format("Redis at {} has no database {} ({})", url.describe(),
+                                             url.db, printable(reply.text, 100)));
+            }
+            throw_reply_error(reply.text);
+        }
+    }
+}
+
+void ServerConnection::append(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lengths;
+    argv.reserve(args.size());
+    lengths.reserve(args.size());
+    for (const std::string& arg : args) {
+        argv.push_back(arg.data());
+        lengths.push_back(arg.size());
+    }
+    char* formatted = nullptr;
+    const int length = redisFormatCommandArgv(&formatted, static_cast<int>(args.size()),
+                                              argv.data(), lengths.data());
+    if (length < 0) {
+        throw InternalError("out of memory while preparing a Redis command");
+    }
+    m_output.append(formatted, static_cast<std::size_t>(length));
+    redisFreeCommand(formatted);
+}
+
+void ServerConnection::flush() {
+    try {
+        m_transport->write_all(m_output, Clock::now() + m_command_timeout);
+    } catch (...) {
+        close();
+        throw;
+    }
+    m_output.clear();
+}
+
+Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) {
+    const Clock::time_point deadline = reply_deadline(blocking_for);
+    const std::string where = m_server.describe();
+    void* raw = nullptr;
+    for (;;) {
+        if (redisReaderGetReply(m_reader.get(), &raw) != REDIS_OK) {
+            const std::string reason = m_reader->errstr;
+            close();
+            throw ConnectionLost(fmt::format("the server at {} did not answer like a Redis "
+                                             "server ({})",
+                                             where, printable(reason, 100)));
+        }
+        if (raw != nullptr) {
+            break;
+        }
+        char buffer[16 * 1024];
+        ReadResult read;
+        try {
+            read = m_transport->read_some(buffer, sizeof(buffer), deadline, interrupt_fd);
+        } catch (const ConnectionLost& error) {
+            const bool never_answered = m_first_reply_by.has_value();
+            close();
+            if (never_answered && !plain_to_tls_hint().empty()) {
+                // Still "broken": what we sent may have run before a CLIENT KILL or a restart.
+                throw ConnectionLost(fmt::format("{}{}", error.what(), plain_to_tls_hint()));
+            }
+            throw;
+        } catch (...) {
+            close();
+            throw;
+        }
+        switch (read.status) {
+        case ReadResult::Status::data:
+            if (redisReaderFeed(m_reader.get(), buffer, read.size) != REDIS_OK) {
+                close();
+                throw InternalError("out of memory while reading a Redis reply");
+            }
+            break;
+        case ReadResult::Status::interrupted:
+            close();
+            throw WaitInterrupted();
+        case ReadResult::Status::closed: {
+            const bool never_answered = m_first_reply_by.has_value();
+            close();
+            if (never_answered) {
+                // What we sent may have run (a CLIENT KILL, a restart): "broken", as below.
+                throw ConnectionLost(
+                    fmt::format("Redis at {} closed the connection before answering{}", where,
+                                plain_to_tls_hint()));
+            }
+            throw ConnectionLost(
+                fmt::format("Redis at {} closed the connection while reading a reply", where));
+        }
+        case ReadResult::Status::timed_out: {
+            // The connect timeout ran out, not the command's own (which may be the shorter).
+            const bool never_answered = m_first_reply_by && deadline >= *m_first_reply_by;
+            close();
+            if (never_answered) {
+                throw UnavailableError(
+                    fmt::format("Redis at {} accepted the connection but did not answer within {} "
+                                "(--connect-timeout)",
+                                where, format_duration(m_connect_timeout)));
+            }
+            throw ConnectionLost(fmt::format("Redis at {} did not answer in time", where));
+        }
+        }
+    }
+    m_first_reply_by.reset();
+    std::unique_ptr<redisReply, void (*)(void*)> reply(static_cast<redisReply*>(raw),
+                                                       freeReplyObject);
+    return convert(*reply);
+}
+
+void ServerConnection::check_answers(Milliseconds blocking_for, int interrupt_fd) {
+    if (m_first_reply_by && blocking_for.count() > 0) {
+        const Reply pong = exchange({"PING"}, Milliseconds{0}, interrupt_fd);
+        if (pong.is_error()) {
+            throw_reply_error(pong.text);
+        }
+    }
+}
+
+Reply ServerConnection::exchange(const std::vector<std::string>& argv, Milliseconds blocking_for,
+                                 int interrupt_fd) {
+    check_answers(blocking_for, interrupt_fd);
+    append(argv);
+    flush();
+    return read_reply(blocking_for, interrupt_fd);
+}
+
+std::string_view ServerConnection::plain_to_tls_hint() const {
+    // A TLS port resets a plain connection at its first request.
+    const bool plain_tcp = !m_server.tls && m_server.kind == RedisUrl::Kind::tcp;
+    return plain_tcp ? " (a TLS port? use rediss://)" : "";
+}
+
+ServerConnection::Clock::time_point ServerConnection::reply_deadline(Milliseconds blocking_for) const {
+    const auto deadline = Clock::now() + m_command_timeout + blocking_for;
+    return m_first_reply_by ? std::min(deadline, *m_first_reply_by) : deadline;
+}
+
+std::string hiredis_version() {
+    return fmt::format("{}.{}.{}", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
+}
+
+} // namespace redsem

@@ -1,0 +1,59 @@
+#include "redis/single_server.hpp"
+
+#include "redis/cluster_topology.hpp"
+
+#include <fmt/format.h>
+
+namespace redsem {
+
+std::string SingleServer::describe() const {
+    return fmt::format("Redis at {}", m_options.url.describe());
+}
+
+std::optional<Endpoint> SingleServer::destination(std::string_view /*key*/) const {
+    return std::nullopt;
+}
+
+void SingleServer::connect() {
+    if (!m_link.is_open()) {
+        m_link.open(m_options.url);
+    }
+}
+
+Topology& SingleServer::become_cluster() {
+    m_successor = std::make_unique<ClusterTopology>(m_options, std::move(m_link));
+    m_link = ServerConnection(m_options);
+    return *m_successor;
+}
+
+ReplyVerdict SingleServer::judge(const Reply& reply) {
+    // Only a cluster node gives these.
+    if (is_error_code(reply, "MOVED") || is_error_code(reply, "ASK") ||
+        is_error_code(reply, "TRYAGAIN") || is_error_code(reply, "CLUSTERDOWN") ||
+        is_error_code(reply, "CROSSSLOT")) {
+        return become_cluster().judge(reply);
+    }
+    return {};
+}
+
+std::vector<Endpoint> SingleServer::primaries() {
+    if (m_options.url.kind == RedisUrl::Kind::unix_socket) {
+        return {}; // cluster nodes talk TCP to each other
+    }
+    connect();
+    const Reply reply = m_link.exchange({"CLUSTER", "SLOTS"});
+    if (reply.is_error()) {
+        if (reply.text.find("cluster support disabled") != std::string::npos) {
+            return {};
+        }
+        throw_reply_error(reply.text);
+    }
+    SlotMap slots = SlotMap::from_cluster_slots(reply, m_link.endpoint());
+    auto cluster = std::make_unique<ClusterTopology>(m_options, std::move(m_link), std::move(slots));
+    m_link = ServerConnection(m_options);
+    std::vector<Endpoint> nodes = cluster->primaries();
+    m_successor = std::move(cluster);
+    return nodes;
+}
+
+} // namespace redsem
