@@ -47,7 +47,7 @@ TEST_CASE("topology: one server gets every command and no command of redsem's ow
     CHECK_FALSE(connection.primary_changed());
 }
 
-TEST_CASE("topology: a server that answers MOVED is a cluster node; the slot's commands follow") {
+TEST_CASE("topology: a server that answers MOVED is a cluster node, and the slot's commands follow") {
     FakeNetwork network;
     FakeServer& seed = network.add("127.0.0.1:7000", [](const Words&) {
         return error("MOVED " + std::to_string(key_slot(k_key)) + " 127.0.0.1:7001");
