@@ -19,9 +19,10 @@ namespace redsem {
 // blip), never when it never answered (a wrong address has nothing to wait for). Never a
 // refusal (permanent: a password, NOPERM, a bug): the answer would be the same.
 //
-// Delays double from the schedule's first to its last. A loop retries for up to its window of
-// unbroken failure, counted from the first failure after the last answer; the last delay is cut
-// so that the last try falls at the window's end.
+// Delays double from the schedule's first to its last. A loop retries until a failure comes
+// after its window of unbroken failure, counted from the first failure after the last answer
+// (so the last try may come up to one delay after the window: a restart that takes a little
+// longer than the window is still ridden out).
 class RetryPolicy {
 public:
     using Milliseconds = std::chrono::milliseconds;
@@ -78,15 +79,10 @@ public:
         if (!worth_retrying(transience, m_answered)) {
             return std::nullopt;
         }
-        Milliseconds delay = next_delay();
-        if (m_window != k_unlimited) {
-            const auto left = std::chrono::ceil<Milliseconds>(m_failing_since + m_window - now);
-            if (left.count() <= 0) {
-                return std::nullopt;
-            }
-            delay = std::min(delay, left);
+        if (m_window != k_unlimited && now - m_failing_since >= m_window) {
+            return std::nullopt;
         }
-        return delay;
+        return next_delay();
     }
     std::optional<Milliseconds> after(const Error& error) { return after(error.transience()); }
 
