@@ -179,7 +179,7 @@ TEST_CASE("five queued waiters are served in arrival order") {
     }
 }
 
-TEST_CASE("a waiter killed with SIGKILL stops blocking the queue within seconds", "[threads]") {
+TEST_CASE("a waiter killed with SIGKILL stops blocking the queue within seconds") {
     RedisServer server;
     Connection admin = server.admin();
     const auto holder = acquire_json(server, {"k"});
@@ -197,7 +197,7 @@ TEST_CASE("a waiter killed with SIGKILL stops blocking the queue within seconds"
     CHECK(zcard(admin, "redsem:{k}:queue") == 0);
 }
 
-TEST_CASE("SIGTERM or SIGINT while waiting leaves the queue and exits 128+N", "[threads]") {
+TEST_CASE("SIGTERM or SIGINT while waiting leaves the queue and exits 128+N") {
     RedisServer server;
     Connection admin = server.admin();
     const auto holder = acquire_json(server, {"s"});

@@ -137,8 +137,7 @@ TEST_CASE("fences stay increasing after the semaphore's keys expire") {
     CHECK(second->fence > first->fence);
 }
 
-TEST_CASE("32 concurrent clients on limit 3: an outside observer never sees more than 3",
-          "[threads]") {
+TEST_CASE("32 concurrent clients on limit 3: an outside observer never sees more than 3") {
     RedisServer server;
     constexpr int k_clients = 32;
     constexpr int k_cycles_each = 32; // 1024 cycles in all

@@ -16,28 +16,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A scratch directory for files the children write.
-struct Scratch {
-    std::string dir;
-    Scratch() {
-        std::string pattern =
-            (std::filesystem::temp_directory_path() / "redsem-run-XXXXXX").string();
-        dir = mkdtemp(pattern.data());
-    }
-    ~Scratch() {
-        std::error_code ignored;
-        std::filesystem::remove_all(dir, ignored);
-    }
-    std::string path(const std::string& name) const { return dir + "/" + name; }
-};
-
 std::size_t count_lines(const std::string& text) {
     return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
 } // namespace
 
-TEST_CASE("run passes on the command's exit status and frees the slot every time", "[threads]") {
+TEST_CASE("run passes on the command's exit status and frees the slot every time") {
     RedisServer server;
     Connection admin = server.admin();
     CHECK(run_redsem({"run", "r", "--", "true"}, env_for(server)).exit_code == 0);
@@ -56,8 +41,7 @@ TEST_CASE("run passes on the command's exit status and frees the slot every time
     CHECK(zcard(admin, "redsem:{r}:holders") == 0);
 }
 
-TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ variables",
-          "[threads]") {
+TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ variables") {
     RedisServer server;
     const auto cat = run_redsem({"run", "io", "--", "cat"}, env_for(server), "hi\n");
     CHECK(cat.exit_code == 0);
@@ -82,7 +66,7 @@ TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ v
     CHECK(std::stoll(fence) > 0);
 }
 
-TEST_CASE("run keeps the Redis password out of the child's environment", "[threads]") {
+TEST_CASE("run keeps the Redis password out of the child's environment") {
     RedisServer::Options options;
     options.extra_args = {"--requirepass", "Sekrit-4d1f"};
     options.admin_password = "Sekrit-4d1f";
@@ -104,8 +88,7 @@ TEST_CASE("run keeps the Redis password out of the child's environment", "[threa
 }
 
 TEST_CASE(
-    "a signal to redsem reaches the child once, redsem exits as the child did and frees the slot",
-    "[threads]") {
+    "a signal to redsem reaches the child once, redsem exits as the child did and frees the slot") {
     RedisServer server;
     Connection admin = server.admin();
     for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
@@ -127,8 +110,7 @@ TEST_CASE(
     }
 }
 
-TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself by its ttl",
-          "[threads]") {
+TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself by its ttl") {
     RedisServer server;
     Scratch scratch;
     const std::string pid_file = scratch.path("pid");
@@ -189,8 +171,7 @@ TEST_CASE(
     CHECK(custom.exit_code == 99);
 }
 
-TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else can take the slot",
-          "[threads]") {
+TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else can take the slot") {
     RedisServer server;
     Connection admin = server.admin();
     Scratch scratch;
@@ -215,8 +196,7 @@ TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else ca
     CHECK(stopped_at_ns < lease_ends_ns);
 }
 
-TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all complete",
-          "[threads]") {
+TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all complete") {
     RedisServer server;
     Scratch scratch;
     const std::string log = scratch.path("log");
@@ -253,7 +233,7 @@ TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all comp
     CHECK(most == 2); // the runs did overlap
 }
 
-TEST_CASE("a signal while waiting leaves the queue without starting the command", "[threads]") {
+TEST_CASE("a signal while waiting leaves the queue without starting the command") {
     RedisServer server;
     Connection admin = server.admin();
     const auto holder = acquire_json(server, {"waitsig"});
@@ -269,8 +249,7 @@ TEST_CASE("a signal while waiting leaves the queue without starting the command"
     CHECK(count_lines(result.err) == 0);
 }
 
-TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, --lost-exit-code",
-          "[threads]") {
+TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, --lost-exit-code") {
     RedisServer server;
     for (const auto& args : std::vector<std::vector<std::string>>{
              {"run", "b"},
@@ -286,7 +265,7 @@ TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, -
     }
 }
 
-TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once", "[threads]") {
+TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once") {
     RedisServer server;
     Scratch scratch;
     const std::string out = scratch.path("out");
@@ -329,7 +308,7 @@ TEST_CASE("run survives Redis dropping its connections: the heartbeat reconnects
     CHECK(zcard(admin, "redsem:{blip}:holders") == 0); // released after the blips too
 }
 
-TEST_CASE("the child gets the SIGPIPE disposition redsem started with", "[threads]") {
+TEST_CASE("the child gets the SIGPIPE disposition redsem started with") {
     RedisServer server;
     // redsem ignores SIGPIPE for itself; the command must find it at its default again.
     const auto result =
@@ -341,7 +320,7 @@ TEST_CASE("the child gets the SIGPIPE disposition redsem started with", "[thread
     CHECK((ignored & (1ULL << (SIGPIPE - 1))) == 0);
 }
 
-TEST_CASE("a child that redsem inherited does not end its wait for a slot", "[threads]") {
+TEST_CASE("a child that redsem inherited does not end its wait for a slot") {
     RedisServer server;
     const auto holder = acquire_json(server, {"inherit"});
     Scratch scratch;
@@ -359,7 +338,7 @@ TEST_CASE("a child that redsem inherited does not end its wait for a slot", "[th
     CHECK(std::filesystem::exists(ran));
 }
 
-TEST_CASE("the command inherits no connection to Redis", "[threads]") {
+TEST_CASE("the command inherits no connection to Redis") {
     RedisServer server;
     const auto result =
         run_redsem({"run", "fds", "--", "sh", "-c", "ls -l /proc/$$/fd"}, env_for(server));
@@ -368,8 +347,7 @@ TEST_CASE("the command inherits no connection to Redis", "[threads]") {
 }
 
 TEST_CASE("the heartbeat starts only when the lease first needs renewing, then renews on "
-          "schedule",
-          "[threads]") {
+          "schedule") {
     RedisServer server;
     // A command that ends well inside ttl/3: redsem runs no heartbeat thread for it. (Exact counts only without sanitizers: TSan's runtime starts
     // a thread of its own with the first thread the program creates.)

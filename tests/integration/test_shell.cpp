@@ -363,8 +363,7 @@ TEST_CASE("limit lowered: holders keep their slots, nobody is admitted until few
     CHECK(json::parse(handed.out)["slot"] == 1);
 }
 
-TEST_CASE("limit changes under load: an observer never sees more inside than the limit allows",
-          "[threads]") {
+TEST_CASE("limit changes under load: an observer never sees more inside than the limit allows") {
     RedisServer server;
     const auto env = env_for(server);
     const std::string log = server.dir() + "/inside.log";
@@ -525,8 +524,7 @@ TEST_CASE("release and renew take the short token status prints, when it is uniq
 
 // --- 2. a slot held for the life of a process -------------------------------------------------
 
-TEST_CASE("acquire --while-pid: the slot lives as long as the shell, and goes when it is killed",
-          "[threads]") {
+TEST_CASE("acquire --while-pid: the slot lives as long as the shell, and goes when it is killed") {
     RedisServer server;
     const auto env = env_for(server);
     const std::string file = server.dir() + "/lease";
@@ -573,7 +571,7 @@ TEST_CASE("acquire without --while-pid records the calling script's pid") {
               .out.find(std::to_string(shell->pid()) + " (caller)") != std::string::npos);
 }
 
-TEST_CASE("the keeper survives SIGHUP, and release ends it at once", "[threads]") {
+TEST_CASE("the keeper survives SIGHUP, and release ends it at once") {
     RedisServer server;
     const auto env = env_for(server);
     auto sleeper = Child::shell("exec sleep 60");
