@@ -185,8 +185,11 @@ TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else ca
     Scratch scratch;
     const std::string ready = scratch.path("ready");
     const std::string stopped = scratch.path("stopped");
-    Child run({"run", "pause", "--ttl", "1s", "--", "sh", "-c",
-               "trap 'date +%s%N > " + stopped + "; exit 0' TERM; touch " + ready +
+    // The stop is stamped without a fork (bash's $EPOCHREALTIME, microseconds): a `date`
+    // started on a busy machine could still be running when redsem kills the command at the
+    // lease's end, leaving no time behind.
+    Child run({"run", "pause", "--ttl", "1s", "--", "bash", "-c",
+               "trap 'echo ${EPOCHREALTIME/./}000 > " + stopped + "; exit 0' TERM; touch " + ready +
                    "; while :; do sleep 0.05; done"},
               env_for(server));
     REQUIRE(wait_for_file(ready, 10s));
