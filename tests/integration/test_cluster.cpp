@@ -117,8 +117,9 @@ TEST_CASE("cluster: status and gc see the semaphores of every primary", "[cluste
         const std::string name = cluster.name_on(home, "all");
         cluster.mark_in_use(name);
         names.insert(name);
-        // A holder that dies at once: its lease runs out and gc has something to collect.
-        REQUIRE(run_redsem({"acquire", name, "--ttl", "1s"}, env).exit_code == 0);
+        // A holder that dies at once: its lease runs out and gc has something to collect;
+        // 5s, so that it is still held when status looks, however busy the machine.
+        REQUIRE(run_redsem({"acquire", name, "--ttl", "5s"}, env).exit_code == 0);
     }
 
     const auto listed = run_redsem({"status", "--names"}, env);
@@ -149,7 +150,7 @@ TEST_CASE("cluster: status and gc see the semaphores of every primary", "[cluste
             return std::all_of(rows.begin(), rows.end(),
                                [](const json& row) { return row["expired_holders"] == 1; });
         },
-        10s));
+        30s));
     const auto collected = run_redsem({"gc", "--json"}, env);
     REQUIRE(collected.exit_code == 0);
     const auto after = run_redsem({"status", "--json"}, env);

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"
+#include "support/skip.hpp"
 
 #include <arpa/inet.h>
 #include <atomic>
@@ -77,20 +78,19 @@ RedisServer::Options tcp_server(std::vector<std::string> extra_args = {},
 
 } // namespace
 
-TEST_CASE("TCP URLs reach the server, IPv6 in brackets too when ::1 exists") {
+TEST_CASE("TCP URLs reach the server") {
     RedisServer server(tcp_server());
     CHECK(run_redsem({"acquire", "t", "-u", server.tcp_url()}).exit_code == 0);
     CHECK(run_redsem({"acquire", "t2", "-u", server.tcp_url() + "/2"}, {{"REDSEM_LOSS_GRACE", "0"}})
               .exit_code == 0);
+}
 
-    std::unique_ptr<RedisServer> v6;
-    try {
-        v6 = std::make_unique<RedisServer>(tcp_server({}, "", true));
-    } catch (const std::exception& error) {
-        WARN("no IPv6 loopback on this machine, [::1] not tested: " << error.what());
-        return;
+TEST_CASE("IPv6 URLs in brackets reach the server") {
+    if (!have_ipv6_loopback()) {
+        REDSEM_SKIP("an IPv6 loopback ([::1])");
     }
-    CHECK(run_redsem({"acquire", "t", "-u", v6->tcp_url()}).exit_code == 0);
+    RedisServer v6(tcp_server({}, "", true));
+    CHECK(run_redsem({"acquire", "t", "-u", v6.tcp_url()}).exit_code == 0);
 }
 
 TEST_CASE("a password is taken from the URL or REDSEM_PASSWORD and never shown") {
@@ -155,14 +155,16 @@ TEST_CASE("ACL users: a full user works, a restricted one gets NOPERM as exit 77
 }
 
 TEST_CASE("no server: refused port, missing socket, unknown db are clear and quick") {
-    const int port = free_port();
+    const int port = free_port(); // reserved: no other test listens there
+    // Quick: told to wait 60s for a connection, it does not wait for a refused one.
     const auto start = std::chrono::steady_clock::now();
     const auto refused =
-        run_redsem({"acquire", "u", "-u", "redis://127.0.0.1:" + std::to_string(port)});
+        run_redsem({"acquire", "u", "-u", "redis://127.0.0.1:" + std::to_string(port),
+                    "--connect-timeout", "60s"});
     CHECK(refused.exit_code == 69);
     CHECK(refused.err.find("cannot connect") != std::string::npos);
     CHECK(line_count(refused.err) == 1);
-    CHECK(std::chrono::steady_clock::now() - start < 2s);
+    CHECK(std::chrono::steady_clock::now() - start < 30s);
 
     const auto no_socket = run_redsem({"acquire", "u", "-u", "unix:///nonexistent/redis.sock"});
     CHECK(no_socket.exit_code == 69);

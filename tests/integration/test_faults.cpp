@@ -3,8 +3,8 @@
 
 #include "lua_scripts.hpp"
 #include "semaphore/keys.hpp"
-#include "support/cutting_proxy.hpp"
 #include "support/helpers.hpp"
+#include "support/loopback_proxy.hpp"
 #include "util/name.hpp"
 
 #include <filesystem>
@@ -26,8 +26,7 @@ RedisServer::Options with_args(std::vector<std::string> args, bool tcp = false) 
 
 } // namespace
 
-TEST_CASE("Redis restarted with persistence: the command runs on, the lease continues",
-          "[threads]") {
+TEST_CASE("Redis restarted with persistence: the command runs on, the lease continues") {
     RedisServer server(with_args({"--appendonly", "yes", "--appendfsync", "always"}));
     const std::string ready = server.dir() + "/ready";
     Child run({"run", "restart", "--ttl", "2s", "--", "sh", "-c", "touch " + ready + "; sleep 3"},
@@ -42,8 +41,7 @@ TEST_CASE("Redis restarted with persistence: the command runs on, the lease cont
     CHECK(zcard(admin, "redsem:{restart}:holders") == 0); // released at the end
 }
 
-TEST_CASE("Redis restarted without persistence: the lease is lost and handled as --on-lost says",
-          "[threads]") {
+TEST_CASE("Redis restarted without persistence: the lease is lost and handled as --on-lost says") {
     RedisServer server;
     const std::string ready = server.dir() + "/ready";
     Child run({"run", "amnesia", "--ttl", "1s", "--", "sh", "-c", "touch " + ready + "; sleep 30"},
@@ -85,7 +83,7 @@ TEST_CASE("a waiter rides out a Redis restart and keeps its place") {
     CHECK(result.out.size() == 33); // a token and a newline
 }
 
-TEST_CASE("a hand-over nobody collected is deleted with its lease, never read later", "[threads]") {
+TEST_CASE("a hand-over nobody collected is deleted with its lease, never read later") {
     RedisServer server;
     Connection admin = server.admin();
     Connection client(ConnectOptions{parse_redis_url(server.socket_url())});

@@ -16,28 +16,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A scratch directory for files the children write.
-struct Scratch {
-    std::string dir;
-    Scratch() {
-        std::string pattern =
-            (std::filesystem::temp_directory_path() / "redsem-run-XXXXXX").string();
-        dir = mkdtemp(pattern.data());
-    }
-    ~Scratch() {
-        std::error_code ignored;
-        std::filesystem::remove_all(dir, ignored);
-    }
-    std::string path(const std::string& name) const { return dir + "/" + name; }
-};
-
 std::size_t count_lines(const std::string& text) {
     return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
 } // namespace
 
-TEST_CASE("run passes on the command's exit status and frees the slot every time", "[threads]") {
+TEST_CASE("run passes on the command's exit status and frees the slot every time") {
     RedisServer server;
     Connection admin = server.admin();
     CHECK(run_redsem({"run", "r", "--", "true"}, env_for(server)).exit_code == 0);
@@ -56,8 +41,7 @@ TEST_CASE("run passes on the command's exit status and frees the slot every time
     CHECK(zcard(admin, "redsem:{r}:holders") == 0);
 }
 
-TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ variables",
-          "[threads]") {
+TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ variables") {
     RedisServer server;
     const auto cat = run_redsem({"run", "io", "--", "cat"}, env_for(server), "hi\n");
     CHECK(cat.exit_code == 0);
@@ -82,7 +66,7 @@ TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ v
     CHECK(std::stoll(fence) > 0);
 }
 
-TEST_CASE("run keeps the Redis password out of the child's environment", "[threads]") {
+TEST_CASE("run keeps the Redis password out of the child's environment") {
     RedisServer::Options options;
     options.extra_args = {"--requirepass", "Sekrit-4d1f"};
     options.admin_password = "Sekrit-4d1f";
@@ -104,8 +88,7 @@ TEST_CASE("run keeps the Redis password out of the child's environment", "[threa
 }
 
 TEST_CASE(
-    "a signal to redsem reaches the child once, redsem exits as the child did and frees the slot",
-    "[threads]") {
+    "a signal to redsem reaches the child once, redsem exits as the child did and frees the slot") {
     RedisServer server;
     Connection admin = server.admin();
     for (const int signal : {SIGTERM, SIGINT, SIGHUP}) {
@@ -127,8 +110,7 @@ TEST_CASE(
     }
 }
 
-TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself by its ttl",
-          "[threads]") {
+TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself by its ttl") {
     RedisServer server;
     Scratch scratch;
     const std::string pid_file = scratch.path("pid");
@@ -138,23 +120,31 @@ TEST_CASE("SIGKILL to redsem takes the child with it and the slot frees itself b
         env_for(server));
     REQUIRE(wait_for_file(pid_file, 10s));
     const int child_pid = std::stoi(read_file(pid_file));
+    // A waiter queued behind it.
+    Connection admin = server.admin();
+    Child next({"acquire", "kill9", "-w", "10s", "--json"}, env_for(server));
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{kill9}:queue") == 1; }, 10s));
     run.signal(SIGKILL);
     run.wait(5s);
-    const auto give_up = std::chrono::steady_clock::now() + 2s;
-    while (!process_gone(child_pid) && std::chrono::steady_clock::now() < give_up) {
-        std::this_thread::sleep_for(10ms);
-    }
-    CHECK(process_gone(child_pid));
+    CHECK(wait_until([&] { return process_gone(child_pid); }, 2s));
 
-    const auto start = std::chrono::steady_clock::now();
-    const auto next = run_redsem({"acquire", "kill9", "-w", "5s"}, env_for(server));
-    CHECK(next.exit_code == 0);
-    CHECK(std::chrono::steady_clock::now() - start < 2s); // ttl + 1s
+    // The lease's last deadline, now that nothing renews it (the server's clock).
+    const Reply holders = admin.call({"ZRANGE", "redsem:{kill9}:holders", "0", "-1", "WITHSCORES"});
+    REQUIRE(holders.as_array().size() == 2);
+    const long long deadline_ms = std::stoll(holders.at(1).as_string());
+    const auto result = next.wait(15s);
+    REQUIRE(result.exit_code == 0);
+    const auto lease = nlohmann::json::parse(result.out);
+    const long long granted_ms =
+        lease["deadline_ms"].get<long long>() - lease["ttl_ms"].get<long long>();
+    // Free by its ttl: not before its deadline, and soon after it (the waiter sleeps until
+    // then; its own refresh is 1.5s away).
+    CHECK(granted_ms >= deadline_ms);
+    CHECK(granted_ms < deadline_ms + 1000);
 }
 
 TEST_CASE(
-    "a lost lease stops the child and exits with the lost code, unless the child is let finish",
-    "[threads]") {
+    "a lost lease stops the child and exits with the lost code, unless the child is let finish") {
     RedisServer server;
     Connection admin = server.admin();
     Scratch scratch;
@@ -189,15 +179,17 @@ TEST_CASE(
     CHECK(custom.exit_code == 99);
 }
 
-TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else can take the slot",
-          "[threads]") {
+TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else can take the slot") {
     RedisServer server;
     Connection admin = server.admin();
     Scratch scratch;
     const std::string ready = scratch.path("ready");
     const std::string stopped = scratch.path("stopped");
-    Child run({"run", "pause", "--ttl", "1s", "--", "sh", "-c",
-               "trap 'date +%s%N > " + stopped + "; exit 0' TERM; touch " + ready +
+    // The stop is stamped without a fork (bash's $EPOCHREALTIME, microseconds): a `date`
+    // started on a busy machine could still be running when redsem kills the command at the
+    // lease's end, leaving no time behind.
+    Child run({"run", "pause", "--ttl", "1s", "--", "bash", "-c",
+               "trap 'echo ${EPOCHREALTIME/./}000 > " + stopped + "; exit 0' TERM; touch " + ready +
                    "; while :; do sleep 0.05; done"},
               env_for(server));
     REQUIRE(wait_for_file(ready, 10s));
@@ -215,8 +207,7 @@ TEST_CASE("Redis paused past the ttl: the child is stopped before anyone else ca
     CHECK(stopped_at_ns < lease_ends_ns);
 }
 
-TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all complete",
-          "[threads]") {
+TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all complete") {
     RedisServer server;
     Scratch scratch;
     const std::string log = scratch.path("log");
@@ -253,7 +244,7 @@ TEST_CASE("20 concurrent runs on limit 2: never more than 2 inside, and all comp
     CHECK(most == 2); // the runs did overlap
 }
 
-TEST_CASE("a signal while waiting leaves the queue without starting the command", "[threads]") {
+TEST_CASE("a signal while waiting leaves the queue without starting the command") {
     RedisServer server;
     Connection admin = server.admin();
     const auto holder = acquire_json(server, {"waitsig"});
@@ -269,8 +260,7 @@ TEST_CASE("a signal while waiting leaves the queue without starting the command"
     CHECK(count_lines(result.err) == 0);
 }
 
-TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, --lost-exit-code",
-          "[threads]") {
+TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, --lost-exit-code") {
     RedisServer server;
     for (const auto& args : std::vector<std::vector<std::string>>{
              {"run", "b"},
@@ -286,7 +276,7 @@ TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, -
     }
 }
 
-TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once", "[threads]") {
+TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once") {
     RedisServer server;
     Scratch scratch;
     const std::string out = scratch.path("out");
@@ -294,23 +284,33 @@ TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once
     // script(1) gives redsem a pseudo-terminal as its controlling terminal; what we pipe into
     // script is typed on it.
     const std::string redsem = std::string(REDSEM_BINARY) + " --url " + server.socket_url();
+    // What is piped into script is typed once the command says it is ready (a file), and the
+    // pipe stays open until the command has done what the keys ask (or 10s pass).
+    const auto await = [](const std::string& condition) {
+        return "for i in $(seq 200); do " + condition + " && break; sleep 0.05; done; ";
+    };
+    const std::string ready = scratch.path("ready");
     const std::string read_line =
-        "(sleep 1; echo hello; sleep 1) | script -qfec \"" + redsem +
-        " run tty -- sh -c 'read a; echo got:\\$a; test -t 0 && echo on-tty'\" /dev/null > " + out;
+        "(" + await("[ -e " + ready + " ]") + "echo hello; " + await("grep -q on-tty " + out) +
+        ") | script -qfec \"" + redsem + " run tty -- sh -c 'touch " + ready +
+        "; read a; echo got:\\$a; test -t 0 && echo on-tty'\" /dev/null > " + out;
     CHECK(std::system(read_line.c_str()) == 0);
     const std::string typed = read_file(out);
     CHECK(typed.find("got:hello") != std::string::npos);
     CHECK(typed.find("on-tty") != std::string::npos);
 
-    const std::string ctrl_c =
-        "(sleep 1.5; printf '\\003'; sleep 1.5) | script -qfec \"" + redsem +
-        " run tty -- sh -c 'trap \\\"echo INT >> " + count +
-        "; exit 130\\\" INT; while :; do sleep 0.1; done'\" /dev/null > /dev/null";
+    // The trap is set before the command says it is ready.
+    const std::string trapped = scratch.path("trapped");
+    const std::string ctrl_c = "(" + await("[ -e " + trapped + " ]") + "printf '\\003'; " +
+                               await("[ -s " + count + " ]") + "sleep 0.5) | script -qfec \"" +
+                               redsem + " run tty -- sh -c 'trap \\\"echo INT >> " + count +
+                               "; exit 130\\\" INT; touch " + trapped +
+                               "; while :; do sleep 0.1; done'\" /dev/null > /dev/null";
     std::system(ctrl_c.c_str());
     CHECK(read_file(count) == "INT\n");
 }
 
-TEST_CASE("run survives Redis dropping its connections: the heartbeat reconnects", "[threads]") {
+TEST_CASE("run survives Redis dropping its connections: the heartbeat reconnects") {
     RedisServer server;
     Connection admin = server.admin();
     Scratch scratch;
@@ -329,7 +329,7 @@ TEST_CASE("run survives Redis dropping its connections: the heartbeat reconnects
     CHECK(zcard(admin, "redsem:{blip}:holders") == 0); // released after the blips too
 }
 
-TEST_CASE("the child gets the SIGPIPE disposition redsem started with", "[threads]") {
+TEST_CASE("the child gets the SIGPIPE disposition redsem started with") {
     RedisServer server;
     // redsem ignores SIGPIPE for itself; the command must find it at its default again.
     const auto result =
@@ -341,7 +341,7 @@ TEST_CASE("the child gets the SIGPIPE disposition redsem started with", "[thread
     CHECK((ignored & (1ULL << (SIGPIPE - 1))) == 0);
 }
 
-TEST_CASE("a child that redsem inherited does not end its wait for a slot", "[threads]") {
+TEST_CASE("a child that redsem inherited does not end its wait for a slot") {
     RedisServer server;
     const auto holder = acquire_json(server, {"inherit"});
     Scratch scratch;
@@ -359,7 +359,7 @@ TEST_CASE("a child that redsem inherited does not end its wait for a slot", "[th
     CHECK(std::filesystem::exists(ran));
 }
 
-TEST_CASE("the command inherits no connection to Redis", "[threads]") {
+TEST_CASE("the command inherits no connection to Redis") {
     RedisServer server;
     const auto result =
         run_redsem({"run", "fds", "--", "sh", "-c", "ls -l /proc/$$/fd"}, env_for(server));
@@ -368,8 +368,7 @@ TEST_CASE("the command inherits no connection to Redis", "[threads]") {
 }
 
 TEST_CASE("the heartbeat starts only when the lease first needs renewing, then renews on "
-          "schedule",
-          "[threads]") {
+          "schedule") {
     RedisServer server;
     // A command that ends well inside ttl/3: redsem runs no heartbeat thread for it. (Exact counts only without sanitizers: TSan's runtime starts
     // a thread of its own with the first thread the program creates.)

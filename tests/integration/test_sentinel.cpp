@@ -21,20 +21,6 @@ using json = nlohmann::json;
 
 namespace {
 
-struct Scratch {
-    std::string dir;
-    Scratch() {
-        std::string pattern =
-            (std::filesystem::temp_directory_path() / "redsem-sentinel-test-XXXXXX").string();
-        dir = mkdtemp(pattern.data());
-    }
-    ~Scratch() {
-        std::error_code ignored;
-        std::filesystem::remove_all(dir, ignored);
-    }
-    std::string path(const std::string& name) const { return dir + "/" + name; }
-};
-
 std::string first_line(const std::string& text) {
     return text.substr(0, text.find('\n'));
 }
@@ -207,7 +193,7 @@ TEST_CASE("sentinel: sentinels with a password of their own", "[sentinel]") {
 
 TEST_CASE("sentinel: a failover while a run holds the slot and waiters queue: the run ends with "
           "its command's status, the waiters get their slots in order",
-          "[sentinel][threads]") {
+          "[sentinel]") {
     // Two replicas: after the failover the new master has one, so --replicas 1 can be met.
     SentinelGroup group(SentinelGroup::Options{.replicas = 2, .sentinel_password = ""});
     const EnvChanges env = env_for(group);
@@ -298,7 +284,7 @@ TEST_CASE("sentinel: the master killed under 24 clients with --replicas 1 and no
 
 TEST_CASE("sentinel: sentinels that stop answering do not cost a run its lease on a healthy "
           "master, and a failover that never ends is given up on within --wait",
-          "[sentinel][threads]") {
+          "[sentinel]") {
     SentinelGroup group;
     const EnvChanges env = env_for(group);
     Scratch scratch;

@@ -292,7 +292,7 @@ TEST_CASE("gc of named semaphores only, and of records nobody owns") {
           std::string::npos);
 }
 
-TEST_CASE("gc never removes a live holder that keeps renewing", "[threads]") {
+TEST_CASE("gc never removes a live holder that keeps renewing") {
     RedisServer server;
     Connection admin = server.admin();
     Child live(

@@ -1,5 +1,7 @@
 #include "support/chaos.hpp"
 
+#include "support/clock.hpp"
+#include "support/prerequisites.hpp"
 #include "support/redis_server.hpp"
 
 #include <algorithm>
@@ -37,7 +39,6 @@ namespace {
 using Steady = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-constexpr const char* k_faketime_lib = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 const std::vector<std::string> k_clock_skews{"-1h", "+1h", "+1h x1.05", "-1h x0.95"};
 // The observer's clock: the machine's real one, whatever clock the client was given. A
 // client without libfaketime has neither variable (they are taken out of the harness's
@@ -55,13 +56,6 @@ constexpr const char* k_stamp_real = "$(trap \"\" TERM; exec date +%s%N)";
 // instead of a line without a time.
 std::string exit_line(const std::string& tag, const std::string& stamp) {
     return "t=" + stamp + "; if [ -n \"$t\" ]; then echo \"E " + tag + " $t\" >> \"$L\"; fi";
-}
-
-// The observer's time: CLOCK_REALTIME in nanoseconds, the clock `date +%s%N` reads.
-long long real_ns() {
-    timespec now{};
-    clock_gettime(CLOCK_REALTIME, &now);
-    return static_cast<long long>(now.tv_sec) * 1'000'000'000LL + now.tv_nsec;
 }
 
 std::string ms_arg(Milliseconds duration) {
@@ -173,14 +167,14 @@ std::vector<pid_t> stop_tree(pid_t root, long long& last_signal_ns) {
     std::vector<pid_t> stopped{root};
     std::set<pid_t> seen{root};
     kill(root, SIGSTOP);
-    last_signal_ns = real_ns();
+    last_signal_ns = real_now_ns();
     for (int round = 0; round < 8; ++round) {
         bool more = false;
         for (std::size_t i = 0; i < stopped.size(); ++i) {
             for (pid_t child : children_of(stopped[i])) {
                 if (seen.insert(child).second) {
                     kill(child, SIGSTOP);
-                    last_signal_ns = real_ns();
+                    last_signal_ns = real_now_ns();
                     stopped.push_back(child);
                     more = true;
                 }
@@ -387,7 +381,17 @@ private:
     void restart(const std::string& kind);
     // after
     void check_keys();
+    // The observer's checks over what the commands logged (analyse() runs them all).
+    struct Observed;
     void analyse();
+    void collect(std::vector<Observed>& observed);
+    void check_overlap(const SemaphoreSpec& spec, const Observed& seen);
+    void check_slots(const SemaphoreSpec& spec, Observed& seen);
+    void check_fences(const SemaphoreSpec& spec, Observed& seen);
+    void check_fence_unique(const SemaphoreSpec& spec, Observed& seen, long long fence, int client);
+    void check_late_entries(const SemaphoreSpec& spec, Observed& seen);
+    void report(const std::string& kind, const std::string& text);
+    std::string describe_pair(int first, int second) const;
     void classify_exits();
     std::string describe(const Client& client) const;
     double rel(long long ns) const { return static_cast<double>(ns - m_start_ns) / 1e9; }
@@ -426,6 +430,7 @@ private:
     std::string m_log_partial;
     std::vector<std::string> m_base_env;
     bool m_have_faketime = false;
+    std::string m_faketime_lib; // its path when m_have_faketime
     std::vector<Client> m_clients;
     std::vector<int> m_active; // ids of clients not reaped yet
     std::vector<Pause> m_pauses;
@@ -450,7 +455,10 @@ void Harness::prepare() {
     if (access(m_redsem.c_str(), X_OK) != 0) {
         throw std::runtime_error("redsem binary not executable: " + m_redsem);
     }
-    m_have_faketime = m_config.skew && std::filesystem::exists(k_faketime_lib);
+    if (m_config.skew) {
+        m_faketime_lib = find_libfaketime().value_or("");
+    }
+    m_have_faketime = !m_faketime_lib.empty();
     if (m_config.skew && !m_have_faketime) {
         m_out << "chaos: libfaketime is not installed (Debian package faketime): clocks are "
                  "not skewed\n";
@@ -495,7 +503,7 @@ std::vector<std::string> Harness::environment_for(const std::string& skew) const
     if (skew.empty()) {
         return env;
     }
-    env.push_back(std::string("LD_PRELOAD=") + k_faketime_lib);
+    env.push_back("LD_PRELOAD=" + m_faketime_lib);
     env.push_back("FAKETIME=" + skew);
     env.emplace_back("FAKETIME_NO_CACHE=1");
     // Skew between hosts is a wall-clock matter; a faked monotonic clock breaks waits.
@@ -600,7 +608,7 @@ void Harness::spawn_client() {
             "n=$((n+1)); sleep 0.25; done\n";
         argv = {"/bin/sh", "-c", script};
     }
-    client.spawned_ns = real_ns();
+    client.spawned_ns = real_now_ns();
     client.pid =
         spawn(argv, environment_for(client.skew), m_dir + "/err/" + std::to_string(client.id));
     m_result.clients_started += 1;
@@ -691,7 +699,7 @@ void Harness::reap() {
             continue;
         }
         client.done = true;
-        client.reaped_ns = real_ns();
+        client.reaped_ns = real_now_ns();
         client.exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
                                              : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1);
         sweep_group(client);
@@ -719,7 +727,7 @@ void Harness::resume_due(bool all) {
         }
         Client& client = m_clients[static_cast<std::size_t>(it->client)];
         client.pause_active = false;
-        client.pause_end_ns = real_ns();
+        client.pause_end_ns = real_now_ns();
         it = m_pauses.erase(it);
     }
 }
@@ -759,10 +767,10 @@ void Harness::kill_one() {
     // space): its time inside ends here. Not later: a command killed under `redsem run` is
     // reaped and its slot released within milliseconds, while this thread may be waiting for
     // a CPU. A command that dies with its redsem dies only once redsem has: wait for that.
-    client.killed_ns = real_ns();
+    client.killed_ns = real_now_ns();
     if (!dies_later.empty()) {
         await_all(dies_later, is_dead, 500ms);
-        client.killed_ns = real_ns();
+        client.killed_ns = real_now_ns();
     }
     client.killed_what = what;
     m_result.sigkills += 1;
@@ -824,13 +832,13 @@ void Harness::pause_one(PauseKind kind) {
     long long stopped_at = 0;
     if (kind == PauseKind::supervisor) {
         kill(client.pid, SIGSTOP);
-        stopped_at = real_ns();
+        stopped_at = real_now_ns();
         pause.pids = {client.pid};
         await_all(pause.pids, is_stopped_or_gone, 200ms);
     } else if (!client.run_form) {
         // The script is its own group leader: stop the whole group at once.
         kill(-client.pid, SIGSTOP);
-        stopped_at = real_ns();
+        stopped_at = real_now_ns();
         pause.group = true;
         std::vector<pid_t> tree{client.pid};
         for (pid_t pid : descendants_of(client.pid)) {
@@ -842,7 +850,7 @@ void Harness::pause_one(PauseKind kind) {
     } else {
         // A waiting `redsem run`: it has no child yet, so stopping it stops the client.
         kill(client.pid, SIGSTOP);
-        stopped_at = real_ns();
+        stopped_at = real_now_ns();
         pause.pids = {client.pid};
         await_all(pause.pids, is_stopped_or_gone, 200ms);
         if (!children_of(client.pid).empty()) {
@@ -920,7 +928,7 @@ void Harness::progress(bool force) {
         cycles += client.has_e ? 1 : 0;
     }
     std::lock_guard lock(m_shared.mutex);
-    m_out << "chaos: " << std::fixed << std::setprecision(1) << rel(real_ns())
+    m_out << "chaos: " << std::fixed << std::setprecision(1) << rel(real_now_ns())
           << "s: " << m_result.clients_started << " clients, " << cycles << " cycles, "
           << m_active.size() << " running, " << m_pauses.size() << " stopped, " << m_result.sigkills
           << " SIGKILLs, restarts " << m_shared.restarts_kept << "/" << m_shared.restarts_wiped
@@ -943,7 +951,7 @@ void Harness::finish_stragglers() {
         int status = 0;
         waitpid(client.pid, &status, 0);
         client.done = true;
-        client.reaped_ns = real_ns();
+        client.reaped_ns = real_now_ns();
         client.exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
                                              : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1);
         client.err_last = last_line(slurp(m_dir + "/err/" + std::to_string(client.id)));
@@ -960,7 +968,7 @@ void Harness::watch_death(Client& client, pid_t shell) {
     const int fd = static_cast<int>(syscall(SYS_pidfd_open, shell, 0));
     if (fd < 0) {
         if (errno == ESRCH) {
-            client.command_gone_ns = real_ns(); // gone already
+            client.command_gone_ns = real_now_ns(); // gone already
         }
         return;
     }
@@ -983,7 +991,7 @@ void Harness::death_watcher() {
     epoll_event events[64];
     while (!m_stop_watching) {
         const int ready = epoll_wait(m_epoll, events, 64, 50);
-        const long long now = real_ns();
+        const long long now = real_now_ns();
         for (int i = 0; i < ready; ++i) {
             const int id = static_cast<int>(events[i].data.u64 >> 32);
             const int fd = static_cast<int>(events[i].data.u64 & 0xffffffffU);
@@ -1031,7 +1039,7 @@ void Harness::restart(const std::string& kind) {
     admin.disconnect();
     RestartWindow window;
     window.kind = kind;
-    window.begin_ns = real_ns();
+    window.begin_ns = real_now_ns();
     m_shared.redis_down = true;
     try {
         m_server->restart(); // SIGTERM; with the AOF on, it keeps what was written
@@ -1039,7 +1047,7 @@ void Harness::restart(const std::string& kind) {
         m_shared.redis_down = false;
         throw;
     }
-    window.end_ns = real_ns();
+    window.end_ns = real_now_ns();
     m_shared.redis_down = false;
     Connection after = m_server->admin();
     const long long keys_after = after.call({"DBSIZE"}).as_integer();
@@ -1114,10 +1122,11 @@ void Harness::redis_actions() {
                 Connection admin = m_server->admin();
                 RestartWindow window;
                 window.kind = "pause";
-                window.begin_ns = real_ns();
+                window.begin_ns = real_now_ns();
                 admin.call(
                     {"CLIENT", "PAUSE", std::to_string(m_config.client_pause.count()), "ALL"});
-                window.end_ns = real_ns() + std::chrono::nanoseconds(m_config.client_pause).count();
+                window.end_ns =
+                    real_now_ns() + std::chrono::nanoseconds(m_config.client_pause).count();
                 {
                     std::lock_guard lock(m_shared.mutex);
                     m_shared.client_pauses += 1;
@@ -1306,25 +1315,52 @@ void Harness::classify_exits() {
     }
 }
 
-void Harness::analyse() {
-    struct Interval {
-        long long start = 0;
-        long long end = 0;
-        int client = 0;
-    };
-    struct Entry {
-        long long at = 0;
-        long long fence = 0;
-        int client = 0;
-    };
-    const std::size_t count = m_config.semaphores.size();
-    std::vector<std::vector<Interval>> intervals(count);
-    std::vector<std::map<long long, std::vector<Entry>>> entries(count); // by slot
-    std::vector<std::map<long long, std::vector<Interval>>> by_slot(count);
-    int late_starts = 0;
-    int late_rejected = 0;
-    std::vector<std::map<long long, std::vector<Entry>>> late(count);
+// ---- analysis: what the observer saw -------------------------------------------------------
 
+namespace {
+
+// A command's time inside, from its entry to its exit (or the best upper bound of its end).
+struct Interval {
+    long long start = 0;
+    long long end = 0;
+    int client = 0;
+};
+
+// A command's entry with the fence it was given.
+struct Entry {
+    long long at = 0;
+    long long fence = 0;
+    int client = 0;
+};
+
+} // namespace
+
+// What the commands of one semaphore logged, sorted for the checks.
+struct Harness::Observed {
+    std::vector<Interval> inside;                         // counted for overlap
+    std::map<long long, std::vector<Interval>> by_slot;   // the same, per slot
+    std::map<long long, std::vector<Entry>> entries;      // per slot
+    std::map<long long, std::vector<Entry>> late_entries; // fencing-only entries, per slot
+    std::map<long long, int> fence_owner;                 // which client each fence went to
+};
+
+void Harness::analyse() {
+    std::vector<Observed> observed(m_config.semaphores.size());
+    collect(observed);
+    for (std::size_t s = 0; s < observed.size(); ++s) {
+        const SemaphoreSpec& spec = m_config.semaphores[s];
+        check_overlap(spec, observed[s]);
+        check_slots(spec, observed[s]);
+        check_fences(spec, observed[s]);
+        check_late_entries(spec, observed[s]);
+    }
+    if (m_result.late_entries > 0) {
+        m_out << "chaos: " << m_result.late_entries << " late entries, "
+              << m_result.late_entries_refused << " of them behind a newer fence\n";
+    }
+}
+
+void Harness::collect(std::vector<Observed>& observed) {
     for (const Client& client : m_clients) {
         if (client.has_e) {
             m_result.cycles_completed += 1;
@@ -1334,7 +1370,7 @@ void Harness::analyse() {
         if (!client.has_s) {
             continue;
         }
-        const auto s = static_cast<std::size_t>(client.semaphore);
+        Observed& seen = observed[static_cast<std::size_t>(client.semaphore)];
         long long end = 0;
         if (client.has_e) {
             end = client.e_ns;
@@ -1356,141 +1392,129 @@ void Harness::analyse() {
         if (client.fencing_from_ns != 0 && client.s_ns >= client.fencing_from_ns) {
             // It took its slot, was stopped before it could log its entry, and entered only
             // after SIGCONT, long past its lease: only fencing protects that. Counted apart.
-            late[s][client.slot].push_back({client.s_ns, client.fence, client.id});
+            seen.late_entries[client.slot].push_back({client.s_ns, client.fence, client.id});
             continue;
         }
-        entries[s][client.slot].push_back({client.s_ns, client.fence, client.id});
+        seen.entries[client.slot].push_back({client.s_ns, client.fence, client.id});
         const long long overlap_end =
             client.fencing_from_ns != 0 ? std::min(end, client.fencing_from_ns) : end;
         if (overlap_end > client.s_ns) {
-            intervals[s].push_back({client.s_ns, overlap_end, client.id});
-            by_slot[s][client.slot].push_back({client.s_ns, overlap_end, client.id});
+            seen.inside.push_back({client.s_ns, overlap_end, client.id});
+            seen.by_slot[client.slot].push_back({client.s_ns, overlap_end, client.id});
         }
     }
+}
 
-    auto report = [&](const std::string& kind, const std::string& text) {
-        m_result.violations.push_back({kind, text});
-    };
-    for (std::size_t s = 0; s < count; ++s) {
-        const SemaphoreSpec& spec = m_config.semaphores[s];
-        // Overlap: a sweep over entries (+1) and exits (-1), exits first at equal times.
-        std::vector<std::tuple<long long, int, int>> events;
-        for (const Interval& interval : intervals[s]) {
-            events.emplace_back(interval.start, +1, interval.client);
-            events.emplace_back(interval.end, -1, interval.client);
-        }
-        std::sort(events.begin(), events.end());
-        std::set<int> inside;
-        int most = 0;
-        for (const auto& [at, delta, id] : events) {
-            if (delta < 0) {
-                inside.erase(id);
-                continue;
-            }
-            inside.insert(id);
-            most = std::max(most, static_cast<int>(inside.size()));
-            if (static_cast<int>(inside.size()) > spec.limit) {
-                m_result.overlap_violations += 1;
-                std::ostringstream text;
-                text << "overlap on " << spec.name << " at t=" << std::fixed << std::setprecision(3)
-                     << rel(at) << "s: " << inside.size() << " inside (limit " << spec.limit
-                     << "):";
-                for (int other : inside) {
-                    text << "\n    " << describe(m_clients[static_cast<std::size_t>(other)]);
-                }
-                report("overlap", text.str());
-            }
-        }
-        m_result.max_inside[spec.name] = most;
+void Harness::report(const std::string& kind, const std::string& text) {
+    m_result.violations.push_back({kind, text});
+}
 
-        // One holder per slot at a time.
-        for (auto& [slot, list] : by_slot[s]) {
-            std::sort(list.begin(), list.end(),
-                      [](const Interval& a, const Interval& b) { return a.start < b.start; });
-            const Interval* latest = nullptr; // the one that ends last so far
-            for (const Interval& interval : list) {
-                if (latest != nullptr && interval.start < latest->end) {
-                    m_result.slot_violations += 1;
-                    report("slot",
-                           "slot " + std::to_string(slot) + " of " + spec.name + " shared:\n    " +
-                               describe(m_clients[static_cast<std::size_t>(latest->client)]) +
-                               "\n    " +
-                               describe(m_clients[static_cast<std::size_t>(interval.client)]));
-                }
-                if (latest == nullptr || interval.end > latest->end) {
-                    latest = &interval;
-                }
-            }
-        }
+std::string Harness::describe_pair(int first, int second) const {
+    return "\n    " + describe(m_clients[static_cast<std::size_t>(first)]) + "\n    " +
+           describe(m_clients[static_cast<std::size_t>(second)]);
+}
 
-        // Fences: per slot, in the order of entry, strictly increasing; unique per semaphore.
-        std::map<long long, int> fence_owner;
-        for (auto& [slot, list] : entries[s]) {
-            std::sort(list.begin(), list.end(),
-                      [](const Entry& a, const Entry& b) { return a.at < b.at; });
-            for (std::size_t i = 0; i < list.size(); ++i) {
-                const Entry& entry = list[i];
-                if (i > 0 && entry.fence <= list[i - 1].fence) {
-                    m_result.fence_violations += 1;
-                    report("fence",
-                           "fence out of order on slot " + std::to_string(slot) + " of " +
-                               spec.name + ":\n    " +
-                               describe(m_clients[static_cast<std::size_t>(list[i - 1].client)]) +
-                               "\n    " +
-                               describe(m_clients[static_cast<std::size_t>(entry.client)]));
-                }
-            }
-            for (const Entry& entry : list) {
-                const auto [it, fresh] = fence_owner.emplace(entry.fence, entry.client);
-                if (!fresh) {
-                    m_result.fence_violations += 1;
-                    report("fence",
-                           "fence " + std::to_string(entry.fence) + " of " + spec.name +
-                               " given twice:\n    " +
-                               describe(m_clients[static_cast<std::size_t>(it->second)]) +
-                               "\n    " +
-                               describe(m_clients[static_cast<std::size_t>(entry.client)]));
-                }
-            }
+void Harness::check_overlap(const SemaphoreSpec& spec, const Observed& seen) {
+    // A sweep over entries (+1) and exits (-1), exits first at equal times.
+    std::vector<std::tuple<long long, int, int>> events;
+    for (const Interval& interval : seen.inside) {
+        events.emplace_back(interval.start, +1, interval.client);
+        events.emplace_back(interval.end, -1, interval.client);
+    }
+    std::sort(events.begin(), events.end());
+    std::set<int> inside;
+    int most = 0;
+    for (const auto& [at, delta, id] : events) {
+        if (delta < 0) {
+            inside.erase(id);
+            continue;
         }
-        // Late entries: a fenced resource would refuse one behind a newer fence on its slot.
-        for (auto& [slot, list] : late[s]) {
-            for (const Entry& entry : list) {
-                ++late_starts;
-                const auto& seen = entries[s][slot];
-                const bool behind = std::any_of(seen.begin(), seen.end(), [&](const Entry& e) {
-                    return e.at < entry.at && e.fence > entry.fence;
-                });
-                late_rejected += behind ? 1 : 0;
-                m_out << "chaos: late entry (stopped holding its grant before it logged S; "
-                      << (behind ? "a fenced resource refuses it: a newer fence entered before"
-                                 : "no newer fence had entered its slot")
-                      << "): " << describe(m_clients[static_cast<std::size_t>(entry.client)])
-                      << "\n";
-                const auto [it, fresh] = fence_owner.emplace(entry.fence, entry.client);
-                if (!fresh) {
-                    m_result.fence_violations += 1;
-                    report("fence",
-                           "fence " + std::to_string(entry.fence) + " of " + spec.name +
-                               " given twice:\n    " +
-                               describe(m_clients[static_cast<std::size_t>(it->second)]) +
-                               "\n    " +
-                               describe(m_clients[static_cast<std::size_t>(entry.client)]));
-                }
+        inside.insert(id);
+        most = std::max(most, static_cast<int>(inside.size()));
+        if (static_cast<int>(inside.size()) > spec.limit) {
+            m_result.overlap_violations += 1;
+            std::ostringstream text;
+            text << "overlap on " << spec.name << " at t=" << std::fixed << std::setprecision(3)
+                 << rel(at) << "s: " << inside.size() << " inside (limit " << spec.limit << "):";
+            for (int other : inside) {
+                text << "\n    " << describe(m_clients[static_cast<std::size_t>(other)]);
+            }
+            report("overlap", text.str());
+        }
+    }
+    m_result.max_inside[spec.name] = most;
+}
+
+void Harness::check_slots(const SemaphoreSpec& spec, Observed& seen) {
+    // One holder per slot at a time.
+    for (auto& [slot, list] : seen.by_slot) {
+        std::sort(list.begin(), list.end(),
+                  [](const Interval& a, const Interval& b) { return a.start < b.start; });
+        const Interval* latest = nullptr; // the one that ends last so far
+        for (const Interval& interval : list) {
+            if (latest != nullptr && interval.start < latest->end) {
+                m_result.slot_violations += 1;
+                report("slot", "slot " + std::to_string(slot) + " of " + spec.name +
+                                   " shared:" + describe_pair(latest->client, interval.client));
+            }
+            if (latest == nullptr || interval.end > latest->end) {
+                latest = &interval;
             }
         }
     }
-    m_result.late_entries = late_starts;
-    m_result.late_entries_refused = late_rejected;
-    if (late_starts > 0) {
-        m_out << "chaos: " << late_starts << " late entries, " << late_rejected
-              << " of them behind a newer fence\n";
+}
+
+void Harness::check_fences(const SemaphoreSpec& spec, Observed& seen) {
+    // Per slot, in the order of entry, strictly increasing; unique per semaphore.
+    for (auto& [slot, list] : seen.entries) {
+        std::sort(list.begin(), list.end(),
+                  [](const Entry& a, const Entry& b) { return a.at < b.at; });
+        for (std::size_t i = 1; i < list.size(); ++i) {
+            if (list[i].fence <= list[i - 1].fence) {
+                m_result.fence_violations += 1;
+                report("fence", "fence out of order on slot " + std::to_string(slot) + " of " +
+                                    spec.name + ":" +
+                                    describe_pair(list[i - 1].client, list[i].client));
+            }
+        }
+        for (const Entry& entry : list) {
+            check_fence_unique(spec, seen, entry.fence, entry.client);
+        }
+    }
+}
+
+void Harness::check_fence_unique(const SemaphoreSpec& spec, Observed& seen, long long fence,
+                                 int client) {
+    const auto [it, fresh] = seen.fence_owner.emplace(fence, client);
+    if (!fresh) {
+        m_result.fence_violations += 1;
+        report("fence", "fence " + std::to_string(fence) + " of " + spec.name +
+                            " given twice:" + describe_pair(it->second, client));
+    }
+}
+
+void Harness::check_late_entries(const SemaphoreSpec& spec, Observed& seen) {
+    // A fenced resource would refuse a late entry behind a newer fence on its slot.
+    for (auto& [slot, list] : seen.late_entries) {
+        for (const Entry& entry : list) {
+            m_result.late_entries += 1;
+            const auto& entered = seen.entries[slot];
+            const bool behind = std::any_of(entered.begin(), entered.end(), [&](const Entry& e) {
+                return e.at < entry.at && e.fence > entry.fence;
+            });
+            m_result.late_entries_refused += behind ? 1 : 0;
+            m_out << "chaos: late entry (stopped holding its grant before it logged S; "
+                  << (behind ? "a fenced resource refuses it: a newer fence entered before"
+                             : "no newer fence had entered its slot")
+                  << "): " << describe(m_clients[static_cast<std::size_t>(entry.client)]) << "\n";
+            check_fence_unique(spec, seen, entry.fence, entry.client);
+        }
     }
 }
 
 Result Harness::run() {
     prepare();
-    m_start_ns = real_ns();
+    m_start_ns = real_now_ns();
     const auto start = Steady::now();
     m_chaos_end = start + m_config.duration;
     m_next_progress = start + m_config.progress_every;

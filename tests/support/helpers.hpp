@@ -2,21 +2,50 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "lua_scripts.hpp"
 #include "redis/connection.hpp"
 #include "semaphore/keys.hpp"
+#include "support/clock.hpp"
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
 
 namespace redsem::test {
+
+// A scratch directory for files the test and its children write: a fresh temporary
+// directory, removed with everything in it by the destructor.
+class Scratch {
+public:
+    Scratch() {
+        std::string pattern =
+            (std::filesystem::temp_directory_path() / "redsem-scratch-XXXXXX").string();
+        if (mkdtemp(pattern.data()) == nullptr) {
+            throw std::runtime_error("mkdtemp failed");
+        }
+        m_dir = pattern;
+    }
+    ~Scratch() {
+        std::error_code ignored;
+        std::filesystem::remove_all(m_dir, ignored);
+    }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+
+    const std::string& dir() const { return m_dir; }
+    std::string path(const std::string& name) const { return m_dir + "/" + name; }
+
+private:
+    std::string m_dir;
+};
 
 // Runs lua/acquire.lua for `token` on limit 1 of `keys`, waiting if busy: a client at the
 // script level, which can do what a process cannot (stall between two calls on purpose).
@@ -102,6 +131,12 @@ template <typename Condition> bool wait_until(Condition done, std::chrono::milli
     return true;
 }
 
+// The server's clock (TIME) in epoch milliseconds: the clock lease deadlines are on.
+inline long long server_time_ms(Connection& admin) {
+    const Reply time = admin.call({"TIME"});
+    return std::stoll(time.at(0).as_string()) * 1000 + std::stoll(time.at(1).as_string()) / 1000;
+}
+
 inline long long zcard(Connection& admin, const std::string& key) {
     return admin.call({"ZCARD", key}).as_integer();
 }
@@ -158,26 +193,14 @@ inline InsideLog observe_inside(const std::string& text, long long after_ns = 0)
     return seen;
 }
 
-// The machine's real clock now, in nanoseconds, as logging_body() writes it.
-inline long long real_now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
 // `clients` shells that each run `redsem run NAME RUN_ARGS -q -- sh BODY` in a loop until
 // stopped, BODY logging the command's entry and exit (logging_body()) and the loop appending
 // each exit status of redsem run to a file; all in a temporary directory of its own, removed
-// by the destructor.
+// with it by the destructor.
 class RunLoops {
 public:
-    RunLoops(int clients, const std::string& name, const std::string& run_args, EnvChanges env) {
-        std::string pattern =
-            (std::filesystem::temp_directory_path() / "redsem-loops-XXXXXX").string();
-        if (mkdtemp(pattern.data()) == nullptr) {
-            throw std::runtime_error("mkdtemp failed");
-        }
-        m_dir = pattern;
+    RunLoops(int clients, const std::string& name, const std::string& run_args, EnvChanges env)
+        : m_dir(m_scratch.dir()) {
         std::ofstream(m_dir + "/body.sh") << logging_body(m_dir + "/inside.log");
         const std::string loop = "while [ ! -e " + m_dir + "/stop ]; do \"$REDSEM\" run " +
                                  name + " " + run_args + " -q -- sh " + m_dir +
@@ -188,9 +211,7 @@ public:
         }
     }
     ~RunLoops() {
-        m_loops.clear(); // SIGKILLs any still running
-        std::error_code ignored;
-        std::filesystem::remove_all(m_dir, ignored);
+        m_loops.clear(); // SIGKILLs any still running, before the directory goes
     }
     RunLoops(const RunLoops&) = delete;
     RunLoops& operator=(const RunLoops&) = delete;
@@ -211,6 +232,7 @@ public:
     std::string exits() const { return read_file(m_dir + "/exits"); }
 
 private:
+    Scratch m_scratch;
     std::string m_dir;
     std::vector<std::unique_ptr<Child>> m_loops;
 };

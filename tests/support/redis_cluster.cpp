@@ -46,9 +46,10 @@ RedisCluster::RedisCluster(Options options) : m_options(options) {
         RedisServer::Options node;
         node.tcp = true;
         node.new_data_set = true; // mark_in_use() per semaphore: the epoch key is its own
-        node.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                           "--cluster-node-timeout", "1000", "--cluster-port",
-                           std::to_string(free_port()), "--repl-diskless-sync-delay", "0"};
+        node.port_options = {"--cluster-port"};
+        node.extra_args = {
+            "--cluster-enabled",      "yes",  "--cluster-config-file",      "nodes.conf",
+            "--cluster-node-timeout", "1000", "--repl-diskless-sync-delay", "0"};
         m_nodes.push_back(std::make_unique<RedisServer>(node));
     }
     m_killed.assign(m_nodes.size(), false);

@@ -1,5 +1,7 @@
 #include "support/redis_server.hpp"
 
+#include "support/process.hpp"
+
 #include <arpa/inet.h>
 #include <chrono>
 #include <csignal>
@@ -8,6 +10,7 @@
 #include <filesystem>
 #include <netinet/in.h>
 #include <stdexcept>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -20,23 +23,44 @@ namespace {
 
 constexpr auto k_start_timeout = std::chrono::seconds(10);
 constexpr auto k_stop_timeout = std::chrono::seconds(5);
+constexpr int k_port_attempts = 20;
 
 } // namespace
 
 int free_port() {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = 0;
-    socklen_t length = sizeof(address);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    const std::filesystem::path locks =
+        std::filesystem::temp_directory_path() / "redsem-test-ports";
+    std::error_code ignored;
+    std::filesystem::create_directories(locks, ignored);
+    for (int attempt = 0; attempt < k_port_attempts; ++attempt) {
+        const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        address.sin_port = 0;
+        socklen_t length = sizeof(address);
+        if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+            getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+            close(fd);
+            throw std::runtime_error("cannot find a free port");
+        }
         close(fd);
-        throw std::runtime_error("cannot find a free port");
+        const int port = ntohs(address.sin_port);
+        // The lock lives (its descriptor stays open) until this process ends.
+        const std::string lock = (locks / std::to_string(port)).string();
+        const int lock_fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (lock_fd >= 0 && flock(lock_fd, LOCK_EX | LOCK_NB) == 0) {
+            return port;
+        }
+        if (lock_fd >= 0) {
+            close(lock_fd); // another test process has this port
+        }
     }
-    close(fd);
-    return ntohs(address.sin_port);
+    throw std::runtime_error("cannot find a free port that no other test holds");
+}
+
+bool port_was_taken(const std::string& log) {
+    return read_file(log).find("Address already in use") != std::string::npos;
 }
 
 RedisServer::RedisServer() : RedisServer(Options{}) {}
@@ -48,10 +72,7 @@ RedisServer::RedisServer(Options options) : m_options(std::move(options)) {
     }
     m_dir = pattern;
     m_socket = m_dir + "/redis.sock";
-    if (m_options.tcp) {
-        m_port = free_port();
-    }
-    start();
+    start_on_free_ports();
     if (!m_options.new_data_set) {
         mark_in_use();
     }
@@ -68,7 +89,35 @@ void RedisServer::mark_in_use(const std::string& prefix) const {
     connection.call({"HSET", prefix + ":epoch", "run", run_id, "lost_at", "0"});
 }
 
-void RedisServer::start() {
+void RedisServer::start_on_free_ports() {
+    for (int attempt = 1;; ++attempt) {
+        if (m_options.tcp) {
+            m_port = free_port();
+        }
+        m_option_ports.clear();
+        for (std::size_t i = 0; i < m_options.port_options.size(); ++i) {
+            m_option_ports.push_back(free_port());
+        }
+        if (start() == Started::ready) {
+            return;
+        }
+        if (attempt == k_port_attempts) {
+            throw std::runtime_error("redis-server found each free port taken; see " + m_dir +
+                                     "/redis.log");
+        }
+    }
+}
+
+int RedisServer::port_of(const std::string& option) const {
+    for (std::size_t i = 0; i < m_options.port_options.size(); ++i) {
+        if (m_options.port_options[i] == option) {
+            return m_option_ports.at(i);
+        }
+    }
+    throw std::logic_error("this RedisServer has no port for " + option);
+}
+
+RedisServer::Started RedisServer::start() {
     std::vector<std::string> args{"redis-server",
                                   "--port",
                                   std::to_string(m_port),
@@ -86,7 +135,12 @@ void RedisServer::start() {
                                   "no",
                                   "--logfile",
                                   m_dir + "/redis.log"};
+    for (std::size_t i = 0; i < m_options.port_options.size(); ++i) {
+        args.insert(args.end(), {m_options.port_options[i], std::to_string(m_option_ports.at(i))});
+    }
     args.insert(args.end(), m_options.extra_args.begin(), m_options.extra_args.end());
+    const std::string log = m_dir + "/redis.log";
+    std::filesystem::remove(log); // what it says now is about this start
 
     m_pid = fork();
     if (m_pid == 0) {
@@ -110,14 +164,17 @@ void RedisServer::start() {
         try {
             Connection connection = admin();
             if (connection.call({"PING"}).as_string() == "PONG") {
-                return;
+                return Started::ready;
             }
         } catch (const std::exception&) {
         }
         int status = 0;
         if (waitpid(m_pid, &status, WNOHANG) == m_pid) {
             m_pid = -1;
-            throw std::runtime_error("redis-server exited at start; see " + m_dir + "/redis.log");
+            if (port_was_taken(log)) {
+                return Started::port_taken;
+            }
+            throw std::runtime_error("redis-server exited at start; see " + log);
         }
         if (std::chrono::steady_clock::now() > give_up) {
             throw std::runtime_error("redis-server did not answer PING in time");
@@ -134,7 +191,10 @@ RedisServer::~RedisServer() {
 
 void RedisServer::restart() {
     stop();
-    start();
+    // The same ports: the clients know them.
+    if (start() == Started::port_taken) {
+        throw std::runtime_error("redis-server's port was taken while it was down");
+    }
 }
 
 void RedisServer::kill() {

@@ -17,6 +17,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto k_ready_timeout = std::chrono::seconds(30);
 constexpr auto k_poll = std::chrono::milliseconds(50);
+constexpr int k_port_attempts = 20;
 
 std::string make_temp_dir() {
     std::string pattern =
@@ -69,7 +70,6 @@ SentinelGroup::SentinelGroup(Options options) : m_options(std::move(options)) {
     }
     m_sentinels.resize(3);
     for (Sentinel& sentinel : m_sentinels) {
-        sentinel.port = free_port();
         sentinel.dir = make_temp_dir();
         start_sentinel(sentinel);
     }
@@ -89,7 +89,21 @@ SentinelGroup::~SentinelGroup() {
 }
 
 void SentinelGroup::start_sentinel(Sentinel& sentinel) {
+    for (int attempt = 1;; ++attempt) {
+        sentinel.port = free_port();
+        if (launch_sentinel(sentinel)) {
+            return;
+        }
+        if (attempt == k_port_attempts) {
+            throw std::runtime_error("sentinel test group: each free port was taken");
+        }
+    }
+}
+
+bool SentinelGroup::launch_sentinel(Sentinel& sentinel) {
     const std::string config = sentinel.dir + "/sentinel.conf";
+    const std::string log = sentinel.dir + "/sentinel.log";
+    std::filesystem::remove(log); // what it says now is about this start
     {
         std::ofstream file(config);
         file << "port " << sentinel.port << "\n"
@@ -114,6 +128,29 @@ void SentinelGroup::start_sentinel(Sentinel& sentinel) {
         execlp("redis-server", "redis-server", config.c_str(), "--sentinel", nullptr);
         _exit(127);
     }
+    // Up when it answers; a sentinel that found its port taken exits at once.
+    bool up = false;
+    await(
+        [&] {
+            int status = 0;
+            if (waitpid(sentinel.pid, &status, WNOHANG) == sentinel.pid) {
+                sentinel.pid = -1;
+                return true;
+            }
+            ConnectOptions options{
+                parse_redis_url("redis://127.0.0.1:" + std::to_string(sentinel.port))};
+            if (!m_options.sentinel_password.empty()) {
+                options.url.password = m_options.sentinel_password;
+            }
+            Connection connection(options);
+            up = connection.call({"PING"}).as_string() == "PONG";
+            return up;
+        },
+        k_ready_timeout, "a sentinel to answer PING");
+    if (!up && !port_was_taken(log)) {
+        throw std::runtime_error("a sentinel exited at start; see " + log);
+    }
+    return up;
 }
 
 void SentinelGroup::signal_sentinels(int signal) const {

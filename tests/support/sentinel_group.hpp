@@ -56,7 +56,10 @@ private:
         std::string dir;
     };
 
+    // Starts `sentinel` on a free port, and on another if that one was taken meanwhile.
     void start_sentinel(Sentinel& sentinel);
+    // False when its port was taken.
+    bool launch_sentinel(Sentinel& sentinel);
     void wait_until_ready();
 
     Options m_options;

@@ -1,5 +1,7 @@
 #include "support/tls_files.hpp"
 
+#include "support/prerequisites.hpp"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -28,9 +30,11 @@ TlsFiles::TlsFiles() {
     leaf("server", "ca", k_server_names);
     // libfaketime itself rather than the `faketime` wrapper, whose named semaphore collides
     // with one left behind by a SIGKILLed process of the same pid ("sem_open: File exists").
-    leaf("expired", "ca", k_server_names,
-         "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 "
-         "FAKETIME='@2020-01-01 00:00:00' ");
+    if (const auto faketime = find_libfaketime()) {
+        leaf("expired", "ca", k_server_names,
+             "LD_PRELOAD='" + *faketime + "' FAKETIME='@2020-01-01 00:00:00' ");
+        m_have_expired = true;
+    }
     leaf("wrong-name", "ca", "subjectAltName=DNS:other.example\nextendedKeyUsage=serverAuth\n");
     leaf("other-server", "other-ca", k_server_names);
     leaf("client", "ca", "extendedKeyUsage=clientAuth\n");

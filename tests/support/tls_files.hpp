@@ -9,7 +9,7 @@ namespace redsem::test {
 //   ca             a CA, which signs everything below but other-ca's server
 //   server         for localhost and 127.0.0.1
 //   expired        for localhost and 127.0.0.1, valid only for a day in 2020 (signed under
-//                  libfaketime)
+//                  libfaketime; only when it is installed: have_expired())
 //   wrong-name     for other.example only
 //   other-server   for localhost and 127.0.0.1, signed by another CA (other-ca)
 //   client         a client certificate (extendedKeyUsage clientAuth)
@@ -22,6 +22,8 @@ public:
     TlsFiles& operator=(const TlsFiles&) = delete;
 
     std::string path(const std::string& file) const { return m_dir + "/" + file; }
+    // Whether "expired" was made (it needs libfaketime).
+    bool have_expired() const { return m_have_expired; }
 
 private:
     void run(const std::string& command) const;
@@ -29,6 +31,7 @@ private:
               const std::string& before = "") const;
 
     std::string m_dir;
+    bool m_have_expired = false;
 };
 
 } // namespace redsem::test

@@ -1,5 +1,6 @@
-#include "support/cutting_proxy.hpp"
+#include "support/loopback_proxy.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -12,12 +13,17 @@ namespace redsem::test {
 
 namespace {
 
-int connect_to(int port) {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+sockaddr_in loopback(int port) {
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     address.sin_port = htons(static_cast<uint16_t>(port));
+    return address;
+}
+
+int connect_to(int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address = loopback(port);
     if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
         close(fd);
         return -1;
@@ -27,46 +33,46 @@ int connect_to(int port) {
 
 } // namespace
 
-CuttingProxy::CuttingProxy(int redis_port) : m_redis_port(redis_port) {
-    m_listener = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+LoopbackProxy::LoopbackProxy(int server_port, Filter filter)
+    : m_server_port(server_port), m_filter(std::move(filter)) {
+    m_listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address = loopback(0);
     socklen_t length = sizeof(address);
     if (bind(m_listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
         getsockname(m_listener, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
         listen(m_listener, 16) != 0) {
+        close(m_listener);
         throw std::runtime_error("proxy cannot listen");
     }
     m_port = ntohs(address.sin_port);
     m_thread = std::thread([this] { serve(); });
 }
 
-CuttingProxy::~CuttingProxy() {
+LoopbackProxy::~LoopbackProxy() {
     m_stop = true;
     shutdown(m_listener, SHUT_RDWR);
     close(m_listener);
     m_thread.join();
 }
 
-void CuttingProxy::serve() {
+void LoopbackProxy::serve() {
     std::vector<std::thread> relays;
-    bool first = true;
+    int connection = 0;
     while (!m_stop) {
-        const int client = accept(m_listener, nullptr, nullptr);
+        const int client = accept4(m_listener, nullptr, nullptr, SOCK_CLOEXEC);
         if (client < 0) {
             break;
         }
-        relays.emplace_back([this, client, cut = first] { relay(client, cut); });
-        first = false;
+        relays.emplace_back([this, client, connection] { relay(client, connection); });
+        ++connection;
     }
     for (auto& relay : relays) {
         relay.join();
     }
 }
 
-void CuttingProxy::relay(int client, bool cut) {
-    const int server = connect_to(m_redis_port);
+void LoopbackProxy::relay(int client, int connection) {
+    const int server = connect_to(m_server_port);
     char buffer[65536];
     while (server >= 0 && !m_stop) {
         pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
@@ -84,11 +90,11 @@ void CuttingProxy::relay(int client, bool cut) {
             if (got <= 0) {
                 break;
             }
-            if (cut && buffer[0] != '-') {
-                ++m_cuts;
-                break; // the reply is lost with the connection
+            const long long pass = m_filter(connection, buffer, got);
+            if (pass < 0) {
+                break; // what the server sent is lost with the connection
             }
-            if (write(client, buffer, static_cast<size_t>(got)) != got) {
+            if (pass > 0 && write(client, buffer, static_cast<size_t>(pass)) != pass) {
                 break;
             }
         }
@@ -98,5 +104,25 @@ void CuttingProxy::relay(int client, bool cut) {
         close(server);
     }
 }
+
+CuttingProxy::CuttingProxy(int redis_port)
+    : m_proxy(redis_port, [this](int connection, const char* data, long long size) {
+          if (connection == 0 && data[0] != '-') {
+              ++m_cuts;
+              return -1LL;
+          }
+          return size;
+      }) {}
+
+StallingProxy::StallingProxy(int server_port, long long budget)
+    : m_left(budget), m_proxy(server_port, [this](int, const char*, long long size) {
+          const long long left = m_left.load();
+          if (left < 0) {
+              return size;
+          }
+          const long long pass = std::min(left, size);
+          m_left -= pass;
+          return pass;
+      }) {}
 
 } // namespace redsem::test
