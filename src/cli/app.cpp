@@ -2,6 +2,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "cli/pre_parse.hpp"
 #include "process/child.hpp"
 #include "redis/connection.hpp"
 #include "util/errors.hpp"
@@ -16,7 +17,6 @@
 #include <fmt/format.h>
 #include <iostream>
 #include <map>
-#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -69,111 +69,6 @@ std::string command_path(const CLI::App& app) {
         return "redsem " + sub->get_name();
     }
     return "redsem";
-}
-
-bool is_option(const std::string& word) {
-    return word.size() > 1 && word[0] == '-';
-}
-
-// How many words option `word` takes from the command line, itself and a separate value,
-// as `command` or an app above it (global options) declares it; 0 when none declares it.
-std::size_t option_words(const CLI::App& command, const std::string& word) {
-    auto takes_value = [&command](const std::string& name) -> std::optional<bool> {
-        for (const CLI::App* app = &command; app != nullptr; app = app->get_parent()) {
-            if (const CLI::Option* option = app->get_option_no_throw(name)) {
-                return option->get_items_expected_max() > 0;
-            }
-        }
-        return std::nullopt;
-    };
-    if (word.starts_with("--")) {
-        const std::size_t equals = word.find('=');
-        const auto value = takes_value(word.substr(0, equals));
-        if (!value) {
-            return 0;
-        }
-        return *value && equals == std::string::npos ? 2 : 1;
-    }
-    // Short options, maybe grouped: "-q", "-qn3", "-qn 3".
-    for (std::size_t i = 1; i < word.size(); ++i) {
-        const auto value = takes_value(std::string{'-', word[i]});
-        if (!value) {
-            return 0;
-        }
-        if (*value) {
-            return i + 1 < word.size() ? 1 : 2;
-        }
-    }
-    return 1;
-}
-
-// The index of the subcommand's name in `args` (after the global options), or args.size().
-std::size_t subcommand_at(const CLI::App& app, const std::vector<std::string>& args) {
-    std::size_t at = 0;
-    while (at < args.size() && is_option(args[at])) {
-        const std::size_t words = option_words(app, args[at]);
-        if (words == 0 || args[at] == "--") {
-            return args.size();
-        }
-        at += words;
-    }
-    return std::min(at, args.size());
-}
-
-// `run` takes its command as flock(1), env(1) and timeout(1) do: redsem's own options come
-// first, and the first word after NAME that is not one of them starts the command, which
-// gets every word from there on, options included. Marks that word with a "--" before it,
-// so that CLI11 takes the rest as the command.
-void mark_command_start(const CLI::App& app, std::vector<std::string>& args) {
-    std::size_t at = subcommand_at(app, args);
-    if (at == args.size() || args[at] != "run") {
-        return;
-    }
-    const CLI::App& run = *app.get_subcommand("run");
-    bool named = false;
-    for (++at; at < args.size();) {
-        if (args[at] == "--") {
-            return;
-        }
-        const std::size_t words = is_option(args[at]) ? option_words(run, args[at]) : 0;
-        // CLI11 takes an undeclared "-<digit>..." for a positional (a negative number).
-        const bool positional =
-            words == 0 &&
-            (!is_option(args[at]) || std::isdigit(static_cast<unsigned char>(args[at][1])));
-        if (!positional) {
-            if (words == 0) {
-                return; // unknown: CLI11 reports it
-            }
-            at += words;
-        } else if (!named) {
-            named = true;
-            ++at;
-        } else {
-            args.insert(args.begin() + static_cast<std::ptrdiff_t>(at), "--");
-            return;
-        }
-    }
-}
-
-// CLI11 takes "--label=" (an empty value) as "--label" and the next word as its value: give it
-// the empty value as a word of its own ("--label" ""), as the shell's --label "" would. Only
-// redsem's own options (those before a "--"), and only those that take a value.
-void split_empty_values(const CLI::App& app, std::vector<std::string>& args) {
-    const std::size_t command_at = subcommand_at(app, args);
-    // (check_subcommand() has refused an unknown command.)
-    const CLI::App* command = command_at < args.size() ? app.get_subcommand(args[command_at]) : nullptr;
-    for (std::size_t at = 0; at < args.size() && args[at] != "--"; ++at) {
-        const std::string& word = args[at];
-        if (!word.starts_with("--") || !word.ends_with('=') || word.find('=') + 1 != word.size()) {
-            continue;
-        }
-        const CLI::App& scope = command != nullptr && at > command_at ? *command : app;
-        if (option_words(scope, word.substr(0, word.size() - 1)) == 2) {
-            args[at].pop_back();
-            args.insert(args.begin() + static_cast<std::ptrdiff_t>(at) + 1, "");
-            ++at;
-        }
-    }
 }
 
 // Edit distance, for suggestions.
@@ -240,7 +135,7 @@ std::string usage_message(const CLI::ParseError& error, const CLI::App& app) {
         if (extras.empty()) {
             extras = app.remaining(true); // an option a subcommand passed up to the globals
         }
-        if (!extras.empty() && is_option(extras.front())) {
+        if (!extras.empty() && extras.front().size() > 1 && extras.front()[0] == '-') {
             const std::string word = extras.front().substr(0, extras.front().find('='));
             return fmt::format("unknown option '{}'{}", printable(word, 100),
                                suggestion(word, option_names(*command)));
@@ -267,23 +162,6 @@ std::string usage_message(const CLI::ParseError& error, const CLI::App& app) {
         message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
     }
     return message;
-}
-
-// Refuses an unknown subcommand, suggesting the closest one.
-void check_subcommand(const CLI::App& app, const std::vector<std::string>& args) {
-    const std::size_t at = subcommand_at(app, args);
-    if (at == args.size()) {
-        return;
-    }
-    std::vector<std::string> names;
-    for (const Command& command : commands()) {
-        if (command.name == args[at]) {
-            return;
-        }
-        names.emplace_back(command.name);
-    }
-    throw UsageError(fmt::format("unknown command '{}'{}", printable(args[at], 100),
-                                 suggestion(args[at], names)));
 }
 
 // The exit status of a command that ended with `status`, once its output is written: a
@@ -316,11 +194,13 @@ int main(int argc, char** argv) {
 
     // Only the invoked command is built (building them all was most of the work of starting
     // up); all of them when the command cannot be told before parsing (redsem --help).
-    std::vector<std::string> args(argv + 1, argv + argc);
-    const std::size_t invoked_at = subcommand_at(app, args);
+    std::vector<std::string> words(argv + 1, argv + argc);
+    const std::size_t invoked_at = find_command(app, words);
     std::map<const CLI::App*, Runner> runners;
+    std::vector<std::string> names;
     for (const Command& command : commands()) {
-        if (invoked_at < args.size() && args[invoked_at] != command.name) {
+        names.emplace_back(command.name);
+        if (invoked_at < words.size() && words[invoked_at] != command.name) {
             continue;
         }
         CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
@@ -328,18 +208,17 @@ int main(int argc, char** argv) {
         sub->footer(std::string(k_global_footer));
         runners[sub] = command.setup(*sub, global);
     }
-
-    try {
-        check_subcommand(app, args);
-    } catch (const UsageError& error) {
-        std::cerr << "redsem: error: " << error.what() << "\nTry 'redsem --help'.\n";
-        return error.exit_code();
+    if (runners.empty()) {
+        // CLI11 never sees the other commands' names: the unknown one is refused here.
+        const std::string& word = words[invoked_at];
+        std::cerr << fmt::format("redsem: error: unknown command '{}'{}\nTry 'redsem --help'.\n",
+                                 printable(word, 100), suggestion(word, names));
+        return static_cast<int>(ExitCode::usage);
     }
-    mark_command_start(app, args);
-    split_empty_values(app, args);
-    std::reverse(args.begin(), args.end()); // CLI11 takes the words last first
+
+    std::vector<std::string> cli11_words = words_for_cli11(app, std::move(words));
     try {
-        app.parse(args);
+        app.parse(cli11_words);
     } catch (const CLI::ParseError& error) {
         if (error.get_exit_code() == 0) {
             return finish_output(app.exit(error, std::cout, std::cerr)); // --help, --version

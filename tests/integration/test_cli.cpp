@@ -279,6 +279,12 @@ TEST_CASE("global options work before and after the subcommand, and the prefix a
     CHECK(run_redsem({"acquire", "--prefix", "team", "g3", "-u", server.socket_url()}).exit_code ==
           0);
     CHECK(admin.call({"EXISTS", "team:{g3}:holders"}).as_integer() == 1);
+    // Only the command named is built, found after the global options and their values: a
+    // value that names a command is still the value.
+    server.mark_in_use("run");
+    CHECK(run_redsem({"--prefix", "run", "acquire", "g6", "-u", server.socket_url()}).exit_code ==
+          0);
+    CHECK(admin.call({"EXISTS", "run:{g6}:holders"}).as_integer() == 1);
     CHECK(run_redsem({"acquire", "g4"},
                      {{"REDSEM_URL", server.socket_url()}, {"REDSEM_PREFIX", "envp"}})
               .exit_code == 0);
@@ -373,6 +379,17 @@ TEST_CASE("help goes to stdout and exits 0, and the version names hiredis") {
         CHECK(help.out.find("Usage:") != std::string::npos);
         CHECK(help.err.empty());
     }
+    // No command named before the options: every command is built, and --help lists them all.
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"--help"}, {"--prefix", "p", "--help"}}) {
+        const auto overview = run_redsem(args);
+        for (const char* command :
+             {"acquire", "release", "renew", "run", "status", "limit", "log", "gc"}) {
+            INFO(command);
+            CHECK(overview.out.find(std::string("\n  ") + command + " ") != std::string::npos);
+        }
+    }
+    CHECK(run_redsem({"--help", "acquire"}).out.find("Usage: redsem acquire") != std::string::npos);
     const auto version = run_redsem({"--version"});
     CHECK(version.exit_code == 0);
     CHECK(version.out.find("redsem 0.") == 0);
