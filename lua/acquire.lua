@@ -61,7 +61,6 @@ if asked_history and asked_history ~= state.history then
     store_setting(call, state, 'history', asked_history)
     state.history = asked_history
 end
-local grace = loss_grace(state, ttl)
 prune(call, state, now)
 
 local position
@@ -110,7 +109,7 @@ end
 -- Takes the lowest free slot for `token`, which waited `waited` ms for it; nil when admission
 -- is closed, or when the bitmap and the holders disagree beyond repair.
 local function grant(held, waited)
-    if admission_opens(call, state, now, grace) > 0 then
+    if admission_opens(call, state, now, ttl) > 0 then
         return nil
     end
     if held == 0 then
@@ -152,7 +151,7 @@ end
 -- a slot could have been granted; elsewhere the queue is served by hand-overs.
 local closed_for = 0
 local function closed_for_ms()
-    local opens = admission_opens(call, state, now, grace)
+    local opens = admission_opens(call, state, now, ttl)
     return opens > 0 and opens - now or 0
 end
 
