@@ -27,7 +27,7 @@ bool starts_with(std::string_view text, std::string_view prefix) {
     return text.substr(0, prefix.size()) == prefix;
 }
 
-// The flags a script gets as its last argument (see lua/lib.lua).
+// The flags a script gets as its last argument (see lua/lib/call.lua).
 enum ScriptFlag : int {
     sent_by_eval = 1,   // the server did not have the script cached
     asked = 2,          // resent to a cluster node importing the slot, after ASKING
