@@ -1,5 +1,5 @@
 -- acquire.lua: takes a slot, or queues the caller in FIFO order.
--- KEYS: see lib.lua.
+-- KEYS: see lib/call.lua.
 -- ARGV[1] wake-list prefix        ARGV[2] token (caller-generated, 128 random bits)
 -- ARGV[3] limit, or '' for the stored one (1 for a new semaphore)
 -- ARGV[4] lease ttl in ms
@@ -43,52 +43,51 @@
 local REFRESH_EXTRA_PER_POSITION_MS = 1000
 local REFRESH_EXTRA_MAX_MS = 15 * 60 * 1000
 
-local state, bad = load_state()
+local state, bad = load_state(call)
 if not state then
     return bad
 end
 local token, ttl = ARGV[2], tonumber(ARGV[4])
 local limit = tonumber(ARGV[3]) or state.limit or 1
 local mode, liveness, json, known = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8] == '1'
-local now = server_now()
+local now = server_now(call)
 local asked_grace = tonumber(ARGV[9])
 if asked_grace and asked_grace ~= state.loss_grace then
-    store_setting(state, 'loss_grace', asked_grace)
+    store_setting(call, state, 'loss_grace', asked_grace)
     state.loss_grace = asked_grace
 end
 local asked_history = #ARGV > 10 and tonumber(ARGV[10]) -- (the last ARGV is the flags)
 if asked_history and asked_history ~= state.history then
-    store_setting(state, 'history', asked_history)
+    store_setting(call, state, 'history', asked_history)
     state.history = asked_history
 end
-local grace = loss_grace(state, ttl)
-prune(state, now)
+prune(call, state, now)
 
 local position
 if known then
-    local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
+    local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))
     if deadline and deadline <= now then
         -- Expired, and not pruned yet (prune takes 100 at a time): not the caller's any more.
-        expire_holder(state, token, deadline, now)
+        expire_holder(call, state, token, deadline, now)
         deadline = nil
     end
     if deadline then
         -- Already holding: a lost reply retried, or a hand-over collected here.
-        local info = parse_info(redis.call('HGET', K_INFO, token)) or {}
-        del_keys(WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
-        redis.call('ZREM', K_ALIVE, token)
+        local info = parse_info(redis.call('HGET', call.k_info, token)) or {}
+        del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. ':nudge')
+        redis.call('ZREM', call.k_alive, token)
         return {'ok', tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit, now}
     end
-    position = redis.call('ZRANK', K_QUEUE, token)
+    position = redis.call('ZRANK', call.k_queue, token)
 end
 
-local queued = redis.call('ZCARD', K_QUEUE)
+local queued = redis.call('ZCARD', call.k_queue)
 local held
 if state.raw_limit and not state.limit then
-    return {'conflict', -1, redis.call('ZCARD', K_HOLDERS), queued}
+    return {'conflict', -1, redis.call('ZCARD', call.k_holders), queued}
 end
 if state.limit ~= limit then
-    held = redis.call('ZCARD', K_HOLDERS)
+    held = redis.call('ZCARD', call.k_holders)
     local others_waiting = queued - (position and 1 or 0)
     if state.limit and (held > 0 or others_waiting > 0) then
         return {'conflict', state.limit, held, queued}
@@ -99,52 +98,52 @@ if state.limit ~= limit then
         return {'conflict', -2, held, queued}
     end
     -- Idle (or new): the caller's limit applies from now on.
-    redis.call('HSET', K_STATE, 'limit', limit)
-    redis.call('DEL', K_SLOTS)
-    expire_new(state, K_STATE)
+    redis.call('HSET', call.k_state, 'limit', limit)
+    redis.call('DEL', call.k_slots)
+    expire_new(state, call.k_state)
     local from = state.limit
     state.limit, state.raw_limit = limit, tostring(limit)
-    log_limit(state, now, from, limit)
+    log_limit(call, state, now, from, limit)
 end
 
 -- Takes the lowest free slot for `token`, which waited `waited` ms for it; nil when admission
 -- is closed, or when the bitmap and the holders disagree beyond repair.
 local function grant(held, waited)
-    if admission_opens(state, now, grace) > 0 then
+    if admission_opens(call, state, now, ttl) > 0 then
         return nil
     end
     if held == 0 then
-        redis.call('DEL', K_SLOTS) -- all slots are free: forget any stale bits
+        redis.call('DEL', call.k_slots) -- all slots are free: forget any stale bits
     end
-    local slot = redis.call('BITPOS', K_SLOTS, 0)
+    local slot = redis.call('BITPOS', call.k_slots, 0)
     if slot >= limit then
         -- Only after hand-edited keys: rebuild the bitmap from the holders' records.
-        redis.call('DEL', K_SLOTS)
-        for _, other in ipairs(redis.call('ZRANGE', K_HOLDERS, 0, -1)) do
-            local info = parse_info(redis.call('HGET', K_INFO, other))
+        redis.call('DEL', call.k_slots)
+        for _, other in ipairs(redis.call('ZRANGE', call.k_holders, 0, -1)) do
+            local info = parse_info(redis.call('HGET', call.k_info, other))
             if info and info.slot then
-                redis.call('SETBIT', K_SLOTS, info.slot, 1)
+                redis.call('SETBIT', call.k_slots, info.slot, 1)
             end
         end
-        expire_new(state, K_SLOTS)
-        slot = redis.call('BITPOS', K_SLOTS, 0)
+        expire_new(state, call.k_slots)
+        slot = redis.call('BITPOS', call.k_slots, 0)
         if slot >= limit then
             return nil
         end
     end
-    redis.call('SETBIT', K_SLOTS, slot, 1)
-    local fence = next_fence(state)
+    redis.call('SETBIT', call.k_slots, slot, 1)
+    local fence = next_fence(call, state)
     local deadline = now + ttl
-    redis.call('ZADD', K_HOLDERS, deadline, token)
-    note_deadline(state, deadline)
-    redis.call('HSET', K_INFO, token, holder_info(slot, fence, now, ttl, json))
+    redis.call('ZADD', call.k_holders, deadline, token)
+    note_deadline(call, state, deadline)
+    redis.call('HSET', call.k_info, token, holder_info(slot, fence, now, ttl, json))
     if held == 0 then
-        expire_new(state, K_HOLDERS)
-        expire_new(state, K_INFO)
-        expire_new(state, K_SLOTS)
+        expire_new(state, call.k_holders)
+        expire_new(state, call.k_info)
+        expire_new(state, call.k_slots)
     end
-    touch(state, deadline)
-    log_grant(state, now, token, slot, fence, waited, json)
+    touch(call, state, deadline)
+    log_grant(call, state, now, token, slot, fence, waited, json)
     return {'ok', fence, slot, deadline, limit, now}
 end
 
@@ -152,7 +151,7 @@ end
 -- a slot could have been granted; elsewhere the queue is served by hand-overs.
 local closed_for = 0
 local function closed_for_ms()
-    local opens = admission_opens(state, now, grace)
+    local opens = admission_opens(call, state, now, ttl)
     return opens > 0 and opens - now or 0
 end
 
@@ -175,24 +174,24 @@ local function keep_waiting(position)
     local beyond = math.max(position - (limit + NEAR_HEAD) + 1, 0)
     local extra = math.min(beyond * REFRESH_EXTRA_PER_POSITION_MS, REFRESH_EXTRA_MAX_MS)
     local deadline = now + liveness + extra
-    redis.call('ZADD', K_ALIVE, deadline, token)
-    note_deadline(state, deadline)
-    touch(state, deadline)
+    redis.call('ZADD', call.k_alive, deadline, token)
+    note_deadline(call, state, deadline)
+    touch(call, state, deadline)
     return extra
 end
 
 if position then
     -- A queued waiter refreshing its place. Slots reach the queue by hand-overs; a waiter
     -- that fits under the limit anyway (keys changed by hand) takes its slot here.
-    held = held or redis.call('ZCARD', K_HOLDERS)
+    held = held or redis.call('ZCARD', call.k_holders)
     if position < limit - held then
-        local queued_at = (parse_info(redis.call('HGET', K_INFO, token)) or {}).since or now
+        local queued_at = (parse_info(redis.call('HGET', call.k_info, token)) or {}).since or now
         local granted = grant(held, now - queued_at)
         if granted then
-            redis.call('ZREM', K_QUEUE, token)
-            redis.call('ZREM', K_ALIVE, token)
-            del_keys(WAKE_PREFIX .. token, WAKE_PREFIX .. token .. ':nudge')
-            nudge_near_head_entrant(state, now)
+            redis.call('ZREM', call.k_queue, token)
+            redis.call('ZREM', call.k_alive, token)
+            del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. ':nudge')
+            nudge_near_head_entrant(call, state, now)
             return granted
         end
         closed_for = closed_for_ms()
@@ -203,7 +202,7 @@ end
 
 -- While anybody is queued every slot is held, so a newcomer can only queue behind them.
 if queued == 0 then
-    held = held or redis.call('ZCARD', K_HOLDERS)
+    held = held or redis.call('ZCARD', call.k_holders)
     if held < limit then
         local granted = grant(held, 0)
         if granted then
@@ -214,17 +213,17 @@ if queued == 0 then
 end
 
 if mode ~= 'wait' then
-    touch(state, now) -- a new semaphore's state (limit, loss grace) expires like the rest
-    return {'busy', held or redis.call('ZCARD', K_HOLDERS), limit, queued, closed_for}
+    touch(call, state, now) -- a new semaphore's state (limit, loss grace) expires like the rest
+    return {'busy', held or redis.call('ZCARD', call.k_holders), limit, queued, closed_for}
 end
-local ticket = redis.call('HINCRBY', K_STATE, 'ticket', 1)
-redis.call('ZADD', K_QUEUE, ticket, token)
-redis.call('HSET', K_INFO, token, 'w - - ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json)
+local ticket = redis.call('HINCRBY', call.k_state, 'ticket', 1)
+redis.call('ZADD', call.k_queue, ticket, token)
+redis.call('HSET', call.k_info, token, 'w - - ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json)
 local extra = keep_waiting(queued)
 if queued == 0 then
-    expire_new(state, K_QUEUE)
-    expire_new(state, K_ALIVE)
+    expire_new(state, call.k_queue)
+    expire_new(state, call.k_alive)
 end
-log_entry(state, now, 'queued', token, {kind = 'w', json = json}, nil)
+log_entry(call, state, now, 'queued', token, {kind = 'w', json = json}, nil)
 return {'wait', queued, held or limit, limit, next_expiry_in(queued), queued + 1, now, closed_for,
         extra}

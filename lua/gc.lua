@@ -1,7 +1,7 @@
 -- gc.lua: removes what is dead from one semaphore, a bounded batch per call, and deletes its
 -- keys when nothing is left. The client calls again with the returned cursor until it is done,
 -- so no single call blocks Redis for long, however big the semaphore.
--- KEYS: see lib.lua.
+-- KEYS: see lib/call.lua.
 -- ARGV[1] wake-list prefix   ARGV[2] '1' for a dry run (change nothing)
 -- ARGV[3] phase: 'alive' (start), 'holders' or 'orphans'   ARGV[4] position within the phase
 --         (a rank in the zset in a dry run, where nothing leaves it; an HSCAN cursor for
@@ -20,36 +20,36 @@
 --   entry ('' if none), and dead_for_ms how long ago the lease or liveness ran out (0 for
 --   orphans).
 
-local state, bad = load_state()
+local state, bad = load_state(call)
 if not state then
     return bad
 end
 local dry_run = ARGV[2] == '1'
-read_only = dry_run
+call.read_only = dry_run
 local phase, position, budget = ARGV[3], ARGV[4], tonumber(ARGV[5])
-local now = server_now()
+local now = server_now(call)
 local removed = {}
 
 -- Reports `token` as removed (and, unless in a dry run, logs it as removed by gc, with how
 -- long it held or waited until its lease or liveness ran out at `dead_since`).
 local function note(kind, token, dead_since)
-    local record = redis.call('HGET', K_INFO, token)
+    local record = redis.call('HGET', call.k_info, token)
     removed[#removed + 1] = {kind, token, record or '',
                              dead_since and math.max(0, now - dead_since) or 0}
     budget = budget - 1
     if not dry_run and state.history > 0 then
         local info = parse_info(record)
-        log_entry(state, now, 'gc', token, info,
+        log_entry(call, state, now, 'gc', token, info,
                   info and info.since and dead_since and dead_since - info.since)
         if (kind == 'holder' or kind == 'handover') and state.raw_limit then
-            redis.pcall('HINCRBY', K_STATE, 'expired_total', 1) -- a lease that ran out, too
+            redis.pcall('HINCRBY', call.k_state, 'expired_total', 1) -- a lease that ran out, too
         end
     end
 end
 
 -- A holder whose hand-over lapsed uncollected (settle_lapsed() in the 'alive' phase).
 local function uncollected(token, claim_by)
-    return claim_by and tonumber(claim_by) <= now and redis.call('EXISTS', WAKE_PREFIX .. token) == 1
+    return claim_by and tonumber(claim_by) <= now and redis.call('EXISTS', call.wake_prefix .. token) == 1
 end
 
 -- Entries removed in this call leave the zset; in a dry run nothing leaves, so the rank
@@ -75,8 +75,8 @@ local function lapsed_from(key, from, count)
 end
 
 local function reply(next_phase, next_position, deleted)
-    local out = {next_phase, tostring(next_position), deleted, redis.call('ZCARD', K_HOLDERS),
-                 redis.call('ZCARD', K_QUEUE)}
+    local out = {next_phase, tostring(next_position), deleted, redis.call('ZCARD', call.k_holders),
+                 redis.call('ZCARD', call.k_queue)}
     for _, entry in ipairs(removed) do
         out[#out + 1] = entry
     end
@@ -85,8 +85,8 @@ end
 
 -- Dead waiters and uncollected hand-overs first, as prune() does.
 if phase == 'alive' then
-    local lapsed, ended = lapsed_from(K_ALIVE, tonumber(position), budget)
-    settle_lapsed(state, lapsed, now, not dry_run, function(kind, token, deadline)
+    local lapsed, ended = lapsed_from(call.k_alive, tonumber(position), budget)
+    settle_lapsed(call, state, lapsed, now, not dry_run, function(kind, token, deadline)
         if kind == 'collected' then
             budget = budget - 1 -- nothing to report
         else
@@ -100,15 +100,15 @@ if phase == 'alive' then
 end
 
 if phase == 'holders' then
-    local expired, ended = lapsed_from(K_HOLDERS, tonumber(position), math.max(budget, 1))
+    local expired, ended = lapsed_from(call.k_holders, tonumber(position), math.max(budget, 1))
     for i = 1, #expired, 2 do
         local token = expired[i]
-        if dry_run and uncollected(token, redis.call('ZSCORE', K_ALIVE, token)) then
+        if dry_run and uncollected(token, redis.call('ZSCORE', call.k_alive, token)) then
             budget = budget - 1 -- reported as a hand-over already
         else
             note('holder', token, tonumber(expired[i + 1]))
             if not dry_run then
-                remove_holder(state, token, nil, now)
+                remove_holder(call, state, token, nil, now)
             end
         end
     end
@@ -119,13 +119,13 @@ if phase == 'holders' then
 end
 
 if phase == 'orphans' then
-    local scan = redis.call('HSCAN', K_INFO, position, 'COUNT', math.max(budget, 10))
+    local scan = redis.call('HSCAN', call.k_info, position, 'COUNT', math.max(budget, 10))
     for i = 1, #scan[2], 2 do
         local token = scan[2][i]
-        if not redis.call('ZSCORE', K_HOLDERS, token) and not redis.call('ZSCORE', K_QUEUE, token) then
+        if not redis.call('ZSCORE', call.k_holders, token) and not redis.call('ZSCORE', call.k_queue, token) then
             note('orphan', token, nil)
             if not dry_run then
-                redis.call('HDEL', K_INFO, token)
+                redis.call('HDEL', call.k_info, token)
             end
         end
     end
@@ -136,9 +136,9 @@ end
 
 -- Done: delete the semaphore when nobody holds or waits.
 local deleted = 0
-if not dry_run and redis.call('ZCARD', K_HOLDERS) == 0 and redis.call('ZCARD', K_QUEUE) == 0 and
-    exist_count(unpack(KEYS, 1, SEMAPHORE_KEYS)) > 0 then
-    del_keys(unpack(KEYS, 1, SEMAPHORE_KEYS))
+if not dry_run and redis.call('ZCARD', call.k_holders) == 0 and redis.call('ZCARD', call.k_queue) == 0 and
+    exist_count(call, unpack(call.keys, 1, SEMAPHORE_KEYS)) > 0 then
+    del_keys(call, unpack(call.keys, 1, SEMAPHORE_KEYS))
     deleted = 1
 end
 return reply('', 0, deleted)

@@ -1,6 +1,6 @@
 -- limit.lua: reads or changes a semaphore's limit, and the length of its history, while it is
 -- in use.
--- KEYS: see lib.lua.   ARGV[1] wake-list prefix
+-- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
 -- ARGV[2] the new limit, or '' to keep it
 -- ARGV[3] how many events the history keeps from now on (0: none), or '' to keep it
 -- Reply: {limit, stored, held, queued, history}: the limit in force now (1 for a new
@@ -10,32 +10,32 @@
 -- no slot away: holders keep theirs, and nobody is admitted until fewer than the limit hold
 -- (see fill_free_slots()). New holders always get a slot below the limit.
 
-local state, bad = load_state()
+local state, bad = load_state(call)
 if not state then
     return bad
 end
 local wanted = tonumber(ARGV[2])
 local history = #ARGV > 3 and tonumber(ARGV[3]) -- (the last ARGV is the flags)
 if history and history ~= state.history then
-    store_setting(state, 'history', history)
+    store_setting(call, state, 'history', history)
     state.history = history
-    redis.pcall('XTRIM', K_LOG, 'MAXLEN', history) -- shorter at once, not at the next event
+    redis.pcall('XTRIM', call.k_log, 'MAXLEN', history) -- shorter at once, not at the next event
 end
 if not wanted then
-    read_only = not history
-    return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', K_HOLDERS),
-            redis.call('ZCARD', K_QUEUE), state.history}
+    call.read_only = not history
+    return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', call.k_holders),
+            redis.call('ZCARD', call.k_queue), state.history}
 end
-local now = server_now()
+local now = server_now(call)
 local from = state.limit
 -- The new limit first: pruning hands freed slots on, and must do so under it.
-redis.call('HSET', K_STATE, 'limit', wanted)
+redis.call('HSET', call.k_state, 'limit', wanted)
 state.limit, state.raw_limit = wanted, tostring(wanted)
-prune(state, now)
-touch(state, now) -- a new semaphore's state expires like the rest
+prune(call, state, now)
+touch(call, state, now) -- a new semaphore's state expires like the rest
 if from ~= wanted then
-    log_limit(state, now, from, wanted)
+    log_limit(call, state, now, from, wanted)
 end
-local held = redis.call('ZCARD', K_HOLDERS)
-fill_free_slots(state, held, now)
-return {wanted, 1, redis.call('ZCARD', K_HOLDERS), redis.call('ZCARD', K_QUEUE), state.history}
+local held = redis.call('ZCARD', call.k_holders)
+fill_free_slots(call, state, held, now)
+return {wanted, 1, redis.call('ZCARD', call.k_holders), redis.call('ZCARD', call.k_queue), state.history}

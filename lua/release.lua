@@ -1,33 +1,33 @@
 -- release.lua: gives a slot back (handing it to the head of the queue), or takes a waiter
 -- out of the queue.
--- KEYS: see lib.lua.   ARGV[1] wake-list prefix   ARGV[2] token
+-- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix   ARGV[2] token
 -- Reply: 1 the token held a slot and released it; 2 the token was queued and left the queue;
 --        0 the token is unknown here (expired, released already, never acquired).
 -- Touches nothing but the token's own entries and the hand-over, and for a holder kept by a
 -- keeper process (acquire --while-pid), pushes to "<wake prefix><token>:released", which the
 -- keeper watches.
 
-local state, bad = load_state()
+local state, bad = load_state(call)
 if not state then
     return bad
 end
 local token = ARGV[2]
-local now = server_now()
-local info = parse_info(redis.call('HGET', K_INFO, token))
+local now = server_now(call)
+local info = parse_info(redis.call('HGET', call.k_info, token))
 if info and info.kind == 'h' then
-    local deadline = tonumber(redis.call('ZSCORE', K_HOLDERS, token))
+    local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))
     if deadline and deadline <= now then
         -- A lease that ran out but was not pruned yet is not the caller's any more.
-        expire_holder(state, token, deadline, now)
+        expire_holder(call, state, token, deadline, now)
         return 0
     end
     if state.history > 0 and deadline then
-        log_entry(state, now, 'released', token, info, now - (info.since or now))
+        log_entry(call, state, now, 'released', token, info, now - (info.since or now))
     end
-    if remove_holder(state, token, info, now, deadline ~= nil) then
+    if remove_holder(call, state, token, info, now, deadline ~= nil) then
         if string.find(info.json, KEEPER_MARK, 1, true) then
             -- Tell the holder's keeper (acquire --while-pid) that it can stop at once.
-            local ended = WAKE_PREFIX .. token .. ':released'
+            local ended = call.wake_prefix .. token .. ':released'
             redis.call('RPUSH', ended, '1')
             redis.call('PEXPIRE', ended, CLAIM_MS)
         end
@@ -36,16 +36,16 @@ if info and info.kind == 'h' then
     return 0
 end
 if info and info.kind == 'w' then
-    remove_waiter(state, token, now)
-    log_entry(state, now, 'left', token, info, now - (info.since or now))
+    remove_waiter(call, state, token, now)
+    log_entry(call, state, now, 'left', token, info, now - (info.since or now))
     return 2
 end
 -- No metadata (hand-edited keys): still never leave the token holding a slot.
-if redis.call('ZREM', K_HOLDERS, token) == 1 then
+if redis.call('ZREM', call.k_holders, token) == 1 then
     return 1
 end
-if redis.call('ZREM', K_QUEUE, token) == 1 then
-    redis.call('ZREM', K_ALIVE, token)
+if redis.call('ZREM', call.k_queue, token) == 1 then
+    redis.call('ZREM', call.k_alive, token)
     return 2
 end
 return 0

@@ -17,7 +17,7 @@ namespace {
 // How many redirects (MOVED, ASK) one command follows before its last reply stands: a slot map
 // that changes this often is a cluster being reconfigured faster than it settles.
 constexpr int k_max_redirects = 16;
-// The flags a script gets as its last argument (see lua/lib.lua).
+// The flags a script gets as its last argument (see lua/lib/call.lua).
 enum ScriptFlag : int {
     sent_by_eval = 1,   // the server did not have the script cached
     asked = 2,          // resent to a cluster node importing the slot, after ASKING

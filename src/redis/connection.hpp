@@ -60,7 +60,7 @@ public:
 
     // Runs a script: EVALSHA, and on NOSCRIPT the body with EVAL (which also caches it).
     // Appends one last argument, "1" when sent with EVAL, else "0": a script learns that it
-    // may be the first to run in this server process (see lua/lib.lua). An error reply is
+    // may be the first to run in this server process (see lua/lib/epoch.lua). An error reply is
     // thrown by throw_script_error().
     Reply eval(ScriptCall call);
 

@@ -10,7 +10,7 @@
 
 namespace redsem {
 
-// One event of a semaphore's history, as lua/lib.lua's log_event() writes it: a field of a
+// One event of a semaphore's history, as lua/lib/history.lua writes it: a field of a
 // stream entry (one entry per script call, its events in order) whose name is the kind and
 // whose value is "TOKEN SLOT FENCE DURATION_MS JSON" ('-' where a part does not apply), or
 // "FROM TO" for a limit change.

@@ -268,7 +268,7 @@ void summarize(Connection& connection, std::string_view prefix,
         }
         const std::vector<Reply> replies = connection.pipeline(commands);
         // Holders whose hand-over claim lapsed: uncollected only while the grant is still in
-        // the wake list (as the scripts judge it; see settle_lapsed() in lua/lib.lua).
+        // the wake list (as the scripts judge it; see settle_lapsed() in lua/lib/expiry.lua).
         std::vector<Command> wake_lists;
         std::vector<std::pair<std::size_t, std::string>> claimed;
         for (std::size_t i = first; i < last; ++i) {

@@ -36,7 +36,7 @@ struct SemaphoreView {
 // One line of `status` without a name. Dead entries the scripts have not pruned yet are
 // counted apart: a holder whose lease ran out (or whose hand-over nobody collected) is not
 // holding, and a waiter that stopped refreshing its place is not waiting.
-// Counted in the semaphore's state while its history is on (lua/lib.lua, log_event()); they
+// Counted in the semaphore's state while its history is on (lua/lib/history.lua, log_event()); they
 // start again from 0 when its keys are deleted (gc) or expire.
 struct HistoryCounters {
     long long acquired = 0; // slots granted, directly or by hand-over

@@ -11,7 +11,7 @@ namespace redsem {
 inline constexpr std::string_view k_default_prefix = "redsem";
 
 // The Redis keys of one semaphore. All share the hash tag {name}, so every script touches one
-// Redis Cluster slot. lua/lib.lua documents what each holds.
+// Redis Cluster slot. lua/lib/call.lua documents what each holds.
 struct Keys {
     std::string state;
     std::string holders;
@@ -27,14 +27,14 @@ struct Keys {
     // Builds the keys for `name` under `prefix`: "<prefix>:{<name>}:<part>".
     static Keys make(std::string_view prefix, std::string_view name);
 
-    // The KEYS array every script takes, in lib.lua's order: with the shared epoch key, or
-    // with the semaphore's own (on a Redis Cluster, where a script's keys share one slot).
+    // The KEYS array every script takes, in lua/lib/call.lua's order: with the shared epoch key,
+    // or with the semaphore's own (on a Redis Cluster, where a script's keys share one slot).
     std::vector<std::string> script_keys() const;
     std::vector<std::string> cluster_script_keys() const;
 };
 
 // Every script replies {"wrongtype", KEY, FOUND, WANTED} when a key in semaphore `name`'s
-// place holds another kind of value (load_state() in lua/lib.lua). Throws that reply as a
+// place holds another kind of value (load_state() in lua/lib/state.lua). Throws that reply as a
 // ConflictError that ends with `consequence`; any other reply passes.
 void check_key_types(const Reply& reply, std::string_view name, std::string_view consequence);
 

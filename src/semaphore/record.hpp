@@ -8,7 +8,7 @@
 
 namespace redsem {
 
-// One entry of a semaphore's info hash, as lua/lib.lua writes it:
+// One entry of a semaphore's info hash, as the scripts write it (lua/lib/state.lua):
 // "h SLOT FENCE ACQUIRED_MS TTL_MS JSON" for a holder, "w - - SINCE_MS TTL_MS JSON" for a waiter.
 struct Record {
     enum class Kind { holder, waiter };

@@ -157,7 +157,7 @@ Milliseconds wake_timeout(const QueuedReply& queued, bool live_position,
 } // namespace
 
 std::string HolderMeta::to_json() const {
-    // Compact, keys sorted: lua/lib.lua finds "keeper":true in it.
+    // Compact, keys sorted: lua/release.lua finds "keeper":true in it.
     nlohmann::json json{
         {"host", host}, {"pid", pid}, {"pid_of", pid_of}, {"user", user}, {"label", label}};
     if (keeper) {
@@ -215,7 +215,7 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
         if (reply.at(0).as_string() != nudge_list) {
             break;
         }
-        // Moved up near the head (nudge_near_head_entrant() in lua/lib.lua): look again when
+        // Moved up near the head (nudge_near_head_entrant() in lua/lib/queue.lua): look again when
         // a lease may run out, and as often as the head does.
         long long due_in_ms = -1;
         std::sscanf(reply.at(1).as_string().c_str(), "%lld", &due_in_ms);
@@ -225,7 +225,7 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
         }
         wake_by = std::min(wake_by, Clock::now() + look_in);
     }
-    // "FENCE SLOT DEADLINE_MS NOW_MS LIMIT", pushed by hand_over() in lua/lib.lua.
+    // "FENCE SLOT DEADLINE_MS NOW_MS LIMIT", pushed by hand_over() in lua/lib/queue.lua.
     const std::string& grant = reply.at(1).as_string();
     // The grant came after the acquire that queued or refreshed this waiter, and may have sat
     // in the list (or in this socket, while the process was stopped) a while: time the lease

@@ -51,7 +51,7 @@ struct QueuePosition {
     long long queued = 0; // waiters in all, this one included
 };
 
-// Admission is closed after a possible loss of data at the server (see lua/lib.lua).
+// Admission is closed after a possible loss of data at the server (see lua/lib/epoch.lua).
 struct AdmissionClosed {
     Milliseconds opens_in{0}; // until the loss grace has passed
 };

@@ -81,7 +81,7 @@ TEST_CASE("cluster: every subcommand works on names that live on each of the thr
 TEST_CASE("cluster: the scripts probe for a slot migration on a cluster node, and not on a "
           "single server",
           "[cluster]") {
-    // (The probe is one EXISTS of a key the script builds; see the end of lua/lib.lua.)
+    // (The probe is one EXISTS of a key the script builds; see lua/lib/cluster.lua.)
     RedisCluster cluster;
     const std::size_t home = cluster.primaries().front();
     const std::string name = cluster.name_on(home, "probe");

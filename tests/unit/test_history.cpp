@@ -11,7 +11,7 @@
 
 using namespace redsem;
 
-TEST_CASE("parse_event reads each shape lib.lua writes, and keeps anything else raw") {
+TEST_CASE("parse_event reads each shape the scripts write, and keeps anything else raw") {
     const Event granted = parse_event(
         "deploy", "1795435438012-3", "acquired",
         R"(e2dd0c8c91be3f84ad1aba61f8760c62 2 1795435438012490 503 {"host":"vm","label":"a b","pid":7,"pid_of":"run","user":"root"})");

@@ -1,0 +1,86 @@
+-- lib/call.lua: the context of one script call, which every function of lua/lib/ that needs
+-- it takes as its first argument (`call`), and the KEYS and ARGV every script shares.
+-- Provides: new_call(keys, argv), int_str(n), SEMAPHORE_KEYS.
+-- Needs: nothing (the first module).
+--
+-- The build concatenates lua/lib/*.lua ahead of each script, in the order of REDSEM_LUA_LIB in
+-- CMakeLists.txt: call, cluster, state, history, epoch, queue, expiry, main. Each module needs
+-- only modules before it. The modules hold functions and constants only: whatever a call reads
+-- or learns as it runs (its keys and flags, the server clock, the epoch, the events to log)
+-- lives in the table new_call() makes, and passes as an argument. So no flag one script sets
+-- can change what a shared function does in another, and the modules could become one Redis
+-- Functions library, loaded once and shared by all calls. main.lua runs each script's body
+-- (see run()).
+--
+-- KEYS, the same for every script; all share the hash tag {name}, so a script stays on one
+-- Redis Cluster slot:
+--   KEYS[1] state    hash    limit, fence, ticket, keep (see touch()), loss_grace, due (see
+--                            prune()), history, and counters (see state.lua, history.lua)
+--   KEYS[2] holders  zset    token -> lease deadline (server ms)
+--   KEYS[3] info     hash    token -> "h SLOT FENCE ACQUIRED_MS TTL_MS JSON" for a holder,
+--                            "w - - SINCE_MS TTL_MS JSON" for a waiter (JSON: host, pid,
+--                            user, label)
+--   KEYS[4] queue    zset    waiter token -> ticket (arrival order, assigned here)
+--   KEYS[5] alive    zset    token -> deadline: a waiter's liveness, or for a slot handed to a
+--                            waiter, the time by which it must have collected the grant
+--   KEYS[6] slots    string  bitmap, bit N set while slot N is held
+--   KEYS[7] epoch    hash    run (the run_id of the Redis process that last checked it),
+--                            lost_at (server ms of the latest possible loss of data, 0: none)
+--                            and checked_at (server ms of that check). On one server
+--                            "<prefix>:epoch", one per prefix and database, never expires; on a
+--                            Redis Cluster, where a script's keys must share a slot, the
+--                            semaphore's own "<prefix>:{name}:epoch", which expires with it,
+--                            and also names the cluster node (node: its CLUSTER MYID), so that
+--                            keys that came by a slot migration are told from a failover
+--                            (see epoch.lua).
+--   KEYS[8] log      stream  the semaphore's history (see history.lua)
+-- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:",
+-- and the last ARGV is always flags the client library adds (Connection::eval), a sum of: 1 when
+-- the client sent the script with EVAL because the server did not have it cached (a new server
+-- process, or SCRIPT FLUSH), else 0 (EVALSHA); 2 when it was sent to a Cluster node after
+-- ASKING (the node is importing the slot: see cluster.lua); 4 when its keys hash to several
+-- Cluster slots (a Cluster refuses such a script, so this server is not one).
+-- Wake lists are the one kind of key built here rather than passed in; they carry the same
+-- hash tag, so they live on the same Cluster slot.
+--
+-- Invariants: time is the server's (TIME), never a client's, and a lease is valid while
+-- now < deadline. While anybody is queued and admission is open, every slot is held: a freed
+-- slot goes straight to the head of the queue (hand_over()), so FIFO needs no wake-and-race.
+-- Fences only grow, also across a restart that lost data: each is at least the server clock
+-- in microseconds at its grant (next_fence()).
+--
+-- Every redis.call costs microseconds, and these scripts run on every acquire and release:
+-- the hot paths keep the number of calls small on purpose. So does each call's start: every
+-- function of these modules is created anew on each call (EVAL runs the whole text), and Lua
+-- pays for each local a function captures; the call table keeps those few.
+
+local SEMAPHORE_KEYS = 6 -- KEYS[1..6] belong to the semaphore; the epoch key may be shared
+
+-- Integers above 1e14 lose digits in tostring(); format them exactly.
+local function int_str(n)
+    return string.format('%.0f', n)
+end
+
+-- The context of one script call with `keys` and `argv` (KEYS and ARGV).
+local function new_call(keys, argv)
+    local flags = tonumber(argv[#argv]) or 0
+    local k_state, k_epoch = keys[1], keys[7]
+    return {
+        keys = keys,
+        k_state = k_state, k_holders = keys[2], k_info = keys[3], k_queue = keys[4],
+        k_alive = keys[5], k_slots = keys[6], k_epoch = k_epoch, k_log = keys[8],
+        -- "<prefix>:{name}:state" -> "<prefix>:{name}:epoch": the semaphore's own (on a Cluster).
+        own_epoch = k_epoch == string.sub(k_state, 1, -6) .. 'epoch',
+        wake_prefix = argv[1],
+        sent_by_eval = flags % 2 == 1,
+        asked = math.floor(flags / 2) % 2 == 1,
+        not_a_cluster = flags >= 4,
+        -- Learnt as the call runs (nil until then):
+        state = nil,      -- the semaphore's state as load_state() read it (state.lua)
+        now_us = nil,     -- the server clock in microseconds at the last server_now() (state.lua)
+        lost_at = nil,    -- the epoch's latest possible loss of data, once read (epoch.lua)
+        events = {},      -- the history events logged so far, written at the end (history.lua)
+        log_now = nil,    -- the server time they were logged at (history.lua)
+        read_only = false -- set by a script that only reads: no identity check at its end (epoch.lua)
+    }
+end

@@ -1,0 +1,142 @@
+-- lib/queue.lua: the queue of waiters (KEYS[4]) and the hand-over of slots to it.
+-- Provides: nudge_near_head_entrant(call, state, now), remove_waiter(call, state, token, now),
+--   hand_over(call, state, slot, now, bit_set), fill_free_slots(call, state, held, now),
+--   remove_holder(call, state, token, info, now, in_holders), and the constants CLAIM_MS and
+--   NEAR_HEAD.
+-- Needs: call.lua, cluster.lua (del_keys()), state.lua (the state and records),
+--   history.lua (log_grant()), epoch.lua (admission_opens()).
+
+-- A waiter that was handed a slot must collect it within this time, or the slot is taken
+-- back and handed on (the waiter died between its last refresh and the hand-over).
+local CLAIM_MS = 3000
+-- The waiters that may take the next free slot (fewer than the limit ahead of them) and this
+-- many behind them refresh their place as often as the head: as long as one of them is alive,
+-- somebody looks again within the head's refresh interval, so up to this many dead waiters in
+-- a row at the head are each passed over within about CLAIM_MS (see acquire.lua).
+local NEAR_HEAD = 8
+-- A nudge list nobody popped (its waiter died) expires after this.
+local NUDGE_KEEP_MS = 60000
+
+-- The queue moved up (a waiter near the head left it): the waiter that moved up to the last
+-- place near the head (position limit + NEAR_HEAD - 1) may have last refreshed its place far
+-- back, and so sleep long (see acquire.lua). Its nudge list ("<wake list>:nudge", which it
+-- watches with its wake list) gets the time until `due`, when a lease may run out: it looks
+-- again then, or within the head's refresh interval. (A waiter of an older redsem does not
+-- watch it; it refreshes often anyway, and the list expires.)
+local function nudge_near_head_entrant(call, state, now)
+    local limit = state.limit or 0
+    if limit < 1 or call.asked then
+        return
+    end
+    local last_near = limit + NEAR_HEAD - 1
+    local entrant = redis.call('ZRANGE', call.k_queue, last_near, last_near)[1]
+    if entrant then
+        local nudge = call.wake_prefix .. entrant .. ':nudge'
+        local due_in = state.due < NOTHING_DUE and int_str(math.max(state.due - now, 0)) or '-1'
+        redis.call('RPUSH', nudge, due_in)
+        redis.call('PEXPIRE', nudge, NUDGE_KEEP_MS)
+    end
+end
+
+local function remove_waiter(call, state, token, now)
+    local position = redis.call('ZRANK', call.k_queue, token)
+    redis.call('ZREM', call.k_queue, token)
+    redis.call('ZREM', call.k_alive, token)
+    redis.call('HDEL', call.k_info, token)
+    del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. ':nudge')
+    if position and position < (state.limit or 0) + NEAR_HEAD then
+        nudge_near_head_entrant(call, state, now)
+    end
+end
+
+-- Gives free slot `slot` to the head of the queue; its bit is set here unless `bit_set` says
+-- it still is (a holder's slot passed straight on). The new holder learns of it from its wake
+-- list ("FENCE SLOT DEADLINE NOW LIMIT"), and must collect it within CLAIM_MS; the list lives
+-- as long as the lease, so prune() can always tell a grant nobody collected.
+-- Returns false, leaving the slot free, when nobody waits, or while admission is closed after
+-- a loss of data (the head of the queue takes the slot when it next refreshes its place after
+-- admission opens).
+local function hand_over(call, state, slot, now, bit_set)
+    local k_queue, k_info = call.k_queue, call.k_info
+    while true do
+        local head = redis.call('ZPOPMIN', k_queue)
+        local token = head[1]
+        if not token then
+            return false
+        end
+        local waiter = parse_info(redis.call('HGET', k_info, token))
+        if waiter and waiter.kind == 'w' and admission_opens(call, state, now, waiter.ttl) > 0 then
+            redis.call('ZADD', k_queue, head[2], token) -- back in its place
+            return false
+        end
+        if waiter and waiter.kind == 'w' then
+            local fence = next_fence(call, state)
+            local deadline = now + waiter.ttl
+            if not bit_set then
+                redis.call('SETBIT', call.k_slots, slot, 1)
+            end
+            redis.call('ZADD', call.k_holders, deadline, token)
+            redis.call('HSET', k_info, token, holder_info(slot, fence, now, waiter.ttl, waiter.json))
+            redis.call('ZADD', call.k_alive, now + CLAIM_MS, token)
+            note_deadline(call, state, math.min(deadline, now + CLAIM_MS))
+            local wake = call.wake_prefix .. token
+            redis.call('RPUSH', wake, int_str(fence) .. ' ' .. slot .. ' ' .. int_str(deadline) .. ' ' .. int_str(now) .. ' ' .. state.limit)
+            redis.call('PEXPIREAT', wake, int_str(math.max(deadline, now + CLAIM_MS)))
+            touch(call, state, deadline)
+            nudge_near_head_entrant(call, state, now)
+            log_grant(call, state, now, token, slot, fence, now - (waiter.since or now), waiter.json)
+            return true
+        end
+        -- A queue entry without waiter metadata (changed by hand): drop it, try the next.
+        remove_waiter(call, state, token, now)
+    end
+end
+
+-- Hands free slots to the queue, lowest first, while fewer than the limit hold one. `held`
+-- counts the holders that stay. Every slot given is below the limit: with fewer holders than
+-- the limit, one of the slots 0..limit-1 is free.
+local function fill_free_slots(call, state, held, now)
+    local limit = state.limit or 0
+    while held < limit do
+        local slot = redis.call('BITPOS', call.k_slots, 0)
+        if slot >= limit or not hand_over(call, state, slot, now) then
+            return
+        end
+        held = held + 1
+    end
+end
+
+-- Removes holder `token`, passing a slot on when the limit allows (after a lower limit, not
+-- before fewer than the limit hold). Returns true when it was a holder. Its wake list and
+-- claim deadline go too: a hand-over it never collected must not be read later as a new
+-- grant, nor reported as a waiter. The new holder is written before the old one leaves, so
+-- the holders key never empties (and never loses its expiry) on a hand-over. `in_holders`
+-- says whether the token is in the holders set, when the caller knows (nil: look it up).
+local function remove_holder(call, state, token, info, now, in_holders)
+    local k_holders = call.k_holders
+    info = info or parse_info(redis.call('HGET', call.k_info, token))
+    if info and info.kind == 'h' and info.slot then
+        local limit = state.limit or 0
+        local others = redis.call('ZCARD', k_holders)
+        if in_holders == nil then
+            in_holders = redis.call('ZSCORE', k_holders, token) ~= false
+        end
+        if in_holders then
+            others = others - 1
+        end
+        -- The slot goes straight to the head of the queue when the limit allows (the hot
+        -- path: its bit stays set); otherwise it is freed, and the lowest free ones filled.
+        if info.slot < limit and others < limit and hand_over(call, state, info.slot, now, true) then
+            fill_free_slots(call, state, others + 1, now)
+        else
+            redis.call('SETBIT', call.k_slots, info.slot, 0)
+            if others < limit and redis.call('ZCARD', call.k_queue) > 0 then
+                fill_free_slots(call, state, others, now)
+            end
+        end
+    end
+    redis.call('HDEL', call.k_info, token)
+    del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. ':nudge')
+    redis.call('ZREM', call.k_alive, token)
+    return redis.call('ZREM', k_holders, token) == 1
+end

@@ -1,0 +1,153 @@
+-- lib/state.lua: the semaphore's state hash (KEYS[1]) and its records: reading and checking
+-- the keys, the server clock, fences, the keys' expiry, the lower bound of deadlines, settings,
+-- and the info entries of holders and waiters.
+-- Provides: load_state(call), server_now(call), next_fence(call, state),
+--   touch(call, state, deadline), note_deadline(call, state, deadline), expire_new(state, key),
+--   store_setting(call, state, field, value), parse_info(raw), holder_info(...), and the
+--   constants KEEP_MIN_MS, KEEP_STEP_MS, NOTHING_DUE, DEFAULT_HISTORY, DEFAULT_TTL_MS,
+--   KEEPER_MARK.
+-- Needs: call.lua (the call's keys; server_now() sets call.now_us, load_state() call.state).
+--
+-- `state` is the table load_state() returns: the state hash's fields as this call knows them,
+-- changed by the functions that write them.
+
+-- Keys outlive the last lease or waiter by at least KEEP_MIN_MS, so an abandoned semaphore
+-- disappears by itself; touch() moves the horizon forward in steps of KEEP_STEP_MS.
+local KEEP_MIN_MS = 12 * 3600 * 1000
+local KEEP_STEP_MS = 24 * 3600 * 1000
+local KEY_TYPES = {'hash', 'zset', 'hash', 'zset', 'zset', 'string'}
+-- The state's `due` when the holders and alive sets are empty (see prune()).
+local NOTHING_DUE = 2 ^ 52
+-- How many entries (script calls' events) the history keeps when the semaphore names no other
+-- length (state field `history`; 0 keeps none; see history.lua).
+local DEFAULT_HISTORY = 10000
+-- The lease ttl of a holder whose record lacks one (keys changed by hand).
+local DEFAULT_TTL_MS = 60000
+-- In a holder's metadata JSON: a keeper process holds the slot (acquire --while-pid). The
+-- client writes the JSON compactly; inside a string a quote would be escaped, so only the
+-- field itself matches.
+local KEEPER_MARK = '"keeper":true'
+
+-- Reads limit, fence seed and keep horizon. Returns (state table) or (nil, error reply) when
+-- a key holds a type redsem did not create. All keys are checked only when the state hash is
+-- missing (a new semaphore); a foreign key appearing later still fails with WRONGTYPE.
+-- Remembers the state in call.state (for finish()).
+local function load_state(call)
+    local k_state, k_log = call.k_state, call.k_log
+    local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'loss_grace', 'due', 'history',
+                            'acquired_total')
+    if got.err then
+        return nil, {'wrongtype', k_state, redis.call('TYPE', k_state).ok, 'hash'}
+    end
+    if not got[1] and not got[2] then
+        for i = 2, #KEY_TYPES do
+            local actual = redis.call('TYPE', call.keys[i]).ok
+            if actual ~= 'none' and actual ~= KEY_TYPES[i] then
+                return nil, {'wrongtype', call.keys[i], actual, KEY_TYPES[i]}
+            end
+        end
+        local actual = k_log and redis.call('TYPE', k_log).ok or 'none'
+        if actual ~= 'none' and actual ~= 'stream' then
+            return nil, {'wrongtype', k_log, actual, 'stream'}
+        end
+    end
+    local state = {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
+                   keep = tonumber(got[3]) or 0, loss_grace = tonumber(got[4]),
+                   due = tonumber(got[5]) or 0, history = tonumber(got[6]) or DEFAULT_HISTORY,
+                   acquired_total = tonumber(got[7]) or 0}
+    call.state = state
+    return state
+end
+
+-- Server time in milliseconds; also remembers it in microseconds in call.now_us, for
+-- next_fence(). (Both stay below 2^53, so Lua's doubles hold them exactly.)
+local function server_now(call)
+    local t = redis.call('TIME')
+    call.now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The next fencing token: one more than the last, and never below the server clock in
+-- microseconds. So fences keep increasing when the semaphore's keys expired in between, and
+-- when Redis lost them (a restart from an older snapshot): a fence handed out before the
+-- loss was at most the server clock then, plus the grants of that one script.
+local function next_fence(call, state)
+    local fence = math.max((tonumber(state.fence) or 0) + 1, call.now_us)
+    state.fence = fence
+    if state.history > 0 and state.raw_limit then
+        -- Counted with the fence: no call of its own (see log_event()).
+        state.acquired_total = state.acquired_total + 1
+        redis.call('HSET', call.k_state, 'fence', int_str(fence), 'acquired_total', state.acquired_total)
+    else
+        redis.call('HSET', call.k_state, 'fence', int_str(fence))
+    end
+    return fence
+end
+
+-- Makes sure every key outlives `deadline` by KEEP_MIN_MS. Cheap when nothing is due.
+local function touch(call, state, deadline)
+    if deadline + KEEP_MIN_MS <= state.keep then
+        return
+    end
+    state.keep = deadline + KEEP_STEP_MS
+    local keep = int_str(state.keep)
+    redis.call('HSET', call.k_state, 'keep', keep)
+    for i = 1, SEMAPHORE_KEYS do
+        redis.call('PEXPIREAT', call.keys[i], keep)
+    end
+    if call.k_log and redis.call('TYPE', call.k_log).ok == 'stream' then -- (never a foreign key)
+        redis.call('PEXPIREAT', call.k_log, keep)
+    end
+    if call.own_epoch then
+        redis.call('PEXPIREAT', call.k_epoch, keep)
+    end
+end
+
+-- Records that an entry of the holders or alive set now runs out at `deadline`: the state's
+-- `due` is a time before which no entry of those sets runs out (0 when unknown), so prune()
+-- need not look before it.
+-- Every ZADD to those sets goes with a call to this.
+-- (Stored only in a state hash that has a limit: a hash created here would have no expiry.)
+local function note_deadline(call, state, deadline)
+    if deadline < state.due then
+        state.due = deadline
+        if state.raw_limit then
+            redis.call('HSET', call.k_state, 'due', int_str(deadline))
+        end
+    end
+end
+
+-- Gives a key created after the last touch() the same expiry as the others.
+local function expire_new(state, key)
+    if state.keep > 0 then
+        redis.call('PEXPIREAT', key, int_str(state.keep))
+    end
+end
+
+-- Stores a setting the caller gave (loss_grace, history) in the state hash. A state hash made
+-- here, before the semaphore's first touch() (or while it refuses a caller, its state lost),
+-- expires after KEEP_MIN_MS unless touch() moves it on.
+local function store_setting(call, state, field, value)
+    redis.call('HSET', call.k_state, field, value)
+    if state.keep == 0 then
+        redis.call('PEXPIRE', call.k_state, KEEP_MIN_MS)
+    end
+end
+
+-- An info entry (KEYS[3]) as a table {kind, slot, fence, since, ttl, json}; nil when missing
+-- or malformed.
+local function parse_info(raw)
+    if not raw then
+        return nil
+    end
+    local kind, slot, fence, since, ttl, json = string.match(raw, '^(%a) (%S+) (%S+) (%S+) (%S+) (.*)$')
+    if not kind then
+        return nil
+    end
+    return {kind = kind, slot = tonumber(slot), fence = fence, since = tonumber(since),
+            ttl = tonumber(ttl), json = json}
+end
+
+local function holder_info(slot, fence, now, ttl, json)
+    return 'h ' .. slot .. ' ' .. int_str(fence) .. ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json
+end
