@@ -22,6 +22,7 @@ struct Parser {
     CLI::App app{"redsem", "redsem"};
     GlobalOptions global;
     CLI::App* command = nullptr;
+    Runner runner; // owns what the command's options write to
 
     explicit Parser(std::string_view name) {
         app.require_subcommand(1);
@@ -30,7 +31,7 @@ struct Parser {
             if (each.name == name) {
                 command = app.add_subcommand(std::string(each.name));
                 command->fallthrough();
-                each.setup(*command, global);
+                runner = each.setup(*command, global);
             }
         }
         REQUIRE(command != nullptr);
