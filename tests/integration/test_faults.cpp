@@ -156,13 +156,25 @@ TEST_CASE("hand-corrupted keys: clear errors, no crash, no over-admission, and g
     CHECK(run_redsem({"acquire", "corrupt", "-w", "0"}, env_for(server)).exit_code == 0);
 
     // A limit that is not a number: a clear conflict, never a guess.
-    const auto held = acquire_json(server, {"badlimit", "--ttl", "300ms"});
+    // (A lease long enough to outlast two process starts of a sanitized build.)
+    const auto held = acquire_json(server, {"badlimit", "--ttl", "3s"});
     admin.call({"HSET", "redsem:{badlimit}:state", "limit", "many"});
     const auto refused = run_redsem({"acquire", "badlimit", "-w", "0"}, env_for(server));
     CHECK(refused.exit_code == 65);
     CHECK(refused.err.find("not a number") != std::string::npos);
     CHECK(zcard(admin, "redsem:{badlimit}:holders") == 1);
-    std::this_thread::sleep_for(400ms);
+    // Once the lease ran out by the server's clock, gc cleans up what a foreign limit left.
+    const long long deadline_ms = std::stoll(
+        admin.call({"ZSCORE", "redsem:{badlimit}:holders", held["token"].get<std::string>()})
+            .as_string());
+    REQUIRE(wait_until(
+        [&] {
+            const Reply time = admin.call({"TIME"});
+            return std::stoll(time.at(0).as_string()) * 1000 +
+                       std::stoll(time.at(1).as_string()) / 1000 >
+                   deadline_ms;
+        },
+        10s));
     CHECK(run_redsem({"gc", "badlimit"}, env_for(server)).exit_code == 0);
     CHECK(admin.call({"EXISTS", "redsem:{badlimit}:state"}).as_integer() == 0);
     CHECK(run_redsem({"acquire", "badlimit", "-w", "0"}, env_for(server)).exit_code == 0);

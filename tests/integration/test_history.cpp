@@ -255,6 +255,12 @@ TEST_CASE("history: the stream stays capped, expires with the semaphore, and is 
 }
 
 TEST_CASE("log --follow prints each event within 100 ms of it happening") {
+    // A sanitized redsem reads and prints several times slower: there, the claim is looser.
+#ifdef REDSEM_SANITIZED
+    constexpr long long k_within_ms = 400;
+#else
+    constexpr long long k_within_ms = 100;
+#endif
     RedisServer server;
     const EnvChanges env = env_for(server);
     REQUIRE(run_redsem({"limit", "f", "5"}, env).exit_code == 0);
@@ -279,7 +285,7 @@ TEST_CASE("log --follow prints each event within 100 ms of it happening") {
         CHECK(event["event"] == "acquired");
         CHECK(event["label"] == "followed");
         // The event's time is the server's (this machine's) clock when it happened.
-        CHECK(seen_ms - event["time_ms"].get<long long>() <= 100);
+        CHECK(seen_ms - event["time_ms"].get<long long>() <= k_within_ms);
     }
     follower.signal(SIGINT);
     CHECK(follower.wait().exit_code == 0);
