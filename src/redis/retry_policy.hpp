@@ -15,9 +15,10 @@ namespace redsem {
 // Worth another try: Redis there but not serving now (Transience::transient: LOADING, BUSY,
 // TRYAGAIN, CLUSTERDOWN, MASTERDOWN, a failover under way); a connection that broke after the
 // request was sent (broken: it may have run, and every redsem request is safe to send again
-// with the same token); Redis unreachable, once it had answered this loop before (a restart, a
-// blip), never when it never answered (a wrong address has nothing to wait for). Never a
-// refusal (permanent: a password, NOPERM, a bug): the answer would be the same.
+// with the same token); Redis unreachable, once this loop had reached it (an answer, or either
+// failure above: a restart, a blip), never when it never did (a wrong address has nothing to
+// wait for). Never a refusal (permanent: a password, NOPERM, a bug): the answer would be the
+// same.
 //
 // Delays double from the schedule's first to its last. A loop retries until a failure comes
 // after its window of unbroken failure, counted from the first failure after the last answer
@@ -40,17 +41,17 @@ public:
     static constexpr Milliseconds k_unlimited = Milliseconds::max();
 
     explicit RetryPolicy(Milliseconds window = k_unlimited, Schedule schedule = k_calls,
-                         bool answered_before = false)
+                         bool reached_before = false)
         : m_window(window), m_schedule(schedule), m_delay(schedule.first),
-          m_answered(answered_before) {}
+          m_reached(reached_before) {}
 
-    static bool worth_retrying(Transience transience, bool answered_before) {
+    static bool worth_retrying(Transience transience, bool reached_before) {
         switch (transience) {
         case Transience::transient:
         case Transience::broken:
             return true;
         case Transience::unreachable:
-            return answered_before;
+            return reached_before;
         case Transience::permanent:
             break;
         }
@@ -59,7 +60,7 @@ public:
 
     // Redis answered: the window counts from the next failure, and delays start over.
     void answered() {
-        m_answered = true;
+        m_reached = true;
         m_failing = false;
         m_delay = m_schedule.first;
     }
@@ -76,9 +77,12 @@ public:
             m_failing = true;
             m_failing_since = now;
         }
-        if (!worth_retrying(transience, m_answered)) {
+        if (!worth_retrying(transience, m_reached)) {
             return std::nullopt;
         }
+        // A server that closed an accepted connection, or said it is loading, is at this
+        // address: the restart that follows is ridden out like one after an answer.
+        m_reached = true;
         if (m_window != k_unlimited && now - m_failing_since >= m_window) {
             return std::nullopt;
         }
@@ -97,7 +101,7 @@ private:
     Milliseconds m_window;
     Schedule m_schedule;
     Milliseconds m_delay;
-    bool m_answered;
+    bool m_reached; // an answer, or a failure that only a server at this address gives
     bool m_failing = false; // since m_failing_since, without an answer
     Clock::time_point m_failing_since{};
 };

@@ -83,6 +83,27 @@ TEST_CASE("a waiter rides out a Redis restart and keeps its place") {
     CHECK(result.out.size() == 33); // a token and a newline
 }
 
+TEST_CASE("a first request cut off by a Redis shutting down: the acquire waits for it") {
+    // The connection was accepted, so the address is right: what follows is a restart to ride
+    // out, not a wrong address to report at once (RetryPolicy).
+    RedisServer server(with_args({"--appendonly", "yes", "--appendfsync", "always"}));
+    Connection admin = server.admin();
+    // Holds the acquire's script (a write) unanswered; the observer's INFO still runs.
+    admin.call({"CLIENT", "PAUSE", "30000", "WRITE"});
+    Child acquire({"acquire", "cut-off", "--loss-grace", "1s"}, env_for(server));
+    REQUIRE(wait_until([&] { return info_field(admin, "clients", "blocked_clients") == "1"; },
+                       10s));
+    // Down for a while: every reconnection in the meantime finds no socket.
+    server.restart(1s);
+    const auto result = acquire.wait(20s);
+    CHECK(result.exit_code == 0);
+    CHECK(result.out.size() == 33); // a token and a newline
+    INFO(result.err);
+    CHECK(result.err.find("error") == std::string::npos);
+    Connection after = server.admin();
+    CHECK(zcard(after, "redsem:{cut-off}:holders") == 1);
+}
+
 TEST_CASE("a hand-over nobody collected is deleted with its lease, never read later") {
     RedisServer server;
     Connection admin = server.admin();

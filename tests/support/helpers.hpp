@@ -141,6 +141,19 @@ inline long long zcard(Connection& admin, const std::string& key) {
     return admin.call({"ZCARD", key}).as_integer();
 }
 
+// One field of INFO `section` ("blocked_clients" of "clients"), or "" when it is not there.
+inline std::string info_field(Connection& admin, const std::string& section,
+                              const std::string& field) {
+    const std::string info = admin.call({"INFO", section}).as_string();
+    const std::string wanted = "\n" + field + ":";
+    const std::size_t at = info.find(wanted);
+    if (at == std::string::npos) {
+        return "";
+    }
+    const std::size_t from = at + wanted.size();
+    return info.substr(from, info.find_first_of("\r\n", from) - from);
+}
+
 // A shell script for `redsem run ... -- sh SCRIPT` that logs its entry and exit to `log` with
 // the machine's real clock ("S PID NS", "E PID NS"), holding the slot for `hold` (sleep's
 // syntax); a command stopped because its lease was lost logs its exit from its TERM trap.

@@ -189,8 +189,9 @@ RedisServer::~RedisServer() {
     std::filesystem::remove_all(m_dir, ignored);
 }
 
-void RedisServer::restart() {
+void RedisServer::restart(std::chrono::milliseconds down) {
     stop();
+    std::this_thread::sleep_for(down);
     // The same ports: the clients know them.
     if (start() == Started::port_taken) {
         throw std::runtime_error("redis-server's port was taken while it was down");

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,8 @@ public:
     Connection admin() const;
 
     // Stops the server (SIGTERM: with --appendonly yes it keeps its data) and starts it again
-    // on the same socket, port and directory.
-    void restart();
+    // on the same socket, port and directory, after it stayed down for `down`.
+    void restart(std::chrono::milliseconds down = std::chrono::milliseconds{0});
     // SIGKILL: the server dies at once, as in a crash, and stays down.
     void kill();
 

@@ -21,7 +21,6 @@ TEST_CASE("RetryPolicy: delays double to the schedule's last, and start over aft
     CHECK(policy.after(Transience::transient) == milliseconds{800});
     CHECK(policy.after(Transience::transient) == milliseconds{1000});
     CHECK(policy.after(Transience::transient) == milliseconds{1000});
-    CHECK_FALSE(policy.after(Transience::unreachable)); // never answered
     policy.answered();
     CHECK(policy.after(Transience::unreachable) == milliseconds{100});
     CHECK_FALSE(policy.after(Transience::permanent));
@@ -42,4 +41,25 @@ TEST_CASE("RetryPolicy: a failure after the window of unbroken failure stands") 
     CHECK_FALSE(policy.after(Transience::transient));
     policy.answered(); // counted from the next failure: 0 leaves no retry
     CHECK_FALSE(policy.after(Transience::transient));
+}
+
+TEST_CASE("RetryPolicy: unreachable is retried once the server was reached, never before") {
+    RetryPolicy never;
+    CHECK_FALSE(never.after(Transience::unreachable)); // a wrong address: reported at once
+
+    // The first request's connection was accepted, then closed by a server shutting down:
+    // the address is right, and the restart is ridden out.
+    RetryPolicy broken;
+    CHECK(broken.after(Transience::broken) == milliseconds{100});
+    CHECK(broken.after(Transience::unreachable) == milliseconds{200});
+
+    // A server loading its data at the first request, then restarting again.
+    RetryPolicy loading;
+    CHECK(loading.after(Transience::transient) == milliseconds{100});
+    CHECK(loading.after(Transience::unreachable) == milliseconds{200});
+
+    // A refusal proves nothing worth waiting for.
+    RetryPolicy refused;
+    CHECK_FALSE(refused.after(Transience::permanent));
+    CHECK_FALSE(refused.after(Transience::unreachable));
 }
