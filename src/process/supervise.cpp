@@ -42,6 +42,11 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
             return SupervisedExit{*exit, lost || lost_unseen, lost_unseen};
         }
         if (!lost && (status.lost || now >= status.valid_until)) {
+            if (const std::optional<ChildExit> ended = child.poll()) {
+                // It ended in the meantime: redsem was stopped after it looked above, and the
+                // command ended while the lease ran out. It was not stopped for the loss.
+                return SupervisedExit{*ended, true, true};
+            }
             lost = true;
             std::string reason =
                 status.lost
