@@ -328,7 +328,7 @@ TEST_CASE("output that cannot be written: acquire gives the slot back and exits 
     RedisServer server;
     const auto env = env_for(server);
     EnvChanges shell_env = env;
-    shell_env["REDSEM"] = REDSEM_BINARY;
+    shell_env["REDSEM"] = redsem_binary();
     Connection admin = server.admin();
     REQUIRE(run_redsem({"acquire", "other"}, env).exit_code == 0);
     for (const char* redirect : {">/dev/full", ">&-"}) {

@@ -291,7 +291,7 @@ TEST_CASE("log --follow prints each event within 100 ms of it happening") {
     CHECK(follower.wait().exit_code == 0);
 
     // Nobody reads any more (SIGPIPE is ignored): it ends at the next event, quietly.
-    const auto piped = Child::shell(std::string(REDSEM_BINARY) + " log f -f | head -1", env);
+    const auto piped = Child::shell(redsem_binary() + " log f -f | head -1", env);
     std::this_thread::sleep_for(300ms);
     for (int i = 0; i < 2; ++i) {
         REQUIRE(run_redsem({"acquire", "f"}, env).exit_code == 0);
@@ -550,7 +550,7 @@ TEST_CASE("status --watch redraws on a real terminal as slots change, and q rest
     const EnvChanges env = env_for(server);
     REQUIRE(run_redsem({"acquire", "watched", "-n", "2", "--label", "first-holder"}, env)
                 .exit_code == 0);
-    const std::string binary = REDSEM_BINARY;
+    const std::string binary = redsem_binary();
     const std::string done = std::filesystem::temp_directory_path() /
                              ("redsem-watch-done-" + std::to_string(getpid()));
     std::filesystem::remove(done);

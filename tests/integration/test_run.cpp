@@ -283,7 +283,7 @@ TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once
     const std::string count = scratch.path("count");
     // script(1) gives redsem a pseudo-terminal as its controlling terminal; what we pipe into
     // script is typed on it.
-    const std::string redsem = std::string(REDSEM_BINARY) + " --url " + server.socket_url();
+    const std::string redsem = redsem_binary() + " --url " + server.socket_url();
     // What is piped into script is typed once the command says it is ready (a file), and the
     // pipe stays open until the command has done what the keys ask (or 10s pass).
     const auto await = [](const std::string& condition) {
@@ -348,7 +348,7 @@ TEST_CASE("a child that redsem inherited does not end its wait for a slot") {
     const std::string ran = scratch.path("ran");
     // The shell starts a short background job, then becomes redsem: the job's exit sends
     // SIGCHLD to redsem while it waits.
-    auto waiter = Child::shell("sleep 0.3 & exec " + std::string(REDSEM_BINARY) +
+    auto waiter = Child::shell("sleep 0.3 & exec " + redsem_binary() +
                                    " run inherit -- touch " + ran,
                                env_for(server));
     std::this_thread::sleep_for(1s);

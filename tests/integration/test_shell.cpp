@@ -143,7 +143,7 @@ TEST_CASE("run --help and the man page say where the command starts") {
     CHECK(help.exit_code == 0);
     CHECK(help.out.find("the first word after NAME that is not one of them starts COMMAND") !=
           std::string::npos);
-    const std::string man = read_file(std::string(REDSEM_SOURCE_DIR) + "/man/redsem.1");
+    const std::string man = read_file(source_dir() + "/man/redsem.1");
     CHECK(man.find("first word after") != std::string::npos);
 }
 
@@ -460,7 +460,7 @@ TEST_CASE("one queue numbering: 1 is next, in text, JSON and the waiting line") 
     CHECK(text.find("\n2 ") != std::string::npos);
     // The waiting line, on a terminal (script(1)): the second waiter is number 3 of 3.
     const std::string out = server.dir() + "/tty";
-    const std::string line = "script -qfec \"" + std::string(REDSEM_BINARY) + " --url " +
+    const std::string line = "script -qfec \"" + redsem_binary() + " --url " +
                              server.socket_url() + " acquire q -w 2500ms\" /dev/null > " + out;
     std::system(line.c_str());
     const std::string shown = read_file(out);
@@ -529,7 +529,7 @@ TEST_CASE("acquire --while-pid: the slot lives as long as the shell, and goes wh
     const auto env = env_for(server);
     const std::string file = server.dir() + "/lease";
     // As a script would: the token from $(...), which must not wait for the keeper.
-    auto shell = Child::shell(std::string(REDSEM_BINARY) +
+    auto shell = Child::shell(redsem_binary() +
                                   " acquire life --ttl 1s --json --while-pid $$ > " + file +
                                   ".tmp && mv " + file + ".tmp " + file + "; sleep 60",
                               env);
@@ -559,7 +559,7 @@ TEST_CASE("acquire --while-pid: the slot lives as long as the shell, and goes wh
 TEST_CASE("acquire without --while-pid records the calling script's pid") {
     RedisServer server;
     const std::string file = server.dir() + "/token";
-    auto shell = Child::shell(std::string(REDSEM_BINARY) + " acquire caller > " + file +
+    auto shell = Child::shell(redsem_binary() + " acquire caller > " + file +
                                   ".tmp; mv " + file + ".tmp " + file + "; sleep 30",
                               env_for(server));
     REQUIRE(wait_for_file(file, 10s));

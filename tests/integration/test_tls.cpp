@@ -386,7 +386,7 @@ TEST_CASE("password files: read, warned about when others may read them, handed 
 
     // Nested: the command gets the file's path, so redsem inside it can renew, look and
     // queue, with the password in no environment and no output.
-    const std::string inner = std::string(REDSEM_BINARY);
+    const std::string inner = redsem_binary();
     const std::string script = "env; " + inner + " renew outer \"$REDSEM_TOKEN\" && " + inner +
                                " status outer --json && " + inner +
                                " run inner -- sh -c 'echo inner ran; env'";

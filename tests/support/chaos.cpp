@@ -1,5 +1,6 @@
 #include "support/chaos.hpp"
 
+#include "support/build_paths.hpp"
 #include "support/clock.hpp"
 #include "support/prerequisites.hpp"
 #include "support/redis_server.hpp"
@@ -507,7 +508,7 @@ private:
 // ---- setup --------------------------------------------------------------------------------
 
 void Harness::prepare() {
-    m_redsem = m_config.redsem.empty() ? std::string(REDSEM_BINARY) : m_config.redsem;
+    m_redsem = m_config.redsem.empty() ? redsem_binary() : m_config.redsem;
     if (access(m_redsem.c_str(), X_OK) != 0) {
         throw std::runtime_error("redsem binary not executable: " + m_redsem);
     }

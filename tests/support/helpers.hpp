@@ -15,6 +15,7 @@
 #include "lua_scripts.hpp"
 #include "redis/connection.hpp"
 #include "semaphore/keys.hpp"
+#include "support/build_paths.hpp"
 #include "support/clock.hpp"
 #include "support/process.hpp"
 #include "support/redis_server.hpp"
@@ -218,7 +219,7 @@ public:
         const std::string loop = "while [ ! -e " + m_dir + "/stop ]; do \"$REDSEM\" run " +
                                  name + " " + run_args + " -q -- sh " + m_dir +
                                  "/body.sh; echo $? >> " + m_dir + "/exits; done";
-        env["REDSEM"] = REDSEM_BINARY;
+        env["REDSEM"] = redsem_binary();
         for (int i = 0; i < clients; ++i) {
             m_loops.push_back(Child::shell(loop, env));
         }

@@ -1,4 +1,5 @@
 #include "support/process.hpp"
+#include "support/build_paths.hpp"
 
 #include <cerrno>
 #include <csignal>
@@ -45,7 +46,7 @@ std::string read_file(const std::string& path) {
 Child::Child(const std::vector<std::string>& args, const EnvChanges& env, const std::string& input)
     : Child(
           [&] {
-              std::vector<std::string> argv{REDSEM_BINARY};
+              std::vector<std::string> argv{redsem_binary()};
               argv.insert(argv.end(), args.begin(), args.end());
               return argv;
           }(),

@@ -21,7 +21,7 @@ struct ProcessResult {
 // what it sets.
 using EnvChanges = std::map<std::string, std::optional<std::string>>;
 
-// A real child process running the redsem binary under test (REDSEM_BINARY), with stdout and
+// A real child process running the redsem binary under test (redsem_binary()), with stdout and
 // stderr captured in files of a temporary directory. The destructor SIGKILLs it if it runs.
 class Child {
 public:
