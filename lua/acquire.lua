@@ -9,21 +9,23 @@
 -- ARGV[7] metadata JSON {host, pid, user, label}
 -- ARGV[8] '1' when this token may be known already (a retry, or a queued waiter refreshing
 --         its place), '0' for a token never sent before (skips the look-ups)
--- ARGV[9] the loss grace in ms, stored with the semaphore; '' keeps the stored one (default:
---         the longer of the ttl and DEFAULT_LOSS_GRACE_MS)
+-- ARGV[9] the loss grace in ms for the caller's own admission (see epoch.lua), kept with its
+--         place in the queue and never stored with the semaphore; '' for LOSS_GRACE_MS
 -- ARGV[10] how many events the semaphore's history keeps, stored with it (0: none); '' keeps
 --         the stored length (default: DEFAULT_HISTORY)
 -- Reply, by first element:
 --   {'ok', fence, slot, deadline_ms, limit, now_ms}      the caller holds a slot
 --   {'wait', position, held, limit, next_expiry_in_ms, queued, now_ms, closed_for_ms,
---    refresh_extra_ms}                                   queued (position 0 = next);
+--    refresh_extra_ms, cause, lost_ms_ago}               queued (position 0 = next);
 --                                                        next_expiry_in_ms: when a lease or
 --                                                        liveness may run out, for a waiter
 --                                                        that may take that slot; else -1;
 --                                                        refresh_extra_ms: how much later
 --                                                        than usual to refresh
---   {'busy', held, limit, queued, closed_for_ms}         full and ARGV[5] == 'try'
---   closed_for_ms > 0: admission is closed for that long after a possible loss of data.
+--   {'busy', held, limit, queued, closed_for_ms, cause, lost_ms_ago}
+--                                                        full and ARGV[5] == 'try'
+--   closed_for_ms > 0: admission is closed for that long after a possible loss of data, of
+--   `cause` ('start' or 'change', see epoch.lua) lost_ms_ago ms ago ('' and 0 when open).
 --   {'conflict', stored_limit, held, queued}             another limit is in force (change
 --                                                        it with limit.lua)
 --                                                        (stored_limit -1: not a number;
@@ -51,11 +53,7 @@ local token, ttl = ARGV[2], tonumber(ARGV[4])
 local limit = tonumber(ARGV[3]) or state.limit or 1
 local mode, liveness, json, known = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8] == '1'
 local now = server_now(call)
-local asked_grace = tonumber(ARGV[9])
-if asked_grace and asked_grace ~= state.loss_grace then
-    store_setting(call, state, 'loss_grace', asked_grace)
-    state.loss_grace = asked_grace
-end
+local grace = tonumber(ARGV[9])
 local asked_history = #ARGV > 10 and tonumber(ARGV[10]) -- (the last ARGV is the flags)
 if asked_history and asked_history ~= state.history then
     store_setting(call, state, 'history', asked_history)
@@ -109,7 +107,7 @@ end
 -- Takes the lowest free slot for `token`, which waited `waited` ms for it; nil when admission
 -- is closed, or when the bitmap and the holders disagree beyond repair.
 local function grant(held, waited)
-    if admission_opens(call, state, now, ttl) > 0 then
+    if admission(call, now, grace) > 0 then
         return nil
     end
     if held == 0 then
@@ -147,12 +145,17 @@ local function grant(held, waited)
     return {'ok', fence, slot, deadline, limit, now}
 end
 
--- How long admission stays closed after a possible loss of data (0: open). Only asked where
--- a slot could have been granted; elsewhere the queue is served by hand-overs.
-local closed_for = 0
+-- How long admission stays closed after a possible loss of data (0: open), why, and how long
+-- ago that loss may have been. Only asked where a slot could have been granted; elsewhere the
+-- queue is served by hand-overs.
+local closed_for, cause, lost_ago = 0, '', 0
 local function closed_for_ms()
-    local opens = admission_opens(call, state, now, ttl)
-    return opens > 0 and opens - now or 0
+    local opens, epoch = admission(call, now, grace)
+    if opens == 0 then
+        return 0
+    end
+    cause, lost_ago = epoch.cause, now - epoch.lost_at
+    return opens - now
 end
 
 -- When a waiter at `position` should look again: for one that may take the next free slot,
@@ -197,7 +200,8 @@ if position then
         closed_for = closed_for_ms()
     end
     local extra = keep_waiting(position)
-    return {'wait', position, held, limit, next_expiry_in(position), queued, now, closed_for, extra}
+    return {'wait', position, held, limit, next_expiry_in(position), queued, now, closed_for, extra,
+            cause, lost_ago}
 end
 
 -- While anybody is queued every slot is held, so a newcomer can only queue behind them.
@@ -213,12 +217,14 @@ if queued == 0 then
 end
 
 if mode ~= 'wait' then
-    touch(call, state, now) -- a new semaphore's state (limit, loss grace) expires like the rest
-    return {'busy', held or redis.call('ZCARD', call.k_holders), limit, queued, closed_for}
+    touch(call, state, now) -- a new semaphore's state (limit, history) expires like the rest
+    return {'busy', held or redis.call('ZCARD', call.k_holders), limit, queued, closed_for, cause,
+            lost_ago}
 end
 local ticket = redis.call('HINCRBY', call.k_state, 'ticket', 1)
 redis.call('ZADD', call.k_queue, ticket, token)
-redis.call('HSET', call.k_info, token, 'w - - ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json)
+redis.call('HSET', call.k_info, token,
+           'w - ' .. (grace and int_str(grace) or '-') .. ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json)
 local extra = keep_waiting(queued)
 if queued == 0 then
     expire_new(state, call.k_queue)
@@ -226,4 +232,4 @@ if queued == 0 then
 end
 log_entry(call, state, now, 'queued', token, {kind = 'w', json = json}, nil)
 return {'wait', queued, held or limit, limit, next_expiry_in(queued), queued + 1, now, closed_for,
-        extra}
+        extra, cause, lost_ago}

@@ -25,7 +25,6 @@ if not state then
     return bad
 end
 local dry_run = ARGV[2] == '1'
-call.read_only = dry_run
 local phase, position, budget = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local now = server_now(call)
 local removed = {}

@@ -22,7 +22,6 @@ if history and history ~= state.history then
     redis.pcall('XTRIM', call.k_log, 'MAXLEN', history) -- shorter at once, not at the next event
 end
 if not wanted then
-    call.read_only = not history
     return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', call.k_holders),
             redis.call('ZCARD', call.k_queue), state.history}
 end

@@ -14,19 +14,22 @@
 --
 -- KEYS, the same for every script; all share the hash tag {name}, so a script stays on one
 -- Redis Cluster slot:
---   KEYS[1] state    hash    limit, fence, ticket, keep (see touch()), loss_grace, due (see
---                            prune()), history, and counters (see state.lua, history.lua)
+--   KEYS[1] state    hash    limit, fence, ticket, keep (see touch()), due (see prune()),
+--                            history, and counters (see state.lua, history.lua); redsem 0.1
+--                            also stored a loss_grace, which nothing here reads
 --   KEYS[2] holders  zset    token -> lease deadline (server ms)
 --   KEYS[3] info     hash    token -> "h SLOT FENCE ACQUIRED_MS TTL_MS JSON" for a holder,
---                            "w - - SINCE_MS TTL_MS JSON" for a waiter (JSON: host, pid,
---                            user, label)
+--                            "w - GRACE SINCE_MS TTL_MS JSON" for a waiter (GRACE: the loss
+--                            grace in ms it asked for itself, '-' for none; JSON: host,
+--                            pid, user, label)
 --   KEYS[4] queue    zset    waiter token -> ticket (arrival order, assigned here)
 --   KEYS[5] alive    zset    token -> deadline: a waiter's liveness, or for a slot handed to a
 --                            waiter, the time by which it must have collected the grant
 --   KEYS[6] slots    string  bitmap, bit N set while slot N is held
---   KEYS[7] epoch    hash    run (the run_id of the Redis process that last checked it),
---                            lost_at (server ms of the latest possible loss of data, 0: none)
---                            and checked_at (server ms of that check). On one server
+--   KEYS[7] epoch    hash    run and replid (the run_id and master_replid of the Redis
+--                            process that wrote it), lost_at (server ms of the latest
+--                            possible loss of data, 0: none), cause ('start' or 'change',
+--                            see epoch.lua) and checked_at (when it was written). On one server
 --                            "<prefix>:epoch", one per prefix and database, never expires; on a
 --                            Redis Cluster, where a script's keys must share a slot, the
 --                            semaphore's own "<prefix>:{name}:epoch", which expires with it,
@@ -35,11 +38,11 @@
 --                            (see epoch.lua).
 --   KEYS[8] log      stream  the semaphore's history (see history.lua)
 -- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:",
--- and the last ARGV is always flags the client library adds (Connection::eval), a sum of: 1 when
--- the client sent the script with EVAL because the server did not have it cached (a new server
--- process, or SCRIPT FLUSH), else 0 (EVALSHA); 2 when it was sent to a Cluster node after
--- ASKING (the node is importing the slot: see cluster.lua); 4 when its keys hash to several
--- Cluster slots (a Cluster refuses such a script, so this server is not one).
+-- and the last ARGV is always flags the client library adds (Connection::eval), a sum of: 2 when
+-- it was sent to a Cluster node after ASKING (the node is importing the slot: see cluster.lua);
+-- 4 when its keys hash to several Cluster slots (a Cluster refuses such a script, so this
+-- server is not one). (redsem 0.1 also sent 1 for a script sent with EVAL: whether the server
+-- had it cached says nothing of its data; see epoch.lua.)
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
 -- hash tag, so they live on the same Cluster slot.
 --
@@ -72,15 +75,13 @@ local function new_call(keys, argv)
         -- "<prefix>:{name}:state" -> "<prefix>:{name}:epoch": the semaphore's own (on a Cluster).
         own_epoch = k_epoch == string.sub(k_state, 1, -6) .. 'epoch',
         wake_prefix = argv[1],
-        sent_by_eval = flags % 2 == 1,
         asked = math.floor(flags / 2) % 2 == 1,
         not_a_cluster = flags >= 4,
         -- Learnt as the call runs (nil until then):
         state = nil,      -- the semaphore's state as load_state() read it (state.lua)
         now_us = nil,     -- the server clock in microseconds at the last server_now() (state.lua)
-        lost_at = nil,    -- the epoch's latest possible loss of data, once read (epoch.lua)
+        epoch = nil,      -- the epoch, once read and checked: {lost_at, cause} (epoch.lua)
         events = {},      -- the history events logged so far, written at the end (history.lua)
-        log_now = nil,    -- the server time they were logged at (history.lua)
-        read_only = false -- set by a script that only reads: no identity check at its end (epoch.lua)
+        log_now = nil     -- the server time they were logged at (history.lua)
     }
 end

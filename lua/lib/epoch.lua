@@ -1,106 +1,104 @@
 -- lib/epoch.lua: the epoch and admission after a possible loss of data: whether this server
--- is the Redis process that last checked the epoch key (KEYS[7]), when it may have lost
--- data, and until when nobody new is admitted.
--- Provides: admission_opens(call, state, now, ttl), check_identity_at_end(call); within:
---   read_epoch(call, state, now), loss_grace(state, ttl).
--- Needs: call.lua (call.k_epoch, call.sent_by_eval, call.own_epoch; keeps call.lost_at),
---   cluster.lua (came_by_migration()), state.lua (server_now(), KEEP_STEP_MS).
+-- is the Redis process, in the replication history, that last wrote the epoch key (KEYS[7]);
+-- when it may have lost data; and until when nobody new is admitted.
+-- Provides: admission(call, state, now, grace), LOSS_GRACE_MS; within: read_epoch(call, now),
+--   server_identity().
+-- Needs: call.lua (call.k_epoch, call.own_epoch, call.grace; keeps call.epoch),
+--   cluster.lua (came_by_migration()), state.lua (KEEP_STEP_MS).
 --
 -- Lost data: Redis may come back from a restart without the latest writes (no persistence, an
--- older RDB snapshot, appendfsync everysec), or be flushed, or be another server (a promoted
--- replica). A lease it forgot may still be running. The epoch key notices: it is missing, or
--- names another Redis process. Then nobody is admitted to a semaphore until its loss grace
--- has passed since the possible loss (see admission_opens()). The other modules ask only
--- admission_opens() (and finish() check_identity_at_end()): the rule lives here alone.
+-- older RDB snapshot, appendfsync everysec), or be another server (a promoted replica), or
+-- the same server promoted back after others took writes it never received (a failback). A
+-- lease it forgot may still be running. Then nobody new is admitted to any semaphore until
+-- the loss grace has passed since the possible loss: by then every holder that renews (run,
+-- acquire --while-pid) has found its lease gone and stopped (see admission()).
+--
+-- The epoch key names the server that wrote it: its run_id (a new one at every start) and its
+-- master_replid (a new one at every promotion, REPLICAOF NO ONE or a failover, and adopted
+-- from the master by a replica's sync). Every call that may admit somebody reads INFO and
+-- compares, whatever the script cache, the client or the last check say: those survive a
+-- restart from a snapshot, a REPLICAOF and a promotion, and so prove nothing. The other
+-- modules ask only admission(): the rule lives here alone.
 
--- The loss grace when neither the caller nor the semaphore names one: at least this, and at
--- least the lease ttl of whoever is to be admitted.
-local DEFAULT_LOSS_GRACE_MS = 60000
--- The server's identity (INFO) is checked by a script sent with EVAL, which is how each script
--- first runs in a new server process (the script cache does not survive a restart), and at
--- least this often otherwise.
-local IDENTITY_CHECK_MS = 1000
+-- How long admission stays closed after a possible loss, unless the caller names another
+-- loss grace for its own admission (ARGV; never stored: what one client asks changes nobody
+-- else's admission). A renewing holder renews at least every MAX_RENEW_INTERVAL (20 s, see
+-- src/process/heartbeat.cpp) and stops its command within --kill-after (10 s) of finding its
+-- lease gone: well inside this.
+local LOSS_GRACE_MS = 60000
 
--- The latest possible loss of data (server ms, 0: none), as the epoch key (KEYS[7]) says,
--- checking the server's identity when the key asks for it (a script sent with EVAL, or a
--- check older than IDENTITY_CHECK_MS). Read once per call, into call.lost_at.
-local function read_epoch(call, state, now)
-    if call.lost_at then
-        return call.lost_at
+-- {run, replid, replid2, uptime_ms} of this server process, from INFO. (A server that does
+-- not report them gives '': taken as one process that never restarted nor changed role.)
+local function server_identity()
+    local server = redis.call('INFO', 'server')
+    local replication = redis.call('INFO', 'replication')
+    return {run = string.match(server, 'run_id:(%x+)') or '',
+            replid = string.match(replication, 'master_replid:(%x+)') or '',
+            replid2 = string.match(replication, 'master_replid2:(%x+)') or '',
+            uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000}
+end
+
+-- The epoch as this call sees it, after checking the server's identity: {lost_at, cause}, with
+-- lost_at the server time of the latest possible loss of data (0: none), and cause 'start'
+-- (no epoch key: the server may have started without its data at lost_at) or 'change' (the key
+-- names another server process or replication history). Read once per call, into call.epoch.
+local function read_epoch(call, now)
+    if call.epoch then
+        return call.epoch
     end
     local k_epoch = call.k_epoch
-    local epoch = redis.call('HMGET', k_epoch, 'run', 'lost_at', 'checked_at', 'node')
-    local since_check = now - (tonumber(epoch[3]) or 0)
-    if epoch[1] and not call.sent_by_eval and since_check >= 0 and since_check < IDENTITY_CHECK_MS then
-        call.lost_at = tonumber(epoch[2]) or 0
-        return call.lost_at
+    local stored = redis.call('HMGET', k_epoch, 'run', 'replid', 'lost_at', 'cause', 'node')
+    local run, replid, stored_lost_at, cause, node = stored[1], stored[2], tonumber(stored[3]) or 0,
+                                                   stored[4] or 'change', stored[5]
+    local me = server_identity()
+    -- (An epoch an older redsem wrote names no replid: its run_id check stands, once.)
+    if run == me.run and (replid == me.replid or not replid) then
+        if not replid then
+            redis.call('HSET', k_epoch, 'replid', me.replid)
+        end
+        call.epoch = {lost_at = stored_lost_at, cause = cause}
+        return call.epoch
     end
-    local server = redis.call('INFO', 'server')
-    -- (A server that does not report these is taken as one process that never restarted.)
-    local run_id = string.match(server, 'run_id:(%x+)') or 'unknown'
-    local uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000
     local lost_at
-    if epoch[1] == run_id then
-        lost_at = tonumber(epoch[2]) or 0
-        redis.call('HSET', k_epoch, 'checked_at', int_str(now))
+    local myself = call.own_epoch and redis.call('CLUSTER', 'MYID') or nil
+    if run and call.own_epoch and replid ~= me.replid2 and came_by_migration(node, myself) then
+        -- Moved here intact from another primary (a slot migration), not by a failover: a
+        -- promoted replica keeps its old master's replid as its replid2.
+        lost_at = stored_lost_at
+    elseif run then
+        -- Written by another Redis process or replication history: this one restarted (from an
+        -- older snapshot, perhaps), or is a replica promoted by a failover, or was promoted
+        -- back: it lost what it did not receive by now, however long it has run.
+        lost_at, cause = now, 'change'
     else
-        -- Written by another Redis process: this one restarted (from an older snapshot,
-        -- perhaps), or is a replica promoted by a failover, which lost what it had not
-        -- received by now, however long it has run. Missing: a server that started less
-        -- than the default grace ago lost its data at its start (no persistence); one that
-        -- has run longer was never used by redsem (or this prefix). (A FLUSHALL is not
-        -- noticed on such a server: do not flush a live Redis.) uptime_in_seconds is the
-        -- difference of two whole-second clocks, so the server started up to 1s later
-        -- than now - uptime: take the latest possible start.
-        local own_epoch = call.own_epoch
-        local myself = own_epoch and redis.call('CLUSTER', 'MYID') or nil
-        if own_epoch and epoch[1] and came_by_migration(epoch[4], myself) then
-            lost_at = tonumber(epoch[2]) or 0
-        elseif epoch[1] then
-            lost_at = now
-        elseif uptime_ms < DEFAULT_LOSS_GRACE_MS then
-            lost_at = math.min(now, now - uptime_ms + 1000)
-        else
-            lost_at = 0
-        end
-        redis.call('HSET', k_epoch, 'run', run_id, 'lost_at', int_str(lost_at), 'checked_at',
-                   int_str(now))
-        if own_epoch then
-            redis.call('HSET', k_epoch, 'node', myself)
-            -- Outlives the semaphore's keys, and the loss grace (gc leaves it).
-            redis.call('PEXPIREAT', k_epoch, int_str(math.max(state.keep, now + KEEP_STEP_MS)))
-        end
+        -- No epoch: the server may have started without its data (no persistence). uptime is
+        -- the difference of two whole-second clocks, so it started up to 1 s later than now -
+        -- uptime: take the latest possible start. On a server that has run for longer than
+        -- any grace this admits at once. (A FLUSHALL of a running server is not noticed: do
+        -- not flush a live Redis.)
+        lost_at, cause = math.min(now, now - me.uptime_ms + 1000), 'start'
     end
-    call.lost_at = lost_at
-    return lost_at
+    -- checked_at: read by redsem 0.1, which trusts an epoch checked less than 1 s ago.
+    redis.call('HSET', k_epoch, 'run', me.run, 'replid', me.replid, 'lost_at', int_str(lost_at),
+               'cause', cause, 'checked_at', int_str(now))
+    if call.own_epoch then
+        redis.call('HSET', k_epoch, 'node', myself)
+        -- Outlives the semaphore's keys, and the loss grace (gc leaves it).
+        redis.call('PEXPIREAT', k_epoch, int_str(math.max(call.state.keep, now + KEEP_STEP_MS)))
+    end
+    call.epoch = {lost_at = lost_at, cause = cause}
+    return call.epoch
 end
 
--- The loss grace for admitting a holder whose lease ttl is `ttl`: the semaphore's own (state
--- field loss_grace, which acquire stores when the caller names one), else the longer of the
--- ttl and DEFAULT_LOSS_GRACE_MS.
-local function loss_grace(state, ttl)
-    return state.loss_grace or math.max(ttl, DEFAULT_LOSS_GRACE_MS)
-end
-
--- Admission after a possible loss of data. Returns the server time before which nobody new
--- may take a slot, for a caller whose lease ttl is `ttl` ms; 0 when admission is open.
--- The epoch key is read once per call, only on paths that admit someone.
-local function admission_opens(call, state, now, ttl)
-    local lost_at = read_epoch(call, state, now)
-    local grace = loss_grace(state, ttl)
-    if lost_at > 0 and now < lost_at + grace then
-        return lost_at + grace
+-- Admission after a possible loss of data, for a caller whose own loss grace is `grace` ms
+-- (nil: LOSS_GRACE_MS). Returns the server time before which nobody with that grace may take
+-- a slot (0: admission is open), and the epoch ({lost_at, cause}). The epoch key is read, and
+-- the server's identity checked, once per call, only on paths that admit someone.
+local function admission(call, now, grace)
+    local epoch = read_epoch(call, now)
+    local opens = epoch.lost_at + (grace or LOSS_GRACE_MS)
+    if epoch.lost_at > 0 and now < opens then
+        return opens, epoch
     end
-    return 0
-end
-
--- At the end of a call (finish()): a script sent with EVAL checks the server's identity even
--- when it admitted nobody: it may be the first script this server process runs (after a
--- restart from an older snapshot), and the scripts after it, sent with EVALSHA, trust an epoch
--- checked less than IDENTITY_CHECK_MS ago. (Not in a script that only reads, which sets
--- call.read_only, nor in one that stopped before it read the state.)
-local function check_identity_at_end(call)
-    if call.sent_by_eval and not call.lost_at and call.state and not call.read_only then
-        read_epoch(call, call.state, server_now(call))
-    end
+    return 0, epoch
 end

@@ -1,8 +1,8 @@
 -- lib/main.lua: how every script runs: run() makes the call's context, refuses the call while
 -- its Cluster slot migrates away, runs the script's body, and ends with finish().
 -- Provides: finish(call, reply), run(keys, argv, body).
--- Needs: call.lua (new_call()), cluster.lua (refuse_while_migrating()), epoch.lua
---   (check_identity_at_end()), history.lua (write_history()).
+-- Needs: call.lua (new_call()), cluster.lua (refuse_while_migrating()), history.lua
+--   (write_history()).
 --
 -- The build (cmake/embed_lua.cmake) ends each script with
 --     local function script_body(call) <the script> end
@@ -10,10 +10,9 @@
 -- so a script's body sees its call context as `call`, and every return it takes goes
 -- through finish().
 
--- Every script call ends here, whichever return its body takes: checks the server's identity
--- if the epoch asks for it, writes the events the call logged, and returns its reply.
+-- Every script call ends here, whichever return its body takes: writes the events the call
+-- logged, and returns its reply.
 local function finish(call, reply)
-    check_identity_at_end(call)
     return write_history(call, reply)
 end
 

@@ -4,7 +4,7 @@
 --   remove_holder(call, state, token, info, now, in_holders), and the constants CLAIM_MS and
 --   NEAR_HEAD.
 -- Needs: call.lua, cluster.lua (del_keys()), state.lua (the state and records),
---   history.lua (log_grant()), epoch.lua (admission_opens()).
+--   history.lua (log_grant()), epoch.lua (admission()).
 
 -- A waiter that was handed a slot must collect it within this time, or the slot is taken
 -- back and handed on (the waiter died between its last refresh and the hand-over).
@@ -65,7 +65,7 @@ local function hand_over(call, state, slot, now, bit_set)
             return false
         end
         local waiter = parse_info(redis.call('HGET', k_info, token))
-        if waiter and waiter.kind == 'w' and admission_opens(call, state, now, waiter.ttl) > 0 then
+        if waiter and waiter.kind == 'w' and admission(call, now, waiter.grace) > 0 then
             redis.call('ZADD', k_queue, head[2], token) -- back in its place
             return false
         end

@@ -34,7 +34,7 @@ local KEEPER_MARK = '"keeper":true'
 -- Remembers the state in call.state (for finish()).
 local function load_state(call)
     local k_state, k_log = call.k_state, call.k_log
-    local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'loss_grace', 'due', 'history',
+    local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'due', 'history',
                             'acquired_total')
     if got.err then
         return nil, {'wrongtype', k_state, redis.call('TYPE', k_state).ok, 'hash'}
@@ -52,9 +52,8 @@ local function load_state(call)
         end
     end
     local state = {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
-                   keep = tonumber(got[3]) or 0, loss_grace = tonumber(got[4]),
-                   due = tonumber(got[5]) or 0, history = tonumber(got[6]) or DEFAULT_HISTORY,
-                   acquired_total = tonumber(got[7]) or 0}
+                   keep = tonumber(got[3]) or 0, due = tonumber(got[4]) or 0,
+                   history = tonumber(got[5]) or DEFAULT_HISTORY, acquired_total = tonumber(got[6]) or 0}
     call.state = state
     return state
 end
@@ -124,7 +123,7 @@ local function expire_new(state, key)
     end
 end
 
--- Stores a setting the caller gave (loss_grace, history) in the state hash. A state hash made
+-- Stores a setting the caller gave (history) in the state hash. A state hash made
 -- here, before the semaphore's first touch() (or while it refuses a caller, its state lost),
 -- expires after KEEP_MIN_MS unless touch() moves it on.
 local function store_setting(call, state, field, value)
@@ -134,8 +133,8 @@ local function store_setting(call, state, field, value)
     end
 end
 
--- An info entry (KEYS[3]) as a table {kind, slot, fence, since, ttl, json}; nil when missing
--- or malformed.
+-- An info entry (KEYS[3]) as a table {kind, slot, fence, since, ttl, json}, and for a waiter
+-- `grace`, the loss grace it asked for (nil: the default); nil when missing or malformed.
 local function parse_info(raw)
     if not raw then
         return nil
@@ -145,7 +144,7 @@ local function parse_info(raw)
         return nil
     end
     return {kind = kind, slot = tonumber(slot), fence = fence, since = tonumber(since),
-            ttl = tonumber(ttl), json = json}
+            ttl = tonumber(ttl), json = json, grace = kind == 'w' and tonumber(fence) or nil}
 end
 
 local function holder_info(slot, fence, now, ttl, json)

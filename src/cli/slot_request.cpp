@@ -61,6 +61,39 @@ private:
     Clock::time_point m_started;
 };
 
+// A time to wait, in whole seconds rounded up ("1m" for 59.99 s, as for 60 s).
+std::string seconds_up(Milliseconds duration) {
+    return format_duration(Milliseconds{(duration.count() + 999) / 1000 * 1000});
+}
+
+// How long ago something happened, in whole seconds rounded down ("less than 1s").
+std::string seconds_ago(Milliseconds duration) {
+    return duration.count() < 1000 ? "less than 1s"
+                                   : format_duration(Milliseconds{duration.count() / 1000 * 1000});
+}
+
+// What a caller refused by a closed admission is told: what redsem knows of the loss, for how
+// long nobody is admitted (or this caller, with a --loss-grace of its own), and the way out.
+std::string closed_message(const std::string& name, const AdmissionClosed& closed,
+                           bool own_grace) {
+    const std::string opens_in = seconds_up(closed.opens_in);
+    const std::string who = own_grace
+                                ? fmt::format("this caller's --loss-grace keeps it out for {} more",
+                                              opens_in)
+                                : fmt::format("nobody is admitted for {} more", opens_in);
+    if (closed.cause == "start") {
+        return fmt::format(
+            "Redis has no record of redsem and started {} ago (INFO server: uptime_in_seconds): "
+            "if it restarted without its data, it forgot who held '{}'; {}. On a new or "
+            "throwaway Redis, REDSEM_LOSS_GRACE=0 admits this caller at once (redsem(1), LOST "
+            "DATA)",
+            seconds_ago(closed.lost_ago), printable(name), who);
+    }
+    return fmt::format("Redis may have lost leases of '{}' {} ago (it restarted, or another "
+                       "server took over); {}, until they have run out (redsem(1), LOST DATA)",
+                       printable(name), seconds_ago(closed.lost_ago), who);
+}
+
 } // namespace
 
 void add_slot_options(CLI::App& command, SlotRequest& request) {
@@ -86,15 +119,16 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
         ->type_name("TEXT");
     command
         .add_option("--loss-grace", request.loss_grace,
-                    fmt::format("After Redis may have lost data (restart, flush, fail-over), "
-                                "admit nobody new to NAME for DUR; stored with NAME (default: "
-                                "the longer of the ttl and {})",
+                    fmt::format("After Redis may have lost data (restart, fail-over), wait DUR "
+                                "before taking a slot, for this call only (default: {}, as "
+                                "every client)",
                                 format_duration(k_default_loss_grace)))
         ->type_name("DUR");
     command.add_option("--replicas", request.replicas, k_replicas_help)->type_name("N");
     command.add_option("--history", request.history, k_history_help)->type_name("N");
     command.add_flag("-q,--quiet", request.quiet,
-                     "Show no queue position while waiting, and no notice when no slot came");
+                     "Show no queue position while waiting, and no notice when no slot was free "
+                     "(a closed admission is still told)");
 }
 
 ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label,
@@ -133,18 +167,21 @@ std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& requ
     options.interrupt_fd = signal_or_exit ? signal_or_exit->fd() : signals.fd();
     options.on_wait = [&feedback](const QueuePosition& position) { feedback.update(position); };
     options.live_position = feedback.enabled();
+    // A closed admission is told once while waiting (-w 0 only in the error), whatever -q
+    // says: it is not "busy", and the last reply says whether it was why no slot came.
+    const bool own_grace = options.loss_grace.has_value();
+    const bool try_once = options.wait && options.wait->count() == 0;
     bool told_closed = false;
+    AdmissionClosed last_closed;
     options.on_closed = [&](const AdmissionClosed& closed) {
-        if (request.quiet || told_closed) {
+        last_closed = closed;
+        if (closed.opens_in.count() == 0 || told_closed || try_once) {
             return;
         }
         told_closed = true;
         feedback.clear();
-        std::fprintf(stderr,
-                     "redsem: Redis may have lost leases of '%s' (it restarted, was flushed, or is "
-                     "another server); nobody is admitted for %s more, until they have run out "
-                     "(--loss-grace)\n",
-                     printable(request.name).c_str(), format_duration(closed.opens_in).c_str());
+        std::fprintf(stderr, "redsem: %s\n",
+                     closed_message(request.name, closed, own_grace).c_str());
     };
     std::optional<Lease> lease;
     try {
@@ -166,6 +203,16 @@ std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& requ
         throw Interrupted(signals.received());
     }
     feedback.clear(); // before any message
+    if (!lease && last_closed.opens_in.count() > 0) {
+        if (try_once) {
+            throw ClosedError(closed_message(request.name, last_closed, own_grace));
+        }
+        throw ClosedError(fmt::format("gave up on '{}' after {}: admission is still closed for "
+                                      "{} more",
+                                      printable(request.name),
+                                      format_duration(options.wait.value_or(Milliseconds{0})),
+                                      seconds_up(last_closed.opens_in)));
+    }
     if (!lease && !request.quiet) {
         std::fprintf(stderr, "redsem: no slot of '%s' free %s\n", printable(request.name).c_str(),
                      options.wait && options.wait->count() > 0

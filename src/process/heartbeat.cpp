@@ -12,8 +12,13 @@ namespace redsem {
 
 namespace {
 
+// However long the lease: a holder whose lease a Redis forgot (a restart without its data, a
+// failover) finds out at its next renewal, and its command must have stopped before the loss
+// grace (k_default_loss_grace, 60 s) lets anybody else in: 20 s, plus --kill-after (10 s).
+constexpr Milliseconds k_max_renew_interval{20'000};
+
 Milliseconds renew_every(Milliseconds ttl) {
-    return std::max(ttl / 3, Milliseconds{1});
+    return std::clamp(ttl / 3, Milliseconds{1}, k_max_renew_interval);
 }
 
 } // namespace

@@ -19,7 +19,6 @@ namespace {
 constexpr int k_max_redirects = 16;
 // The flags a script gets as its last argument (see lua/lib/call.lua).
 enum ScriptFlag : int {
-    sent_by_eval = 1,   // the server did not have the script cached
     asked = 2,          // resent to a cluster node importing the slot, after ASKING
     keys_span_slots = 4 // its keys hash to several slots: a Redis Cluster would have refused it
                         // (CROSSSLOT), so the server that runs it is not one
@@ -42,7 +41,7 @@ std::vector<std::string> script_argv(const ScriptCall& call, const std::vector<s
     argv.push_back(std::to_string(keys.size()));
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), call.args.begin(), call.args.end());
-    const int flags = (by_sha ? 0 : sent_by_eval) | (span_slots(keys) ? keys_span_slots : 0);
+    const int flags = span_slots(keys) ? keys_span_slots : 0;
     argv.push_back(std::to_string(flags));
     return argv;
 }

@@ -59,9 +59,8 @@ public:
     std::vector<Reply> pipeline(const std::vector<Command>& commands);
 
     // Runs a script: EVALSHA, and on NOSCRIPT the body with EVAL (which also caches it).
-    // Appends one last argument, "1" when sent with EVAL, else "0": a script learns that it
-    // may be the first to run in this server process (see lua/lib/epoch.lua). An error reply is
-    // thrown by throw_script_error().
+    // Appends one last argument of flags (see lua/lib/call.lua). An error reply is thrown by
+    // throw_script_error().
     Reply eval(ScriptCall call);
 
     // Runs every call in one round trip (two when the server lacks the script), as eval()

@@ -30,7 +30,7 @@ struct QueuedReply {
     QueuePosition position;
     long long next_expiry_in_ms = -1; // when the next slot may free up; -1: unknown
     long long server_now_ms = 0;
-    Milliseconds closed_for{0};
+    AdmissionClosed closed;
     Milliseconds refresh_extra{0}; // how much later than k_waiter_refresh to refresh
 };
 
@@ -57,7 +57,7 @@ struct Granted {
     long long server_now_ms = 0;
 };
 struct Busy {
-    Milliseconds closed_for{0}; // > 0: admission is closed for this long
+    AdmissionClosed closed;
 };
 using AcquireReply = std::variant<Granted, Busy, QueuedReply, ConflictReply>;
 
@@ -65,6 +65,15 @@ using AcquireReply = std::variant<Granted, Busy, QueuedReply, ConflictReply>;
 Milliseconds optional_ms(const Reply& reply, std::size_t index) {
     const auto& items = reply.as_array();
     return Milliseconds{index < items.size() ? std::max(0LL, items[index].as_integer()) : 0};
+}
+
+// Reply field `closed_at` (closed_for_ms) and the two from `cause_at` (cause, lost_ms_ago) as
+// an AdmissionClosed.
+AdmissionClosed admission_closed(const Reply& reply, std::size_t closed_at, std::size_t cause_at) {
+    const auto& items = reply.as_array();
+    return {.opens_in = optional_ms(reply, closed_at),
+            .cause = cause_at < items.size() ? items[cause_at].as_string() : "",
+            .lost_ago = optional_ms(reply, cause_at + 1)};
 }
 
 AcquireReply parse_acquire_reply(const Reply& reply) {
@@ -83,11 +92,11 @@ AcquireReply parse_acquire_reply(const Reply& reply) {
                                         .queued = reply.at(5).as_integer()},
                            .next_expiry_in_ms = reply.at(4).as_integer(),
                            .server_now_ms = reply.at(6).as_integer(),
-                           .closed_for = optional_ms(reply, 7),
+                           .closed = admission_closed(reply, 7, 9),
                            .refresh_extra = optional_ms(reply, 8)};
     }
     if (kind == "busy") {
-        return Busy{.closed_for = optional_ms(reply, 4)};
+        return Busy{.closed = admission_closed(reply, 4, 5)};
     }
     if (kind == "conflict") {
         return ConflictReply{.stored_limit = reply.at(1).as_integer(),
@@ -343,7 +352,7 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
                 continue;
             }
             if (const auto* busy = std::get_if<Busy>(&reply)) {
-                report_closed(options, busy->closed_for);
+                report_closed(options, busy->closed);
                 return std::nullopt;
             }
             if (const auto* conflict = std::get_if<ConflictReply>(&reply)) {
@@ -351,12 +360,12 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
             }
             const QueuedReply& queued = std::get<QueuedReply>(reply);
             waited = true;
+            report_closed(options, queued.closed);
             if (Clock::now() >= give_up_at) {
                 // Leaves the queue, or gives back a slot handed over since the last reply.
                 release(token);
                 return std::nullopt;
             }
-            report_closed(options, queued.closed_for);
             if (options.on_wait) {
                 options.on_wait(queued.position);
             }
@@ -385,9 +394,9 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
     }
 }
 
-void Semaphore::report_closed(const AcquireOptions& options, Milliseconds closed_for) const {
-    if (options.on_closed && closed_for.count() > 0) {
-        options.on_closed(AdmissionClosed{closed_for});
+void Semaphore::report_closed(const AcquireOptions& options, const AdmissionClosed& closed) const {
+    if (options.on_closed) {
+        options.on_closed(closed);
     }
 }
 

@@ -15,9 +15,10 @@ inline constexpr long long k_min_limit = 1;
 inline constexpr long long k_max_limit = 100'000;
 inline constexpr Milliseconds k_default_ttl{60'000};
 inline constexpr Milliseconds k_min_ttl{100};
-// After Redis may have lost data (a restart, a flush, another server), nobody new is admitted
-// for the loss grace, so that a lease it forgot has run out first. Without --loss-grace: the
-// semaphore's stored grace, else the longer of the ttl and this.
+// After Redis may have lost data (a restart without it, a failover, a failback), nobody new is
+// admitted for the loss grace, so that a holder whose lease it forgot has found out and stopped
+// first (LOSS_GRACE_MS in lua/lib/epoch.lua, the same for every client; --loss-grace changes
+// it for the caller's own admission only).
 inline constexpr Milliseconds k_default_loss_grace{60'000};
 // A queued waiter at the head that has not refreshed its place for this long is dropped from
 // the queue, so a waiter killed with SIGKILL stops blocking the ones behind it within this
@@ -51,9 +52,14 @@ struct QueuePosition {
     long long queued = 0; // waiters in all, this one included
 };
 
-// Admission is closed after a possible loss of data at the server (see lua/lib/epoch.lua).
+// Whether admission was closed after a possible loss of data at the server, as a reply that
+// refused a slot said (see lua/lib/epoch.lua).
 struct AdmissionClosed {
-    Milliseconds opens_in{0}; // until the loss grace has passed
+    Milliseconds opens_in{0}; // until the loss grace has passed; 0: not closed
+    // Why: "start" (Redis has no record of redsem, and started lost_ago), or "change" (it
+    // restarted, or another server took over, lost_ago).
+    std::string cause;
+    Milliseconds lost_ago{0};
 };
 
 struct AcquireOptions {
@@ -66,9 +72,12 @@ struct AcquireOptions {
     // Refresh the place in the queue every k_waiter_refresh however far back it is, so that
     // on_wait shows a live position (a person is watching); otherwise less often further back.
     bool live_position = false;
-    // Called when a slot could have been taken but admission is closed for a while.
+    // Called with every reply that refused a slot: whether a slot could have been taken but
+    // admission is closed for a while (opens_in > 0).
     std::function<void(const AdmissionClosed&)> on_closed;
-    std::optional<Milliseconds> loss_grace; // stored with the semaphore; nullopt keeps it
+    // The loss grace for this caller's own admission; nullopt: the one every client has
+    // (k_default_loss_grace). Never stored: it changes nobody else's admission.
+    std::optional<Milliseconds> loss_grace;
     // How many events the semaphore's history keeps (0: none), stored with the semaphore;
     // nullopt keeps the stored length (k_default_history for a new one).
     std::optional<long long> history;
@@ -191,8 +200,8 @@ private:
     // Makes sure `lease` is still valid by the local clock: true at once when it is, else
     // after a renewal confirmed it (updating it); false when the server no longer has it.
     bool confirm(Lease& lease);
-    // Tells options.on_closed when admission is closed (closed_for > 0).
-    void report_closed(const AcquireOptions& options, Milliseconds closed_for) const;
+    // Tells options.on_closed whether the reply that refused a slot found admission closed.
+    void report_closed(const AcquireOptions& options, const AdmissionClosed& closed) const;
     [[noreturn]] void throw_conflict(const ConflictReply& conflict,
                                      std::optional<long long> wanted_limit) const;
 

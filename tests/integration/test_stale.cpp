@@ -138,7 +138,9 @@ TEST_CASE("Redis restarted without its data: fences go on rising and nobody is a
         {"acquire", "amnesia", "--ttl", "3s", "--loss-grace", "4s", "--json"}, env_for(server));
     const long long admitted_ns = real_now_ns();
     REQUIRE(newcomer.exit_code == 0);
-    CHECK(newcomer.err.find("may have lost leases of 'amnesia'") != std::string::npos);
+    // (The restart lost the epoch key too: what redsem knows is when the server started.)
+    CHECK(newcomer.err.find("has no record of redsem") != std::string::npos);
+    CHECK(newcomer.err.find("forgot who held 'amnesia'") != std::string::npos);
     CHECK(admitted_ns - restarting_ns >= 4'000'000'000LL);
     // The old command was stopped (its renewal found nothing) before the newcomer got in.
     const auto old_result = old_holder.wait(20s);
@@ -153,23 +155,28 @@ TEST_CASE("a brand-new Redis admits nobody until the loss grace has passed since
     options.new_data_set = true;
     RedisServer server(options);
     const auto started = Clock::now();
-    // -w 0: refused at once, saying why.
-    const auto refused =
-        run_redsem({"acquire", "fresh", "-w", "0", "--loss-grace", "3s"}, env_for(server));
-    CHECK(refused.exit_code == 75);
-    CHECK(refused.err.find("nobody is admitted") != std::string::npos);
+    // -w 0: refused at once with its own exit code (not 75: nobody holds a slot), saying why
+    // and what to do on a throwaway Redis; -E does not change it.
+    const auto refused = run_redsem(
+        {"acquire", "fresh", "-w", "0", "-E", "0", "--loss-grace", "3s"}, env_for(server));
+    CHECK(refused.exit_code == 73);
+    CHECK(line_count(refused.err) == 1);
+    CHECK(refused.err.find("redsem: error: Redis has no record of redsem and started") == 0);
+    CHECK(refused.err.find("REDSEM_LOSS_GRACE=0 admits this caller at once") !=
+          std::string::npos);
     // Waiting: admitted once the grace has passed, and no sooner.
     const auto waited =
         run_redsem({"acquire", "fresh", "--loss-grace", "3s", "--json"}, env_for(server));
     CHECK(waited.exit_code == 0);
     CHECK(Clock::now() - started >= 2s);
-    // -q says nothing; --loss-grace 0 (or REDSEM_LOSS_GRACE=0) admits at once.
+    // -q does not hide it (it is not "busy"); --loss-grace 0 (or REDSEM_LOSS_GRACE=0) admits
+    // at once.
     RedisServer::Options other;
     other.new_data_set = true;
     RedisServer second(other);
     const auto quiet = run_redsem({"acquire", "q", "-w", "0", "-q"}, env_for(second));
-    CHECK(quiet.exit_code == 75);
-    CHECK(quiet.err.empty());
+    CHECK(quiet.exit_code == 73);
+    CHECK(quiet.err.find("nobody is admitted for") != std::string::npos);
     EnvChanges env = env_for(second);
     env["REDSEM_LOSS_GRACE"] = "0";
     CHECK(run_redsem({"acquire", "q", "-w", "0"}, env).exit_code == 0);

@@ -78,8 +78,9 @@ RedisServer::RedisServer(Options options) : m_options(std::move(options)) {
     }
 }
 
-void RedisServer::mark_in_use(const std::string& prefix) const {
+void RedisServer::mark_in_use(const std::string& prefix, int db) const {
     Connection connection = admin();
+    connection.call({"SELECT", std::to_string(db)});
     const std::string info = connection.call({"INFO", "server"}).as_string();
     const std::size_t at = info.find("run_id:");
     if (at == std::string::npos) {

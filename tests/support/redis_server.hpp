@@ -51,10 +51,10 @@ public:
     // SIGKILL: the server dies at once, as in a crash, and stays down.
     void kill();
 
-    // Writes redsem's epoch key under `prefix` (see lua/lib/epoch.lua) as a long-used Redis has it:
-    // this server process, no possible loss of data. Without it the first admissions wait
-    // for the loss grace.
-    void mark_in_use(const std::string& prefix = "redsem") const;
+    // Writes redsem's epoch key under `prefix` in database `db` (see lua/lib/epoch.lua) as a
+    // long-used Redis has it: this server process, no possible loss of data. Without it the
+    // first admissions wait for the loss grace.
+    void mark_in_use(const std::string& prefix = "redsem", int db = 0) const;
 
 private:
     enum class Started { ready, port_taken };
