@@ -171,3 +171,49 @@ TEST_CASE("a server without the epoch key stays closed for the caller's own loss
     CHECK(holders(admin, "redsem", "new") == 0);
     CHECK(run_redsem({"acquire", "new", "-w", "0"}, env_for(server)).exit_code == 0);
 }
+
+TEST_CASE("REDSEM_LOSS_GRACE=0 in one shell admits that caller only: nothing is stored for "
+          "others") {
+    RedisServer::Options options;
+    options.new_data_set = true; // a brand-new Redis: it may have started without its data
+    RedisServer server(options);
+    EnvChanges throwaway = env_for(server);
+    throwaway["REDSEM_LOSS_GRACE"] = "0";
+    const auto mine = run_redsem({"acquire", "shared", "-w", "0"}, throwaway);
+    REQUIRE(mine.exit_code == 0);
+    REQUIRE(run_redsem({"release", "shared", mine.out.substr(0, mine.out.find('\n'))}, throwaway)
+                .exit_code == 0);
+    // Another client, with nothing set, still waits for the grace; so does `--loss-grace`
+    // given once before.
+    const auto once = run_redsem({"acquire", "other", "-w", "0", "--loss-grace", "0"}, env_for(server));
+    REQUIRE(once.exit_code == 0);
+    REQUIRE(run_redsem({"release", "other", once.out.substr(0, once.out.find('\n'))},
+                       env_for(server))
+                .exit_code == 0);
+    const auto theirs = run_redsem({"acquire", "shared", "-w", "0"}, env_for(server));
+    CHECK(theirs.exit_code == k_closed);
+    CHECK(theirs.err.find("nobody is admitted for") != std::string::npos);
+    const auto again = run_redsem({"acquire", "other", "-w", "0"}, env_for(server));
+    CHECK(again.exit_code == k_closed);
+    Connection admin = server.admin();
+    CHECK(admin.call({"HEXISTS", "redsem:{shared}:state", "loss_grace"}).as_integer() == 0);
+}
+
+TEST_CASE("after a restart every caller gets the same answer, whatever its ttl") {
+    RedisServer server; // long in use
+    server.admin().call({"SAVE"});
+    server.restart(); // a new process, from the snapshot: data may have been lost
+    // Closed for the same 60s for a short and a long lease (not "the longer of the ttl and
+    // 60s"), and said so.
+    for (const char* ttl : {"30m", "5s", "1h"}) {
+        INFO(ttl);
+        const auto refused =
+            run_redsem({"acquire", std::string("t") + ttl, "-w", "0", "--ttl", ttl}, env_for(server));
+        CHECK(refused.exit_code == k_closed);
+        CHECK(refused.err.find("(it restarted, or another server took over); nobody is admitted "
+                               "for") != std::string::npos);
+        const bool within_a_minute = refused.err.find("for 1m more") != std::string::npos ||
+                                     refused.err.find("s more") != std::string::npos;
+        CHECK(within_a_minute);
+    }
+}
