@@ -15,8 +15,9 @@
 -- KEYS, the same for every script; all share the hash tag {name}, so a script stays on one
 -- Redis Cluster slot:
 --   KEYS[1] state    hash    limit, fence, ticket, keep (see touch()), due (see prune()),
---                            history, and counters (see state.lua, history.lua); redsem 0.1
---                            also stored a loss_grace, which nothing here reads
+--                            history, counters (see state.lua, history.lua), closed_logged
+--                            (see epoch.lua); redsem 0.1 also stored a loss_grace, which
+--                            nothing here reads
 --   KEYS[2] holders  zset    token -> lease deadline (server ms)
 --   KEYS[3] info     hash    token -> "h SLOT FENCE ACQUIRED_MS TTL_MS JSON" for a holder,
 --                            "w - GRACE SINCE_MS TTL_MS JSON" for a waiter (GRACE: the loss

@@ -1,10 +1,11 @@
 -- lib/epoch.lua: the epoch and admission after a possible loss of data: whether this server
 -- is the Redis process, in the replication history, that last wrote the epoch key (KEYS[7]);
 -- when it may have lost data; and until when nobody new is admitted.
--- Provides: admission(call, state, now, grace), LOSS_GRACE_MS; within: read_epoch(call, now),
---   server_identity().
--- Needs: call.lua (call.k_epoch, call.own_epoch, call.grace; keeps call.epoch),
---   cluster.lua (came_by_migration()), state.lua (KEEP_STEP_MS).
+-- Provides: admission(call, state, now, grace), admission_now(call, now), LOSS_GRACE_MS;
+--   within: server_identity(denied_ok), judge_epoch(call, now, me), read_epoch(call, now).
+-- Needs: call.lua (call.k_epoch, call.own_epoch; keeps call.epoch), cluster.lua
+--   (came_by_migration()), state.lua (KEEP_STEP_MS, state.closed_logged), history.lua
+--   (log_event()).
 --
 -- Lost data: Redis may come back from a restart without the latest writes (no persistence, an
 -- older RDB snapshot, appendfsync everysec), or be another server (a promoted replica), or
@@ -29,8 +30,15 @@ local LOSS_GRACE_MS = 60000
 
 -- {run, replid, replid2, uptime_ms} of this server process, from INFO. (A server that does
 -- not report them gives '': taken as one process that never restarted nor changed role.)
-local function server_identity()
-    local server = redis.call('INFO', 'server')
+-- nil when INFO is denied and `denied_ok`; else a denial fails the call as INFO's error.
+local function server_identity(denied_ok)
+    local server = redis.pcall('INFO', 'server')
+    if type(server) == 'table' and server.err then
+        if denied_ok then
+            return nil
+        end
+        error(server)
+    end
     local replication = redis.call('INFO', 'replication')
     return {run = string.match(server, 'run_id:(%x+)') or '',
             replid = string.match(replication, 'master_replid:(%x+)') or '',
@@ -38,56 +46,74 @@ local function server_identity()
             uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000}
 end
 
--- The epoch as this call sees it, after checking the server's identity: {lost_at, cause}, with
--- lost_at the server time of the latest possible loss of data (0: none), and cause 'start'
--- (no epoch key: the server may have started without its data at lost_at) or 'change' (the key
--- names another server process or replication history). Read once per call, into call.epoch.
+-- Judges the epoch key against this server's identity `me`, changing nothing: returns
+-- {lost_at, cause, changed}, with lost_at the server time of the latest possible loss of data
+-- (0: none), cause 'start' (no epoch key: the server may have started without its data at
+-- lost_at) or 'change' (the key names another server process or replication history), and
+-- changed true when the key must be written anew (a loss noticed now, or a first check of an
+-- epoch that an older redsem wrote).
+local function judge_epoch(call, now, me)
+    local stored = redis.call('HMGET', call.k_epoch, 'run', 'replid', 'lost_at', 'cause', 'node')
+    local run, replid, stored_lost_at, cause, node = stored[1], stored[2], tonumber(stored[3]) or 0,
+                                                   stored[4] or 'change', stored[5]
+    -- (An epoch an older redsem wrote names no replid: its run_id check stands, once.)
+    if run == me.run and (replid == me.replid or not replid) then
+        return {lost_at = stored_lost_at, cause = cause, changed = not replid}
+    end
+    if run and call.own_epoch and replid ~= me.replid2 and
+       came_by_migration(node, redis.call('CLUSTER', 'MYID')) then
+        -- Moved here intact from another primary (a slot migration), not by a failover: a
+        -- promoted replica keeps its old master's replid as its replid2.
+        return {lost_at = stored_lost_at, cause = cause, changed = true}
+    end
+    if run then
+        -- Written by another Redis process or replication history: this one restarted (from
+        -- an older snapshot, perhaps), or is a replica promoted by a failover, or was promoted
+        -- back: it lost what it did not receive by now, however long it has run.
+        return {lost_at = now, cause = 'change', changed = true}
+    end
+    -- No epoch: the server may have started without its data (no persistence). uptime is the
+    -- difference of two whole-second clocks, so it started up to 1 s later than now - uptime:
+    -- take the latest possible start. On a server that has run for longer than any grace this
+    -- admits at once. (A FLUSHALL of a running server is not noticed: do not flush a live
+    -- Redis.)
+    return {lost_at = math.min(now, now - me.uptime_ms + 1000), cause = 'start', changed = true}
+end
+
+-- The epoch as this call sees it, after checking the server's identity, written anew when it
+-- changed: {lost_at, cause} (see judge_epoch()). Read once per call, into call.epoch.
 local function read_epoch(call, now)
     if call.epoch then
         return call.epoch
     end
-    local k_epoch = call.k_epoch
-    local stored = redis.call('HMGET', k_epoch, 'run', 'replid', 'lost_at', 'cause', 'node')
-    local run, replid, stored_lost_at, cause, node = stored[1], stored[2], tonumber(stored[3]) or 0,
-                                                   stored[4] or 'change', stored[5]
-    local me = server_identity()
-    -- (An epoch an older redsem wrote names no replid: its run_id check stands, once.)
-    if run == me.run and (replid == me.replid or not replid) then
-        if not replid then
-            redis.call('HSET', k_epoch, 'replid', me.replid)
+    local me = server_identity(false)
+    local epoch = judge_epoch(call, now, me)
+    if epoch.changed then
+        local k_epoch = call.k_epoch
+        -- checked_at: read by redsem 0.1, which trusts an epoch checked less than 1 s ago.
+        redis.call('HSET', k_epoch, 'run', me.run, 'replid', me.replid, 'lost_at',
+                   int_str(epoch.lost_at), 'cause', epoch.cause, 'checked_at', int_str(now))
+        if call.own_epoch then
+            redis.call('HSET', k_epoch, 'node', redis.call('CLUSTER', 'MYID'))
+            -- Outlives the semaphore's keys, and the loss grace (gc leaves it).
+            redis.call('PEXPIREAT', k_epoch, int_str(math.max(call.state.keep, now + KEEP_STEP_MS)))
         end
-        call.epoch = {lost_at = stored_lost_at, cause = cause}
-        return call.epoch
     end
-    local lost_at
-    local myself = call.own_epoch and redis.call('CLUSTER', 'MYID') or nil
-    if run and call.own_epoch and replid ~= me.replid2 and came_by_migration(node, myself) then
-        -- Moved here intact from another primary (a slot migration), not by a failover: a
-        -- promoted replica keeps its old master's replid as its replid2.
-        lost_at = stored_lost_at
-    elseif run then
-        -- Written by another Redis process or replication history: this one restarted (from an
-        -- older snapshot, perhaps), or is a replica promoted by a failover, or was promoted
-        -- back: it lost what it did not receive by now, however long it has run.
-        lost_at, cause = now, 'change'
-    else
-        -- No epoch: the server may have started without its data (no persistence). uptime is
-        -- the difference of two whole-second clocks, so it started up to 1 s later than now -
-        -- uptime: take the latest possible start. On a server that has run for longer than
-        -- any grace this admits at once. (A FLUSHALL of a running server is not noticed: do
-        -- not flush a live Redis.)
-        lost_at, cause = math.min(now, now - me.uptime_ms + 1000), 'start'
+    call.epoch = epoch
+    return epoch
+end
+
+-- Logs, once per loss, that admission to the call's semaphore is closed (event 'closed',
+-- "CAUSE LOST_AT_MS OPENS_AT_MS", with the grace every client has); the state's field
+-- closed_logged names the loss logged last.
+local function log_closed(call, state, now, epoch)
+    if state.history <= 0 or not state.raw_limit or state.closed_logged == epoch.lost_at then
+        return
     end
-    -- checked_at: read by redsem 0.1, which trusts an epoch checked less than 1 s ago.
-    redis.call('HSET', k_epoch, 'run', me.run, 'replid', me.replid, 'lost_at', int_str(lost_at),
-               'cause', cause, 'checked_at', int_str(now))
-    if call.own_epoch then
-        redis.call('HSET', k_epoch, 'node', myself)
-        -- Outlives the semaphore's keys, and the loss grace (gc leaves it).
-        redis.call('PEXPIREAT', k_epoch, int_str(math.max(call.state.keep, now + KEEP_STEP_MS)))
-    end
-    call.epoch = {lost_at = lost_at, cause = cause}
-    return call.epoch
+    state.closed_logged = epoch.lost_at
+    redis.call('HSET', call.k_state, 'closed_logged', int_str(epoch.lost_at))
+    log_event(call, state, now, 'closed', epoch.cause .. ' ' .. int_str(epoch.lost_at) .. ' ' ..
+              int_str(epoch.lost_at + LOSS_GRACE_MS))
 end
 
 -- Admission after a possible loss of data, for a caller whose own loss grace is `grace` ms
@@ -97,8 +123,29 @@ end
 local function admission(call, now, grace)
     local epoch = read_epoch(call, now)
     local opens = epoch.lost_at + (grace or LOSS_GRACE_MS)
+    if epoch.lost_at > 0 and now < epoch.lost_at + LOSS_GRACE_MS then
+        log_closed(call, call.state, now, epoch)
+    end
     if epoch.lost_at > 0 and now < opens then
         return opens, epoch
     end
     return 0, epoch
+end
+
+-- Admission as every client without a grace of its own sees it now, changing nothing (for
+-- status and limit): {opens_at (0: open), cause, lost_at, noticed}; noticed false when the
+-- loss is not written in the epoch yet (the next call that may admit will), and nil when INFO
+-- is denied (nothing can be said).
+local function admission_now(call, now)
+    local me = server_identity(true)
+    if not me then
+        return nil
+    end
+    local epoch = judge_epoch(call, now, me)
+    local opens = epoch.lost_at + LOSS_GRACE_MS
+    if epoch.lost_at == 0 or now >= opens then
+        return {opens_at = 0, cause = '', lost_at = epoch.lost_at, noticed = not epoch.changed}
+    end
+    return {opens_at = opens, cause = epoch.cause, lost_at = epoch.lost_at,
+            noticed = not epoch.changed}
 end

@@ -14,7 +14,8 @@
 -- clock; DURATION: from the grant to the deadline), unclaimed (a hand-over nobody collected
 -- in time), lost (a renewal found no lease), left (a waiter left the queue: released, by a
 -- signal or at the end of --wait; DURATION: how long it waited), dropped (a waiter stopped
--- refreshing its place), gc (removed by redsem gc) and limit.
+-- refreshing its place), gc (removed by redsem gc), limit, and closed ("CAUSE LOST_AT_MS
+-- OPENS_AT_MS": admission closed after a possible loss of data; see epoch.lua).
 -- The stream keeps the latest `history` entries (state field; DEFAULT_HISTORY in state.lua),
 -- and is created only for a semaphore that has a state, with the same expiry as its other
 -- keys (see touch()). A key of another type in its place stops a new semaphore (load_state(),

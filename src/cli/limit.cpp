@@ -1,3 +1,4 @@
+#include "cli/admission.hpp"
 #include "cli/commands.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/name.hpp"
@@ -38,7 +39,8 @@ int run_limit(const LimitArgs& args, const GlobalOptions& global) {
                                  {"stored", info.stored},
                                  {"held", info.held},
                                  {"queued", info.queued},
-                                 {"history", info.history}};
+                                 {"history", info.history},
+                                 {"admission", admission_json(semaphore.admission())}};
         print_json(out);
     } else if (!new_limit && !history) {
         std::cout << info.limit << "\n";
@@ -62,8 +64,8 @@ Runner setup_limit(CLI::App& command, const GlobalOptions& global) {
                     "10000)")
         ->type_name("N");
     command.add_flag("--json", args->json,
-                     "Print name, limit, stored (false: a new semaphore), held, queued and history "
-                     "as JSON");
+                     "Print name, limit, stored (false: a new semaphore), held, queued, history "
+                     "and admission (closed after a possible loss of data?) as JSON");
     return [args, &global] { return run_limit(*args, global); };
 }
 

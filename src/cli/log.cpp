@@ -74,8 +74,16 @@ bool is_wait(const Event& event) {
            (event.kind == "gc" && !event.slot);
 }
 
-// "waited 2m13s", "held 40m", "limit 2 -> 3": what an event adds to its kind.
+// "waited 2m13s", "held 40m", "limit 2 -> 3", "Redis restarted or failed over; nobody
+// admitted until 03:15:42.120": what an event adds to its kind.
 std::string detail(const Event& event) {
+    if (event.kind == "closed" && event.raw.empty()) {
+        return fmt::format("{}; nobody admitted until {}",
+                           event.cause == "start" ? "Redis has no record of redsem (started "
+                                                    "without its data?)"
+                                                  : "Redis restarted or another server took over",
+                           local_time(*event.opens_at_ms));
+    }
     if (!event.raw.empty() || (event.kind != "limit" && event.token.empty())) {
         return event.raw;
     }
@@ -104,6 +112,13 @@ json event_json(const Event& event) {
     if (event.kind == "limit" && event.raw.empty()) {
         out["from"] = optional_json(event.limit_from);
         out["to"] = optional_json(event.limit_to);
+        return out;
+    }
+    if (event.kind == "closed" && event.raw.empty()) {
+        out["cause"] = event.cause;
+        out["lost_at_ms"] = *event.lost_at_ms;
+        out["opens_at_ms"] = *event.opens_at_ms;
+        out["opens_at"] = iso8601_utc(*event.opens_at_ms);
         return out;
     }
     if (!event.raw.empty() || event.token.empty()) {

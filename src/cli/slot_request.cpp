@@ -85,12 +85,13 @@ std::string closed_message(const std::string& name, const AdmissionClosed& close
         return fmt::format(
             "Redis has no record of redsem and started {} ago (INFO server: uptime_in_seconds): "
             "if it restarted without its data, it forgot who held '{}'; {}. On a new or "
-            "throwaway Redis, REDSEM_LOSS_GRACE=0 admits this caller at once (redsem(1), LOST "
-            "DATA)",
+            "throwaway Redis, REDSEM_LOSS_GRACE=0 admits this caller at once (see Lost data "
+            "in redsem(1))",
             seconds_ago(closed.lost_ago), printable(name), who);
     }
-    return fmt::format("Redis may have lost leases of '{}' {} ago (it restarted, or another "
-                       "server took over); {}, until they have run out (redsem(1), LOST DATA)",
+    return fmt::format("Redis may have lost leases of '{}' (noticed {} ago: it restarted, or "
+                       "another server took over); {}, until their holders have stopped "
+                       "(see Lost data in redsem(1))",
                        printable(name), seconds_ago(closed.lost_ago), who);
 }
 

@@ -1,3 +1,4 @@
+#include "cli/admission.hpp"
 #include "cli/commands.hpp"
 #include "process/any_readable.hpp"
 #include "process/signal_watch.hpp"
@@ -152,21 +153,29 @@ json view_json(const SemaphoreView& view) {
     json out{{"name", view.name},         {"limit", view.limit ? json(*view.limit) : json(nullptr)},
              {"held", counts.held},       {"expired_holders", counts.expired},
              {"waiting", counts.waiting}, {"stale_waiters", counts.stale},
-             {"holders", holders},        {"waiters", waiters}};
+             {"holders", holders},        {"waiters", waiters},
+             {"admission", admission_json(view.admission)}};
     out.update(time_fields("server_time", view.server_now_ms));
     return out;
 }
 
 void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width) {
     const long long now = view.server_now_ms;
+    const std::string closed = admission_line(view.admission);
     if (view.holders.empty() && view.waiters.empty()) {
         out << terminal_safe(view.name) << ": no holders and no waiters\n";
+        if (!closed.empty()) {
+            out << closed << "\n";
+        }
         return;
     }
     const Counts counts = count(view);
     out << fmt::format(
         "{}: {}\n", terminal_safe(view.name),
         headline(counts.held, counts.expired, view.limit, counts.waiting, counts.stale));
+    if (!closed.empty()) {
+        out << closed << "\n";
+    }
     if (!view.holders.empty()) {
         std::vector<std::vector<std::string>> rows{{"SLOT", "TOKEN", "HOST", "PID", "USER", "HELD",
                                                     "RENEWED", "EXPIRES", "FENCE", "LABEL"}};
@@ -222,6 +231,18 @@ void print_summaries(std::ostream& out, const std::vector<SemaphoreSummary>& sum
                         oldest ? oldest->meta.label : ""});
     }
     out << render_table(rows, width, rows[0].size() - 1);
+    // Admission is closed for every semaphore of a server at once (on a Redis Cluster, of a
+    // node): each distinct line once.
+    std::vector<std::string> closed;
+    for (const auto& summary : summaries) {
+        const std::string line = admission_line(summary.admission);
+        if (!line.empty() && std::find(closed.begin(), closed.end(), line) == closed.end()) {
+            closed.push_back(line);
+        }
+    }
+    for (const auto& line : closed) {
+        out << line << "\n";
+    }
 }
 
 int show_all(Connection& connection, const std::string& prefix, bool as_json) {
@@ -241,7 +262,8 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
                            {"expired_holders", summary.expired},
                            {"waiting", summary.waiting},
                            {"stale_waiters", summary.stale},
-                           {"oldest_holder", oldest}});
+                           {"oldest_holder", oldest},
+                           {"admission", admission_json(summary.admission)}});
         }
         print_json(out);
         return 0;
@@ -292,6 +314,18 @@ void print_prometheus(const std::vector<SemaphoreSummary>& summaries, const std:
         out.family(name, "gauge", what.first);
         for (const auto& summary : summaries) {
             out.sample(labels(summary), summary.*what.second);
+        }
+    }
+    out.family("redsem_admission_closed_seconds", "gauge",
+               "How long nobody new is admitted for, after a possible loss of data (0: open).");
+    for (const auto& summary : summaries) {
+        const AdmissionState& admission = summary.admission;
+        if (admission.known) {
+            out.sample(labels(summary),
+                       admission.closed() ? static_cast<double>(admission.opens_at_ms -
+                                                                admission.server_now_ms) /
+                                                1000.0
+                                          : 0.0);
         }
     }
     out.family("redsem_oldest_wait_seconds", "gauge",

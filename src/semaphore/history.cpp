@@ -46,6 +46,15 @@ bool parse_value(std::string_view value, Event& event) {
         return parts.size() == 2 && number_part(parts[0], event.limit_from) &&
                number_part(parts[1], event.limit_to) && event.limit_to;
     }
+    if (event.kind == "closed") {
+        const auto parts = split_spaces(value, 3);
+        if (parts.size() != 3 || (parts[0] != "start" && parts[0] != "change")) {
+            return false;
+        }
+        event.cause = parts[0];
+        return number_part(parts[1], event.lost_at_ms) && event.lost_at_ms &&
+               number_part(parts[2], event.opens_at_ms) && event.opens_at_ms;
+    }
     const auto parts = split_spaces(value, 5);
     if (parts.size() != 5 || parts[0].empty() || !number_part(parts[1], event.slot) ||
         !number_part(parts[2], event.fence) || !number_part(parts[3], event.duration_ms)) {

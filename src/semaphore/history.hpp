@@ -12,14 +12,15 @@ namespace redsem {
 
 // One event of a semaphore's history, as lua/lib/history.lua writes it: a field of a
 // stream entry (one entry per script call, its events in order) whose name is the kind and
-// whose value is "TOKEN SLOT FENCE DURATION_MS JSON" ('-' where a part does not apply), or
-// "FROM TO" for a limit change.
+// whose value is "TOKEN SLOT FENCE DURATION_MS JSON" ('-' where a part does not apply),
+// "FROM TO" for a limit change, or "CAUSE LOST_AT_MS OPENS_AT_MS" for admission closed after a
+// possible loss of data.
 struct Event {
     std::string name;     // the semaphore
     std::string id;       // the stream entry's ID, "MS-SEQ" (shared by a script call's events)
     long long time_ms = 0; // server clock, from the ID
     std::string kind;     // acquired, queued, released, expired, unclaimed, lost, left, dropped,
-                          // gc, limit (or a kind this redsem does not know)
+                          // gc, limit, closed (or a kind this redsem does not know)
     std::string token;
     std::optional<long long> slot;
     std::optional<long long> fence;
@@ -27,6 +28,9 @@ struct Event {
     std::optional<HolderMeta> meta;       // nullopt when unknown
     std::optional<long long> limit_from;  // limit: nullopt for a new semaphore
     std::optional<long long> limit_to;
+    std::string cause;                    // closed: "start" or "change" (see AdmissionClosed)
+    std::optional<long long> lost_at_ms;  // closed: the possible loss of data
+    std::optional<long long> opens_at_ms; // closed: when admission opens (server clock)
     std::string raw; // the value as stored, when it is not in the format above
 };
 

@@ -191,6 +191,7 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
                            record_of(records.at(i)), !until || *until <= view.server_now_ms});
         }
     }
+    view.admission = Semaphore(connection, prefix, name).admission();
     return view;
 }
 
@@ -225,6 +226,7 @@ SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std:
     const long long now = server_time_ms(connection, keys.state);
     std::vector<SemaphoreSummary> summaries;
     summarize(connection, prefix, {std::string(name)}, now, summaries);
+    summaries.front().admission = Semaphore(connection, prefix, name).admission();
     return std::move(summaries.front());
 }
 
@@ -235,7 +237,12 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
         scan_node(connection, prefix, "state", found);
         // One clock per server: the one its semaphores' scripts read.
         const long long now = server_time_ms(connection, "");
+        const std::size_t first = summaries.size();
         summarize(connection, prefix, {found.begin(), found.end()}, now, summaries);
+        // (One script call each: on a Redis Cluster every semaphore has its own epoch.)
+        for (std::size_t i = first; i < summaries.size(); ++i) {
+            summaries[i].admission = Semaphore(connection, prefix, summaries[i].name).admission();
+        }
     });
     std::sort(summaries.begin(), summaries.end(),
               [](const SemaphoreSummary& a, const SemaphoreSummary& b) { return a.name < b.name; });

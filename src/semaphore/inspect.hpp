@@ -7,6 +7,7 @@
 
 #include "redis/connection.hpp"
 #include "semaphore/record.hpp"
+#include "semaphore/semaphore.hpp"
 
 namespace redsem {
 
@@ -31,6 +32,7 @@ struct SemaphoreView {
     long long server_now_ms = 0;
     std::vector<HolderView> holders; // by slot
     std::vector<WaiterView> waiters; // in queue order
+    AdmissionState admission;        // closed after a possible loss of data?
 };
 
 // One line of `status` without a name. Dead entries the scripts have not pruned yet are
@@ -56,6 +58,7 @@ struct SemaphoreSummary {
     long long history = 0;                  // events its history keeps (0: none)
     std::optional<HistoryCounters> counters; // while its history is on
     long long server_now_ms = 0;  // the clock of the server (cluster node) that holds it
+    AdmissionState admission;     // closed after a possible loss of data?
 };
 
 // Reads one semaphore with read-only commands, in pages (so that no single call is long on a

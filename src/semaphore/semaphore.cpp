@@ -489,6 +489,21 @@ LimitInfo Semaphore::limit(std::optional<long long> new_limit, std::optional<lon
                      .history = reply.at(4).as_integer()};
 }
 
+AdmissionState Semaphore::admission() {
+    const Reply reply = run(scripts::k_admission_script, {});
+    if (reply.at(0).type == Reply::Type::string) { // {"unknown", now}: INFO denied
+        AdmissionState unknown;
+        unknown.known = false;
+        unknown.server_now_ms = reply.at(1).as_integer();
+        return unknown;
+    }
+    return AdmissionState{.opens_at_ms = reply.at(0).as_integer(),
+                          .cause = reply.at(1).as_string(),
+                          .lost_at_ms = reply.at(2).as_integer(),
+                          .noticed = reply.at(3).as_integer() == 1,
+                          .server_now_ms = reply.at(4).as_integer()};
+}
+
 Milliseconds Lease::safety_margin(Milliseconds ttl) {
     return std::min(ttl / 4, Milliseconds{2000});
 }

@@ -128,6 +128,19 @@ struct LimitInfo {
     long long history = k_default_history; // events its history keeps (0: none)
 };
 
+// Whether admission is closed after a possible loss of data, for the loss grace every client
+// has, as the server sees it now (lua/admission.lua).
+struct AdmissionState {
+    bool known = true;         // false: the server denies INFO, so nothing can be said
+    long long opens_at_ms = 0; // server clock; 0: admission is open
+    std::string cause;         // while closed: "start" or "change" (see AdmissionClosed)
+    long long lost_at_ms = 0;  // the latest possible loss of data (0: none)
+    bool noticed = true;       // false: the next call that may admit records the loss
+    long long server_now_ms = 0;
+
+    bool closed() const noexcept { return opens_at_ms > 0; }
+};
+
 struct QueuedReply;
 struct ConflictReply;
 
@@ -181,6 +194,9 @@ public:
     // With `history`, the history keeps that many events from now on (0: none).
     LimitInfo limit(std::optional<long long> new_limit = std::nullopt,
                     std::optional<long long> history = std::nullopt);
+
+    // Whether admission is closed after a possible loss of data. Changes nothing.
+    AdmissionState admission();
 
     const std::string& name() const noexcept { return m_name; }
     const Keys& keys() const noexcept { return m_keys; }

@@ -441,7 +441,7 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
 
     // A name given twice is one series.
     const ProcessResult twice = run_redsem({"status", "--format", "prometheus", "plain", "plain"}, env);
-    CHECK(std::count(twice.out.begin(), twice.out.end(), '\n') == 2 * 10 + 7); // HELP and TYPE of 10, 7 gauges
+    CHECK(std::count(twice.out.begin(), twice.out.end(), '\n') == 2 * 11 + 8); // HELP and TYPE of 11, 8 gauges
 
     const ProcessResult result = run_redsem({"status", "--format", "prometheus"}, env);
     REQUIRE(result.exit_code == 0);
@@ -481,7 +481,7 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
             CHECK((family_type != "counter" || family.ends_with("_total")));
         }
     }
-    CHECK(families.size() == 10);
+    CHECK(families.size() == 11);
 
     // promtool (Debian's prometheus package) agrees.
     const auto promtool = find_program("promtool");

@@ -210,10 +210,53 @@ TEST_CASE("after a restart every caller gets the same answer, whatever its ttl")
         const auto refused =
             run_redsem({"acquire", std::string("t") + ttl, "-w", "0", "--ttl", ttl}, env_for(server));
         CHECK(refused.exit_code == k_closed);
-        CHECK(refused.err.find("(it restarted, or another server took over); nobody is admitted "
+        CHECK(refused.err.find("it restarted, or another server took over); nobody is admitted "
                                "for") != std::string::npos);
         const bool within_a_minute = refused.err.find("for 1m more") != std::string::npos ||
                                      refused.err.find("s more") != std::string::npos;
         CHECK(within_a_minute);
     }
+}
+
+TEST_CASE("a closed admission is shown by status, limit --json, log and the metrics") {
+    RedisServer server; // long in use
+    const EnvChanges env = env_for(server);
+    REQUIRE(run_redsem({"limit", "shown", "2"}, env).exit_code == 0);
+    Connection admin = server.admin();
+    admin.call({"SAVE"});
+    server.restart(); // from the snapshot: data may have been lost
+
+    // Before any call that may admit: status already says that the next one closes it.
+    const auto before = run_redsem({"status", "shown"}, env);
+    CHECK(before.out.find("admission closes for 1m at the next acquire") != std::string::npos);
+    const auto refused = run_redsem({"acquire", "shown", "-w", "0"}, env);
+    REQUIRE(refused.exit_code == k_closed);
+
+    const auto table = run_redsem({"status", "shown"}, env);
+    CHECK(table.out.find("admission closed for") != std::string::npos);
+    CHECK(table.out.find("it restarted, or another server took over") != std::string::npos);
+    const auto overview = run_redsem({"status"}, env);
+    CHECK(overview.out.find("admission closed for") != std::string::npos);
+    const auto status = nlohmann::json::parse(run_redsem({"status", "shown", "--json"}, env).out);
+    CHECK(status["admission"]["closed"] == true);
+    CHECK(status["admission"]["cause"] == "change");
+    CHECK(status["admission"]["opens_in_ms"].get<long long>() > 0);
+    CHECK(status["admission"]["opens_in_ms"].get<long long>() <= 60000);
+    const auto limit = nlohmann::json::parse(run_redsem({"limit", "shown", "--json"}, env).out);
+    CHECK(limit["admission"]["closed"] == true);
+    CHECK(limit["admission"]["opens_at_ms"] == status["admission"]["opens_at_ms"]);
+    const auto log = run_redsem({"log", "shown", "--json"}, env);
+    CHECK(log.out.find("\"event\":\"closed\"") != std::string::npos);
+    CHECK(log.out.find("\"cause\":\"change\"") != std::string::npos);
+    const auto metrics = run_redsem({"status", "shown", "--format", "prometheus"}, env);
+    const std::string sample = "redsem_admission_closed_seconds{prefix=\"redsem\",name=\"shown\"} ";
+    const std::size_t at = metrics.out.find(sample);
+    REQUIRE(at != std::string::npos);
+    CHECK(std::stod(metrics.out.substr(at + sample.size())) > 0.0);
+
+    // A long-used server that lost nothing: open, and said so.
+    RedisServer calm;
+    const auto open = nlohmann::json::parse(run_redsem({"status", "x", "--json"}, env_for(calm)).out);
+    CHECK(open["admission"]["closed"] == false);
+    CHECK(run_redsem({"status", "x"}, env_for(calm)).out.find("admission") == std::string::npos);
 }

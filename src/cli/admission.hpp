@@ -1,0 +1,22 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "semaphore/semaphore.hpp"
+
+namespace redsem::cli {
+
+// How `status` and `limit --json` show whether admission is closed after a possible loss of
+// data (see "Lost data" in redsem(1)).
+
+// {"known", "closed", "opens_at_ms", "opens_at", "opens_in_ms", "cause", "lost_at_ms",
+// "lost_at", "noticed"}; the times are null while admission is open (lost_at: when no loss
+// is recorded), all but "known" null when the server denies INFO.
+nlohmann::json admission_json(const AdmissionState& admission);
+
+// One line for a table while admission is closed ("admission closed for 42s more: Redis may
+// have lost data (noticed 18s ago: it restarted, or another server took over)"); "" otherwise.
+std::string admission_line(const AdmissionState& admission);
+
+} // namespace redsem::cli
