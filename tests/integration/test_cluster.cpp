@@ -8,6 +8,7 @@
 #include "support/redis_cluster.hpp"
 
 #include <algorithm>
+#include <csignal>
 #include <map>
 #include <set>
 #include <sstream>
@@ -340,4 +341,45 @@ TEST_CASE("cluster: a primary killed under 24 clients with --replicas 1 and no l
     CHECK(seen.most_inside <= limit);
     CHECK(seen.most_inside == limit); // the load did fill the semaphore
     CHECK(seen.entries_after >= 20);
+}
+
+TEST_CASE("cluster: a takeover while the old primary still looks healthy closes admission; it "
+          "is not taken for a slot migration",
+          "[cluster]") {
+    RedisCluster cluster(RedisCluster::Options{.primaries = 3, .replicas = 1});
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    REQUIRE(primaries.size() == 3);
+    const std::size_t old_primary = primaries[0];
+    const std::string name = cluster.name_on(old_primary, "takeover");
+    cluster.mark_in_use(name);
+    // Used on the old primary (its epoch then names its replication history), and copied to
+    // its replica.
+    const auto used = run_redsem({"acquire", name, "-w", "0", "-u", cluster.url(old_primary)});
+    REQUIRE(used.exit_code == 0);
+    REQUIRE(run_redsem({"release", name, first_line(used.out), "-u", cluster.url(old_primary)})
+                .exit_code == 0);
+    Connection old_admin = cluster.node(old_primary).admin();
+    REQUIRE(old_admin.call({"WAIT", "1", "10000"}).as_integer() == 1);
+    std::size_t replica = cluster.size();
+    for (std::size_t i = 0; i < cluster.size(); ++i) {
+        Connection admin = cluster.node(i).admin();
+        if (info_field(admin, "replication", "master_port") ==
+            std::to_string(cluster.node(old_primary).port())) {
+            replica = i;
+        }
+    }
+    REQUIRE(replica < cluster.size());
+
+    // The old primary is stopped, so it cannot hear that it was replaced: in the new
+    // primary's CLUSTER NODES it is still a primary, and not failing (until the node timeout).
+    // The epoch key names it, as after a slot migration from it.
+    cluster.node(old_primary).signal(SIGSTOP);
+    Connection new_admin = cluster.node(replica).admin();
+    new_admin.call({"CLUSTER", "FAILOVER", "TAKEOVER"});
+    REQUIRE(wait_until([&] { return info_field(new_admin, "replication", "role") == "master"; },
+                       10s));
+    const auto newcomer = run_redsem({"acquire", name, "-w", "0", "-u", cluster.url(replica)});
+    cluster.node(old_primary).signal(SIGCONT);
+    CHECK(newcomer.exit_code == 73);
+    CHECK(newcomer.err.find("another server took over") != std::string::npos);
 }

@@ -208,6 +208,12 @@ void RedisServer::kill() {
     }
 }
 
+void RedisServer::signal(int number) const {
+    if (m_pid > 0) {
+        ::kill(m_pid, number);
+    }
+}
+
 void RedisServer::stop() {
     if (m_pid > 0) {
         ::kill(m_pid, SIGTERM);

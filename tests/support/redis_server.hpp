@@ -50,6 +50,8 @@ public:
     void restart(std::chrono::milliseconds down = std::chrono::milliseconds{0});
     // SIGKILL: the server dies at once, as in a crash, and stays down.
     void kill();
+    // Sends signal `number` to the server process (SIGSTOP, SIGCONT: a server that hangs).
+    void signal(int number) const;
 
     // Writes redsem's epoch key under `prefix` in database `db` (see lua/lib/epoch.lua) as a
     // long-used Redis has it: this server process, no possible loss of data. Without it the
