@@ -45,7 +45,7 @@ TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUS
     config.duration = 27s;
     config.ttl = 1s;
     config.loss_grace = 3s;
-    config.restarts = 3; // kept, wiped, rolled back
+    config.restarts = 4; // kept, wiped, rolled back, failed back
     config.survivor_grace = 120s;
     const int min_cycles = 150;
     const int min_skewed = 30;
@@ -93,5 +93,8 @@ TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUS
     CHECK(result.client_kill_rounds >= 1);
     CHECK(result.restarts_kept >= 1);
     CHECK(result.restarts_wiped + result.restarts_rolled_back >= 1);
+#ifndef REDSEM_SANITIZED
+    CHECK(result.failbacks == 1);
+#endif
     CHECK(result.max_inside.at("c10") >= 2);
 }

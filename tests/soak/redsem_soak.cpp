@@ -29,7 +29,9 @@ int main(int argc, char** argv) {
     app.add_option("--ttl", ttl_text, "Lease of every client")->capture_default_str();
     app.add_option("--seed", seed, "Random seed (default: from the clock)");
     app.add_option("--redsem", redsem_path, "The redsem binary (default: the one built here)");
-    app.add_option("--restarts", restarts, "Redis restarts (default: one every 2 minutes, >= 3)");
+    app.add_option("--restarts", restarts,
+                   "Redis restarts and failbacks, in turn kept, wiped, rolled back, failed back "
+                   "(default: one every 2 minutes, >= 4)");
     app.add_flag("--no-skew", no_skew, "No libfaketime");
     try {
         app.parse(argc, argv);
@@ -75,7 +77,7 @@ int main(int argc, char** argv) {
     config.client_pause = ttl * 3 / 2;
     config.client_pause_every = 45s;
     config.client_kill_every = 20s;
-    config.restarts = restarts >= 0 ? restarts : std::max(3, static_cast<int>(minutes / 2));
+    config.restarts = restarts >= 0 ? restarts : std::max(4, static_cast<int>(minutes / 2));
     config.survivor_grace = 180s;
     config.progress_every = 30s;
     std::cout << "redsem-soak: " << minutes << " min, " << clients << " clients at once, ttl "
@@ -100,7 +102,7 @@ int main(int argc, char** argv) {
               << result.pauses_waiter + result.pauses_holder + result.pauses_supervisor
               << ", restarts "
               << result.restarts_kept + result.restarts_wiped + result.restarts_rolled_back
-              << ", violations "
+              << " and failbacks " << result.failbacks << ", violations "
               << result.overlap_violations + result.slot_violations + result.fence_violations +
                      result.malformed_lines
               << ", failed survivors " << result.survivors_failed + result.survivors_hung << "\n";

@@ -378,6 +378,7 @@ struct Shared {
     std::atomic<bool> redis_down{false};
     std::vector<RestartWindow> restarts;
     std::vector<RestartWindow> pauses; // CLIENT PAUSE, kind "pause"
+    std::vector<RestartWindow> failbacks_windows; // while the master was a replica
     std::vector<std::string> messages;
     int client_pauses = 0;
     int client_kill_rounds = 0;
@@ -385,6 +386,7 @@ struct Shared {
     int restarts_kept = 0;
     int restarts_wiped = 0;
     int restarts_rolled_back = 0;
+    int failbacks = 0;
     int errors = 0;
 };
 
@@ -435,6 +437,7 @@ private:
     // Redis actions, on their own thread
     void redis_actions();
     void restart(const std::string& kind);
+    void fail_back();
     // after
     void check_keys();
     // The observer's checks over what the commands logged (analyse() runs them all).
@@ -479,6 +482,7 @@ private:
     std::mt19937_64 m_random;
     Result m_result;
     std::unique_ptr<RedisServer> m_server;
+    std::unique_ptr<RedisServer> m_standby; // a replica of m_server, for failbacks
     std::string m_redsem;
     std::string m_redsem_exe; // the same, as /proc/PID/exe names it
     std::string m_dir;
@@ -537,8 +541,18 @@ void Harness::prepare() {
     }
 
     RedisServer::Options options;
-    options.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
+    // (A replica's full sync starts at once, not after the 5s Redis waits for more replicas.)
+    options.extra_args = {"--appendonly", "yes", "--appendfsync", "always",
+                          "--repl-diskless-sync-delay", "0"};
+    options.tcp = true; // for the standby to replicate it
     m_server = std::make_unique<RedisServer>(options);
+    if (m_config.restarts >= 4) { // one of them fails back (see redis_actions())
+        RedisServer::Options standby;
+        standby.tcp = true;
+        standby.extra_args = {"--repl-diskless-sync-delay", "0"};
+        m_standby = std::make_unique<RedisServer>(standby);
+        m_standby->admin().call({"REPLICAOF", "127.0.0.1", std::to_string(m_server->port())});
+    }
 
     std::string_view asan_options;
     for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -1000,7 +1014,7 @@ void Harness::progress(bool force) {
           << "s: " << m_result.clients_started << " clients, " << cycles << " cycles, "
           << m_active.size() << " running, " << m_pauses.size() << " stopped, " << m_result.sigkills
           << " SIGKILLs, restarts " << m_shared.restarts_kept << "/" << m_shared.restarts_wiped
-          << "/" << m_shared.restarts_rolled_back << "\n"
+          << "/" << m_shared.restarts_rolled_back << ", failbacks " << m_shared.failbacks << "\n"
           << std::defaultfloat;
     m_out.flush();
 }
@@ -1140,6 +1154,59 @@ void Harness::restart(const std::string& kind) {
     }
 }
 
+namespace {
+
+// INFO replication field `field` of the server behind `admin` ("" when it has none).
+std::string replication_field(Connection& admin, const std::string& field) {
+    const std::string info = admin.call({"INFO", "replication"}).as_string();
+    const std::size_t at = info.find("\n" + field + ":");
+    if (at == std::string::npos) {
+        return "";
+    }
+    const std::size_t from = at + field.size() + 2;
+    return info.substr(from, info.find_first_of("\r\n", from) - from);
+}
+
+// Waits up to 20s for the replica behind `admin` to have an up link to its master.
+void wait_for_link(Connection& admin) {
+    const auto give_up = Steady::now() + 20s;
+    while (replication_field(admin, "master_link_status") != "up") {
+        if (Steady::now() > give_up) {
+            throw std::runtime_error("a replica's link to its master did not come up in 20s");
+        }
+        std::this_thread::sleep_for(10ms);
+    }
+}
+
+} // namespace
+
+// A failback behind a fixed address: the standby is promoted (a failover nobody's clients
+// follow), the master takes writes for rollback_window, then follows the standby, whose data
+// replaces its own (the writes of that window are lost), and is promoted back: the same
+// Redis process, a new replication history. While it is a replica, clients get READONLY.
+void Harness::fail_back() {
+    Connection standby = m_standby->admin();
+    wait_for_link(standby);
+    standby.call({"REPLICAOF", "NO", "ONE"});
+    std::this_thread::sleep_for(m_config.rollback_window);
+    Connection master = m_server->admin();
+    RestartWindow window;
+    window.kind = "failback";
+    window.begin_ns = real_now_ns();
+    master.call({"REPLICAOF", "127.0.0.1", std::to_string(m_standby->port())});
+    wait_for_link(master);
+    master.call({"REPLICAOF", "NO", "ONE"});
+    window.end_ns = real_now_ns();
+    standby.call({"REPLICAOF", "127.0.0.1", std::to_string(m_server->port())});
+    std::lock_guard lock(m_shared.mutex);
+    std::ostringstream message;
+    message << std::fixed << std::setprecision(3) << "Redis failed back t=" << rel(window.begin_ns)
+            << "s..t=" << rel(window.end_ns) << "s";
+    m_shared.messages.push_back(message.str());
+    m_shared.failbacks_windows.push_back(window);
+    m_shared.failbacks += 1;
+}
+
 void Harness::redis_actions() {
     std::mt19937_64 random(m_config.seed ^ 0x9e3779b97f4a7c15ULL);
     auto jitter = [&](Milliseconds mean) {
@@ -1151,7 +1218,7 @@ void Harness::redis_actions() {
                                    std::uniform_real_distribution<double>(0.5, 1.5)(random))};
     };
     const auto start = Steady::now();
-    const std::vector<std::string> kinds{"kept", "wiped", "rolled back"};
+    const std::vector<std::string> kinds{"kept", "wiped", "rolled back", "failed back"};
     std::vector<std::pair<Steady::time_point, std::string>> restarts;
     const int count = std::max(0, m_config.restarts);
     for (int i = 0; i < count; ++i) {
@@ -1182,8 +1249,13 @@ void Harness::redis_actions() {
         std::string doing;
         try {
             if (due == restart_at) {
-                doing = "restart (" + restarts[next_restart].second + ")";
-                restart(restarts[next_restart].second);
+                const std::string& kind = restarts[next_restart].second;
+                doing = "restart (" + kind + ")";
+                if (kind == "failed back") {
+                    fail_back();
+                } else {
+                    restart(kind);
+                }
                 ++next_restart;
             } else if (due == next_pause) {
                 doing = "CLIENT PAUSE";
@@ -1316,11 +1388,21 @@ std::string Harness::describe(const Client& client) const {
 void Harness::classify_exits() {
     std::vector<RestartWindow> windows;
     std::vector<RestartWindow> pauses;
+    std::vector<RestartWindow> failbacks;
     {
         std::lock_guard lock(m_shared.mutex);
         windows = m_shared.restarts;
         pauses = m_shared.pauses;
+        failbacks = m_shared.failbacks_windows;
     }
+    // A client that spoke to the master while it was a replica (a failback) ends with 69
+    // READONLY, as documented for a --url that names a replica.
+    auto readonly_in_failback = [&](const Client& client) {
+        return client.exit_code == 69 && client.err_last.find("read-only replica") != std::string::npos &&
+               std::any_of(failbacks.begin(), failbacks.end(), [&](const RestartWindow& w) {
+                   return client.spawned_ns <= w.end_ns && client.reaped_ns >= w.begin_ns;
+               });
+    };
     // A CLIENT PAUSE longer than redsem's patience (the 5s command timeout, then 4s of
     // reconnecting) may end a client with 69 "did not answer in time", as documented.
     constexpr long long k_patience_ns = 10'000'000'000LL;
@@ -1366,6 +1448,8 @@ void Harness::classify_exits() {
             m_result.exit_refused_at_restart += 1;
         } else if (unanswered_in_pause(client)) {
             m_result.exit_unanswered_in_pause += 1;
+        } else if (readonly_in_failback(client)) {
+            m_result.exit_readonly_in_failback += 1;
         } else {
             if (client.exit_code == 75) {
                 m_result.exit_75 += 1;
@@ -1686,6 +1770,7 @@ Result Harness::run() {
         m_result.restarts_kept = m_shared.restarts_kept;
         m_result.restarts_wiped = m_shared.restarts_wiped;
         m_result.restarts_rolled_back = m_shared.restarts_rolled_back;
+        m_result.failbacks = m_shared.failbacks;
         m_result.harness_errors += m_shared.errors;
     }
 
@@ -1706,6 +1791,7 @@ Result Harness::run() {
     }
     close(m_log_fd);
     m_log_fd = -1;
+    m_standby.reset();
     m_server.reset();
     const bool good = m_result.safe() && m_result.live() && m_result.clean();
     if (good || !m_config.keep_files_on_failure) {
@@ -1732,7 +1818,8 @@ std::string Result::summary() const {
         << "/s; survivors' exits 0:" << exit_ok << " 76:" << exit_fenced
         << " 1(release found no lease):" << exit_release_lost
         << " 69(first contact during a restart):" << exit_refused_at_restart
-        << " 69(no answer through a CLIENT PAUSE):" << exit_unanswered_in_pause << " 75:" << exit_75
+        << " 69(no answer through a CLIENT PAUSE):" << exit_unanswered_in_pause
+        << " 69(READONLY in a failback):" << exit_readonly_in_failback << " 75:" << exit_75
         << " other:" << exit_other << "; all exits";
     for (const auto& [code, n] : exits) {
         out << " " << code << ":" << n;
@@ -1751,7 +1838,8 @@ std::string Result::summary() const {
         << pauses_supervisor << " (" << pauses_reclassified << " chosen as waiters were holding)"
         << "; CLIENT PAUSE " << client_pauses << "; CLIENT KILL " << client_kill_rounds << " ("
         << connections_killed << " connections); restarts kept/wiped/rolled back " << restarts_kept
-        << "/" << restarts_wiped << "/" << restarts_rolled_back << "; max inside";
+        << "/" << restarts_wiped << "/" << restarts_rolled_back << ", failbacks " << failbacks
+        << "; max inside";
     for (const auto& [name, most] : max_inside) {
         out << " " << name << "=" << most;
     }

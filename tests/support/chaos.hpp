@@ -70,7 +70,10 @@ struct Config {
     // Redis restarts, spread evenly over the chaos phase (never two at once, never during a
     // CLIENT PAUSE). Kinds cycle: kept (AOF, fsync always), wiped (AOF off and deleted: an
     // empty Redis), rolled back (AOF off for rollback_window before the restart: Redis comes
-    // back without the writes of that window).
+    // back without the writes of that window), failed back (no restart: a standby replica is
+    // promoted, the master takes writes for rollback_window, then becomes the standby's
+    // replica, which rolls it back, and is promoted again: the same process, a new
+    // replication history; while it is a replica, clients get READONLY).
     int restarts = 3;
     Milliseconds rollback_window{500};
 
@@ -99,6 +102,7 @@ struct Result {
     int exit_release_lost = 0; // survivors of the acquire form: release said the lease was gone (1)
     int exit_refused_at_restart = 0;  // survivors started while Redis restarted: 69 at once
     int exit_unanswered_in_pause = 0; // survivors: 69, Redis paused past their patience
+    int exit_readonly_in_failback = 0; // survivors: 69, READONLY while the master was a replica
     int exit_75 = 0;                  // survivors: 75 (no slot in time: never asked for)
     int exit_other = 0;               // survivors: anything else (a failure)
 
@@ -114,6 +118,7 @@ struct Result {
     int restarts_kept = 0;        // with persistence
     int restarts_wiped = 0;       // without: empty
     int restarts_rolled_back = 0; // without: the latest writes lost
+    int failbacks = 0;            // the same process, rolled back by a replica it followed
     int harness_errors = 0;       // actions that failed (printed)
 
     std::map<std::string, int> max_inside; // by semaphore (overlap intervals)
