@@ -28,7 +28,8 @@
 -- lease gone: well inside this.
 local LOSS_GRACE_MS = 60000
 
--- {run, replid, replid2, uptime_ms} of this server process, from INFO. (A server that does
+-- {run, replid, replid2, promoted, uptime_ms} of this server process, from INFO; promoted:
+-- its replid2 names a replication history it followed before this one. (A server that does
 -- not report them gives '': taken as one process that never restarted nor changed role.)
 -- nil when INFO is denied and `denied_ok`; else a denial fails the call as INFO's error.
 local function server_identity(denied_ok)
@@ -40,9 +41,10 @@ local function server_identity(denied_ok)
         error(server)
     end
     local replication = redis.call('INFO', 'replication')
+    local replid2 = string.match(replication, 'master_replid2:(%x+)') or ''
     return {run = string.match(server, 'run_id:(%x+)') or '',
             replid = string.match(replication, 'master_replid:(%x+)') or '',
-            replid2 = string.match(replication, 'master_replid2:(%x+)') or '',
+            replid2 = replid2, promoted = string.match(replid2, '^0*$') == nil,
             uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000}
 end
 
@@ -56,9 +58,13 @@ local function judge_epoch(call, now, me)
     local stored = redis.call('HMGET', call.k_epoch, 'run', 'replid', 'lost_at', 'cause', 'node')
     local run, replid, stored_lost_at, cause, node = stored[1], stored[2], tonumber(stored[3]) or 0,
                                                    stored[4] or 'change', stored[5]
-    -- (An epoch an older redsem wrote names no replid: its run_id check stands, once.)
-    if run == me.run and (replid == me.replid or not replid) then
-        return {lost_at = stored_lost_at, cause = cause, changed = not replid}
+    -- The same process. Its replication history is the same, or drawn anew by a master that
+    -- followed nobody (creating its backlog: a first replica, or the first after
+    -- repl-backlog-ttl; it then has no replid2), or not known (an epoch an older redsem
+    -- wrote names no replid: its run_id check stands, once). A promotion (REPLICAOF NO ONE,
+    -- a failover back to this node) keeps the history it followed as its replid2.
+    if run == me.run and (replid == me.replid or not replid or not me.promoted) then
+        return {lost_at = stored_lost_at, cause = cause, changed = replid ~= me.replid}
     end
     if run and call.own_epoch and replid ~= me.replid2 and
        came_by_migration(node, redis.call('CLUSTER', 'MYID')) then

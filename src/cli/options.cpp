@@ -382,12 +382,28 @@ Milliseconds parse_ttl(const std::string& text, const char* option) {
     return ttl;
 }
 
+namespace {
+
+// A caller's own loss grace, from `source`: at most the one every client has, so that a
+// waiter kept out by its own grace never keeps out those queued behind it.
+Milliseconds parse_loss_grace(const std::string& text, const std::string& source) {
+    const Milliseconds grace = parse_duration(text, source);
+    if (grace > k_default_loss_grace) {
+        throw UsageError(fmt::format("{}: '{}' is longer than {}, the loss grace every client has; "
+                                     "it can only shorten this caller's wait",
+                                     source, printable(text), format_duration(k_default_loss_grace)));
+    }
+    return grace;
+}
+
+} // namespace
+
 std::optional<Milliseconds> resolve_loss_grace(const std::optional<std::string>& option) {
     if (option) {
-        return parse_duration(*option, "--loss-grace");
+        return parse_loss_grace(*option, "--loss-grace");
     }
     if (auto from_env = env("REDSEM_LOSS_GRACE")) {
-        return parse_duration(*from_env, "REDSEM_LOSS_GRACE");
+        return parse_loss_grace(*from_env, "$REDSEM_LOSS_GRACE");
     }
     return std::nullopt;
 }

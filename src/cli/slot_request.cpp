@@ -113,16 +113,19 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
         ->type_name("DUR");
     command
         .add_option("-E,--conflict-exit-code", request.conflict_exit_code,
-                    fmt::format("Exit status when no slot was had in time (default {})",
-                                static_cast<int>(ExitCode::timeout)))
+                    fmt::format("Exit status when no slot was had in time (default {}; a "
+                                "closed admission after lost data exits {} all the same)",
+                                static_cast<int>(ExitCode::timeout),
+                                static_cast<int>(ExitCode::closed)))
         ->type_name("CODE");
     command.add_option("--label", request.label, "Text shown beside this holder in status")
         ->type_name("TEXT");
     command
         .add_option("--loss-grace", request.loss_grace,
                     fmt::format("After Redis may have lost data (restart, fail-over), wait DUR "
-                                "before taking a slot, for this call only (default: {}, as "
-                                "every client)",
+                                "before taking a slot, for this call only (0 to {}; default: "
+                                "{}, as every client)",
+                                format_duration(k_default_loss_grace),
                                 format_duration(k_default_loss_grace)))
         ->type_name("DUR");
     command.add_option("--replicas", request.replicas, k_replicas_help)->type_name("N");

@@ -12,13 +12,22 @@ namespace redsem {
 
 namespace {
 
-// However long the lease: a holder whose lease a Redis forgot (a restart without its data, a
-// failover) finds out at its next renewal, and its command must have stopped before the loss
-// grace (k_default_loss_grace, 60 s) lets anybody else in: 20 s, plus --kill-after (10 s).
+// However long the lease, a holder whose lease a Redis forgot (a restart without its data, a
+// failover) must have stopped its command before the loss grace (k_default_loss_grace, 60 s)
+// lets anybody else in. It renews at least every 20 s, so it finds out at its next renewal;
+// and one whose renewals all fail (a Redis loading its data set for minutes) treats the lease
+// as lost after 30 s: with --kill-after (10 s), well inside the grace.
 constexpr Milliseconds k_max_renew_interval{20'000};
+constexpr Milliseconds k_max_unconfirmed{30'000};
 
 Milliseconds renew_every(Milliseconds ttl) {
     return std::clamp(ttl / 3, Milliseconds{1}, k_max_renew_interval);
+}
+
+// Until when a lease confirmed (by a grant or a renewal sent) at `confirmed` for `ttl` counts
+// as valid here: ttl less the safety margin, and never more than k_max_unconfirmed.
+BootClock::time_point valid_until(BootClock::time_point confirmed, Milliseconds ttl) {
+    return confirmed + std::min(ttl - Lease::safety_margin(ttl), k_max_unconfirmed);
 }
 
 } // namespace
@@ -27,7 +36,7 @@ Heartbeat::Heartbeat(Connection& connection, std::string prefix, std::string nam
                      const Lease& lease, Start start, long long replicas)
     : m_connection(connection), m_prefix(std::move(prefix)), m_name(std::move(name)),
       m_token(lease.token), m_ttl(lease.ttl), m_replicas(replicas) {
-    m_status.valid_until = lease.valid_until();
+    m_status.valid_until = std::min(lease.valid_until(), valid_until(lease.local_start, m_ttl));
     m_status.ends_by = lease.ends_by();
     if (pipe2(m_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw InternalError("cannot create the heartbeat pipe");
@@ -131,7 +140,7 @@ void Heartbeat::run(bool renew_at_once) {
         if (renewal) {
             // The server set deadline = its now + ttl, and its now came after `sent`.
             m_status.ends_by = sent + m_ttl;
-            m_status.valid_until = m_status.ends_by - Lease::safety_margin(m_ttl);
+            m_status.valid_until = valid_until(sent, m_ttl);
             m_status.last_error.clear();
             next = scheduled_from + every;
             retry.answered();

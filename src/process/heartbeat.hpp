@@ -12,17 +12,18 @@
 
 namespace redsem {
 
-// Keeps a lease alive from a thread of its own: renews it every ttl/3, and after a failed
-// renewal retries with backoff (reconnecting) for as long as the lease may still be valid.
+// Keeps a lease alive from a thread of its own: renews it every ttl/3 (at most every 20 s),
+// and after a failed renewal retries with backoff (reconnecting) for as long as the lease may
+// still be valid.
 // While the thread runs, the connection it was given is its own: the caller uses it again
 // only after stop(). `run` hands over the connection it acquired on, so that a renewal costs
 // no new connection (nor a second TLS handshake) at the time the lease needs it.
 //
 // It also keeps a local, conservative view of the lease on the BootClock (which counts a
 // suspend): valid_until is the time by which the lease must be treated as lost, ttl minus a
-// safety margin after the send time of the last confirmed renewal, and ends_by the time by
-// which the server may hand the slot on. The caller acts on them even if this thread is stuck
-// in a renewal that gets no answer.
+// safety margin (at most 30 s: see heartbeat.cpp) after the send time of the last confirmed
+// renewal, and ends_by the time by which the server may hand the slot on. The caller acts on
+// them even if this thread is stuck in a renewal that gets no answer.
 class Heartbeat {
 public:
     struct Status {

@@ -343,7 +343,7 @@ TEST_CASE("cluster: a primary killed under 24 clients with --replicas 1 and no l
     CHECK(seen.entries_after >= 20);
 }
 
-TEST_CASE("cluster: a takeover while the old primary still looks healthy closes admission; it "
+TEST_CASE("cluster: a takeover while the old primary still looks healthy closes admission: it "
           "is not taken for a slot migration",
           "[cluster]") {
     RedisCluster cluster(RedisCluster::Options{.primaries = 3, .replicas = 1});

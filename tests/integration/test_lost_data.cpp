@@ -142,8 +142,15 @@ TEST_CASE("a failback: a node promoted again after its replacement took writes i
     REQUIRE(on_second.exit_code == 0); // a holder the first node never hears of
     CHECK(holders(first_admin, "redsem", "fb") == 0);
 
-    // Failback: the first node is promoted again; its epoch names its own run_id.
+    // Failback: the first node is promoted again; its epoch names its own run_id, and the
+    // replication history it had as master before, which it left: it has a new one, and the
+    // one it followed as its replid2.
+    const std::string history = first_admin.call({"HGET", "redsem:epoch", "replid"}).as_string();
     first_admin.call({"REPLICAOF", "NO", "ONE"});
+    REQUIRE(info_field(first_admin, "replication", "role") == "master");
+    REQUIRE(info_field(first_admin, "replication", "master_replid") != history);
+    REQUIRE(info_field(first_admin, "replication", "master_replid2").find_first_not_of('0') !=
+            std::string::npos);
     fresh_check(first_admin, "redsem");
     const auto newcomer = run_redsem({"acquire", "fb", "-w", "0"}, env_for(first));
     CHECK(newcomer.exit_code == k_closed);
@@ -151,25 +158,86 @@ TEST_CASE("a failback: a node promoted again after its replacement took writes i
     CHECK(holders(first_admin, "redsem", "fb") == 0);
 }
 
-TEST_CASE("a server without the epoch key stays closed for the caller's own loss grace, however "
-          "long it has run") {
-    // A server that has run for over a minute (a real minute: libfaketime cannot start
-    // redis-server) and has no epoch key: it may have started without its data.
+TEST_CASE("without an epoch key, data counts as lost at the server's start, and a caller's "
+          "own grace only shortens its wait") {
     RedisServer::Options options;
-    options.new_data_set = true;
+    options.new_data_set = true; // no epoch key: the server may have started without its data
     RedisServer server(options);
     Connection admin = server.admin();
     REQUIRE(wait_until(
-        [&] { return std::stoll(info_field(admin, "server", "uptime_in_seconds")) >= 62; }, 120s));
-    // A caller that asks for 5 minutes waits for them; one with the 60s everybody has is
-    // admitted.
-    const auto careful = run_redsem({"acquire", "new", "-w", "0", "--loss-grace", "5m"},
-                                    env_for(server));
-    CHECK(careful.exit_code == k_closed);
-    CHECK(careful.err.find("has no record of redsem and started 1m") != std::string::npos);
-    CHECK(careful.err.find("this caller's --loss-grace keeps it out for") != std::string::npos);
-    CHECK(holders(admin, "redsem", "new") == 0);
-    CHECK(run_redsem({"acquire", "new", "-w", "0"}, env_for(server)).exit_code == 0);
+        [&] { return std::stoll(info_field(admin, "server", "uptime_in_seconds")) >= 3; }, 30s));
+    // Up for 3s or more: a caller whose own grace is 1s is admitted, the others are not.
+    const auto everyone = run_redsem({"acquire", "new", "-w", "0"}, env_for(server));
+    CHECK(everyone.exit_code == k_closed);
+    CHECK(everyone.err.find("has no record of redsem and started") != std::string::npos);
+    const auto hasty = run_redsem({"acquire", "new", "-w", "0", "--loss-grace", "1s"},
+                                  env_for(server));
+    CHECK(hasty.exit_code == 0);
+    // A longer grace for one caller would keep out those queued behind it: refused.
+    const auto careful =
+        run_redsem({"acquire", "other", "-w", "0", "--loss-grace", "5m"}, env_for(server));
+    CHECK(careful.exit_code == 64);
+    CHECK(careful.err.find("--loss-grace: '5m' is longer than 1m") != std::string::npos);
+    CHECK(holders(admin, "redsem", "other") == 0);
+}
+
+TEST_CASE("a holder the restored data shows as queued stops within the loss grace") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    const std::string started = server.dir() + "/started";
+    // A holds; W queues behind it; the snapshot has W queued. Then A ends and W holds, which
+    // the restart from the snapshot forgets: the server has W as a waiter again.
+    Child first({"run", "q", "--", "sh", "-c", "sleep 2"}, env);
+    Connection admin = server.admin();
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{q}:holders") == 1; }, 10s));
+    Child waiter({"run", "q", "--ttl", "10m", "--", "sh", "-c",
+                  "touch " + started + "; exec sleep 600"},
+                 env);
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{q}:queue") == 1; }, 10s));
+    admin.call({"SAVE"});
+    REQUIRE(wait_for_file(started, 20s)); // W holds now
+    server.restart();
+    // W's renewals (every 20s at most, however long its ttl) find it queued, which renews
+    // nothing: unconfirmed for 30s, W stops, inside the 60s grace.
+    const auto result = waiter.wait(60s);
+    CHECK(result.exit_code == 76);
+}
+
+TEST_CASE("a run that cannot confirm its lease for 30s stops, whatever its ttl") {
+    RedisServer server;
+    const std::string started = server.dir() + "/started";
+    Child holder({"run", "long", "--ttl", "10m", "--", "sh", "-c",
+                  "touch " + started + "; exec sleep 600"},
+                 env_for(server));
+    REQUIRE(wait_for_file(started, 20s));
+    // Redis answers nothing for 45s (as while it loads a big data set after a restart that
+    // may have lost the lease): the run gives the lease up and stops its command in time for
+    // the loss grace (60s).
+    Connection admin = server.admin();
+    admin.call({"CLIENT", "PAUSE", "45000", "WRITE"});
+    const auto result = holder.wait(60s);
+    admin.call({"CLIENT", "UNPAUSE"});
+    CHECK(result.exit_code == 76);
+}
+
+TEST_CASE("a first replica attached to a master is no loss of data") {
+    RedisServer::Options tcp;
+    tcp.tcp = true;
+    RedisServer master(tcp);
+    RedisServer replica(tcp);
+    REQUIRE(run_redsem({"acquire", "r", "-w", "0"}, env_for(master)).exit_code == 0);
+    Connection master_admin = master.admin();
+    const std::string before = info_field(master_admin, "replication", "master_replid");
+    Connection replica_admin = replica.admin();
+    replica_admin.call({"REPLICAOF", "127.0.0.1", std::to_string(master.port())});
+    REQUIRE(wait_until(
+        [&] { return info_field(replica_admin, "replication", "master_link_status") == "up"; },
+        20s));
+    // The master drew a new replication id for its backlog: not a promotion.
+    REQUIRE(info_field(master_admin, "replication", "master_replid") != before);
+    const auto next = run_redsem({"acquire", "r2", "-w", "0"}, env_for(master));
+    CHECK(next.exit_code == 0);
+    CHECK(next.err.empty());
 }
 
 TEST_CASE("REDSEM_LOSS_GRACE=0 in one shell admits that caller only: nothing is stored for "
