@@ -186,7 +186,9 @@ TEST_CASE("cluster: a busy semaphore's slot migrated to another primary and on t
 
     const int limit = 2;
     // The clients start at a node that does not serve the name.
-    RunLoops loops(24, name, "-n 2 --ttl 5s", {{"REDSEM_URL", cluster.url(primaries[2])}});
+    // (A lease of 10s: a migration stalls the semaphore for seconds, longer on a loaded
+    // machine or under a sanitizer, and a lease shorter than the stall is lost.)
+    RunLoops loops(24, name, "-n 2 --ttl 10s", {{"REDSEM_URL", cluster.url(primaries[2])}});
     const auto entries = [&] { return loops.entries(); };
     REQUIRE(wait_until([&] { return entries() >= 20; }, 30s));
 
