@@ -257,11 +257,14 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
 }
 
 bool Semaphore::confirm(Lease& lease) {
-    if (BootClock::now() < lease.valid_until()) {
+    // A lease is acted on with its whole ttl ahead, less at most a safety margin. A grant
+    // that lost more before this process could act on it (stopped or starved after it was
+    // made, or a hand-over collected late) is renewed first: a script given a token with a
+    // fraction of its lease left would overrun it. One that may have run out entirely may
+    // have been handed on, and only the server can say.
+    if (lease.ends_by() - BootClock::now() >= lease.ttl - Lease::safety_margin(lease.ttl)) {
         return true;
     }
-    // The grant is too old to trust (this process was stopped, or starved, after it was
-    // made): the slot may have been handed on. Only the server can say.
     const auto sent = BootClock::now();
     const std::optional<Renewal> renewal = renew(lease.token, lease.ttl);
     if (!renewal) {

@@ -155,9 +155,9 @@ public:
     // Takes a slot under `token`. With options.wait == 0 tries once; otherwise queues in FIFO
     // order and blocks (woken by the release that gives this waiter its turn, or by the
     // earliest holder's deadline) until a slot is granted or the wait passes. A returned lease
-    // is valid by the local clock (Lease::valid_until() is ahead): a grant that may have run
-    // out while this process was stopped is confirmed by a renewal first, or, if it was lost,
-    // the caller queues again. Returns nullopt when no slot came in time, having left the
+    // has its ttl ahead by the local clock, less at most a safety margin: a grant that lost
+    // more while this process was stopped (or that may have run out) is renewed first, or, if
+    // it was lost, the caller queues again. Returns nullopt when no slot came in time, having left the
     // queue. Retrying with the same token never takes a second slot. Transient failures
     // (a broken connection, LOADING, BUSY) are retried within Connection::outage_window() (see RetryPolicy).
     // With options.replicas, the lease is renewed at once and returned only once that many
@@ -213,8 +213,9 @@ private:
     std::optional<Lease> wait_for_hand_over(const AcquireOptions& options, const std::string& token,
                                             Milliseconds timeout, BootClock::time_point asked_at,
                                             const QueuedReply& queued);
-    // Makes sure `lease` is still valid by the local clock: true at once when it is, else
-    // after a renewal confirmed it (updating it); false when the server no longer has it.
+    // Makes sure `lease` has its ttl ahead by the local clock, less at most a safety margin:
+    // true at once when it has, else after a renewal confirmed it (updating it); false when
+    // the server no longer has it.
     bool confirm(Lease& lease);
     // Tells options.on_closed whether the reply that refused a slot found admission closed.
     void report_closed(const AcquireOptions& options, const AdmissionClosed& closed) const;

@@ -114,13 +114,16 @@ TEST_CASE("cluster: status and gc see the semaphores of every primary", "[cluste
     REQUIRE(primaries.size() == 3);
     const EnvChanges env{{"REDSEM_URL", cluster.url(primaries[0])}};
     std::set<std::string> names;
+    std::map<std::string, std::string> tokens;
     for (const std::size_t home : primaries) {
         const std::string name = cluster.name_on(home, "all");
         cluster.mark_in_use(name);
         names.insert(name);
-        // A holder that dies at once: its lease runs out and gc has something to collect;
-        // 5s, so that it is still held when status looks, however busy the machine.
-        REQUIRE(run_redsem({"acquire", name, "--ttl", "5s"}, env).exit_code == 0);
+        // A holder that will die: a long lease first, so that it is surely held when status
+        // looks however busy the machine; cut short below so that gc has something to collect.
+        const auto acquired = run_redsem({"acquire", name, "--ttl", "10m"}, env);
+        REQUIRE(acquired.exit_code == 0);
+        tokens[name] = first_line(acquired.out);
     }
 
     const auto listed = run_redsem({"status", "--names"}, env);
@@ -143,6 +146,9 @@ TEST_CASE("cluster: status and gc see the semaphores of every primary", "[cluste
         CHECK(summary["oldest_holder"]["held_for_ms"].get<long long>() < 60000);
     }
 
+    for (const auto& [name, token] : tokens) {
+        REQUIRE(run_redsem({"renew", name, token, "--ttl", "1s"}, env).exit_code == 0);
+    }
     // Once the leases ran out (by each node's clock), gc collects them on every node.
     REQUIRE(wait_until(
         [&] {
