@@ -25,12 +25,15 @@
 --   {'busy', held, limit, queued, closed_for_ms, cause, lost_ms_ago}
 --                                                        full and ARGV[5] == 'try'
 --   closed_for_ms > 0: admission is closed for that long after a possible loss of data, of
---   `cause` ('start' or 'change', see epoch.lua) lost_ms_ago ms ago ('' and 0 when open).
+--   `cause` ('start', 'change' or 'unproven', see epoch.lua) lost_ms_ago ms ago ('' and 0 when open).
 --   {'conflict', stored_limit, held, queued}             another limit is in force (change
 --                                                        it with limit.lua)
 --                                                        (stored_limit -1: not a number;
 --                                                        -2: state lost while in use)
 --   {'wrongtype', key, actual_type, expected_type}       a foreign key is in the way
+--   {'prove', marker}                                    without INFO: call again with the
+--                                                        variant naming this epoch marker
+--                                                        (see epoch.lua); nothing changed
 -- Calling again with the same token is safe: a holder gets its lease back (and so collects a
 -- hand-over), a waiter keeps its place in the queue.
 --
@@ -53,6 +56,10 @@ local token, ttl = ARGV[2], tonumber(ARGV[4])
 local limit = tonumber(ARGV[3]) or state.limit or 1
 local mode, liveness, json, known = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8] == '1'
 local now = server_now(call)
+local proof = demand_proof(call, now)
+if proof then
+    return proof
+end
 local grace = tonumber(ARGV[9])
 local asked_history = #ARGV > 10 and tonumber(ARGV[10]) -- (the last ARGV is the flags)
 if asked_history and asked_history ~= state.history then

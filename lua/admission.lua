@@ -2,7 +2,7 @@
 -- lib/epoch.lua, for the loss grace every client has; writes nothing (status, limit --json).
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
 -- Reply: {opens_at_ms, cause, lost_at_ms, noticed, now_ms}: opens_at_ms 0 when admission is
--- open; cause 'start' or 'change' (see epoch.lua; '' when open); lost_at_ms the latest
+-- open; cause 'start', 'change' or 'unproven' (see epoch.lua; '' when open); lost_at_ms the latest
 -- possible loss (0: none); noticed 0 when the loss is not in the epoch key yet (the next call
 -- that may admit writes it); or {'unknown', now_ms} when INFO is denied.
 

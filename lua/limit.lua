@@ -5,7 +5,8 @@
 -- ARGV[3] how many events the history keeps from now on (0: none), or '' to keep it
 -- Reply: {limit, stored, held, queued, history}: the limit in force now (1 for a new
 -- semaphore), stored 1 when the semaphore has one (0: new), how many hold and wait, and the
--- history's length.
+-- history's length. {'prove', marker} without INFO, for a new limit: call again with the
+-- variant naming this epoch marker (see epoch.lua); nothing changed.
 -- A higher limit hands the new slots to the queue at once, in FIFO order. A lower one takes
 -- no slot away: holders keep theirs, and nobody is admitted until fewer than the limit hold
 -- (see fill_free_slots()). New holders always get a slot below the limit.
@@ -26,6 +27,10 @@ if not wanted then
             redis.call('ZCARD', call.k_queue), state.history}
 end
 local now = server_now(call)
+local proof = demand_proof(call, now)
+if proof then
+    return proof
+end
 local from = state.limit
 -- The new limit first: pruning hands freed slots on, and must do so under it.
 redis.call('HSET', call.k_state, 'limit', wanted)

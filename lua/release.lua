@@ -2,7 +2,9 @@
 -- out of the queue.
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix   ARGV[2] token
 -- Reply: 1 the token held a slot and released it; 2 the token was queued and left the queue;
---        0 the token is unknown here (expired, released already, never acquired).
+--        0 the token is unknown here (expired, released already, never acquired);
+--        {'prove', marker} without INFO: call again with the variant naming this epoch
+--        marker (see epoch.lua); nothing changed.
 -- Touches nothing but the token's own entries and the hand-over, and for a holder kept by a
 -- keeper process (acquire --while-pid), pushes to "<wake prefix><token>:released", which the
 -- keeper watches.
@@ -13,6 +15,10 @@ if not state then
 end
 local token = ARGV[2]
 local now = server_now(call)
+local proof = demand_proof(call, now)
+if proof then
+    return proof
+end
 local info = parse_info(redis.call('HGET', call.k_info, token))
 if info and info.kind == 'h' then
     local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))

@@ -28,7 +28,8 @@
 --                            waiter, the time by which it must have collected the grant
 --   KEYS[6] slots    string  bitmap, bit N set while slot N is held
 --   KEYS[7] epoch    hash    run and replid (the run_id and master_replid of the Redis
---                            process that wrote it), lost_at (server ms of the latest
+--                            process that wrote it), marker (written by a call without INFO),
+--                            lost_at (server ms of the latest
 --                            possible loss of data, 0: none), cause ('start' or 'change',
 --                            see epoch.lua) and checked_at (when it was written). On one server
 --                            "<prefix>:epoch", one per prefix and database, never expires; on a
@@ -39,11 +40,16 @@
 --                            (see epoch.lua).
 --   KEYS[8] log      stream  the semaphore's history (see history.lua)
 -- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:",
--- and the last ARGV is always flags the client library adds (Connection::eval), a sum of: 2 when
--- it was sent to a Cluster node after ASKING (the node is importing the slot: see cluster.lua);
--- 4 when its keys hash to several Cluster slots (a Cluster refuses such a script, so this
--- server is not one). (redsem 0.1 also sent 1 for a script sent with EVAL: whether the server
--- had it cached says nothing of its data; see epoch.lua.)
+-- and the last ARGV is always flags the client library adds (Connection::eval), a sum of: 1
+-- when it was sent with EVAL (its text, not its SHA1); 2 when it was sent to a Cluster node
+-- after ASKING (the node is importing the slot: see cluster.lua); 4 when its keys hash to
+-- several Cluster slots (a Cluster refuses such a script, so this server is not one). A
+-- variant of the joined script of those that may admit (k_admit_script, see
+-- cmake/embed_lua.cmake), which names an epoch marker (see epoch.lua), adds " EXPECTED SENT
+-- SCRIPT": the marker the client expects the epoch key to hold ('-': none), the one its text
+-- names, and the script to run ('acquire', 'release' or 'limit').
+-- (redsem 0.1 also sent 1: whether the server had the script cached says nothing of its
+-- data unless the script names the epoch's marker.)
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
 -- hash tag, so they live on the same Cluster slot.
 --
@@ -67,7 +73,13 @@ end
 
 -- The context of one script call with `keys` and `argv` (KEYS and ARGV).
 local function new_call(keys, argv)
-    local flags = tonumber(argv[#argv]) or 0
+    local bits, expected, sent = string.match(argv[#argv], '^(%d+) (%S+) (%S+)')
+    local flags = tonumber(bits or argv[#argv]) or 0
+    local marker = nil
+    if sent then
+        marker = {expected = expected == '-' and '' or expected, sent = sent,
+                  by_eval = flags % 2 == 1}
+    end
     local k_state, k_epoch = keys[1], keys[7]
     return {
         keys = keys,
@@ -78,9 +90,11 @@ local function new_call(keys, argv)
         wake_prefix = argv[1],
         asked = math.floor(flags / 2) % 2 == 1,
         not_a_cluster = flags >= 4,
+        marker = marker,  -- the epoch marker this call's variant names (see epoch.lua), or nil
         -- Learnt as the call runs (nil until then):
         state = nil,      -- the semaphore's state as load_state() read it (state.lua)
         now_us = nil,     -- the server clock in microseconds at the last server_now() (state.lua)
+        me = nil,         -- this server process, as identify() names it (epoch.lua)
         epoch = nil,      -- the epoch, once read and checked: {lost_at, cause} (epoch.lua)
         events = {},      -- the history events logged so far, written at the end (history.lua)
         log_now = nil     -- the server time they were logged at (history.lua)

@@ -1,8 +1,9 @@
 -- lib/epoch.lua: the epoch and admission after a possible loss of data: whether this server
 -- is the Redis process, in the replication history, that last wrote the epoch key (KEYS[7]);
 -- when it may have lost data; and until when nobody new is admitted.
--- Provides: admission(call, state, now, grace), admission_now(call, now), LOSS_GRACE_MS;
---   within: server_identity(denied_ok), judge_epoch(call, now, me), read_epoch(call, now).
+-- Provides: admission(call, state, now, grace), admission_now(call, now),
+--   demand_proof(call, now), LOSS_GRACE_MS; within: server_identity(denied_ok), identify(call),
+--   judge_epoch(call, now, me), judge_by_marker(call, now), read_epoch(call, now).
 -- Needs: call.lua (call.k_epoch, call.own_epoch; keeps call.epoch), cluster.lua
 --   (came_by_migration()), state.lua (KEEP_STEP_MS, state.closed_logged), history.lua
 --   (log_event()).
@@ -20,6 +21,20 @@
 -- compares, whatever the script cache, the client or the last check say: those survive a
 -- restart from a snapshot, a REPLICAOF and a promotion, and so prove nothing. The other
 -- modules ask only admission(): the rule lives here alone.
+--
+-- Without INFO (an ACL user without @dangerous), nothing a script can read names the server
+-- process. There the epoch key also holds a marker (a random id) and the proof is the script
+-- cache, which lives exactly as long as a process: the client sends each call that may admit
+-- as a variant of its script whose text names the marker it expects (see
+-- src/semaphore/epoch_proof.hpp). Sent by EVALSHA, the variant ran only because this process
+-- has it cached, so it ran it before: the call that wrote the marker, by EVAL, checked the
+-- epoch then. A variant sent by EVAL (the process lacked the expected one: a restart, another
+-- server, SCRIPT FLUSH) proves nothing: a possible loss, and its own marker, cached by that
+-- very EVAL, becomes the epoch's. Redis 7 neither persists nor replicates scripts, so a
+-- promoted replica or a restarted server lacks the marker. Not seen this way: a failback to a
+-- node that still has the marker cached, when no call that may admit reached the other node
+-- meanwhile (it would have drawn a new marker); on Redis 6.2, which replicates and persists
+-- SCRIPT LOAD and EVAL, failovers and restarts from an AOF. INFO, where allowed, decides.
 
 -- How long admission stays closed after a possible loss, unless the caller names another
 -- loss grace for its own admission (ARGV; never stored: what one client asks changes nobody
@@ -48,16 +63,51 @@ local function server_identity(denied_ok)
             uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000}
 end
 
+-- This server process as the call can name it, read once per call (call.me): from INFO, or,
+-- where INFO is denied, {marker = call.marker}: the epoch marker the client's variant of the
+-- script proves, or disproves (nil: the call offered none).
+local function identify(call)
+    if not call.me then
+        call.me = server_identity(true) or {marker = call.marker}
+    end
+    return call.me
+end
+
+-- Without INFO, judges the epoch key by the marker the call offered (see identify()); nil
+-- when it cannot: the call offered no marker, or not the one the key holds (another client
+-- drew a new one since this client last looked).
+local function judge_by_marker(call, now)
+    local stored = redis.call('HMGET', call.k_epoch, 'lost_at', 'cause', 'marker')
+    local marker = call.marker
+    if not marker or marker.expected ~= (stored[3] or '') then
+        return nil
+    end
+    if not marker.by_eval and marker.expected ~= '' then
+        -- This process has the variant cached: it ran it, and checked this epoch then.
+        return {lost_at = tonumber(stored[1]) or 0, cause = stored[2] or 'change', changed = false}
+    end
+    -- Nothing proves that this process ever saw this epoch: a possible loss, now (cause
+    -- 'unproven'; without INFO there is no uptime either, so a missing key counts from now,
+    -- the latest possible start).
+    return {lost_at = now, cause = 'unproven', changed = true, marker = marker.sent, lost = true}
+end
+
 -- Judges the epoch key against this server's identity `me`, changing nothing: returns
 -- {lost_at, cause, changed}, with lost_at the server time of the latest possible loss of data
 -- (0: none), cause 'start' (no epoch key: the server may have started without its data at
--- lost_at) or 'change' (the key names another server process or replication history), and
+-- lost_at) or 'change' (the key names another server process or replication history, or
+-- none: only calls without INFO wrote it), and
 -- changed true when the key must be written anew (a loss noticed now, or a first check of an
 -- epoch that an older redsem wrote).
 local function judge_epoch(call, now, me)
-    local stored = redis.call('HMGET', call.k_epoch, 'run', 'replid', 'lost_at', 'cause', 'node')
+    local stored = redis.call('HMGET', call.k_epoch, 'run', 'replid', 'lost_at', 'cause', 'node',
+                              'marker')
     local run, replid, stored_lost_at, cause, node = stored[1], stored[2], tonumber(stored[3]) or 0,
                                                    stored[4] or 'change', stored[5]
+    if not run and stored[6] then
+        -- Written by calls without INFO only: nothing names the process that wrote it.
+        return {lost_at = now, cause = 'change', changed = true, lost = true}
+    end
     -- The same process. Its replication history is the same, or drawn anew by a master that
     -- followed nobody (creating its backlog: a first replica, or the first after
     -- repl-backlog-ttl; it then has no replid2), or not known (an epoch an older redsem
@@ -76,29 +126,46 @@ local function judge_epoch(call, now, me)
         -- Written by another Redis process or replication history: this one restarted (from
         -- an older snapshot, perhaps), or is a replica promoted by a failover, or was promoted
         -- back: it lost what it did not receive by now, however long it has run.
-        return {lost_at = now, cause = 'change', changed = true}
+        return {lost_at = now, cause = 'change', changed = true, lost = true}
     end
     -- No epoch: the server may have started without its data (no persistence). uptime is the
     -- difference of two whole-second clocks, so it started up to 1 s later than now - uptime:
     -- take the latest possible start. On a server that has run for longer than any grace this
     -- admits at once. (A FLUSHALL of a running server is not noticed: do not flush a live
     -- Redis.)
-    return {lost_at = math.min(now, now - me.uptime_ms + 1000), cause = 'start', changed = true}
+    return {lost_at = math.min(now, now - me.uptime_ms + 1000), cause = 'start', changed = true,
+            lost = true}
 end
 
 -- The epoch as this call sees it, after checking the server's identity, written anew when it
--- changed: {lost_at, cause} (see judge_epoch()). Read once per call, into call.epoch.
+-- changed: {lost_at, cause} (see judge_epoch()), or {unknown = true} when the call cannot tell
+-- (no INFO, and no proof offered: see judge_by_marker()). Read once per call, into call.epoch.
 local function read_epoch(call, now)
     if call.epoch then
         return call.epoch
     end
-    local me = server_identity(false)
-    local epoch = judge_epoch(call, now, me)
+    local me = identify(call)
+    local epoch
+    if me.run then
+        epoch = judge_epoch(call, now, me)
+    else
+        epoch = judge_by_marker(call, now) or {unknown = true}
+    end
     if epoch.changed then
         local k_epoch = call.k_epoch
         -- checked_at: read by redsem 0.1, which trusts an epoch checked less than 1 s ago.
-        redis.call('HSET', k_epoch, 'run', me.run, 'replid', me.replid, 'lost_at',
-                   int_str(epoch.lost_at), 'cause', epoch.cause, 'checked_at', int_str(now))
+        redis.call('HSET', k_epoch, 'lost_at', int_str(epoch.lost_at), 'cause', epoch.cause,
+                   'checked_at', int_str(now))
+        if me.run then
+            redis.call('HSET', k_epoch, 'run', me.run, 'replid', me.replid)
+            if epoch.lost then
+                -- A process that has the marker cached may be the one that lost data (a
+                -- failback): a call without INFO must prove a new one.
+                redis.call('HDEL', k_epoch, 'marker')
+            end
+        else
+            redis.call('HSET', k_epoch, 'marker', epoch.marker)
+        end
         if call.own_epoch then
             redis.call('HSET', k_epoch, 'node', redis.call('CLUSTER', 'MYID'))
             -- Outlives the semaphore's keys, and the loss grace (gc leaves it).
@@ -128,6 +195,11 @@ end
 -- the server's identity checked, once per call, only on paths that admit someone.
 local function admission(call, now, grace)
     local epoch = read_epoch(call, now)
+    if epoch.unknown then
+        -- Not this call's to judge: the head of the queue takes the slot when it next asks,
+        -- with a proof of its own.
+        return now + 1, epoch
+    end
     local opens = epoch.lost_at + (grace or LOSS_GRACE_MS)
     if epoch.lost_at > 0 and now < epoch.lost_at + LOSS_GRACE_MS then
         log_closed(call, call.state, now, epoch)
@@ -154,4 +226,21 @@ local function admission_now(call, now)
     end
     return {opens_at = opens, cause = epoch.cause, lost_at = epoch.lost_at,
             noticed = not epoch.changed}
+end
+
+-- For a call that may admit, before it writes anything: nil when it can judge the epoch,
+-- else the reply {'prove', MARKER} that names the marker the epoch key holds ('' for none),
+-- which the client proves (or disproves) by calling again (see identify()). Without INFO, a
+-- loss this call's proof shows is written at once, so that the client learns the marker in
+-- force from any other reply.
+local function demand_proof(call, now)
+    local me = identify(call)
+    if me.run then
+        return nil
+    end
+    local epoch = read_epoch(call, now)
+    if epoch.unknown then
+        return {'prove', redis.call('HGET', call.k_epoch, 'marker') or ''}
+    end
+    return nil
 end

@@ -58,6 +58,12 @@ std::string admission_line(const AdmissionState& admission) {
                            "started {} ago",
                            left, ago);
     }
+    if (admission.cause == "unproven") {
+        return fmt::format("admission closed for {} more: the Redis process could not show a "
+                           "client without INFO that it had seen redsem's records (noticed {} "
+                           "ago)",
+                           left, ago);
+    }
     if (!admission.noticed) {
         return fmt::format("admission closes for {} at the next acquire: Redis restarted, or "
                            "another server took over, since redsem last looked",

@@ -79,9 +79,11 @@ bool is_wait(const Event& event) {
 std::string detail(const Event& event) {
     if (event.kind == "closed" && event.raw.empty()) {
         return fmt::format("{}; nobody admitted until {}",
-                           event.cause == "start" ? "Redis has no record of redsem (started "
-                                                    "without its data?)"
-                                                  : "Redis restarted or another server took over",
+                           event.cause == "start"
+                               ? "Redis has no record of redsem (started without its data?)"
+                           : event.cause == "unproven"
+                               ? "the Redis process could not show it had seen redsem's records"
+                               : "Redis restarted or another server took over",
                            local_time(*event.opens_at_ms));
     }
     if (!event.raw.empty() || (event.kind != "limit" && event.token.empty())) {

@@ -19,6 +19,7 @@ namespace {
 constexpr int k_max_redirects = 16;
 // The flags a script gets as its last argument (see lua/lib/call.lua).
 enum ScriptFlag : int {
+    by_body = 1,        // sent with EVAL: its text, not its SHA1
     asked = 2,          // resent to a cluster node importing the slot, after ASKING
     keys_span_slots = 4 // its keys hash to several slots: a Redis Cluster would have refused it
                         // (CROSSSLOT), so the server that runs it is not one
@@ -41,8 +42,9 @@ std::vector<std::string> script_argv(const ScriptCall& call, const std::vector<s
     argv.push_back(std::to_string(keys.size()));
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), call.args.begin(), call.args.end());
-    const int flags = span_slots(keys) ? keys_span_slots : 0;
-    argv.push_back(std::to_string(flags));
+    const int flags = (span_slots(keys) ? keys_span_slots : 0) | (by_sha ? 0 : by_body);
+    argv.push_back(call.flags_note.empty() ? std::to_string(flags)
+                                           : fmt::format("{} {}", flags, call.flags_note));
     return argv;
 }
 
@@ -52,7 +54,9 @@ std::vector<std::string> mark_asked(const std::vector<std::string>& argv) {
     std::vector<std::string> marked = argv;
     if (!marked.empty() && (marked[0] == "EVALSHA" || marked[0] == "EVAL")) {
         std::string& flags = marked.back();
-        flags = std::to_string(std::stoi(flags) | asked);
+        const std::size_t end = flags.find(' ');
+        const std::string rest = end == std::string::npos ? "" : flags.substr(end);
+        flags = std::to_string(std::stoi(flags.substr(0, end)) | asked) + rest;
     }
     return marked;
 }
@@ -282,6 +286,9 @@ Reply Connection::eval(ScriptCall call) {
 std::vector<Reply> Connection::eval_pipeline(const std::vector<ScriptCall>& calls) {
     std::vector<Reply> replies(calls.size());
     std::vector<bool> by_body(calls.size(), false);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        by_body[i] = calls[i].send == ScriptCall::Send::body_only;
+    }
     std::vector<bool> by_cluster_keys(calls.size(), false);
     std::vector<std::size_t> todo(calls.size());
     std::iota(todo.begin(), todo.end(), std::size_t{0});
@@ -313,7 +320,8 @@ std::vector<Reply> Connection::eval_pipeline(const std::vector<ScriptCall>& call
                 topology().wants_cluster_keys() && !calls[i].cluster_keys.empty()) {
                 // A cluster after all (send_all() handed over): its keys from now on.
                 again.push_back(i);
-            } else if (is_error_code(reply, "NOSCRIPT") && !by_body[i]) {
+            } else if (is_error_code(reply, "NOSCRIPT") && !by_body[i] &&
+                       calls[i].send == ScriptCall::Send::sha_then_body) {
                 by_body[i] = true;
                 again.push_back(i);
             }

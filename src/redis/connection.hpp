@@ -58,7 +58,8 @@ public:
     // included: one round trip for a batch of reads.
     std::vector<Reply> pipeline(const std::vector<Command>& commands);
 
-    // Runs a script: EVALSHA, and on NOSCRIPT the body with EVAL (which also caches it).
+    // Runs a script: EVALSHA, and on NOSCRIPT the body with EVAL (which also caches it), or as
+    // call.send says.
     // Appends one last argument of flags (see lua/lib/call.lua). An error reply is thrown by
     // throw_script_error().
     Reply eval(ScriptCall call);

@@ -48,7 +48,7 @@ bool parse_value(std::string_view value, Event& event) {
     }
     if (event.kind == "closed") {
         const auto parts = split_spaces(value, 3);
-        if (parts.size() != 3 || (parts[0] != "start" && parts[0] != "change")) {
+        if (parts.size() != 3 || (parts[0] != "start" && parts[0] != "change" && parts[0] != "unproven")) {
             return false;
         }
         event.cause = parts[0];

@@ -28,7 +28,7 @@ struct Event {
     std::optional<HolderMeta> meta;       // nullopt when unknown
     std::optional<long long> limit_from;  // limit: nullopt for a new semaphore
     std::optional<long long> limit_to;
-    std::string cause;                    // closed: "start" or "change" (see AdmissionClosed)
+    std::string cause;                    // closed: "start", "change" or "unproven" (see AdmissionClosed)
     std::optional<long long> lost_at_ms;  // closed: the possible loss of data
     std::optional<long long> opens_at_ms; // closed: when admission opens (server clock)
     std::string raw; // the value as stored, when it is not in the format above

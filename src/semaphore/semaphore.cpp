@@ -1,6 +1,7 @@
 #include "semaphore/semaphore.hpp"
 
 #include "lua_scripts.hpp"
+#include "semaphore/epoch_proof.hpp"
 #include "redis/retry_policy.hpp"
 #include "redis/topology.hpp"
 #include "util/duration.hpp"
@@ -37,6 +38,10 @@ struct QueuedReply {
 namespace {
 
 using Clock = std::chrono::steady_clock; // waits; leases use BootClock
+
+// How often in a row a call may be told to prove another epoch marker (see Semaphore::run())
+// before it gives up: each time, another client found a possible loss in between.
+constexpr int k_proof_rounds = 8;
 
 // Sleeps up to `duration`, returning early (true) when `interrupt_fd` becomes readable.
 bool interruptible_sleep(Milliseconds duration, int interrupt_fd) {
@@ -179,13 +184,58 @@ std::string HolderMeta::to_json() const {
 Semaphore::Semaphore(Connection& connection, std::string_view prefix, std::string_view name)
     : m_connection(connection), m_name(name), m_keys(Keys::make(prefix, name)) {}
 
-Reply Semaphore::run(const Script& script, std::vector<std::string> args) {
+Reply Semaphore::run(const Script& script, std::vector<std::string> args, bool admits) {
     args.insert(args.begin(), m_keys.wake_prefix);
-    Reply reply = m_connection.eval(
-        {script, m_keys.script_keys(), std::move(args), m_keys.cluster_script_keys()});
-    check_key_types(reply, m_name,
-                    "nothing was changed (delete the key, or choose another --prefix)");
-    return reply;
+    // Without INFO: the variant of the joined admitting scripts (one text, whichever runs) that
+    // names the marker the epoch key holds, by EVALSHA; where the server lacks it, a fresh
+    // marker's variant by EVAL (a possible loss, and the epoch's marker from then on). A reply
+    // {"prove", MARKER} names the marker in force.
+    std::string fresh;
+    for (int round = 0;; ++round) {
+        const Script* sent = &script;
+        ScriptCall::Send send = ScriptCall::Send::sha_then_body;
+        std::string note;
+        if (admits && m_epoch_marker) {
+            const std::string& expected = *m_epoch_marker;
+            const bool by_sha = fresh.empty() && !expected.empty();
+            if (!by_sha && fresh.empty()) {
+                fresh = new_epoch_marker();
+            }
+            const std::string& named = by_sha ? expected : fresh;
+            sent = &epoch_variant(scripts::k_admit_script, named);
+            send = by_sha ? ScriptCall::Send::sha_only : ScriptCall::Send::body_only;
+            note = fmt::format("{} {} {}", expected.empty() ? "-" : expected, named, script.name);
+        }
+        const ScriptCall call{*sent, m_keys.script_keys(), args, m_keys.cluster_script_keys(),
+                              send, std::move(note)};
+        Reply reply = std::move(m_connection.eval_pipeline({call}).front());
+        if (is_error_code(reply, "NOSCRIPT") && call.send == ScriptCall::Send::sha_only) {
+            fresh = new_epoch_marker();
+            continue;
+        }
+        if (reply.is_error()) {
+            throw_script_error(script, reply.text);
+        }
+        const bool demanded = reply.type == Reply::Type::array && !reply.as_array().empty() &&
+                              reply.at(0).type == Reply::Type::string &&
+                              reply.at(0).as_string() == "prove";
+        if (!demanded) {
+            if (call.send == ScriptCall::Send::body_only) {
+                m_epoch_marker = fresh; // the script wrote it (see demand_proof())
+            }
+            check_key_types(reply, m_name,
+                            "nothing was changed (delete the key, or choose another --prefix)");
+            return reply;
+        }
+        if (round == k_proof_rounds) {
+            throw InternalError(fmt::format(
+                "the epoch marker of '{}' changed at each of {} calls in a row (clients "
+                "without INFO keep finding a possible loss of data)",
+                printable(m_name), k_proof_rounds + 1));
+        }
+        m_epoch_marker = reply.at(1).as_string();
+        fresh.clear();
+    }
 }
 
 Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token, bool queue,
@@ -196,7 +246,8 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
                 std::to_string(k_waiter_liveness.count()), options.meta.to_json(),
                 known ? "1" : "0",
                 options.loss_grace ? std::to_string(options.loss_grace->count()) : "",
-                options.history ? std::to_string(*options.history) : ""});
+                options.history ? std::to_string(*options.history) : ""},
+               true);
 }
 
 std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options,
@@ -440,7 +491,7 @@ ReleaseOutcome Semaphore::release(const std::string& token) {
 }
 
 ReleaseOutcome Semaphore::release_here(const std::string& token) {
-    const Reply reply = run(scripts::k_release_script, {token});
+    const Reply reply = run(scripts::k_release_script, {token}, true);
     switch (reply.as_integer()) {
     case 1:
         return ReleaseOutcome::released;
@@ -483,8 +534,10 @@ Milliseconds Semaphore::replica_wait(Milliseconds ttl) const {
 }
 
 LimitInfo Semaphore::limit(std::optional<long long> new_limit, std::optional<long long> history) {
-    const Reply reply = run(scripts::k_limit_script, {new_limit ? std::to_string(*new_limit) : "",
-                                                      history ? std::to_string(*history) : ""});
+    const Reply reply = run(scripts::k_limit_script,
+                            {new_limit ? std::to_string(*new_limit) : "",
+                             history ? std::to_string(*history) : ""},
+                            new_limit.has_value());
     return LimitInfo{.limit = reply.at(0).as_integer(),
                      .stored = reply.at(1).as_integer() == 1,
                      .held = reply.at(2).as_integer(),

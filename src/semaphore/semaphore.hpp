@@ -56,8 +56,9 @@ struct QueuePosition {
 // refused a slot said (see lua/lib/epoch.lua).
 struct AdmissionClosed {
     Milliseconds opens_in{0}; // until the loss grace has passed; 0: not closed
-    // Why: "start" (Redis has no record of redsem, and started lost_ago), or "change" (it
-    // restarted, or another server took over, lost_ago).
+    // Why: "start" (Redis has no record of redsem, and started lost_ago), "change" (it
+    // restarted, or another server took over, lost_ago), or "unproven" (for a user without
+    // INFO: the Redis process could not show that it had seen redsem's records before).
     std::string cause;
     Milliseconds lost_ago{0};
 };
@@ -133,7 +134,7 @@ struct LimitInfo {
 struct AdmissionState {
     bool known = true;         // false: the server denies INFO, so nothing can be said
     long long opens_at_ms = 0; // server clock; 0: admission is open
-    std::string cause;         // while closed: "start" or "change" (see AdmissionClosed)
+    std::string cause;         // while closed: "start", "change" or "unproven" (see AdmissionClosed)
     long long lost_at_ms = 0;  // the latest possible loss of data (0: none)
     bool noticed = true;       // false: the next call that may admit records the loss
     long long server_now_ms = 0;
@@ -204,7 +205,10 @@ public:
 private:
     std::optional<Lease> acquire_unreplicated(const AcquireOptions& options,
                                               const std::string& token);
-    Reply run(const Script& script, std::vector<std::string> args);
+    // Runs `script` on the semaphore's keys with `args` after ARGV[1] (the wake-list prefix).
+    // A script that may admit somebody (`admits`) proves, where the user may not read INFO,
+    // that the server checked the epoch (see epoch_proof.hpp), calling again as it asks.
+    Reply run(const Script& script, std::vector<std::string> args, bool admits = false);
     // release() on the server this connection uses now, without asking the sentinels first.
     ReleaseOutcome release_here(const std::string& token);
     Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known);
@@ -225,6 +229,9 @@ private:
     Connection& m_connection;
     std::string m_name;
     Keys m_keys;
+    // The epoch marker the epoch key held when a script last said (nullopt: no script asked
+    // for a proof yet, so INFO may be allowed; "": the key holds none).
+    std::optional<std::string> m_epoch_marker;
 };
 
 } // namespace redsem

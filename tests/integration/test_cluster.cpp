@@ -20,10 +20,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string first_line(const std::string& text) {
-    return text.substr(0, text.find('\n'));
-}
-
 // How many times the server ran `command` since its statistics were reset (scripts' inner
 // calls included), from INFO commandstats.
 long long command_calls(Connection& admin, const std::string& command) {

@@ -21,10 +21,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string first_line(const std::string& text) {
-    return text.substr(0, text.find('\n'));
-}
-
 EnvChanges env_for(const SentinelGroup& group) {
     return {{"REDSEM_URL", group.url()}};
 }

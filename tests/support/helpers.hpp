@@ -138,6 +138,11 @@ inline long long server_time_ms(Connection& admin) {
     return std::stoll(time.at(0).as_string()) * 1000 + std::stoll(time.at(1).as_string()) / 1000;
 }
 
+// The first line of `text` (a token that acquire printed), without its newline.
+inline std::string first_line(const std::string& text) {
+    return text.substr(0, text.find('\n'));
+}
+
 inline long long zcard(Connection& admin, const std::string& key) {
     return admin.call({"ZCARD", key}).as_integer();
 }

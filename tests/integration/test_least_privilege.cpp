@@ -1,0 +1,170 @@
+// A user without @dangerous (no INFO, ROLE, CONFIG, DEBUG), as managed services hand out:
+// every subcommand works, and lost data is still noticed, by the script cache instead of
+// INFO's run_id (see lua/lib/epoch.lua). Real redis-server processes; the observer is the
+// default user's admin connection.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int k_closed = 73; // ExitCode::closed
+
+// A server over TCP with user "app": redsem's keys and channels, every command but the
+// @dangerous ones.
+RedisServer::Options with_app_user(std::vector<std::string> extra_args = {}) {
+    RedisServer::Options options;
+    options.tcp = true;
+    options.extra_args = {"--user", "app", "on", ">app-pw", "~redsem:*", "&*", "+@all",
+                          "-@dangerous"};
+    options.extra_args.insert(options.extra_args.end(), extra_args.begin(), extra_args.end());
+    return options;
+}
+
+// The environment of a client that connects to `server` as "app", with loss grace `grace`
+// ("" for the default).
+EnvChanges as_app(const RedisServer& server, const std::string& grace = "") {
+    EnvChanges env{{"REDSEM_URL", "redis://app@127.0.0.1:" + std::to_string(server.port())},
+                   {"REDSEM_PASSWORD", "app-pw"}};
+    if (!grace.empty()) {
+        env["REDSEM_LOSS_GRACE"] = grace;
+    }
+    return env;
+}
+
+long long holders(Connection& admin, const std::string& name) {
+    return admin.call({"ZCARD", "redsem:{" + name + "}:holders"}).as_integer();
+}
+
+std::string epoch_marker(Connection& admin) {
+    const Reply marker = admin.call({"HGET", "redsem:epoch", "marker"});
+    return marker.is_nil() ? "" : marker.as_string();
+}
+
+} // namespace
+
+TEST_CASE("without INFO: every subcommand works, and admission stays open between calls") {
+    RedisServer server(with_app_user());
+    Connection admin = server.admin();
+    // The user may not read INFO: the scripts' check of the server's identity cannot use it.
+    CHECK(admin.call({"ACL", "DRYRUN", "app", "INFO"}).as_string().find("no permissions") !=
+          std::string::npos);
+
+    // Nothing shows yet that this Redis process has seen redsem's records: closed.
+    const auto first = run_redsem({"acquire", "lp", "-n", "2", "-w", "0"}, as_app(server));
+    CHECK(first.exit_code == k_closed);
+    CHECK(first.err.find("may not read INFO") != std::string::npos);
+    CHECK(holders(admin, "lp") == 0);
+    const std::string marker = epoch_marker(admin);
+    CHECK(marker.size() == 32);
+
+    // A caller that opts out of the grace gets in.
+    const auto opted_out =
+        run_redsem({"acquire", "lp", "-n", "2", "-w", "0", "--ttl", "5m"}, as_app(server, "0"));
+    REQUIRE(opted_out.exit_code == 0);
+    const std::string token = first_line(opted_out.out);
+    // Once the grace has passed (moved back here rather than waited for), nobody needs to opt
+    // out: each call proves that this process has seen the epoch, and the marker stays.
+    admin.call({"HSET", "redsem:epoch", "lost_at", std::to_string(server_time_ms(admin) - 61000)});
+    const auto ran = run_redsem({"run", "lp", "-w", "0", "--", "true"}, as_app(server));
+    CHECK(ran.exit_code == 0);
+    CHECK(ran.err.empty());
+    CHECK(run_redsem({"renew", "lp", token}, as_app(server)).exit_code == 0);
+    CHECK(run_redsem({"limit", "lp", "3"}, as_app(server)).exit_code == 0);
+    const auto limit = run_redsem({"limit", "lp", "--json"}, as_app(server));
+    CHECK(limit.exit_code == 0);
+    CHECK(json::parse(limit.out)["limit"] == 3);
+    const auto status = run_redsem({"status", "lp", "--json"}, as_app(server));
+    CHECK(status.exit_code == 0);
+    CHECK(json::parse(status.out)["held"] == 1);
+    CHECK(run_redsem({"log", "lp"}, as_app(server)).exit_code == 0);
+    CHECK(run_redsem({"gc", "lp"}, as_app(server)).exit_code == 0);
+    CHECK(run_redsem({"release", "lp", token}, as_app(server)).exit_code == 0);
+    CHECK(holders(admin, "lp") == 0);
+    CHECK(epoch_marker(admin) == marker);
+
+    // A waiter is handed the slot a release frees, at once, as with INFO.
+    const auto held = run_redsem({"acquire", "lp2", "--ttl", "5m"}, as_app(server));
+    REQUIRE(held.exit_code == 0);
+    Child waiter({"acquire", "lp2", "--json"}, as_app(server));
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{lp2}:queue") == 1; }, 10s));
+    REQUIRE(run_redsem({"release", "lp2", first_line(held.out)}, as_app(server)).exit_code == 0);
+    const auto handed = waiter.wait(10s);
+    CHECK(handed.exit_code == 0);
+    CHECK(holders(admin, "lp2") == 1);
+    CHECK(epoch_marker(admin) == marker);
+}
+
+TEST_CASE("without INFO: a restart that kept its data, SCRIPT FLUSH and a promoted replica "
+          "close admission") {
+    RedisServer server(with_app_user({"--appendonly", "yes"}));
+    Connection admin = server.admin();
+    REQUIRE(run_redsem({"acquire", "rs", "-n", "3", "-w", "0", "--ttl", "5m"}, as_app(server, "0"))
+                .exit_code == 0);
+    REQUIRE(holders(admin, "rs") == 1);
+    const std::string marker = epoch_marker(admin);
+    REQUIRE_FALSE(marker.empty());
+
+    SECTION("a restart") {
+        server.restart();
+        Connection again = server.admin();
+        // The data came back, the marker with it; the script cache did not.
+        REQUIRE(epoch_marker(again) == marker);
+        const auto newcomer = run_redsem({"acquire", "rs", "-w", "0"}, as_app(server));
+        CHECK(newcomer.exit_code == k_closed);
+        CHECK(holders(again, "rs") == 1);
+        CHECK(epoch_marker(again) != marker);
+        CHECK(again.call({"HGET", "redsem:epoch", "cause"}).as_string() == "unproven");
+    }
+    SECTION("SCRIPT FLUSH") {
+        admin.call({"SCRIPT", "FLUSH"});
+        const auto newcomer = run_redsem({"acquire", "rs", "-w", "0"}, as_app(server));
+        CHECK(newcomer.exit_code == k_closed);
+        CHECK(holders(admin, "rs") == 1);
+    }
+}
+
+TEST_CASE("without INFO: a failover, and a failback to a node that still has the old marker "
+          "cached, close admission") {
+    RedisServer first(with_app_user());
+    RedisServer second(with_app_user());
+    Connection first_admin = first.admin();
+    Connection second_admin = second.admin();
+    second_admin.call({"REPLICAOF", "127.0.0.1", std::to_string(first.port())});
+    REQUIRE(wait_until(
+        [&] { return info_field(second_admin, "replication", "master_link_status") == "up"; },
+        20s));
+    REQUIRE(run_redsem({"acquire", "fo", "-n", "3", "-w", "0", "--ttl", "5m"}, as_app(first, "0"))
+                .exit_code == 0);
+    REQUIRE(first_admin.call({"WAIT", "1", "10000"}).as_integer() == 1);
+    const std::string first_marker = epoch_marker(first_admin);
+    REQUIRE(epoch_marker(second_admin) == first_marker);
+
+    // Failover: the replica has the marker (replicated data), not the script naming it.
+    second_admin.call({"REPLICAOF", "NO", "ONE"});
+    const auto on_second = run_redsem({"acquire", "fo", "-w", "0", "--ttl", "5m"}, as_app(second));
+    CHECK(on_second.exit_code == k_closed);
+    const std::string second_marker = epoch_marker(second_admin);
+    CHECK(second_marker != first_marker);
+    REQUIRE(run_redsem({"acquire", "fo", "-w", "0", "--ttl", "5m"}, as_app(second, "0")).exit_code ==
+            0);
+
+    // Failback: the first node follows the second (taking its data, and its marker), and is
+    // promoted again. It still has the first marker's script cached: that proves nothing now.
+    first_admin.call({"REPLICAOF", "127.0.0.1", std::to_string(second.port())});
+    REQUIRE(wait_until(
+        [&] {
+            return info_field(first_admin, "replication", "master_link_status") == "up" &&
+                   epoch_marker(first_admin) == second_marker;
+        },
+        20s));
+    first_admin.call({"REPLICAOF", "NO", "ONE"});
+    const auto back = run_redsem({"acquire", "fo", "-w", "0"}, as_app(first));
+    CHECK(back.exit_code == k_closed);
+    CHECK(holders(first_admin, "fo") == 2);
+}
