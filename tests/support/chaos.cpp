@@ -244,6 +244,18 @@ std::vector<pid_t> stop_tree(pid_t root, long long& last_signal_ns) {
 
 // ---- client processes --------------------------------------------------------------------
 
+// Sets NAME=value in `env`, in place of any value it had.
+void set_env(std::vector<std::string>& env, const std::string& name, const std::string& value) {
+    std::erase_if(env, [&](const std::string& entry) { return entry.rfind(name + "=", 0) == 0; });
+    env.push_back(name + "=" + value);
+}
+
+// Connects as "app", the ACL user without @dangerous, to `server`.
+void as_app_user(std::vector<std::string>& env, const RedisServer& server) {
+    set_env(env, "REDSEM_URL", "unix://app@" + server.socket_url().substr(7));
+    set_env(env, "REDSEM_PASSWORD", "app-pw");
+}
+
 // Starts argv[0] (a path) in a process group of its own, stdin and stdout on /dev/null,
 // stderr into `err_path`, default signal dispositions and an empty mask.
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
@@ -419,7 +431,12 @@ public:
 private:
     // setup
     void prepare();
-    std::vector<std::string> environment_for(const std::string& skew) const;
+    // A client's environment: its clock skew (libfaketime), and for a semaphore without INFO
+    // the ACL user and prefix.
+    std::vector<std::string> environment_for(const std::string& skew, bool without_info) const;
+    // Runs `argv` (stderr to `err`) for up to 30s; whether it exited 0.
+    bool run_to_end(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                    const std::string& err) const;
     void spawn_client();
     // the loop
     void tail_log();
@@ -544,12 +561,18 @@ void Harness::prepare() {
     // (A replica's full sync starts at once, not after the 5s Redis waits for more replicas.)
     options.extra_args = {"--appendonly", "yes", "--appendfsync", "always",
                           "--repl-diskless-sync-delay", "0"};
+    // The user of the semaphores without INFO, on both nodes (ACLs are not replicated).
+    const std::vector<std::string> app_user = {"--user", "app", "on", ">app-pw",
+                                               std::string("~") + k_no_info_prefix + ":*", "&*",
+                                               "+@all", "-@dangerous"};
+    options.extra_args.insert(options.extra_args.end(), app_user.begin(), app_user.end());
     options.tcp = true; // for the standby to replicate it
     m_server = std::make_unique<RedisServer>(options);
     if (m_config.restarts >= 4) { // one of them fails back (see redis_actions())
         RedisServer::Options standby;
         standby.tcp = true;
         standby.extra_args = {"--repl-diskless-sync-delay", "0"};
+        standby.extra_args.insert(standby.extra_args.end(), app_user.begin(), app_user.end());
         m_standby = std::make_unique<RedisServer>(standby);
         m_standby->admin().call({"REPLICAOF", "127.0.0.1", std::to_string(m_server->port())});
     }
@@ -580,8 +603,13 @@ void Harness::prepare() {
                          "ms");
 }
 
-std::vector<std::string> Harness::environment_for(const std::string& skew) const {
+std::vector<std::string> Harness::environment_for(const std::string& skew,
+                                                  bool without_info) const {
     std::vector<std::string> env = m_base_env;
+    if (without_info) {
+        as_app_user(env, *m_server);
+        set_env(env, "REDSEM_PREFIX", k_no_info_prefix);
+    }
     if (skew.empty()) {
         return env;
     }
@@ -692,7 +720,8 @@ void Harness::spawn_client() {
     }
     client.spawned_ns = real_now_ns();
     client.pid =
-        spawn(argv, environment_for(client.skew), m_dir + "/err/" + std::to_string(client.id));
+        spawn(argv, environment_for(client.skew, spec.without_info),
+              m_dir + "/err/" + std::to_string(client.id));
     m_result.clients_started += 1;
     m_result.clients_skewed += client.skew.empty() ? 0 : 1;
     m_active.push_back(client.id);
@@ -1188,6 +1217,16 @@ void Harness::fail_back() {
     Connection standby = m_standby->admin();
     wait_for_link(standby);
     standby.call({"REPLICAOF", "NO", "ONE"});
+    // A call without INFO that may admit reaches the promoted standby, as when clients follow
+    // a failover: it draws a new epoch marker there. (Had none reached it, the master, which
+    // still has the old marker's script cached, could not tell the failback: the documented
+    // case that only INFO sees.)
+    std::vector<std::string> env = m_base_env;
+    as_app_user(env, *m_standby);
+    set_env(env, "REDSEM_LOSS_GRACE", "0");
+    run_to_end({m_redsem, "acquire", "failback-probe", "--prefix", k_no_info_prefix, "-w", "0",
+                "--ttl", "1s"},
+               env, m_dir + "/probe.err");
     std::this_thread::sleep_for(m_config.rollback_window);
     Connection master = m_server->admin();
     RestartWindow window;
@@ -1306,33 +1345,42 @@ void Harness::redis_actions() {
 
 // ---- after the chaos ----------------------------------------------------------------------
 
+bool Harness::run_to_end(const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env, const std::string& err) const {
+    const pid_t pid = spawn(argv, env, err);
+    int status = 0;
+    const auto deadline = Steady::now() + 30s;
+    pid_t got = 0;
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && Steady::now() < deadline) {
+        std::this_thread::sleep_for(5ms);
+    }
+    if (got == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    return got == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 void Harness::check_keys() {
     // Waiters drop after 5s, uncollected hand-overs after 3s, leases after the ttl; then gc
     // removes every semaphore. Poll rather than sleep for the longest of them.
     const auto give_up = Steady::now() + 15s + 2 * m_config.ttl + m_config.loss_grace;
     for (;;) {
         const std::string err = m_dir + "/gc.err";
-        const pid_t pid = spawn({m_redsem, "gc"}, m_base_env, err);
-        int status = 0;
-        const auto gc_deadline = Steady::now() + 30s;
-        pid_t got = 0;
-        while ((got = waitpid(pid, &status, WNOHANG)) == 0 && Steady::now() < gc_deadline) {
-            std::this_thread::sleep_for(5ms);
-        }
-        if (got == 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-        }
-        m_result.gc_ok = got == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        m_result.gc_ok = run_to_end({m_redsem, "gc"}, m_base_env, err) &&
+                         run_to_end({m_redsem, "gc", "--prefix", k_no_info_prefix}, m_base_env, err);
         if (!m_result.gc_ok) {
             m_out << "chaos: redsem gc failed: " << last_line(slurp(err)) << "\n";
         }
         Connection admin = m_server->admin();
-        const Reply keys = admin.call({"KEYS", "redsem:*"});
+        std::vector<Reply> keys = admin.call({"KEYS", "redsem:*"}).as_array();
+        const Reply more = admin.call({"KEYS", std::string(k_no_info_prefix) + ":*"});
+        keys.insert(keys.end(), more.as_array().begin(), more.as_array().end());
         m_result.keys_left = 0;
         m_result.keys_left_names.clear();
-        for (const Reply& key : keys.as_array()) {
-            if (key.as_string() == "redsem:epoch") {
+        for (const Reply& key : keys) {
+            if (key.as_string() == "redsem:epoch" ||
+                key.as_string() == std::string(k_no_info_prefix) + ":epoch") {
                 continue; // the loss marker: no TTL by design
             }
             if (key.as_string().ends_with(":log") &&
