@@ -13,9 +13,9 @@
 _redsem_value_opts() {
     local opts='-u --url --prefix --connect-timeout --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni'
     case $1 in
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --history --while-pid --on-lost' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --while-pid --on-lost' ;;
         renew) opts+=' --ttl --replicas' ;;
-        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --history --on-lost --kill-after --lost-exit-code -c --command' ;;
+        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --on-lost --kill-after --lost-exit-code -c --command' ;;
         status) opts+=' --format' ;;
         limit) opts+=' --history' ;;
         log) opts+=' --since --until' ;;
@@ -28,9 +28,9 @@ _redsem_all_opts() {
     local opts='-h --help -u --url --prefix --connect-timeout --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni --insecure'
     case $1 in
         '') opts+=' --version' ;;
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --history -q --quiet --json --while-pid --on-lost' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas -q --quiet --json --while-pid --on-lost' ;;
         renew) opts+=' --ttl --replicas' ;;
-        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --history -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
+        run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
         status) opts+=' --json --format --watch --names' ;;
         log) opts+=' --since --until --json -f --follow' ;;
         gc) opts+=' --dry-run --json' ;;

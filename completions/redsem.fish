@@ -14,12 +14,12 @@ function __redsem_value_opts
     switch "$argv[1]"
         case acquire
             printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
-                --replicas --history --while-pid --on-lost
+                --replicas --while-pid --on-lost
         case renew
             printf '%s\n' --ttl --replicas
         case run
             printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
-                --replicas --history --on-lost --kill-after --lost-exit-code -c --command
+                --replicas --on-lost --kill-after --lost-exit-code -c --command
         case status
             printf '%s\n' --format
         case limit
@@ -237,7 +237,7 @@ complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s q -l quiet 
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l json -d 'Print the result as JSON'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l while-pid -x -a '(__fish_complete_pids)' -d 'Hold the slot for the life of process PID'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l on-lost -x -a 'TERM INT HUP KILL USR1 USR2 QUIT ALRM none' -d 'Signal for PID when the lease is lost'
-complete -c redsem -n '__redsem_seen_subcommand_from acquire run limit' -l history -x -d 'Events the history of NAME keeps (0: none)'
+complete -c redsem -n '__redsem_seen_subcommand_from limit' -l history -x -d 'Events the history of NAME keeps (0: none)'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l json -d 'Print JSON'
 
 # run

@@ -11,8 +11,8 @@
 --         its place), '0' for a token never sent before (skips the look-ups)
 -- ARGV[9] the loss grace in ms for the caller's own admission (see epoch.lua), kept with its
 --         place in the queue and never stored with the semaphore; '' for LOSS_GRACE_MS
--- ARGV[10] how many events the semaphore's history keeps, stored with it (0: none); '' keeps
---         the stored length (default: DEFAULT_HISTORY)
+-- (redsem 0.2.0 before release also sent ARGV[10], a history length to store: a setting only
+-- `limit --history` stores now, as an operator's action.)
 -- Reply, by first element:
 --   {'ok', fence, slot, deadline_ms, limit, now_ms}      the caller holds a slot
 --   {'wait', position, held, limit, next_expiry_in_ms, queued, now_ms, closed_for_ms,
@@ -61,11 +61,6 @@ if proof then
     return proof
 end
 local grace = tonumber(ARGV[9])
-local asked_history = #ARGV > 10 and tonumber(ARGV[10]) -- (the last ARGV is the flags)
-if asked_history and asked_history ~= state.history then
-    store_setting(call, state, 'history', asked_history)
-    state.history = asked_history
-end
 prune(call, state, now)
 
 local position
@@ -94,7 +89,8 @@ end
 if state.limit ~= limit then
     held = redis.call('ZCARD', call.k_holders)
     local others_waiting = queued - (position and 1 or 0)
-    if state.limit and (held > 0 or others_waiting > 0) then
+    if state.limit and (held > 0 or others_waiting > 0 or state.limit_by == 'operator') then
+        -- In use, or an operator's limit: only `redsem limit` changes it.
         return {'conflict', state.limit, held, queued}
     end
     if not state.limit and (held > 0 or others_waiting > 0) then
@@ -102,8 +98,9 @@ if state.limit ~= limit then
         -- admit too many, so refuse until gc or the leases clear the semaphore.
         return {'conflict', -2, held, queued}
     end
-    -- Idle (or new): the caller's limit applies from now on.
-    redis.call('HSET', call.k_state, 'limit', limit)
+    -- New, or idle under a caller's limit: the caller's limit applies from now on, as a
+    -- caller's, not an operator's (limit_by; see limit.lua).
+    redis.call('HSET', call.k_state, 'limit', limit, 'limit_by', 'caller')
     redis.call('DEL', call.k_slots)
     expire_new(state, call.k_state)
     local from = state.limit

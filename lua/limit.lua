@@ -3,9 +3,11 @@
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
 -- ARGV[2] the new limit, or '' to keep it
 -- ARGV[3] how many events the history keeps from now on (0: none), or '' to keep it
--- Reply: {limit, stored, held, queued, history}: the limit in force now (1 for a new
--- semaphore), stored 1 when the semaphore has one (0: new), how many hold and wait, and the
--- history's length. {'prove', marker} without INFO, for a new limit: call again with the
+-- Reply: {limit, stored, held, queued, history, set_by}: the limit in force now (1 for a new
+-- semaphore), stored 1 when the semaphore has one (0: new), how many hold and wait, the
+-- history's length, and who set the limit: 'operator' (this script, `redsem limit NAME N`),
+-- 'caller' (the first acquire's -n, or the default 1, on a new or idle semaphore), '' (not
+-- known: stored by an older redsem, or none stored). {'prove', marker} without INFO, for a new limit: call again with the
 -- variant naming this epoch marker (see epoch.lua); nothing changed.
 -- A higher limit hands the new slots to the queue at once, in FIFO order. A lower one takes
 -- no slot away: holders keep theirs, and nobody is admitted until fewer than the limit hold
@@ -24,7 +26,8 @@ if history and history ~= state.history then
 end
 if not wanted then
     return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', call.k_holders),
-            redis.call('ZCARD', call.k_queue), state.history}
+            redis.call('ZCARD', call.k_queue), state.history,
+            state.limit and redis.call('HGET', call.k_state, 'limit_by') or ''}
 end
 local now = server_now(call)
 local proof = demand_proof(call, now)
@@ -33,7 +36,7 @@ if proof then
 end
 local from = state.limit
 -- The new limit first: pruning hands freed slots on, and must do so under it.
-redis.call('HSET', call.k_state, 'limit', wanted)
+redis.call('HSET', call.k_state, 'limit', wanted, 'limit_by', 'operator')
 state.limit, state.raw_limit = wanted, tostring(wanted)
 prune(call, state, now)
 touch(call, state, now) -- a new semaphore's state expires like the rest
@@ -42,4 +45,5 @@ if from ~= wanted then
 end
 local held = redis.call('ZCARD', call.k_holders)
 fill_free_slots(call, state, held, now)
-return {wanted, 1, redis.call('ZCARD', call.k_holders), redis.call('ZCARD', call.k_queue), state.history}
+return {wanted, 1, redis.call('ZCARD', call.k_holders), redis.call('ZCARD', call.k_queue), state.history,
+        'operator'}

@@ -35,7 +35,7 @@ local KEEPER_MARK = '"keeper":true'
 local function load_state(call)
     local k_state, k_log = call.k_state, call.k_log
     local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'due', 'history',
-                            'acquired_total', 'closed_logged')
+                            'acquired_total', 'closed_logged', 'limit_by')
     if got.err then
         return nil, {'wrongtype', k_state, redis.call('TYPE', k_state).ok, 'hash'}
     end
@@ -54,7 +54,7 @@ local function load_state(call)
     local state = {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
                    keep = tonumber(got[3]) or 0, due = tonumber(got[4]) or 0,
                    history = tonumber(got[5]) or DEFAULT_HISTORY, acquired_total = tonumber(got[6]) or 0,
-                   closed_logged = tonumber(got[7])}
+                   closed_logged = tonumber(got[7]), limit_by = got[8]}
     call.state = state
     return state
 end

@@ -25,10 +25,10 @@ int run_limit(const LimitArgs& args, const GlobalOptions& global) {
     if (args.limit) {
         new_limit = parse_limit(*args.limit, "N");
     }
-    // Only the option sets the history here: $REDSEM_HISTORY is for the semaphores a client
-    // uses, and reading the limit must change nothing.
+    // The history's length is stored here only, with the option (an operator's action):
+    // reading the limit changes nothing.
     const std::optional<long long> history =
-        args.history ? resolve_history(args.history) : std::nullopt;
+        args.history ? std::optional<long long>(parse_history(*args.history)) : std::nullopt;
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
     Semaphore semaphore(connection, prefix, args.name);
@@ -40,6 +40,8 @@ int run_limit(const LimitArgs& args, const GlobalOptions& global) {
                                  {"held", info.held},
                                  {"queued", info.queued},
                                  {"history", info.history},
+                                 {"set_by", info.set_by.empty() ? nlohmann::json(nullptr)
+                                                                : nlohmann::json(info.set_by)},
                                  {"admission", admission_json(semaphore.admission())}};
         print_json(out);
     } else if (!new_limit && !history) {

@@ -426,20 +426,11 @@ long long resolve_replicas(const std::optional<std::string>& option) {
     return *replicas;
 }
 
-std::optional<long long> resolve_history(const std::optional<std::string>& option) {
-    std::string source = "--history";
-    std::optional<std::string> text = option;
-    if (!text) {
-        text = env("REDSEM_HISTORY");
-        source = "$REDSEM_HISTORY";
-    }
-    if (!text) {
-        return std::nullopt;
-    }
-    const auto history = parse_integer(*text, 0, k_max_history);
+long long parse_history(const std::string& text) {
+    const auto history = parse_integer(text, 0, k_max_history);
     if (!history) {
-        throw UsageError(fmt::format("{}: '{}' is not a whole number of events from 0 to {}",
-                                     source, printable(*text), k_max_history));
+        throw UsageError(fmt::format("--history: '{}' is not a whole number of events from 0 to {}",
+                                     printable(text), k_max_history));
     }
     return *history;
 }

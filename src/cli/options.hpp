@@ -75,12 +75,8 @@ inline constexpr const char* k_replicas_help =
     "survives a failover; fewer in time: exit 69 (default: $REDSEM_REPLICAS or 0)";
 long long resolve_replicas(const std::optional<std::string>& option);
 
-// --history, else $REDSEM_HISTORY, else nullopt (the semaphore's stored length, or the
-// default). Throws UsageError for anything but a whole number from 0 to k_max_history.
-inline constexpr const char* k_history_help =
-    "How many entries NAME's history keeps for 'redsem log' (0-10000000; 0: none), stored "
-    "with NAME (default: $REDSEM_HISTORY, else what NAME has, 10000 for a new one)";
-std::optional<long long> resolve_history(const std::optional<std::string>& option);
+// limit's --history: a whole number from 0 to k_max_history, else UsageError.
+long long parse_history(const std::string& text);
 
 // Checked parsers for option values; each throws UsageError naming `option`.
 long long parse_limit(const std::string& text, const char* option);

@@ -245,8 +245,7 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
                 std::to_string(options.ttl.count()), queue ? "wait" : "try",
                 std::to_string(k_waiter_liveness.count()), options.meta.to_json(),
                 known ? "1" : "0",
-                options.loss_grace ? std::to_string(options.loss_grace->count()) : "",
-                options.history ? std::to_string(*options.history) : ""},
+                options.loss_grace ? std::to_string(options.loss_grace->count()) : ""},
                true);
 }
 
@@ -542,7 +541,8 @@ LimitInfo Semaphore::limit(std::optional<long long> new_limit, std::optional<lon
                      .stored = reply.at(1).as_integer() == 1,
                      .held = reply.at(2).as_integer(),
                      .queued = reply.at(3).as_integer(),
-                     .history = reply.at(4).as_integer()};
+                     .history = reply.at(4).as_integer(),
+                     .set_by = reply.as_array().size() > 5 ? reply.at(5).as_string() : ""};
 }
 
 AdmissionState Semaphore::admission() {

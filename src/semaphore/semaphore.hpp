@@ -79,9 +79,6 @@ struct AcquireOptions {
     // The loss grace for this caller's own admission; nullopt: the one every client has
     // (k_default_loss_grace). Never stored: it changes nobody else's admission.
     std::optional<Milliseconds> loss_grace;
-    // How many events the semaphore's history keeps (0: none), stored with the semaphore;
-    // nullopt keeps the stored length (k_default_history for a new one).
-    std::optional<long long> history;
     // The token may have reached the server before (a retry after a lost reply): look it up
     // rather than treat it as new.
     bool retry = false;
@@ -127,6 +124,9 @@ struct LimitInfo {
     long long held = 0;
     long long queued = 0;
     long long history = k_default_history; // events its history keeps (0: none)
+    // Who stored the limit: "operator" (redsem limit NAME N), "caller" (the -n of the acquire
+    // that found the semaphore new or idle, or the default), "" (none stored, or not known).
+    std::string set_by;
 };
 
 // Whether admission is closed after a possible loss of data, for the loss grace every client

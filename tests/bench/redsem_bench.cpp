@@ -77,6 +77,11 @@ int main(int argc, char** argv) {
     std::atomic<long long> holding{0};
     std::atomic<long long> most_holding{0};
     std::mutex merge_mutex;
+    if (history) {
+        // The history's length is the semaphore's setting, stored as an operator would.
+        Connection connection(connect);
+        Semaphore(connection, k_default_prefix, name).limit(std::nullopt, history);
+    }
     Sample total;
     std::vector<std::thread> threads;
     const auto started = Clock::now();
@@ -90,7 +95,6 @@ int main(int argc, char** argv) {
                 options.limit = limit;
                 options.ttl = std::chrono::seconds(30);
                 options.loss_grace = Milliseconds{0}; // a private, brand-new server
-                options.history = history;
                 options.meta = holder_meta("redsem-bench", getpid(), "run");
                 while (!stop) {
                     const auto lease = semaphore.acquire(options, generate_token());

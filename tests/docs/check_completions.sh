@@ -89,7 +89,7 @@ expect zsh "redsem --url URL acquire al" "alpha" "$(zsh_complete "redsem --url $
 expect zsh "redsem lo" "log" "$(zsh_complete 'redsem lo')"
 expect zsh "redsem status --format " "json prometheus table" "$(zsh_complete 'redsem status --format ')"
 expect zsh "redsem log --si" "--since" "$(zsh_complete 'redsem log --si')"
-expect zsh "redsem run x --hi" "--history" "$(zsh_complete 'redsem run x --hi')"
+expect zsh "redsem limit x --hi" "--history" "$(zsh_complete 'redsem limit x --hi')"
 
 # Redis down: no names, nothing on stderr, no hang.
 for shell in bash fish; do

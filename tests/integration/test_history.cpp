@@ -228,7 +228,8 @@ TEST_CASE("history: the stream stays capped, expires with the semaphore, and is 
 
     // Off: nothing is written, by any script.
     const Keys off = Keys::make("redsem", "off");
-    const std::string token = run_redsem({"acquire", "off", "--history", "0", "--ttl", "300ms"}, env).out;
+    REQUIRE(run_redsem({"limit", "off", "--history", "0"}, env).exit_code == 0);
+    const std::string token = run_redsem({"acquire", "off", "--ttl", "300ms"}, env).out;
     REQUIRE(!token.empty());
     Child waiter({"acquire", "off", "-w", "200ms"}, env);
     waiter.wait();
@@ -246,12 +247,21 @@ TEST_CASE("history: the stream stays capped, expires with the semaphore, and is 
     CHECK(empty.out.empty());
     CHECK(empty.err == "redsem: no events\n");
 
-    // $REDSEM_HISTORY sets the length for every semaphore a client uses.
+    // The length is the semaphore's, set by an operator: a caller's --history is refused with
+    // the way to set it, and $REDSEM_HISTORY (which redsem 0.2.0 before release read) is
+    // ignored with a warning. Neither changes what NAME keeps.
+    const Keys kept = Keys::make("redsem", "kept");
+    const ProcessResult refused = run_redsem({"acquire", "kept", "--history", "0"}, env);
+    CHECK(refused.exit_code == 64);
+    CHECK(refused.err.find("redsem limit kept --history 0") != std::string::npos);
+    CHECK(admin.call({"EXISTS", kept.state}).as_integer() == 0);
     EnvChanges global = env;
     global["REDSEM_HISTORY"] = "0";
-    const Keys quiet = Keys::make("redsem", "quiet");
-    REQUIRE(run_redsem({"acquire", "quiet"}, global).exit_code == 0);
-    CHECK(admin.call({"EXISTS", quiet.log}).as_integer() == 0);
+    const ProcessResult warned = run_redsem({"acquire", "kept"}, global);
+    REQUIRE(warned.exit_code == 0);
+    CHECK(warned.err.find("$REDSEM_HISTORY is ignored") != std::string::npos);
+    CHECK(admin.call({"XLEN", kept.log}).as_integer() == 1);
+    CHECK(json::parse(run_redsem({"limit", "kept", "--json"}, env).out)["history"] == 10000);
 }
 
 TEST_CASE("log --follow prints each event within 100 ms of it happening") {
@@ -416,11 +426,6 @@ TEST_CASE("log, --history and status --format/--watch: bad input is a usage erro
         CHECK(result.err.rfind("redsem: error: ", 0) == 0);
         CHECK(line_count(result.err) == 2); // the error, and where to find help
     }
-    EnvChanges bad_env = env;
-    bad_env["REDSEM_HISTORY"] = "ten";
-    const ProcessResult result = run_redsem({"acquire", "x"}, bad_env);
-    CHECK(result.exit_code == 64);
-    CHECK(result.err.find("$REDSEM_HISTORY") != std::string::npos);
     // Nothing was written by any of them.
     Connection admin = server.admin();
     CHECK(admin.call({"EXISTS", Keys::make("redsem", "x").state}).as_integer() == 0);
@@ -437,7 +442,8 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
     Child waiter({"acquire", name, "--label", "w"}, env);
     REQUIRE(waiter.wait().exit_code == 0);
     CHECK(run_redsem({"renew", name, holder.substr(0, holder.size() - 1)}, env).exit_code == 1);
-    REQUIRE(run_redsem({"acquire", "plain", "--history", "0"}, env).exit_code == 0);
+    REQUIRE(run_redsem({"limit", "plain", "--history", "0"}, env).exit_code == 0);
+    REQUIRE(run_redsem({"acquire", "plain"}, env).exit_code == 0);
 
     // A name given twice is one series.
     const ProcessResult twice = run_redsem({"status", "--format", "prometheus", "plain", "plain"}, env);

@@ -267,6 +267,44 @@ TEST_CASE("REDSEM_LOSS_GRACE=0 in one shell admits that caller only: nothing is 
     CHECK(admin.call({"HEXISTS", "redsem:{shared}:state", "loss_grace"}).as_integer() == 0);
 }
 
+TEST_CASE("a caller's -n on a new semaphore is a caller's limit, and only `limit NAME N` makes an "
+          "operator's") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    auto limit_json = [&](const std::string& name) {
+        const auto shown = run_redsem({"limit", name, "--json"}, env);
+        REQUIRE(shown.exit_code == 0);
+        return nlohmann::json::parse(shown.out);
+    };
+    CHECK(limit_json("made")["set_by"].is_null()); // nothing stored yet
+    const auto first = run_redsem({"acquire", "made", "-n", "3", "-w", "0"}, env);
+    REQUIRE(first.exit_code == 0);
+    CHECK(limit_json("made")["limit"] == 3);
+    CHECK(limit_json("made")["set_by"] == "caller");
+    REQUIRE(run_redsem({"limit", "made", "3"}, env).exit_code == 0);
+    CHECK(limit_json("made")["set_by"] == "operator");
+    // Reading it, and acquiring under it, change nothing; a caller's other -n is refused even
+    // while nobody holds it (a caller's limit on an idle semaphore is the next caller's to
+    // change).
+    const auto second = run_redsem({"acquire", "made", "-n", "3", "-w", "0"}, env);
+    REQUIRE(second.exit_code == 0);
+    CHECK(limit_json("made")["set_by"] == "operator");
+    for (const auto* holder : {&first, &second}) {
+        REQUIRE(run_redsem({"release", "made", first_line(holder->out)}, env).exit_code == 0);
+    }
+    REQUIRE(limit_json("made")["held"] == 0);
+    const auto other = run_redsem({"acquire", "made", "-n", "2", "-w", "0"}, env);
+    CHECK(other.exit_code == 65);
+    CHECK(other.err.find("redsem limit made 2") != std::string::npos);
+    CHECK(limit_json("made")["limit"] == 3);
+    const auto idle = run_redsem({"acquire", "idle", "-n", "2", "-w", "0", "--ttl", "1s"}, env);
+    REQUIRE(idle.exit_code == 0);
+    REQUIRE(run_redsem({"release", "idle", first_line(idle.out)}, env).exit_code == 0);
+    CHECK(run_redsem({"acquire", "idle", "-n", "4", "-w", "0"}, env).exit_code == 0);
+    CHECK(limit_json("idle")["limit"] == 4);
+    CHECK(limit_json("idle")["set_by"] == "caller");
+}
+
 TEST_CASE("after a restart every caller gets the same answer, whatever its ttl") {
     RedisServer server; // long in use
     server.admin().call({"SAVE"});
