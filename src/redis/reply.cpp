@@ -88,7 +88,7 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
         Transience transience = Transience::permanent;
     };
     constexpr Transience passes = Transience::transient;
-    static constexpr std::array<Known, 15> k_known{{
+    static constexpr std::array<Known, 16> k_known{{
         {"NOAUTH", ExitCode::denied,
          "Redis requires a password: use --password-file, set REDSEM_PASSWORD, or put it in "
          "the URL"},
@@ -104,6 +104,10 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
         {"UNBLOCKED", ExitCode::unavailable,
          "Redis ended a blocked command because it stopped being the primary", passes},
         {"MISCONF", ExitCode::unavailable, "Redis refuses writes because it cannot save to disk"},
+        {"NOREPLICAS", ExitCode::unavailable,
+         "Redis refuses writes: fewer good replicas are connected than its "
+         "min-replicas-to-write asks",
+         passes},
         {"BUSY", ExitCode::unavailable, "Redis is busy running a long script", passes},
         {"TRYAGAIN", ExitCode::unavailable, "Redis Cluster is resharding; try again", passes},
         {"CLUSTERDOWN", ExitCode::unavailable, "Redis Cluster is down", passes},
@@ -129,6 +133,19 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
             fmt::format("Redis requires a password: use --password-file, set REDSEM_PASSWORD, or "
                         "put it in the URL ({})",
                         shown)};
+    }
+    if (code == "ERR" && error.find("max number of clients reached") != std::string_view::npos) {
+        return {ExitCode::unavailable,
+                fmt::format("Redis refused this client: it has as many as its maxclients allows "
+                            "({})",
+                            shown)};
+    }
+    // Redis 7 refuses a command that a script runs for a user whose ACL lacks it.
+    if (code == "ERR" && error.find("can't run this command") != std::string_view::npos) {
+        return {ExitCode::denied,
+                fmt::format("Redis denied permission (ACL) to a command redsem's script runs "
+                            "({})",
+                            shown)};
     }
     if (code == "ERR" && error.find("unknown command") != std::string_view::npos) {
         return {ExitCode::unavailable,

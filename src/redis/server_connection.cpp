@@ -156,9 +156,9 @@ Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) 
         } catch (const ConnectionLost& error) {
             const bool never_answered = m_first_reply_by.has_value();
             close();
-            if (never_answered && !plain_to_tls_hint().empty()) {
+            if (never_answered && !closed_hint().empty()) {
                 // Still "broken": what we sent may have run before a CLIENT KILL or a restart.
-                throw ConnectionLost(fmt::format("{}{}", error.what(), plain_to_tls_hint()));
+                throw ConnectionLost(fmt::format("{}{}", error.what(), closed_hint()));
             }
             throw;
         } catch (...) {
@@ -182,10 +182,12 @@ Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) 
                 // What we sent may have run (a CLIENT KILL, a restart): "broken", as below.
                 throw ConnectionLost(
                     fmt::format("Redis at {} closed the connection before answering{}", where,
-                                plain_to_tls_hint()));
+                                closed_hint()));
             }
-            throw ConnectionLost(
-                fmt::format("Redis at {} closed the connection while reading a reply", where));
+            throw ConnectionLost(fmt::format(
+                "Redis at {} closed the connection while reading a reply (a CLIENT KILL, a "
+                "restart, or a client-output-buffer-limit smaller than the reply)",
+                where));
         }
         case ReadResult::Status::timed_out: {
             // The connect timeout ran out, not the command's own (which may be the shorter).
@@ -224,10 +226,13 @@ Reply ServerConnection::exchange(const std::vector<std::string>& argv, Milliseco
     return read_reply(blocking_for, interrupt_fd);
 }
 
-std::string_view ServerConnection::plain_to_tls_hint() const {
+std::string_view ServerConnection::closed_hint() const {
     // A TLS port resets a plain connection at its first request.
     const bool plain_tcp = !m_server.tls && m_server.kind == RedisUrl::Kind::tcp;
-    return plain_tcp ? " (a TLS port? use rediss://)" : "";
+    return plain_tcp ? " (a TLS port? use rediss://; or a CLIENT KILL, a restart, or a "
+                       "client-output-buffer-limit smaller than the reply)"
+                     : " (a CLIENT KILL, a restart, or a client-output-buffer-limit smaller than "
+                       "the reply)";
 }
 
 ServerConnection::Clock::time_point ServerConnection::reply_deadline(Milliseconds blocking_for) const {

@@ -89,8 +89,8 @@ private:
     // When a reply to a command sent now must have come: the command timeout plus
     // `blocking_for`, or sooner while the connect timeout runs (see m_first_reply_by).
     Clock::time_point reply_deadline(Milliseconds blocking_for) const;
-    // Added to a failure at first contact over plain TCP.
-    std::string_view plain_to_tls_hint() const;
+    // Added to a connection closed before its first answer: what may have closed it.
+    std::string_view closed_hint() const;
 
     Milliseconds m_connect_timeout;
     Milliseconds m_command_timeout;

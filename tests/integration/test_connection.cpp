@@ -201,3 +201,42 @@ TEST_CASE("Redis refusing writes is an error, never 'busy'") {
     CHECK(readonly.err.find("read-only") != std::string::npos);
     admin.call({"REPLICAOF", "NO", "ONE"});
 }
+
+TEST_CASE("what a managed Redis refuses is named, with exit 69, never 70: maxclients, "
+          "min-replicas-to-write, a small client-output-buffer-limit") {
+    RedisServer server;
+    const auto nothing_written = [&] {
+        Connection look = server.admin();
+        return look.call({"KEYS", "redsem:{m*"}).as_array().empty();
+    };
+    {
+        // The admin connection is the one client maxclients allows.
+        Connection admin = server.admin();
+        admin.call({"CONFIG", "SET", "maxclients", "1"});
+        const auto full = run_redsem({"acquire", "m1", "-w", "0"}, env_for(server));
+        CHECK(full.exit_code == 69);
+        INFO(full.err);
+        CHECK(full.err.find("maxclients") != std::string::npos);
+        CHECK(line_count(full.err) == 1);
+        admin.call({"CONFIG", "SET", "maxclients", "10000"});
+    }
+    CHECK(nothing_written());
+    {
+        Connection admin = server.admin();
+        admin.call({"CONFIG", "SET", "min-replicas-to-write", "1"});
+        const auto lonely = run_redsem({"acquire", "m2", "-w", "0"}, env_for(server));
+        CHECK(lonely.exit_code == 69);
+        CHECK(lonely.err.find("min-replicas-to-write") != std::string::npos);
+        CHECK(line_count(lonely.err) == 1);
+        admin.call({"CONFIG", "SET", "min-replicas-to-write", "0"});
+    }
+    CHECK(nothing_written());
+    {
+        Connection admin = server.admin();
+        admin.call({"CONFIG", "SET", "client-output-buffer-limit", "normal 1 1 0"});
+        const auto cut = run_redsem({"acquire", "m3", "-w", "0"}, env_for(server));
+        CHECK(cut.exit_code == 69);
+        CHECK(cut.err.find("client-output-buffer-limit") != std::string::npos);
+        CHECK(line_count(cut.err) == 1);
+    }
+}

@@ -25,6 +25,12 @@ TEST_CASE("Redis error replies map to the documented exit codes") {
         {"CLUSTERDOWN The cluster is down", ExitCode::unavailable},
         {"MOVED 3999 127.0.0.1:6381", ExitCode::unavailable},
         {"ERR unknown command 'EVALSHA'", ExitCode::unavailable},
+        {"ERR max number of clients reached", ExitCode::unavailable},
+        {"NOREPLICAS Not enough good replicas to write. script: 234a, on @user_script:1068.",
+         ExitCode::unavailable},
+        {"ERR The user executing the script can't run this command or subcommand script: 12ab, "
+         "on @user_script:258.",
+         ExitCode::denied},
         {"ERR something nobody expected", ExitCode::internal},
         // Redis 6.2 wraps errors from inside a script
         {"ERR Error running script (call to f_0123): @user_script:12: WRONGTYPE Operation against "
