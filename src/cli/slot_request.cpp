@@ -94,8 +94,8 @@ std::string closed_message(const std::string& name, const AdmissionClosed& close
         return fmt::format(
             "this Redis process could not show that it has seen redsem's records of '{}' before "
             "(noticed {} ago: it is new, restarted, another server took over, or its scripts "
-            "were flushed; this user may not read INFO, which would tell): it may have "
-            "forgotten who held it; {}. On a new or throwaway Redis, REDSEM_LOSS_GRACE=0 "
+            "were flushed; INFO, which would tell, is denied to this user or renamed): it may "
+            "have forgotten who held it; {}. On a new or throwaway Redis, REDSEM_LOSS_GRACE=0 "
             "admits this caller at once (see Lost data in redsem(1))",
             printable(name), seconds_ago(closed.lost_ago), who);
     }

@@ -58,7 +58,8 @@ TEST_CASE("without INFO: every subcommand works, and admission stays open betwee
     // Nothing shows yet that this Redis process has seen redsem's records: closed.
     const auto first = run_redsem({"acquire", "lp", "-n", "2", "-w", "0"}, as_app(server));
     CHECK(first.exit_code == k_closed);
-    CHECK(first.err.find("may not read INFO") != std::string::npos);
+    CHECK(first.err.find("INFO, which would tell, is denied to this user or renamed") !=
+          std::string::npos);
     CHECK(holders(admin, "lp") == 0);
     const std::string marker = epoch_marker(admin);
     CHECK(marker.size() == 32);
@@ -167,4 +168,33 @@ TEST_CASE("without INFO: a failover, and a failback to a node that still has the
     const auto back = run_redsem({"acquire", "fo", "-w", "0"}, as_app(first));
     CHECK(back.exit_code == k_closed);
     CHECK(holders(first_admin, "fo") == 2);
+}
+
+TEST_CASE("INFO, CONFIG and CLUSTER renamed away: every subcommand works, and SCRIPT FLUSH still "
+          "closes admission") {
+    RedisServer::Options options;
+    options.extra_args = {"--rename-command", "INFO", "", "--rename-command", "CONFIG", "",
+                          "--rename-command", "CLUSTER", ""};
+    options.new_data_set = true; // (marking it in use would need INFO)
+    RedisServer server(options);
+    Connection admin = server.admin();
+    EnvChanges throwaway = env_for(server);
+    throwaway["REDSEM_LOSS_GRACE"] = "0";
+    const auto held = run_redsem({"acquire", "rn", "-n", "2", "--ttl", "5m", "-w", "0"}, throwaway);
+    REQUIRE(held.exit_code == 0);
+    CHECK(run_redsem({"run", "rn", "-w", "0", "--", "true"}, throwaway).exit_code == 0);
+    const auto status = run_redsem({"status", "--json"}, env_for(server));
+    CHECK(status.exit_code == 0);
+    CHECK(json::parse(status.out).at(0)["held"] == 1);
+    CHECK(run_redsem({"status", "--format", "prometheus"}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"limit", "rn", "3"}, throwaway).exit_code == 0);
+    CHECK(run_redsem({"log", "rn"}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"gc"}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"renew", "rn", first_line(held.out)}, env_for(server)).exit_code == 0);
+    CHECK(run_redsem({"release", "rn", first_line(held.out)}, throwaway).exit_code == 0);
+
+    admin.call({"SCRIPT", "FLUSH"});
+    const auto after_flush = run_redsem({"acquire", "rn", "-w", "0"}, env_for(server));
+    CHECK(after_flush.exit_code == k_closed);
+    CHECK(holders(admin, "rn") == 0);
 }
