@@ -1,8 +1,8 @@
 # Generates a C++ header that embeds the Lua scripts (run as `cmake -P`).
 # Inputs: LIB (|-separated list of the shared Lua modules, lua/lib/*.lua, concatenated in the
 # order given ahead of every script; lua/lib/call.lua says why that order), SCRIPTS
-# (|-separated list), ADMIT (|-separated list: those of SCRIPTS that may admit somebody), OUT
-# (header path).
+# (|-separated list), ADMIT (|-separated list: those of SCRIPTS that judge the epoch: the ones
+# that may admit somebody, and admission.lua), OUT (header path).
 # Each script becomes `inline constexpr Script k_<name>_script` with its body and SHA1, so EVALSHA
 # can be tried first without a SCRIPT LOAD round trip. The scripts of ADMIT are also joined
 # into one, k_admit_script, which runs the one its flags name: where INFO is denied, a call

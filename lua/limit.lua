@@ -18,6 +18,14 @@ if not state then
     return bad
 end
 local wanted = tonumber(ARGV[2])
+local now
+if wanted then
+    now = server_now(call)
+    local proof = demand_proof(call, now)
+    if proof then
+        return proof
+    end
+end
 local history = #ARGV > 3 and tonumber(ARGV[3]) -- (the last ARGV is the flags)
 if history and history ~= state.history then
     store_setting(call, state, 'history', history)
@@ -28,11 +36,6 @@ if not wanted then
     return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', call.k_holders),
             redis.call('ZCARD', call.k_queue), state.history,
             state.limit and redis.call('HGET', call.k_state, 'limit_by') or ''}
-end
-local now = server_now(call)
-local proof = demand_proof(call, now)
-if proof then
-    return proof
 end
 local from = state.limit
 -- The new limit first: pruning hands freed slots on, and must do so under it.

@@ -48,7 +48,7 @@
 -- variant of the joined script of those that may admit (k_admit_script, see
 -- cmake/embed_lua.cmake), which names an epoch marker (see epoch.lua), adds " EXPECTED SENT
 -- SCRIPT": the marker the client expects the epoch key to hold ('-': none), the one its text
--- names, and the script to run ('acquire', 'release' or 'limit').
+-- names, and the script to run ('acquire', 'release', 'limit' or 'admission').
 -- (redsem 0.1 also sent 1: whether the server had the script cached says nothing of its
 -- data unless the script names the epoch's marker.)
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same

@@ -89,7 +89,7 @@ local function judge_by_marker(call, now)
     -- Nothing proves that this process ever saw this epoch: a possible loss, now (cause
     -- 'unproven'; without INFO there is no uptime either, so a missing key counts from now,
     -- the latest possible start).
-    return {lost_at = now, cause = 'unproven', changed = true, marker = marker.sent, lost = true}
+    return {lost_at = now, cause = 'unproven', changed = true, marker = marker.sent}
 end
 
 -- Judges the epoch key against this server's identity `me`, changing nothing: returns
@@ -105,8 +105,14 @@ local function judge_epoch(call, now, me)
     local run, replid, stored_lost_at, cause, node = stored[1], stored[2], tonumber(stored[3]) or 0,
                                                    stored[4] or 'change', stored[5]
     if not run and stored[6] then
-        -- Written by calls without INFO only: nothing names the process that wrote it.
-        return {lost_at = now, cause = 'change', changed = true, lost = true}
+        -- Written by calls without INFO only: nothing names the process that wrote it, but
+        -- the marker's proof can (nil: this call offered none). Proved, the key is written
+        -- anew to name this process, at no loss.
+        local epoch = judge_by_marker(call, now)
+        if epoch and not epoch.changed then
+            epoch.changed = true
+        end
+        return epoch
     end
     -- The same process. Its replication history is the same, or drawn anew by a master that
     -- followed nobody (creating its backlog: a first replica, or the first after
@@ -126,15 +132,14 @@ local function judge_epoch(call, now, me)
         -- Written by another Redis process or replication history: this one restarted (from
         -- an older snapshot, perhaps), or is a replica promoted by a failover, or was promoted
         -- back: it lost what it did not receive by now, however long it has run.
-        return {lost_at = now, cause = 'change', changed = true, lost = true}
+        return {lost_at = now, cause = 'change', changed = true}
     end
     -- No epoch: the server may have started without its data (no persistence). uptime is the
     -- difference of two whole-second clocks, so it started up to 1 s later than now - uptime:
     -- take the latest possible start. On a server that has run for longer than any grace this
     -- admits at once. (A FLUSHALL of a running server is not noticed: do not flush a live
     -- Redis.)
-    return {lost_at = math.min(now, now - me.uptime_ms + 1000), cause = 'start', changed = true,
-            lost = true}
+    return {lost_at = math.min(now, now - me.uptime_ms + 1000), cause = 'start', changed = true}
 end
 
 -- The epoch as this call sees it, after checking the server's identity, written anew when it
@@ -149,21 +154,20 @@ local function read_epoch(call, now)
     if me.run then
         epoch = judge_epoch(call, now, me)
     else
-        epoch = judge_by_marker(call, now) or {unknown = true}
+        epoch = judge_by_marker(call, now)
     end
+    epoch = epoch or {unknown = true}
     if epoch.changed then
         local k_epoch = call.k_epoch
         -- checked_at: read by redsem 0.1, which trusts an epoch checked less than 1 s ago.
         redis.call('HSET', k_epoch, 'lost_at', int_str(epoch.lost_at), 'cause', epoch.cause,
                    'checked_at', int_str(now))
+        -- A loss that INFO shows stays in lost_at, which a call that proves the marker (on
+        -- a node that has it cached: a failback) reads too; so the marker stays.
         if me.run then
             redis.call('HSET', k_epoch, 'run', me.run, 'replid', me.replid)
-            if epoch.lost then
-                -- A process that has the marker cached may be the one that lost data (a
-                -- failback): a call without INFO must prove a new one.
-                redis.call('HDEL', k_epoch, 'marker')
-            end
-        else
+        end
+        if epoch.marker then
             redis.call('HSET', k_epoch, 'marker', epoch.marker)
         end
         if call.own_epoch then
@@ -213,13 +217,18 @@ end
 -- Admission as every client without a grace of its own sees it now, changing nothing (for
 -- status and limit): {opens_at (0: open), cause, lost_at, noticed}; noticed false when the
 -- loss is not written in the epoch yet (the next call that may admit will), and nil when INFO
--- is denied (nothing can be said).
+-- is denied and the call offered no marker, or not the key's (see judge_by_marker()).
 local function admission_now(call, now)
-    local me = server_identity(true)
-    if not me then
+    local me = identify(call)
+    local epoch
+    if me.run then
+        epoch = judge_epoch(call, now, me)
+    else
+        epoch = judge_by_marker(call, now)
+    end
+    if not epoch then
         return nil
     end
-    local epoch = judge_epoch(call, now, me)
     local opens = epoch.lost_at + LOSS_GRACE_MS
     if epoch.lost_at == 0 or now >= opens then
         return {opens_at = 0, cause = '', lost_at = epoch.lost_at, noticed = not epoch.changed}
@@ -234,10 +243,6 @@ end
 -- loss this call's proof shows is written at once, so that the client learns the marker in
 -- force from any other reply.
 local function demand_proof(call, now)
-    local me = identify(call)
-    if me.run then
-        return nil
-    end
     local epoch = read_epoch(call, now)
     if epoch.unknown then
         return {'prove', redis.call('HGET', call.k_epoch, 'marker') or ''}

@@ -2,6 +2,7 @@
 
 #include "lua_scripts.hpp"
 #include "semaphore/epoch_proof.hpp"
+#include "semaphore/inspect.hpp"
 #include "redis/retry_policy.hpp"
 #include "redis/topology.hpp"
 #include "util/duration.hpp"
@@ -184,7 +185,7 @@ std::string HolderMeta::to_json() const {
 Semaphore::Semaphore(Connection& connection, std::string_view prefix, std::string_view name)
     : m_connection(connection), m_name(name), m_keys(Keys::make(prefix, name)) {}
 
-Reply Semaphore::run(const Script& script, std::vector<std::string> args, bool admits) {
+Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof proof) {
     args.insert(args.begin(), m_keys.wake_prefix);
     // Without INFO: the variant of the joined admitting scripts (one text, whichever runs) that
     // names the marker the epoch key holds, by EVALSHA; where the server lacks it, a fresh
@@ -195,9 +196,16 @@ Reply Semaphore::run(const Script& script, std::vector<std::string> args, bool a
         const Script* sent = &script;
         ScriptCall::Send send = ScriptCall::Send::sha_then_body;
         std::string note;
-        if (admits && m_epoch_marker) {
+        if (proof != Proof::none && m_epoch_marker) {
             const std::string& expected = *m_epoch_marker;
             const bool by_sha = fresh.empty() && !expected.empty();
+            if (!by_sha && proof == Proof::reads) {
+                // A fresh marker's variant by EVAL records a loss: not a reader's to write.
+                Reply unproven;
+                unproven.type = Reply::Type::error;
+                unproven.text = "NOSCRIPT the server cannot prove it has seen the epoch";
+                return unproven;
+            }
             if (!by_sha && fresh.empty()) {
                 fresh = new_epoch_marker();
             }
@@ -246,7 +254,7 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
                 std::to_string(k_waiter_liveness.count()), options.meta.to_json(),
                 known ? "1" : "0",
                 options.loss_grace ? std::to_string(options.loss_grace->count()) : ""},
-               true);
+               Proof::admits);
 }
 
 std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options,
@@ -490,7 +498,7 @@ ReleaseOutcome Semaphore::release(const std::string& token) {
 }
 
 ReleaseOutcome Semaphore::release_here(const std::string& token) {
-    const Reply reply = run(scripts::k_release_script, {token}, true);
+    const Reply reply = run(scripts::k_release_script, {token}, Proof::admits);
     switch (reply.as_integer()) {
     case 1:
         return ReleaseOutcome::released;
@@ -536,7 +544,7 @@ LimitInfo Semaphore::limit(std::optional<long long> new_limit, std::optional<lon
     const Reply reply = run(scripts::k_limit_script,
                             {new_limit ? std::to_string(*new_limit) : "",
                              history ? std::to_string(*history) : ""},
-                            new_limit.has_value());
+                            new_limit ? Proof::admits : Proof::none);
     return LimitInfo{.limit = reply.at(0).as_integer(),
                      .stored = reply.at(1).as_integer() == 1,
                      .held = reply.at(2).as_integer(),
@@ -546,12 +554,16 @@ LimitInfo Semaphore::limit(std::optional<long long> new_limit, std::optional<lon
 }
 
 AdmissionState Semaphore::admission() {
-    const Reply reply = run(scripts::k_admission_script, {});
-    if (reply.at(0).type == Reply::Type::string) { // {"unknown", now}: INFO denied
-        AdmissionState unknown;
-        unknown.known = false;
-        unknown.server_now_ms = reply.at(1).as_integer();
-        return unknown;
+    const Reply reply = run(scripts::k_admission_script, {}, Proof::reads);
+    if (is_error_code(reply, "NOSCRIPT")) {
+        // Without INFO, the server could not prove that it has seen the epoch: the next call
+        // that may admit records a possible loss (see lua/lib/epoch.lua), from its own time.
+        const long long now = server_time_ms(m_connection, m_keys.state);
+        return AdmissionState{.opens_at_ms = now + k_default_loss_grace.count(),
+                              .cause = "unproven",
+                              .lost_at_ms = now,
+                              .noticed = false,
+                              .server_now_ms = now};
     }
     return AdmissionState{.opens_at_ms = reply.at(0).as_integer(),
                           .cause = reply.at(1).as_string(),

@@ -205,10 +205,17 @@ public:
 private:
     std::optional<Lease> acquire_unreplicated(const AcquireOptions& options,
                                               const std::string& token);
-    // Runs `script` on the semaphore's keys with `args` after ARGV[1] (the wake-list prefix).
-    // A script that may admit somebody (`admits`) proves, where the user may not read INFO,
-    // that the server checked the epoch (see epoch_proof.hpp), calling again as it asks.
-    Reply run(const Script& script, std::vector<std::string> args, bool admits = false);
+    // How a script judges the epoch where INFO is denied (see epoch_proof.hpp).
+    enum class Proof {
+        none,   // it does not judge it
+        admits, // it may admit somebody: it proves the server's identity, or records a loss
+        reads   // it only reads (admission.lua): it proves, or, unable to, writes nothing
+    };
+    // Runs `script` on the semaphore's keys with `args` after ARGV[1] (the wake-list prefix),
+    // proving the server's identity as `proof` says, calling again as the script asks. With
+    // Proof::reads, a server that cannot prove it (lacks the marker's variant, or the epoch
+    // has no marker) gives a NOSCRIPT error reply, returned as it is.
+    Reply run(const Script& script, std::vector<std::string> args, Proof proof = Proof::none);
     // release() on the server this connection uses now, without asking the sentinels first.
     ReleaseOutcome release_here(const std::string& token);
     Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known);

@@ -16,10 +16,13 @@ namespace {
 constexpr int k_closed = 73; // ExitCode::closed
 
 // A server over TCP with user "app": redsem's keys and channels, every command but the
-// @dangerous ones.
-RedisServer::Options with_app_user(std::vector<std::string> extra_args = {}) {
+// @dangerous ones. Marked in use by the default user (an epoch that names the process), unless
+// `new_data_set`.
+RedisServer::Options with_app_user(std::vector<std::string> extra_args = {},
+                                   bool new_data_set = false) {
     RedisServer::Options options;
     options.tcp = true;
+    options.new_data_set = new_data_set;
     options.extra_args = {"--user", "app", "on", ">app-pw", "~redsem:*", "&*", "+@all",
                           "-@dangerous"};
     options.extra_args.insert(options.extra_args.end(), extra_args.begin(), extra_args.end());
@@ -49,7 +52,7 @@ std::string epoch_marker(Connection& admin) {
 } // namespace
 
 TEST_CASE("without INFO: every subcommand works, and admission stays open between calls") {
-    RedisServer server(with_app_user());
+    RedisServer server(with_app_user({}, true));
     Connection admin = server.admin();
     // The user may not read INFO: the scripts' check of the server's identity cannot use it.
     CHECK(admin.call({"ACL", "DRYRUN", "app", "INFO"}).as_string().find("no permissions") !=
@@ -63,6 +66,14 @@ TEST_CASE("without INFO: every subcommand works, and admission stays open betwee
     CHECK(holders(admin, "lp") == 0);
     const std::string marker = epoch_marker(admin);
     CHECK(marker.size() == 32);
+
+    // status proves the server's identity too, and shows the closed admission.
+    const auto closed = run_redsem({"status", "lp", "--json"}, as_app(server));
+    REQUIRE(closed.exit_code == 0);
+    const json closed_admission = json::parse(closed.out)["admission"];
+    CHECK(closed_admission["known"] == true);
+    CHECK(closed_admission["closed"] == true);
+    CHECK(closed_admission["cause"] == "unproven");
 
     // A caller that opts out of the grace gets in.
     const auto opted_out =
@@ -88,6 +99,26 @@ TEST_CASE("without INFO: every subcommand works, and admission stays open betwee
     CHECK(run_redsem({"release", "lp", token}, as_app(server)).exit_code == 0);
     CHECK(holders(admin, "lp") == 0);
     CHECK(epoch_marker(admin) == marker);
+    CHECK(json::parse(run_redsem({"status", "lp", "--json"}, as_app(server)).out)["admission"]
+                     ["closed"] == false);
+
+    // A user with INFO (monitoring, an operator) on an epoch only users without it wrote: it
+    // proves the marker too, sees admission open, and takes a slot; after it, the users
+    // without INFO still do.
+    REQUIRE(admin.call({"HEXISTS", "redsem:epoch", "run"}).as_integer() == 0);
+    const auto seen = run_redsem({"status", "lp", "--json"}, env_for(server));
+    REQUIRE(seen.exit_code == 0);
+    CHECK(json::parse(seen.out)["admission"]["closed"] == false);
+    const auto with_info = run_redsem({"acquire", "lp", "-w", "0"}, env_for(server));
+    CHECK(with_info.exit_code == 0);
+    CHECK(run_redsem({"release", "lp", first_line(with_info.out)}, env_for(server)).exit_code ==
+          0);
+    const auto after_info = run_redsem({"acquire", "lp", "-w", "0"}, as_app(server));
+    CHECK(after_info.exit_code == 0);
+    CHECK(run_redsem({"release", "lp", first_line(after_info.out)}, as_app(server)).exit_code ==
+          0);
+    CHECK(epoch_marker(admin) == marker);
+    CHECK(admin.call({"HEXISTS", "redsem:epoch", "run"}).as_integer() == 1);
 
     // A waiter is handed the slot a release frees, at once, as with INFO.
     const auto held = run_redsem({"acquire", "lp2", "--ttl", "5m"}, as_app(server));
