@@ -8,6 +8,7 @@
 #include "support/tls_files.hpp"
 
 #include <arpa/inet.h>
+#include <csignal>
 #include <atomic>
 #include <netinet/in.h>
 #include <poll.h>
@@ -206,7 +207,13 @@ TEST_CASE("a TLS reply that stops half-way fails within the command timeout, for
     StallingProxy heartbeat_proxy(server.port(), -1);
     env["REDSEM_URL"] = "rediss://127.0.0.1:" + std::to_string(heartbeat_proxy.port());
     Child run({"run", "hb", "--ttl", "2s", "--", "sh", "-c", "echo started; exec sleep 60"}, env);
-    REQUIRE(run.wait_for_line(20s));
+    // (A deadline against a hang only: under a sanitizer on a loaded machine, a start through
+    // the TLS proxy once took longer than 20s. What the run said, if it never started, is
+    // shown.)
+    if (!run.wait_for_line(120s)) {
+        run.signal(SIGKILL);
+        FAIL("run never started its command: " << run.wait(10s).err);
+    }
     heartbeat_proxy.stall_after(7); // a record header and two bytes of it
     const auto stalled_at = std::chrono::steady_clock::now();
     const ProcessResult ran = run.wait(40s);
