@@ -1,13 +1,10 @@
 # Generates a C++ header that embeds the Lua scripts (run as `cmake -P`).
 # Inputs: LIB (|-separated list of the shared Lua modules, lua/lib/*.lua, concatenated in the
 # order given ahead of every script; lua/lib/call.lua says why that order), SCRIPTS
-# (|-separated list), ADMIT (|-separated list: those of SCRIPTS that judge the epoch: the ones
-# that may admit somebody, and admission.lua), OUT (header path).
+# (|-separated list), OUT (header path), and SUFFIX (optional: a line appended to every
+# script, which makes each another text; the tests build a "newer redsem" with it).
 # Each script becomes `inline constexpr Script k_<name>_script` with its body and SHA1, so EVALSHA
-# can be tried first without a SCRIPT LOAD round trip. The scripts of ADMIT are also joined
-# into one, k_admit_script, which runs the one its flags name: where INFO is denied, a call
-# that may admit proves the server's identity with a variant of that one text whatever it does
-# (see src/semaphore/epoch_proof.hpp).
+# can be tried first without a SCRIPT LOAD round trip.
 string(REPLACE "|" ";" LIB "${LIB}")
 set(lib_body "")
 foreach(module IN LISTS LIB)
@@ -22,7 +19,7 @@ foreach(script IN LISTS SCRIPTS)
     file(READ "${script}" body)
     # The body runs as a function of the call's context, so that run() (lua/lib/main.lua)
     # gives it `call` and ends every call with finish(), whichever return the body takes.
-    set(full "${lib_body}local function script_body(call)\n${body}\nend\nreturn run(KEYS, ARGV, script_body)\n")
+    set(full "${lib_body}local function script_body(call)\n${body}\nend\nreturn run(KEYS, ARGV, script_body)\n${SUFFIX}")
     string(FIND "${full}" ")lua\"" clash)
     if(NOT clash EQUAL -1)
         message(FATAL_ERROR "${script} contains the raw-string delimiter )lua\"")
@@ -30,20 +27,6 @@ foreach(script IN LISTS SCRIPTS)
     string(SHA1 sha "${full}")
     string(APPEND header "\ninline constexpr Script k_${name}_script{\"${name}\", \"${sha}\", R\"lua(${full})lua\"};\n")
 endforeach()
-string(REPLACE "|" ";" ADMIT "${ADMIT}")
-set(admit "${lib_body}")
-set(admit_table "")
-foreach(script IN LISTS ADMIT)
-    get_filename_component(name "${script}" NAME_WE)
-    file(READ "${script}" body)
-    string(APPEND admit "local function ${name}_body(call)\n${body}\nend\n")
-    string(APPEND admit_table "${name} = ${name}_body, ")
-endforeach()
-# The last ARGV ends with the name of the script to run (see lua/lib/call.lua).
-string(APPEND admit "local admit_bodies = {${admit_table}}\n")
-string(APPEND admit "return run(KEYS, ARGV, admit_bodies[string.match(ARGV[#ARGV], ' (%a+)$')])\n")
-string(SHA1 sha "${admit}")
-string(APPEND header "\ninline constexpr Script k_admit_script{\"admit\", \"${sha}\", R\"lua(${admit})lua\"};\n")
 string(APPEND header "\n} // namespace redsem::scripts\n")
 # Only rewrite when changed, so an unchanged script does not trigger a rebuild.
 if(EXISTS "${OUT}")

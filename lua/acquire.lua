@@ -31,9 +31,9 @@
 --                                                        (stored_limit -1: not a number;
 --                                                        -2: state lost while in use)
 --   {'wrongtype', key, actual_type, expected_type}       a foreign key is in the way
---   {'prove', marker}                                    without INFO: call again with the
---                                                        variant naming this epoch marker
---                                                        (see epoch.lua); nothing changed
+--   {'prove', marker}                                    without INFO: call again proving
+--                                                        this epoch marker (see
+--                                                        epoch.lua); nothing changed
 -- Calling again with the same token is safe: a holder gets its lease back (and so collects a
 -- hand-over), a waiter keeps its place in the queue.
 --

@@ -7,8 +7,8 @@
 -- semaphore), stored 1 when the semaphore has one (0: new), how many hold and wait, the
 -- history's length, and who set the limit: 'operator' (this script, `redsem limit NAME N`),
 -- 'caller' (the first acquire's -n, or the default 1, on a new or idle semaphore), '' (not
--- known: stored by an older redsem, or none stored). {'prove', marker} without INFO, for a new limit: call again with the
--- variant naming this epoch marker (see epoch.lua); nothing changed.
+-- known: stored by an older redsem, or none stored). {'prove', marker} without INFO, for a
+-- new limit: call again proving this epoch marker (see epoch.lua); nothing changed.
 -- A higher limit hands the new slots to the queue at once, in FIFO order. A lower one takes
 -- no slot away: holders keep theirs, and nobody is admitted until fewer than the limit hold
 -- (see fill_free_slots()). New holders always get a slot below the limit.

@@ -3,8 +3,8 @@
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix   ARGV[2] token
 -- Reply: 1 the token held a slot and released it; 2 the token was queued and left the queue;
 --        0 the token is unknown here (expired, released already, never acquired);
---        {'prove', marker} without INFO: call again with the variant naming this epoch
---        marker (see epoch.lua); nothing changed.
+--        {'prove', marker} without INFO: call again proving this epoch marker (see
+--        epoch.lua); nothing changed.
 -- Touches nothing but the token's own entries and the hand-over, and for a holder kept by a
 -- keeper process (acquire --while-pid), pushes to "<wake prefix><token>:released", which the
 -- keeper watches.

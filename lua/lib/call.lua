@@ -29,7 +29,8 @@
 --                            waiter, the time by which it must have collected the grant
 --   KEYS[6] slots    string  bitmap, bit N set while slot N is held
 --   KEYS[7] epoch    hash    run and replid (the run_id and master_replid of the Redis
---                            process that wrote it), marker (written by a call without INFO),
+--                            process that wrote it), cache_marker (written by a call without
+--                            INFO) and proof (a nonce, for one transaction: see epoch.lua),
 --                            lost_at (server ms of the latest
 --                            possible loss of data, 0: none), cause ('start' or 'change',
 --                            see epoch.lua) and checked_at (when it was written). On one server
@@ -45,10 +46,10 @@
 -- when it was sent with EVAL (its text, not its SHA1); 2 when it was sent to a Cluster node
 -- after ASKING (the node is importing the slot: see cluster.lua); 4 when its keys hash to
 -- several Cluster slots (a Cluster refuses such a script, so this server is not one). A
--- variant of the joined script of those that may admit (k_admit_script, see
--- cmake/embed_lua.cmake), which names an epoch marker (see epoch.lua), adds " EXPECTED SENT
--- SCRIPT": the marker the client expects the epoch key to hold ('-': none), the one its text
--- names, and the script to run ('acquire', 'release', 'limit' or 'admission').
+-- call that proves the epoch marker without INFO (see epoch.lua) adds " EXPECTED NONCE NEW":
+-- the marker the client expects the epoch key to hold ('-': none), the nonce the marker's
+-- script wrote to the epoch's field proof just before, in the same transaction, and the
+-- fresh marker the call declares ('-': none; its script is the one that ran).
 -- (redsem 0.1 also sent 1: whether the server had the script cached says nothing of its
 -- data unless the script names the epoch's marker.)
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
@@ -74,12 +75,12 @@ end
 
 -- The context of one script call with `keys` and `argv` (KEYS and ARGV).
 local function new_call(keys, argv)
-    local bits, expected, sent = string.match(argv[#argv], '^(%d+) (%S+) (%S+)')
+    local bits, expected, nonce, new = string.match(argv[#argv], '^(%d+) (%S+) (%S+) (%S+)')
     local flags = tonumber(bits or argv[#argv]) or 0
     local marker = nil
-    if sent then
-        marker = {expected = expected == '-' and '' or expected, sent = sent,
-                  by_eval = flags % 2 == 1}
+    if nonce then
+        marker = {expected = expected == '-' and '' or expected, nonce = nonce,
+                  new = new ~= '-' and new or nil}
     end
     local k_state, k_epoch = keys[1], keys[7]
     return {
@@ -91,7 +92,7 @@ local function new_call(keys, argv)
         wake_prefix = argv[1],
         asked = math.floor(flags / 2) % 2 == 1,
         not_a_cluster = flags >= 4,
-        marker = marker,  -- the epoch marker this call's variant names (see epoch.lua), or nil
+        marker = marker,  -- the epoch marker this call proves or declares (epoch.lua), or nil
         -- Learnt as the call runs (nil until then):
         state = nil,      -- the semaphore's state as load_state() read it (state.lua)
         now_us = nil,     -- the server clock in microseconds at the last server_now() (state.lua)

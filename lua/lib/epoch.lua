@@ -3,7 +3,8 @@
 -- when it may have lost data; and until when nobody new is admitted.
 -- Provides: admission(call, state, now, grace), admission_now(call, now),
 --   demand_proof(call, now), LOSS_GRACE_MS; within: server_identity(denied_ok), identify(call),
---   judge_epoch(call, now, me), judge_by_marker(call, now), read_epoch(call, now).
+--   marker_ran(call), judge_by_marker(call, now), judge_epoch(call, now, me),
+--   read_epoch(call, now).
 -- Needs: call.lua (call.k_epoch, call.own_epoch; keeps call.epoch), cluster.lua
 --   (came_by_migration()), state.lua (KEEP_STEP_MS, state.closed_logged), history.lua
 --   (log_event()).
@@ -23,18 +24,23 @@
 -- modules ask only admission(): the rule lives here alone.
 --
 -- Without INFO (an ACL user without @dangerous), nothing a script can read names the server
--- process. There the epoch key also holds a marker (a random id) and the proof is the script
--- cache, which lives exactly as long as a process: the client sends each call that may admit
--- as a variant of its script whose text names the marker it expects (see
--- src/semaphore/epoch_proof.hpp). Sent by EVALSHA, the variant ran only because this process
--- has it cached, so it ran it before: the call that wrote the marker, by EVAL, checked the
--- epoch then. A variant sent by EVAL (the process lacked the expected one: a restart, another
--- server, SCRIPT FLUSH) proves nothing: a possible loss, and its own marker, cached by that
--- very EVAL, becomes the epoch's. Redis 7 neither persists nor replicates scripts, so a
--- promoted replica or a restarted server lacks the marker. Not seen this way: a failback to a
--- node that still has the marker cached, when no call that may admit reached the other node
--- meanwhile (it would have drawn a new marker); on Redis 6.2, which replicates and persists
--- SCRIPT LOAD and EVAL, failovers and restarts from an AOF. INFO, where allowed, decides.
+-- process. There the epoch key also holds a marker (cache_marker, a random id) and the proof
+-- is the script cache, which lives exactly as long as a process: the process that checked
+-- the epoch last ran the marker's script, a fixed text that names the marker (see
+-- src/semaphore/epoch_proof.hpp). A call that may admit runs in one transaction (MULTI) that
+-- script by EVALSHA, which writes a nonce to the epoch's field proof, and then its own script,
+-- told the nonce: the proof is there only where this process has the marker's script cached,
+-- so it ran it before, in the call that wrote the marker by EVAL and checked the epoch then.
+-- Where the process lacks it (a restart, another server, SCRIPT FLUSH), the client runs a
+-- fresh marker's script by EVAL, which caches it, and its call declares that marker: a
+-- possible loss, and the epoch's marker from then on. The marker script's text never changes
+-- between releases, so an upgrade proves what the release before it proved. Redis 7 neither
+-- persists nor replicates scripts, so a promoted replica or a restarted server lacks the
+-- marker's script. Not seen this way: a failback to a node that still has it cached, when no
+-- call that may admit reached the other node meanwhile (it would have drawn a new marker);
+-- on Redis 6.2, which replicates and persists SCRIPT LOAD and EVAL, failovers and restarts
+-- from an AOF. INFO, where allowed, decides. (Development builds before 0.2.0 sent variants
+-- of their scripts instead, naming the field marker: nothing here reads it.)
 
 -- How long admission stays closed after a possible loss, unless the caller names another
 -- loss grace for its own admission (ARGV; never stored: what one client asks changes nobody
@@ -63,33 +69,54 @@ local function server_identity(denied_ok)
             uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000}
 end
 
+-- Whether the marker's script ran just before this call, in its transaction (see the top):
+-- the proof it wrote holds the call's nonce. Removes the proof, once per call.
+local function marker_ran(call)
+    local marker = call.marker
+    if marker.ran == nil then
+        local proof = redis.call('HGET', call.k_epoch, 'proof')
+        if proof then
+            redis.call('HDEL', call.k_epoch, 'proof')
+        end
+        marker.ran = proof == marker.nonce
+    end
+    return marker.ran
+end
+
 -- This server process as the call can name it, read once per call (call.me): from INFO, or,
--- where INFO is denied, {marker = call.marker}: the epoch marker the client's variant of the
--- script proves, or disproves (nil: the call offered none).
+-- where INFO is denied, {marker = call.marker}: the epoch marker the call proves or declares
+-- (nil: the call offered none). A proof is checked (and removed) here, whichever decides.
 local function identify(call)
     if not call.me then
+        if call.marker then
+            marker_ran(call)
+        end
         call.me = server_identity(true) or {marker = call.marker}
     end
     return call.me
 end
 
--- Without INFO, judges the epoch key by the marker the call offered (see identify()); nil
--- when it cannot: the call offered no marker, or not the one the key holds (another client
--- drew a new one since this client last looked).
+-- Without INFO, judges the epoch key by the marker the call proves or declares (see
+-- identify()); nil when it cannot: the call offered no marker, or not the one the key holds
+-- (another client declared a new one since this client last looked), or the marker's script
+-- did not run (this process lacks it: the client declares a fresh marker next).
 local function judge_by_marker(call, now)
-    local stored = redis.call('HMGET', call.k_epoch, 'lost_at', 'cause', 'marker')
     local marker = call.marker
-    if not marker or marker.expected ~= (stored[3] or '') then
+    if not marker or not marker_ran(call) then
         return nil
     end
-    if not marker.by_eval and marker.expected ~= '' then
-        -- This process has the variant cached: it ran it, and checked this epoch then.
+    local stored = redis.call('HMGET', call.k_epoch, 'lost_at', 'cause', 'cache_marker')
+    if marker.expected ~= (stored[3] or '') then
+        return nil
+    end
+    if not marker.new then
+        -- This process has the marker's script cached: it ran it, and checked this epoch then.
         return {lost_at = tonumber(stored[1]) or 0, cause = stored[2] or 'change', changed = false}
     end
     -- Nothing proves that this process ever saw this epoch: a possible loss, now (cause
     -- 'unproven'; without INFO there is no uptime either, so a missing key counts from now,
     -- the latest possible start).
-    return {lost_at = now, cause = 'unproven', changed = true, marker = marker.sent}
+    return {lost_at = now, cause = 'unproven', changed = true, marker = marker.new}
 end
 
 -- Judges the epoch key against this server's identity `me`, changing nothing: returns
@@ -101,7 +128,7 @@ end
 -- epoch that an older redsem wrote).
 local function judge_epoch(call, now, me)
     local stored = redis.call('HMGET', call.k_epoch, 'run', 'replid', 'lost_at', 'cause', 'node',
-                              'marker')
+                              'cache_marker')
     local run, replid, stored_lost_at, cause, node = stored[1], stored[2], tonumber(stored[3]) or 0,
                                                    stored[4] or 'change', stored[5]
     if not run and stored[6] then
@@ -168,7 +195,7 @@ local function read_epoch(call, now)
             redis.call('HSET', k_epoch, 'run', me.run, 'replid', me.replid)
         end
         if epoch.marker then
-            redis.call('HSET', k_epoch, 'marker', epoch.marker)
+            redis.call('HSET', k_epoch, 'cache_marker', epoch.marker)
         end
         if call.own_epoch then
             redis.call('HSET', k_epoch, 'node', redis.call('CLUSTER', 'MYID'))
@@ -245,7 +272,7 @@ end
 local function demand_proof(call, now)
     local epoch = read_epoch(call, now)
     if epoch.unknown then
-        return {'prove', redis.call('HGET', call.k_epoch, 'marker') or ''}
+        return {'prove', redis.call('HGET', call.k_epoch, 'cache_marker') or ''}
     end
     return nil
 end

@@ -214,6 +214,10 @@ std::vector<Reply> Connection::send_group(const std::vector<Outgoing>& batch,
     // A blocking command first: make sure the server answers at all.
     link.check_answers(blocking_for, interrupt_fd);
     const auto asking = [&](std::size_t i) { return hops[i] && hops[i]->asking; };
+    if (indices.size() == 1 && batch[indices.front()].atomic) {
+        const std::size_t i = indices.front();
+        return {send_transaction(*batch[i].atomic, asking(i), interrupt_fd)};
+    }
     for (const std::size_t i : indices) {
         if (asking(i)) {
             link.append({"ASKING"});
@@ -238,6 +242,45 @@ std::vector<Reply> Connection::send_group(const std::vector<Outgoing>& batch,
         replies.push_back(link.read_reply(blocking_for, interrupt_fd));
     }
     return replies;
+}
+
+Reply Connection::send_transaction(const std::vector<std::vector<std::string>>& commands,
+                                   bool asking, int interrupt_fd) {
+    ServerConnection& link = m_topology->link();
+    // MULTI on its own first: were it refused (an ACL without it), the commands sent behind it
+    // would run one by one, not as one.
+    if (asking) {
+        // Kept by the server for the whole transaction (ASKING before MULTI).
+        link.append({"ASKING"});
+    }
+    link.append({"MULTI"});
+    link.flush();
+    if (asking) {
+        Reply ok = link.read_reply(Milliseconds{0}, interrupt_fd);
+        if (ok.is_error()) {
+            link.read_reply(Milliseconds{0}, interrupt_fd); // MULTI's
+            return ok;
+        }
+    }
+    Reply multi = link.read_reply(Milliseconds{0}, interrupt_fd);
+    if (multi.is_error()) {
+        return multi;
+    }
+    for (const std::vector<std::string>& argv : commands) {
+        link.append(asking ? mark_asked(argv) : argv);
+    }
+    link.append({"EXEC"});
+    link.flush();
+    std::optional<Reply> refused;
+    for (std::size_t i = 0; i < commands.size(); ++i) {
+        Reply queued = link.read_reply(Milliseconds{0}, interrupt_fd);
+        if (queued.is_error() && !refused) {
+            refused = std::move(queued);
+        }
+    }
+    Reply exec = link.read_reply(Milliseconds{0}, interrupt_fd);
+    // A refusal names its cause (NOPERM, OOM, MOVED ...); EXEC then says only EXECABORT.
+    return refused ? std::move(*refused) : exec;
 }
 
 Reply Connection::command(const Command& command, Milliseconds blocking_for, int interrupt_fd) {
@@ -329,6 +372,53 @@ std::vector<Reply> Connection::eval_pipeline(const std::vector<ScriptCall>& call
         todo = std::move(again);
     }
     return replies;
+}
+
+std::vector<Reply> Connection::eval_atomically(const std::vector<ScriptCall>& calls) {
+    std::vector<bool> by_body(calls.size(), false);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        by_body[i] = calls[i].send == ScriptCall::Send::body_only;
+    }
+    // At most three rounds, as in eval_pipeline(): after CROSSSLOT, with the cluster's keys;
+    // after NOSCRIPT, with the body.
+    bool cluster_keys_tried = false;
+    for (int round = 0;; ++round) {
+        const bool cluster = topology().wants_cluster_keys() && !calls.front().cluster_keys.empty();
+        cluster_keys_tried = cluster_keys_tried || cluster;
+        std::vector<std::vector<std::string>> argvs;
+        argvs.reserve(calls.size());
+        for (std::size_t i = 0; i < calls.size(); ++i) {
+            const ScriptCall& call = calls[i];
+            const bool own = cluster && !call.cluster_keys.empty();
+            argvs.push_back(script_argv(call, own ? call.cluster_keys : call.keys, !by_body[i]));
+        }
+        const std::string& route = cluster ? calls.front().cluster_keys.front()
+                                           : calls.front().keys.front();
+        Reply reply = std::move(send_all({Outgoing{&route, nullptr, &argvs}}).front());
+        if (reply.is_error()) {
+            if (is_error_code(reply, "CROSSSLOT") && !cluster_keys_tried && round < 2 &&
+                topology().wants_cluster_keys() && !calls.front().cluster_keys.empty()) {
+                continue; // a cluster after all (send_all() handed over)
+            }
+            return std::vector<Reply>(calls.size(), reply);
+        }
+        std::vector<Reply> replies = std::move(reply.elements);
+        if (replies.size() != calls.size()) {
+            throw InternalError(fmt::format("EXEC answered {} replies for {} commands",
+                                            replies.size(), calls.size()));
+        }
+        bool again = false;
+        for (std::size_t i = 0; i < calls.size(); ++i) {
+            if (is_error_code(replies[i], "NOSCRIPT") && !by_body[i] &&
+                calls[i].send == ScriptCall::Send::sha_then_body) {
+                by_body[i] = true;
+                again = true;
+            }
+        }
+        if (!again || round == 2) {
+            return replies;
+        }
+    }
 }
 
 void throw_script_error(const Script& script, const std::string& error) {

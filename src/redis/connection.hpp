@@ -68,6 +68,14 @@ public:
     // does, and returns the replies in order, error replies included.
     std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 
+    // Runs the calls as one transaction (MULTI ... EXEC) on the server of the first call's
+    // first key: nothing runs between them. Returns the replies in order, error replies
+    // included; when the transaction did not run (a call was refused: NOPERM, OOM, ...), each
+    // reply is that refusal. A call by SHA1 that the server lacks is resent by its body with
+    // the whole transaction, so the calls before it run again: each must be harmless to
+    // repeat.
+    std::vector<Reply> eval_atomically(const std::vector<ScriptCall>& calls);
+
     // The same without a routing key, to this connection's server: for tests and tools that
     // speak to one known server.
     Reply command(const std::vector<std::string>& argv, Milliseconds blocking_for = Milliseconds{0},
@@ -111,10 +119,13 @@ public:
     }
 
 private:
-    // One command of a batch: the key it routes by (empty: no key) and its words.
+    // One command of a batch: the key it routes by (empty: no key) and its words; or, when
+    // `atomic` is set, commands that run as one transaction (a batch of their own), whose
+    // reply is EXEC's, or the first refusal that kept the transaction from running.
     struct Outgoing {
         const std::string* key;
         const std::vector<std::string>* argv;
+        const std::vector<std::vector<std::string>>* atomic = nullptr;
     };
     // Where a redirect sends one command of a batch next: to `to`, after ASKING when `asking`.
     struct Hop {
@@ -132,6 +143,10 @@ private:
                                   const std::vector<std::size_t>& indices,
                                   const std::vector<std::optional<Hop>>& hops,
                                   Milliseconds blocking_for, int interrupt_fd);
+    // Sends the transaction `commands` over the link, after ASKING when `asking`, and returns
+    // its reply (see Outgoing::atomic).
+    Reply send_transaction(const std::vector<std::vector<std::string>>& commands, bool asking,
+                           int interrupt_fd);
     std::vector<Endpoint> primaries();
     void pin(const Endpoint& node);
     // The topology, replaced by its successor when it found out that it is another.

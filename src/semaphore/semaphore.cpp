@@ -44,6 +44,24 @@ using Clock = std::chrono::steady_clock; // waits; leases use BootClock
 // before it gives up: each time, another client found a possible loss in between.
 constexpr int k_proof_rounds = 8;
 
+// A script's reply, once it is neither an error (thrown) nor a refusal to touch a key of
+// another type (thrown as a conflict).
+Reply checked_reply(const Script& script, Reply reply, const std::string& name) {
+    if (reply.is_error()) {
+        throw_script_error(script, reply.text);
+    }
+    check_key_types(reply, name, "nothing was changed (delete the key, or choose another --prefix)");
+    return reply;
+}
+
+// What Semaphore::run() answers a read it cannot prove (see Semaphore::admission()).
+Reply unproven_reply() {
+    Reply unproven;
+    unproven.type = Reply::Type::error;
+    unproven.text = "NOSCRIPT the server cannot prove it has seen the epoch";
+    return unproven;
+}
+
 // Sleeps up to `duration`, returning early (true) when `interrupt_fd` becomes readable.
 bool interruptible_sleep(Milliseconds duration, int interrupt_fd) {
     if (interrupt_fd < 0) {
@@ -187,53 +205,59 @@ Semaphore::Semaphore(Connection& connection, std::string_view prefix, std::strin
 
 Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof proof) {
     args.insert(args.begin(), m_keys.wake_prefix);
-    // Without INFO: the variant of the joined admitting scripts (one text, whichever runs) that
-    // names the marker the epoch key holds, by EVALSHA; where the server lacks it, a fresh
-    // marker's variant by EVAL (a possible loss, and the epoch's marker from then on). A reply
-    // {"prove", MARKER} names the marker in force.
+    // Without INFO: in one transaction, the marker script of the marker the epoch key holds,
+    // by EVALSHA, then the script, told the marker and the proof's nonce. Where the server
+    // lacks the marker script, a fresh marker's, by EVAL, and the script told to declare it:
+    // a possible loss, and the epoch's marker from then on. A reply {"prove", MARKER} names
+    // the marker in force.
     std::string fresh;
     for (int round = 0;; ++round) {
-        const Script* sent = &script;
-        ScriptCall::Send send = ScriptCall::Send::sha_then_body;
-        std::string note;
-        if (proof != Proof::none && m_epoch_marker) {
-            const std::string& expected = *m_epoch_marker;
-            const bool by_sha = fresh.empty() && !expected.empty();
-            if (!by_sha && proof == Proof::reads) {
-                // A fresh marker's variant by EVAL records a loss: not a reader's to write.
-                Reply unproven;
-                unproven.type = Reply::Type::error;
-                unproven.text = "NOSCRIPT the server cannot prove it has seen the epoch";
-                return unproven;
+        const bool proves = proof != Proof::none && m_epoch_marker;
+        if (proves && fresh.empty() && m_epoch_marker->empty()) {
+            if (proof == Proof::reads) {
+                return unproven_reply(); // declaring a loss is not a reader's to do
             }
-            if (!by_sha && fresh.empty()) {
-                fresh = new_epoch_marker();
-            }
-            const std::string& named = by_sha ? expected : fresh;
-            sent = &epoch_variant(scripts::k_admit_script, named);
-            send = by_sha ? ScriptCall::Send::sha_only : ScriptCall::Send::body_only;
-            note = fmt::format("{} {} {}", expected.empty() ? "-" : expected, named, script.name);
-        }
-        const ScriptCall call{*sent, m_keys.script_keys(), args, m_keys.cluster_script_keys(),
-                              send, std::move(note)};
-        Reply reply = std::move(m_connection.eval_pipeline({call}).front());
-        if (is_error_code(reply, "NOSCRIPT") && call.send == ScriptCall::Send::sha_only) {
             fresh = new_epoch_marker();
-            continue;
         }
-        if (reply.is_error()) {
-            throw_script_error(script, reply.text);
+        const bool declares = !fresh.empty();
+        Reply reply;
+        if (!proves) {
+            reply = std::move(m_connection.eval_pipeline({ScriptCall{
+                script, m_keys.script_keys(), args, m_keys.cluster_script_keys()}}).front());
+        } else {
+            const std::string& expected = *m_epoch_marker;
+            const std::string nonce = new_epoch_marker();
+            const ScriptCall marker_call{epoch_marker_script(declares ? fresh : expected),
+                                         {m_keys.epoch}, {nonce}, {m_keys.own_epoch},
+                                         declares ? ScriptCall::Send::body_only
+                                                  : ScriptCall::Send::sha_only};
+            const ScriptCall call{script, m_keys.script_keys(), args,
+                                  m_keys.cluster_script_keys(), ScriptCall::Send::sha_then_body,
+                                  fmt::format("{} {} {}", expected.empty() ? "-" : expected,
+                                              nonce, declares ? fresh : "-")};
+            std::vector<Reply> replies = m_connection.eval_atomically({marker_call, call});
+            if (is_error_code(replies[0], "NOSCRIPT") && !declares) {
+                // This process never checked the epoch: a restart, another server, SCRIPT
+                // FLUSH.
+                if (proof == Proof::reads) {
+                    return unproven_reply();
+                }
+                fresh = new_epoch_marker();
+                continue;
+            }
+            if (replies[0].is_error()) {
+                throw_script_error(marker_call.script, replies[0].text);
+            }
+            reply = std::move(replies[1]);
         }
         const bool demanded = reply.type == Reply::Type::array && !reply.as_array().empty() &&
                               reply.at(0).type == Reply::Type::string &&
                               reply.at(0).as_string() == "prove";
         if (!demanded) {
-            if (call.send == ScriptCall::Send::body_only) {
+            if (declares) {
                 m_epoch_marker = fresh; // the script wrote it (see demand_proof())
             }
-            check_key_types(reply, m_name,
-                            "nothing was changed (delete the key, or choose another --prefix)");
-            return reply;
+            return checked_reply(script, std::move(reply), m_name);
         }
         if (round == k_proof_rounds) {
             throw InternalError(fmt::format(

@@ -213,7 +213,7 @@ private:
     };
     // Runs `script` on the semaphore's keys with `args` after ARGV[1] (the wake-list prefix),
     // proving the server's identity as `proof` says, calling again as the script asks. With
-    // Proof::reads, a server that cannot prove it (lacks the marker's variant, or the epoch
+    // Proof::reads, a server that cannot prove it (lacks the marker's script, or the epoch
     // has no marker) gives a NOSCRIPT error reply, returned as it is.
     Reply run(const Script& script, std::vector<std::string> args, Proof proof = Proof::none);
     // release() on the server this connection uses now, without asking the sentinels first.

@@ -13,7 +13,9 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr int k_closed = 73; // ExitCode::closed
+constexpr int k_closed = 73;  // ExitCode::closed
+constexpr int k_timeout = 75; // ExitCode::timeout: no slot (busy)
+constexpr int k_denied = 77;  // ExitCode::denied
 
 // A server over TCP with user "app": redsem's keys and channels, every command but the
 // @dangerous ones. Marked in use by the default user (an epoch that names the process), unless
@@ -45,8 +47,21 @@ long long holders(Connection& admin, const std::string& name) {
 }
 
 std::string epoch_marker(Connection& admin) {
-    const Reply marker = admin.call({"HGET", "redsem:epoch", "marker"});
+    const Reply marker = admin.call({"HGET", "redsem:epoch", "cache_marker"});
     return marker.is_nil() ? "" : marker.as_string();
+}
+
+// Runs the newer redsem (every script another text) to completion; `args` are plain words.
+ProcessResult run_newer(const std::vector<std::string>& args, const EnvChanges& env) {
+    std::string command = "exec " + redsem_next_binary();
+    for (const std::string& arg : args) {
+        command += " " + arg;
+    }
+    return Child::shell(command, env)->wait();
+}
+
+bool has_proof_left(Connection& admin) {
+    return admin.call({"HEXISTS", "redsem:epoch", "proof"}).as_integer() == 1;
 }
 
 } // namespace
@@ -228,4 +243,67 @@ TEST_CASE("INFO, CONFIG and CLUSTER renamed away: every subcommand works, and SC
     const auto after_flush = run_redsem({"acquire", "rn", "-w", "0"}, env_for(server));
     CHECK(after_flush.exit_code == k_closed);
     CHECK(holders(admin, "rn") == 0);
+}
+
+TEST_CASE("without INFO: a newer redsem (every script another text) keeps admission open, and "
+          "shares the limit with this one") {
+    RedisServer server(with_app_user({}, true));
+    Connection admin = server.admin();
+    const auto declared = run_redsem({"acquire", "up", "-w", "0"}, as_app(server, "0"));
+    REQUIRE(declared.exit_code == 0);
+    REQUIRE(run_redsem({"release", "up", first_line(declared.out)}, as_app(server)).exit_code == 0);
+    const std::string marker = epoch_marker(admin);
+    REQUIRE(marker.size() == 32);
+    // The possible loss the first call declared is long past (moved back, not waited for).
+    const std::string lost_at = std::to_string(server_time_ms(admin) - 61000);
+    admin.call({"HSET", "redsem:epoch", "lost_at", lost_at});
+
+    // This release holds the one slot; the newer one, with the default grace, is told "busy"
+    // (not "closed"): its scripts are new to this Redis process, its proof is not.
+    const auto held = run_redsem({"acquire", "up", "-w", "0", "--ttl", "5m"}, as_app(server));
+    REQUIRE(held.exit_code == 0);
+    const auto busy = run_newer({"acquire", "up", "-w", "0"}, as_app(server));
+    CHECK(busy.exit_code == k_timeout);
+    CHECK(busy.err.find("closed") == std::string::npos);
+    const auto status = run_newer({"status", "up", "--json"}, as_app(server));
+    REQUIRE(status.exit_code == 0);
+    CHECK(json::parse(status.out)["admission"]["closed"] == false);
+    CHECK(json::parse(status.out)["held"] == 1);
+
+    // The newer release frees the slot and takes it; this one is then the one kept out.
+    CHECK(run_newer({"release", "up", first_line(held.out)}, as_app(server)).exit_code == 0);
+    const auto newer_held = run_newer({"acquire", "up", "-w", "0", "--ttl", "5m"}, as_app(server));
+    REQUIRE(newer_held.exit_code == 0);
+    CHECK(run_redsem({"acquire", "up", "-w", "0"}, as_app(server)).exit_code == k_timeout);
+    CHECK(holders(admin, "up") == 1);
+    CHECK(run_redsem({"release", "up", first_line(newer_held.out)}, as_app(server)).exit_code == 0);
+    const auto ran = run_newer({"run", "up", "-w", "0", "--", "true"}, as_app(server));
+    CHECK(ran.exit_code == 0);
+    CHECK(ran.err.empty());
+    CHECK(run_newer({"limit", "up", "2"}, as_app(server)).exit_code == 0);
+
+    // No loss was declared on the way, and no proof was left behind.
+    CHECK(epoch_marker(admin) == marker);
+    CHECK(admin.call({"HGET", "redsem:epoch", "lost_at"}).as_string() == lost_at);
+    CHECK_FALSE(has_proof_left(admin));
+
+    // The newer release still notices what the script cache shows: here, a SCRIPT FLUSH.
+    admin.call({"SCRIPT", "FLUSH"});
+    CHECK(run_newer({"acquire", "up", "-w", "0"}, as_app(server)).exit_code == k_closed);
+    CHECK(holders(admin, "up") == 0);
+}
+
+TEST_CASE("without INFO and without MULTI: a call that must prove the epoch is refused, naming "
+          "MULTI, and changes nothing") {
+    RedisServer server(with_app_user({}, true));
+    Connection admin = server.admin();
+    admin.call({"ACL", "SETUSER", "app", "-multi"});
+    const auto refused = run_redsem({"acquire", "nm", "-w", "0"}, as_app(server, "0"));
+    CHECK(refused.exit_code == k_denied);
+    CHECK(refused.err.find("multi") != std::string::npos);
+    CHECK(refused.err.rfind("redsem: ", 0) == 0);
+    CHECK(holders(admin, "nm") == 0);
+    CHECK(zcard(admin, "redsem:{nm}:queue") == 0);
+    CHECK_FALSE(has_proof_left(admin));
+    CHECK(admin.call({"HEXISTS", "redsem:epoch", "cache_marker"}).as_integer() == 0);
 }

@@ -7,6 +7,11 @@ const std::string& redsem_binary() {
     return path;
 }
 
+const std::string& redsem_next_binary() {
+    static const std::string path = REDSEM_NEXT_BINARY;
+    return path;
+}
+
 const std::string& source_dir() {
     static const std::string path = REDSEM_SOURCE_DIR;
     return path;

@@ -11,6 +11,9 @@ namespace redsem::test {
 // The redsem binary under test.
 const std::string& redsem_binary();
 
+// The same redsem with every Lua script another text: a newer release, for upgrade tests.
+const std::string& redsem_next_binary();
+
 // The top of the source tree (for the man page and other files the tests read).
 const std::string& source_dir();
 
