@@ -1,5 +1,5 @@
-// SHA-1 (FIPS 180-4), as Redis names scripts. Small and slow enough: it names a few script
-// variants per process (see src/semaphore/epoch_proof.cpp), never data.
+// SHA-1 (FIPS 180-4), as Redis names scripts. Small and slow enough: it names a few epoch
+// marker scripts per process (see src/semaphore/epoch_proof.cpp), never data.
 #include "util/sha1.hpp"
 
 #include <array>

@@ -387,3 +387,71 @@ TEST_CASE("cluster: a takeover while the old primary still looks healthy closes 
     INFO(newcomer.err);
     CHECK(newcomer.exit_code == 73); // closed: not taken for a migration
 }
+
+TEST_CASE("cluster without INFO: the proving transaction follows MOVED and ASK, and a slot "
+          "migration closes admission once",
+          "[cluster]") {
+    RedisCluster cluster;
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    REQUIRE(primaries.size() == 3);
+    for (std::size_t i = 0; i < cluster.size(); ++i) {
+        cluster.node(i).admin().call({"ACL", "SETUSER", "app", "on", ">app-pw", "~*", "&*",
+                                      "+@all", "-@dangerous"});
+    }
+    const std::string name = cluster.name_on(primaries[0], "lpc");
+    const int slot = key_slot("{" + name + "}");
+    const std::string epoch_key = "redsem:{" + name + "}:epoch";
+    // Through the third primary: every call is redirected (MOVED, then ASK mid-migration).
+    const auto as_app = [&](const std::string& grace) {
+        EnvChanges env{{"REDSEM_URL", "redis://app@127.0.0.1:" +
+                                          std::to_string(cluster.node(primaries[2]).port())},
+                       {"REDSEM_PASSWORD", "app-pw"}};
+        if (!grace.empty()) {
+            env["REDSEM_LOSS_GRACE"] = grace;
+        }
+        return env;
+    };
+    Connection source = cluster.node(primaries[0]).admin();
+
+    const auto first = run_redsem({"acquire", name, "-n", "3", "--ttl", "60s"}, as_app("0"));
+    // (-n 3: two more holders and a waiter follow)
+    REQUIRE(first.exit_code == 0);
+    const std::string marker = source.call({"HGET", epoch_key, "cache_marker"}).as_string();
+    REQUIRE(marker.size() == 32);
+    source.call({"HSET", epoch_key, "lost_at", std::to_string(server_time_ms(source) - 61000)});
+    const auto second = run_redsem({"acquire", name, "--ttl", "60s", "-w", "0"}, as_app(""));
+    INFO("second acquire said: " << second.err);
+    REQUIRE(second.exit_code == 0);
+    CHECK(zcard(source, "redsem:{" + name + "}:holders") == 2);
+    CHECK(source.call({"HGET", epoch_key, "cache_marker"}).as_string() == marker);
+
+    // A waiter (its own grace 0), so that every key of the semaphore exists: the importing
+    // node refuses a call on several keys of which some are missing (TRYAGAIN).
+    REQUIRE(run_redsem({"acquire", name, "--ttl", "60s", "-w", "0"}, as_app("0")).exit_code == 0);
+    Child waiter({"acquire", name, "-w", "30s", "--ttl", "60s"}, as_app("0"));
+    REQUIRE(wait_until([&] { return zcard(source, "redsem:{" + name + "}:queue") == 1; }, 10s));
+    ProcessResult released;
+    cluster.migrate_slot(slot, primaries[1], 100, 0ms, 0ms, [&] {
+        // The slot is migrating, its keys moved: the transaction goes to the importing node
+        // after ASKING. That process never ran the marker's script: a possible loss.
+        released = run_redsem({"release", name, first_line(first.out)}, as_app(""));
+    });
+    INFO("release said: " << released.err);
+    CHECK(released.exit_code == 0);
+    const ProcessResult woken = waiter.wait(20s);
+    INFO("waiter said: " << woken.err);
+    CHECK(woken.exit_code == 0);
+    Connection target = cluster.node(primaries[1]).admin();
+    CHECK(zcard(target, "redsem:{" + name + "}:holders") == 3);
+    CHECK(target.call({"HGET", epoch_key, "cause"}).as_string() == "unproven");
+    CHECK(target.call({"HGET", epoch_key, "cache_marker"}).as_string() != marker);
+    CHECK(target.call({"HEXISTS", epoch_key, "proof"}).as_integer() == 0);
+
+    // Closed once, for the grace, to whoever does not opt out.
+    const auto closed_out = run_redsem({"limit", name, "4"}, as_app(""));
+    CHECK(closed_out.exit_code == 0);
+    CHECK(run_redsem({"acquire", name, "-w", "0"}, as_app("")).exit_code == 73);
+    const auto opted_out = run_redsem({"acquire", name, "-w", "0", "--ttl", "60s"}, as_app("0"));
+    CHECK(opted_out.exit_code == 0);
+    CHECK(zcard(target, "redsem:{" + name + "}:holders") == 4);
+}
