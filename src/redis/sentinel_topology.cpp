@@ -72,14 +72,18 @@ void SentinelTopology::open_master(const Endpoint& master) {
         }
         throw failover_under_way(fmt::format("it cannot be reached ({})", error.what()));
     }
-    const Reply role = m_link.exchange({"ROLE"});
-    if (role.is_error()) {
-        m_link.close();
-        throw_reply_error(role.text);
+    // HELLO, which every user may send (ROLE is @dangerous); where it is renamed away, ROLE.
+    // Where neither answers, a replica shows itself by READONLY at the first write (judge()).
+    std::optional<std::string> role = m_link.hello_field("role");
+    if (!role) {
+        const Reply reply = m_link.exchange({"ROLE"});
+        if (reply.type == Reply::Type::array && !reply.elements.empty()) {
+            role = reply.at(0).as_string();
+        }
     }
-    const std::string& kind = role.at(0).as_string();
-    if (kind != "master") {
-        throw failover_under_way(fmt::format("its role is '{}'", printable(kind)));
+    if (role && *role != "master") {
+        m_link.close();
+        throw failover_under_way(fmt::format("its role is '{}'", printable(*role)));
     }
 }
 

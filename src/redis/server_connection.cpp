@@ -105,6 +105,22 @@ void ServerConnection::handshake() {
     }
 }
 
+std::optional<std::string> ServerConnection::hello_field(std::string_view field) {
+    // Without a protocol version HELLO keeps RESP2, and answers a flat list of names and values.
+    const Reply reply = exchange({"HELLO"});
+    if (reply.type != Reply::Type::array) {
+        return std::nullopt;
+    }
+    const std::vector<Reply>& pairs = reply.elements;
+    for (std::size_t i = 0; i + 1 < pairs.size(); i += 2) {
+        if (pairs[i].type == Reply::Type::string && pairs[i].text == field &&
+            pairs[i + 1].type == Reply::Type::string) {
+            return pairs[i + 1].text;
+        }
+    }
+    return std::nullopt;
+}
+
 void ServerConnection::append(const std::vector<std::string>& args) {
     std::vector<const char*> argv;
     std::vector<std::size_t> lengths;

@@ -77,6 +77,11 @@ public:
     void flush();
     Reply read_reply(Milliseconds blocking_for, int interrupt_fd);
 
+    // A field of the server's HELLO reply ("mode": standalone, cluster or sentinel; "role":
+    // master or replica); nullopt when the server does not answer HELLO (renamed away). Every
+    // user may send HELLO, whatever its ACL rules, unlike ROLE (@dangerous) or CLUSTER.
+    std::optional<std::string> hello_field(std::string_view field);
+
     // Before a blocking command on a connection whose server has not answered yet: a PING, so
     // that a server that never answers is reported within the connect timeout.
     void check_answers(Milliseconds blocking_for, int interrupt_fd);

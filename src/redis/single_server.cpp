@@ -41,6 +41,9 @@ std::vector<Endpoint> SingleServer::primaries() {
         return {}; // cluster nodes talk TCP to each other
     }
     connect();
+    if (m_link.hello_field("mode") == "standalone") {
+        return {}; // asked without CLUSTER, which a user or the server may not allow
+    }
     const Reply reply = m_link.exchange({"CLUSTER", "SLOTS"});
     if (reply.is_error()) {
         if (reply.text.find("cluster support disabled") != std::string::npos) {

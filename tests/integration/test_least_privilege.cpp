@@ -307,3 +307,18 @@ TEST_CASE("without INFO and without MULTI: a call that must prove the epoch is r
     CHECK_FALSE(has_proof_left(admin));
     CHECK(admin.call({"HEXISTS", "redsem:epoch", "cache_marker"}).as_integer() == 0);
 }
+
+TEST_CASE("a user without CLUSTER lists every semaphore of a plain server (status, gc)") {
+    RedisServer server(with_app_user({}, true));
+    Connection admin = server.admin();
+    admin.call({"ACL", "SETUSER", "app", "-cluster"});
+    REQUIRE(run_redsem({"acquire", "nc", "--ttl", "5m"}, as_app(server, "0")).exit_code == 0);
+    const auto status = run_redsem({"status", "--json"}, as_app(server));
+    INFO("status said: " << status.err);
+    CHECK(status.exit_code == 0);
+    CHECK(status.out.find("\"nc\"") != std::string::npos);
+    CHECK(run_redsem({"status", "--format", "prometheus"}, as_app(server)).exit_code == 0);
+    const auto gc = run_redsem({"gc", "--dry-run"}, as_app(server));
+    INFO("gc said: " << gc.err);
+    CHECK(gc.exit_code == 0);
+}

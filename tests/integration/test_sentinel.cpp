@@ -307,3 +307,36 @@ TEST_CASE("sentinel: sentinels that stop answering do not cost a run its lease o
     CHECK(tried.err.find("failover under way") != std::string::npos);
     CHECK(took < 20s); // the 4s window of a blip, not the 60s of a failover
 }
+
+TEST_CASE("sentinel: a user without @dangerous (no ROLE, no INFO) runs every subcommand through "
+          "the sentinels",
+          "[sentinel]") {
+    SentinelGroup group;
+    for (std::size_t i = 0; i < group.server_count(); ++i) {
+        group.server(i).admin().call({"ACL", "SETUSER", "app", "on", ">app-pw", "~redsem:*", "&*",
+                                      "+@all", "-@dangerous"});
+    }
+    // The sentinels name the master; redsem checks its role as "app", who may not send ROLE.
+    const std::string url = group.url();
+    EnvChanges env{{"REDSEM_URL", "redis-sentinel://app@" + url.substr(url.find("://") + 3)},
+                   {"REDSEM_PASSWORD", "app-pw"},
+                   {"REDSEM_LOSS_GRACE", "0"}}; // a new Redis, without INFO: see test_least_privilege
+    Connection master = group.server(group.master_index()).admin();
+    CHECK(master.call({"ACL", "DRYRUN", "app", "ROLE"}).as_string().find("no permissions") !=
+          std::string::npos);
+
+    const auto acquired = run_redsem({"acquire", "lp", "-n", "2", "--ttl", "30s"}, env);
+    INFO("acquire said: " << acquired.err);
+    REQUIRE(acquired.exit_code == 0);
+    const std::string token = first_line(acquired.out);
+    CHECK(zcard(master, "redsem:{lp}:holders") == 1);
+    CHECK(run_redsem({"renew", "lp", token}, env).exit_code == 0);
+    CHECK(run_redsem({"run", "lp", "-w", "0", "--", "true"}, env).exit_code == 0);
+    const auto status = run_redsem({"status", "--json"}, env);
+    CHECK(status.exit_code == 0);
+    CHECK(run_redsem({"limit", "lp", "3"}, env).exit_code == 0);
+    CHECK(run_redsem({"log", "lp"}, env).exit_code == 0);
+    CHECK(run_redsem({"gc"}, env).exit_code == 0);
+    CHECK(run_redsem({"release", "lp", token}, env).exit_code == 0);
+    CHECK(zcard(master, "redsem:{lp}:holders") == 0);
+}

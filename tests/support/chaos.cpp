@@ -59,6 +59,17 @@ std::string exit_line(const std::string& tag, const std::string& stamp) {
     return "t=" + stamp + "; if [ -n \"$t\" ]; then echo \"E " + tag + " $t\" >> \"$L\"; fi";
 }
 
+// The command's start line, with its slot and fence (shell words) and its shell's pid. As
+// for the exit line, the stamp is taken first and the line written only with it: a stamp
+// process killed on the way (by run's SIGTERM, before it could ignore it) would otherwise
+// leave a line whose fields have slid one place; the shell's TERM trap then writes T, and
+// without an S the client was never inside.
+std::string start_line(const std::string& tag, const std::string& slot, const std::string& fence,
+                       const std::string& stamp) {
+    return "s=" + stamp + "; if [ -n \"$s\" ]; then echo \"S " + tag + " " + slot + " " +
+           fence + " $s $$\" >> \"$L\"; fi; ";
+}
+
 std::string ms_arg(Milliseconds duration) {
     return std::to_string(duration.count()) + "ms";
 }
@@ -675,9 +686,9 @@ void Harness::spawn_client() {
         "trap 'echo \"T " + tag + " " + stamp + "\" >> \"$L\"; exit 143' TERM; ";
     std::vector<std::string> argv;
     if (client.run_form) {
-        const std::string body = "L=" + m_log + "; " + trap + "echo \"S " + tag +
-                                 " $REDSEM_SLOT $REDSEM_FENCE " + stamp + " $$\" >> \"$L\"; " +
-                                 sleep + exit_line(tag, stamp);
+        const std::string body = "L=" + m_log + "; " + trap +
+                                 start_line(tag, "$REDSEM_SLOT", "$REDSEM_FENCE", stamp) + sleep +
+                                 exit_line(tag, stamp);
         argv = {m_redsem,
                 "run",
                 spec.name,
@@ -707,7 +718,7 @@ void Harness::spawn_client() {
             "tok=${j#*\\\"token\\\":\\\"}; tok=${tok%%\\\"*}\n"
             "slot=${j#*\\\"slot\\\":}; slot=${slot%%,*}\n"
             "fence=${j#*\\\"fence\\\":}; fence=${fence%%,*}\n" +
-            trap + "\necho \"S " + tag + " $slot $fence " + stamp + " $$\" >> \"$L\"\n" + sleep +
+            trap + "\n" + start_line(tag, "$slot", "$fence", stamp) + "\n" + sleep +
             "\n" + exit_line(tag, stamp) +
             "\n"
             // A release that finds Redis restarting (69) is tried again, as a careful script
