@@ -1,6 +1,8 @@
--- lib/main.lua: how every script runs: run() makes the call's context, refuses the call while
--- its Cluster slot migrates away, runs the script's body, and ends with finish().
--- Provides: finish(call, reply), run(keys, argv, body).
+-- lib/main.lua: how every script runs: run() makes the call's context, refuses the call when
+-- the user may not run a command the scripts need, or while its Cluster slot migrates away,
+-- runs the script's body, and ends with finish().
+-- Provides: finish(call, reply), run(keys, argv, body); within: NEEDED_COMMANDS,
+--   refuse_without_permission(call).
 -- Needs: call.lua (new_call()), cluster.lua (refuse_while_migrating()), history.lua
 --   (write_history()).
 --
@@ -9,6 +11,42 @@
 --     return run(KEYS, ARGV, script_body)
 -- so a script's body sees its call context as `call`, and every return it takes goes
 -- through finish().
+
+-- The commands the scripts run, checked against the user's ACL before anything is written: a
+-- script that a refusal stopped half-way would leave its first writes behind (Redis does not
+-- roll a script back). INFO, XADD and XTRIM run by pcall: a refusal only turns off what they
+-- give (INFO's check of the server, the history). On a Redis Cluster also CLUSTER MYID and
+-- CLUSTER NODES. Keep in step with README.md, "Least privilege".
+local NEEDED_COMMANDS = {'bitpos', 'del', 'exists', 'hdel', 'hget', 'hincrby', 'hmget', 'hscan',
+                         'hset', 'pexpire', 'pexpireat', 'rpush', 'setbit', 'time', 'type',
+                         'zadd', 'zcard', 'zpopmin', 'zrange', 'zrangebyscore', 'zrank', 'zrem',
+                         'zscore'}
+
+-- nil when the user may run every command the scripts need, else the error that names the
+-- first it may not. (Redis 6.2 has no redis.acl_check_cmd: there a refusal stops the script
+-- where it happens.)
+local function refuse_without_permission(call)
+    local allowed = redis.acl_check_cmd
+    if not allowed then
+        return nil
+    end
+    local missing = nil
+    for _, command in ipairs(NEEDED_COMMANDS) do
+        if not allowed(command) then
+            missing = command
+            break
+        end
+    end
+    if not missing and call.own_epoch then
+        missing = (not allowed('cluster', 'myid') and 'cluster|myid') or
+                  (not allowed('cluster', 'nodes') and 'cluster|nodes') or nil
+    end
+    if missing then
+        return redis.error_reply("NOPERM this user has no permissions to run the '" .. missing ..
+                                 "' command, which redsem's scripts need")
+    end
+    return nil
+end
 
 -- Every script call ends here, whichever return its body takes: writes the events the call
 -- logged, and returns its reply.
@@ -20,7 +58,7 @@ end
 -- `argv`; returns its reply.
 local function run(keys, argv, body)
     local call = new_call(keys, argv)
-    local refused = refuse_while_migrating(call)
+    local refused = refuse_without_permission(call) or refuse_while_migrating(call)
     if refused then
         return refused
     end

@@ -116,6 +116,18 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
         {"ASK", ExitCode::unavailable,
          "Redis Cluster kept redirecting the command (its slots are being migrated)", passes},
     }};
+    if (code == "NOPERM") {
+        // "NOPERM this user has no permissions to run the 'xadd' command": name the rule too.
+        const std::size_t open = error.find('\'');
+        const std::size_t close = open == std::string_view::npos ? open : error.find('\'', open + 1);
+        if (close != std::string_view::npos && error.find(" command") != std::string_view::npos) {
+            const std::string_view command = error.substr(open + 1, close - open - 1);
+            return {ExitCode::denied,
+                    fmt::format("Redis denied permission (ACL) to '{}': add +{} to the user's "
+                                "ACL rules (see Least privilege in redsem(1)) ({})",
+                                printable(command), printable(command), shown)};
+        }
+    }
     for (const Known& known : k_known) {
         if (code == known.code) {
             return {known.exit, fmt::format("{} ({})", known.explanation, shown), known.transience};

@@ -6,6 +6,8 @@
 #include "redis/topology.hpp"
 #include "redis/url.hpp"
 
+#include <algorithm>
+
 using namespace redsem;
 using namespace redsem::test;
 
@@ -66,6 +68,9 @@ TEST_CASE("topology: ASK resends one command after ASKING, and the slot map stay
     FakeNetwork network;
     int asked = 0;
     FakeServer& seed = network.add("127.0.0.1:7000", [&](const Words& command) {
+        if (command[0] == "HELLO") {
+            return array({bulk("mode"), bulk("cluster")});
+        }
         if (command[0] == "CLUSTER") { // every slot here
             return array({array({integer(0), integer(16383),
                                  array({bulk("127.0.0.1"), integer(7000), bulk("id")})})});
@@ -80,7 +85,7 @@ TEST_CASE("topology: ASK resends one command after ASKING, and the slot map stay
     CHECK(get(connection, k_key) == "from the target");
     CHECK(target.received == std::vector<Words>{{"ASKING"}, {"GET", k_key}});
     CHECK(get(connection, k_key) == "from the seed");
-    CHECK(seed.received.size() == 3); // CLUSTER SLOTS, GET (ASK), GET
+    CHECK(seed.received.size() == 4); // HELLO, CLUSTER SLOTS, GET (ASK), GET
 }
 
 TEST_CASE("topology: TRYAGAIN is resent after a pause, and stands once the command timeout ran out") {
@@ -163,15 +168,16 @@ std::string sentinel_answer(int& asked, const Words& command) {
 }
 
 std::string master_answer(const Words& command, const std::string& get_reply) {
-    if (command[0] == "ROLE") {
-        return array({bulk("master"), integer(0), array({})});
+    if (command[0] == "HELLO") {
+        return array({bulk("server"), bulk("redis"), bulk("mode"), bulk("standalone"),
+                      bulk("role"), bulk("master")});
     }
     return get_reply;
 }
 
 } // namespace
 
-TEST_CASE("topology: through sentinels, the master they name after ROLE confirms it") {
+TEST_CASE("topology: through sentinels, the master they name after HELLO confirms it") {
     FakeNetwork network;
     int asked = 0;
     network.add("127.0.0.1:26379", [&](const Words& command) { return sentinel_answer(asked, command); });
@@ -180,7 +186,7 @@ TEST_CASE("topology: through sentinels, the master they name after ROLE confirms
     });
     Connection connection(options_for("redis-sentinel://127.0.0.1:26379#mymaster", network));
     CHECK(get(connection, k_key) == "v");
-    CHECK(master.received == std::vector<Words>{{"ROLE"}, {"GET", k_key}});
+    CHECK(master.received == std::vector<Words>{{"HELLO"}, {"GET", k_key}});
     CHECK(connection.server() == "redis://127.0.0.1:7000");
     CHECK(connection.outage_window() == k_failover_window);
     CHECK(connection.describe().find("'mymaster'") != std::string::npos);
@@ -188,6 +194,47 @@ TEST_CASE("topology: through sentinels, the master they name after ROLE confirms
     network.add("127.0.0.1:7001", [](const Words& command) { return master_answer(command, bulk("w")); });
     CHECK(connection.primary_changed());
     CHECK(get(connection, k_key) == "w");
+}
+
+TEST_CASE("topology: through sentinels, a named master whose HELLO says replica is a failover; "
+          "where HELLO is renamed, ROLE tells, and where neither answers, nothing does") {
+    FakeNetwork network;
+    int asked = 0;
+    network.add("127.0.0.1:26379", [&](const Words& command) { return sentinel_answer(asked, command); });
+    std::string role = "replica";
+    bool hello = true;
+    bool role_allowed = true;
+    FakeServer& named = network.add("127.0.0.1:7000", [&](const Words& command) {
+        if (command[0] == "HELLO") {
+            return hello ? array({bulk("role"), bulk(role)})
+                         : error("ERR unknown command 'HELLO', with args beginning with: ");
+        }
+        if (command[0] == "ROLE") {
+            return role_allowed
+                       ? array({bulk(role == "replica" ? "slave" : role), integer(0), array({})})
+                       : error("NOPERM this user has no permissions to run the 'role' command");
+        }
+        return bulk("v");
+    });
+    Connection connection(options_for("redis-sentinel://127.0.0.1:26379#mymaster", network));
+    try {
+        get(connection, k_key);
+        FAIL("no error");
+    } catch (const Error& failure) {
+        CHECK(failure.transience() == Transience::transient);
+        CHECK(std::string(failure.what()).find("its role is 'replica'") != std::string::npos);
+    }
+    hello = false;
+    role = "master";
+    asked = 0; // the sentinel names :7000 again
+    Connection renamed(options_for("redis-sentinel://127.0.0.1:26379#mymaster", network));
+    CHECK(get(renamed, k_key) == "v");
+    CHECK(std::find(named.received.begin(), named.received.end(), Words{"ROLE"}) !=
+          named.received.end());
+    role_allowed = false;
+    asked = 0;
+    Connection neither(options_for("redis-sentinel://127.0.0.1:26379#mymaster", network));
+    CHECK(get(neither, k_key) == "v");
 }
 
 TEST_CASE("topology: through sentinels, READONLY is resent once to the master named anew") {
