@@ -279,8 +279,16 @@ Reply Connection::send_transaction(const std::vector<std::vector<std::string>>& 
         }
     }
     Reply exec = link.read_reply(Milliseconds{0}, interrupt_fd);
-    // A refusal names its cause (NOPERM, OOM, MOVED ...); EXEC then says only EXECABORT.
-    return refused ? std::move(*refused) : exec;
+    // A refusal names its cause (NOPERM, OOM, MOVED ...); EXEC then says only EXECABORT. EXEC
+    // refused itself (an ACL without it) says "EXECABORT ... because of: NOPERM ...".
+    if (refused) {
+        return std::move(*refused);
+    }
+    constexpr std::string_view k_because = "because of: ";
+    if (is_error_code(exec, "EXECABORT") && exec.text.find(k_because) != std::string::npos) {
+        exec.text.erase(0, exec.text.find(k_because) + k_because.size());
+    }
+    return exec;
 }
 
 Reply Connection::command(const Command& command, Milliseconds blocking_for, int interrupt_fd) {

@@ -5,6 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"
+#include "support/redis_cluster.hpp"
+
+#include <set>
+#include <sstream>
 
 using namespace redsem;
 using namespace redsem::test;
@@ -321,4 +325,182 @@ TEST_CASE("a user without CLUSTER lists every semaphore of a plain server (statu
     const auto gc = run_redsem({"gc", "--dry-run"}, as_app(server));
     INFO("gc said: " << gc.err);
     CHECK(gc.exit_code == 0);
+}
+
+namespace {
+
+// The rules of the README's "Least privilege" ACL SETUSER lines: [0] one server, [1] Cluster.
+std::vector<std::vector<std::string>> readme_acl_rules() {
+    std::istringstream readme(read_file(source_dir() + "/README.md"));
+    std::vector<std::vector<std::string>> lines;
+    const std::string start = "ACL SETUSER redsem on >PASSWORD ";
+    for (std::string line; std::getline(readme, line);) {
+        if (line.rfind(start, 0) != 0) {
+            continue;
+        }
+        std::istringstream words(line.substr(std::string("ACL SETUSER redsem ").size()));
+        std::vector<std::string> rules;
+        for (std::string word; words >> word;) {
+            rules.push_back(word == ">PASSWORD" ? ">redsem-pw" : word);
+        }
+        lines.push_back(rules);
+    }
+    return lines;
+}
+
+void set_user(Connection& admin, const std::vector<std::string>& rules) {
+    std::vector<std::string> command{"ACL", "SETUSER", "redsem", "reset"};
+    command.insert(command.end(), rules.begin(), rules.end());
+    admin.call(command);
+}
+
+EnvChanges as_redsem_user(const std::string& url_without_scheme) {
+    return {{"REDSEM_URL", "redis://redsem@" + url_without_scheme},
+            {"REDSEM_PASSWORD", "redsem-pw"},
+            {"REDSEM_LOSS_GRACE", "0"}}; // a new Redis, without INFO (see the first test)
+}
+
+struct Step {
+    std::string what;
+    ProcessResult result;
+};
+
+// Every subcommand on semaphores NAME and NAME-w, as a user would run them; a waiter that
+// gives up after 200ms is the one step that is meant to exit 75.
+std::vector<Step> every_subcommand(const std::string& name, const EnvChanges& env) {
+    std::vector<Step> steps;
+    const auto step = [&](const std::string& what, const std::vector<std::string>& args) {
+        steps.push_back({what, run_redsem(args, env)});
+        return steps.back().result;
+    };
+    const ProcessResult held = step("acquire", {"acquire", name, "-n", "2", "--ttl", "5m", "-w", "0"});
+    const std::string token = first_line(held.out);
+    // (A token a refused acquire did not print: the steps that need it are left out.)
+    const auto with_token = [&](const std::string& what, const std::string& verb,
+                                const std::string& semaphore, const std::string& tok) {
+        if (!tok.empty()) {
+            step(what, {verb, semaphore, tok});
+        }
+    };
+    with_token("renew", "renew", name, token);
+    step("run", {"run", name, "-w", "0", "--", "true"});
+    step("status", {"status"});
+    step("status NAME --json", {"status", name, "--json"});
+    step("status --format prometheus", {"status", "--format", "prometheus"});
+    step("limit NAME N", {"limit", name, "3"});
+    step("limit --history", {"limit", name, "--history", "50"});
+    step("log", {"log", name});
+    const ProcessResult other = step("acquire (to wait for)", {"acquire", name + "-w", "--ttl", "5m"});
+    step("waiter", {"acquire", name + "-w", "-w", "200ms"});
+    with_token("release (other)", "release", name + "-w", first_line(other.out));
+    step("gc --dry-run", {"gc", "--dry-run"});
+    step("gc", {"gc"});
+    with_token("release", "release", name, token);
+    return steps;
+}
+
+} // namespace
+
+TEST_CASE("the README's least-privilege user runs every subcommand, and each rule taken away "
+          "gives 77 naming it, or turns off only its feature, with nothing half-written") {
+    const std::vector<std::vector<std::string>> lines = readme_acl_rules();
+    REQUIRE(lines.size() == 2);
+    const std::vector<std::string>& rules = lines[0];
+    RedisServer server(with_app_user({}, true));
+    Connection admin = server.admin();
+    const EnvChanges env = as_redsem_user("127.0.0.1:" + std::to_string(server.port()));
+    set_user(admin, rules);
+
+    for (const Step& step : every_subcommand("lp-all", env)) {
+        INFO(step.what << " said: " << step.result.err);
+        CHECK(step.result.exit_code == (step.what == "waiter" ? k_timeout : 0));
+    }
+    // The history was written (XADD allowed): log shows the acquire.
+    CHECK(run_redsem({"log", "lp-all"}, env).out.find("acquired") != std::string::npos);
+
+    // The rules whose absence only turns a feature off (README), and the commands every
+    // script checks before it writes (lua/lib/main.lua): a first acquire without one fails.
+    const std::set<std::string> feature_only{"+xadd", "+xtrim", "+wait", "+select", "+xread"};
+    const std::set<std::string> checked_by_scripts{
+        "+bitpos", "+del",  "+exists", "+hdel", "+hget",    "+hincrby", "+hmget",
+        "+hscan",  "+hset", "+pexpire", "+pexpireat", "+rpush", "+setbit", "+time",
+        "+type",   "+zadd", "+zcard", "+zpopmin", "+zrange", "+zrangebyscore", "+zrank",
+        "+zrem",   "+zscore"};
+    // Needed, but not by these steps: PING, only before a blocking command on a connection
+    // whose server has not answered yet (a waiter after a reconnect); XREVRANGE, only by
+    // status --watch, which needs a terminal.
+    const std::set<std::string> not_exercised{"+ping", "+xrevrange"};
+    int index = 0;
+    for (const std::string& rule : rules) {
+        if (rule.rfind('+', 0) != 0) {
+            continue;
+        }
+        const std::string command = rule.substr(1);
+        const std::string name = "lp" + std::to_string(index++);
+        set_user(admin, rules);
+        admin.call({"ACL", "SETUSER", "redsem", "-" + command});
+        admin.call({"SCRIPT", "FLUSH"}); // as on a server redsem never used: EVAL needed
+        const std::vector<Step> steps = every_subcommand(name, env);
+        bool refused = false;
+        for (const Step& step : steps) {
+            INFO("without " << rule << ", " << step.what << " said: " << step.result.err);
+            const int code = step.result.exit_code;
+            CHECK((code == 0 || code == 77 || (code == k_timeout && step.what == "waiter")));
+            if (code == 77) {
+                refused = true;
+                CHECK(step.result.err.find("'" + command + "'") != std::string::npos);
+                CHECK(step.result.err.find("+" + command) != std::string::npos);
+            }
+        }
+        INFO("without " << rule);
+        if (not_exercised.count(rule) != 0) {
+            continue;
+        }
+        if (feature_only.count(rule) != 0) {
+            CHECK_FALSE(refused);
+        } else {
+            CHECK(refused);
+        }
+        if (checked_by_scripts.count(rule) != 0) {
+            CHECK(steps.front().result.exit_code == 77);
+            // Nothing of the semaphore was written.
+            CHECK(admin.call({"KEYS", "redsem:{" + name + "}*"}).as_array().empty());
+        }
+    }
+
+    // Without +wait, --replicas is refused; without +xread, log --follow; without +xadd, no
+    // history is written.
+    set_user(admin, rules);
+    admin.call({"ACL", "SETUSER", "redsem", "-wait", "-xread", "-xadd"});
+    const auto replicas = run_redsem({"acquire", "lp-f", "--replicas", "1", "-w", "0"}, env);
+    CHECK(replicas.exit_code == 77);
+    CHECK(replicas.err.find("+wait") != std::string::npos);
+    const auto follow = run_redsem({"log", "lp-all", "--follow"}, env);
+    CHECK(follow.exit_code == 77);
+    CHECK(follow.err.find("+xread") != std::string::npos);
+    const long long entries = admin.call({"XLEN", "redsem:{lp-all}:log"}).as_integer();
+    REQUIRE(run_redsem({"run", "lp-all", "-w", "0", "--", "true"}, env).exit_code == 0);
+    CHECK(admin.call({"XLEN", "redsem:{lp-all}:log"}).as_integer() == entries);
+}
+
+TEST_CASE("the README's least-privilege user for a Redis Cluster runs every subcommand",
+          "[cluster]") {
+    const std::vector<std::vector<std::string>> lines = readme_acl_rules();
+    REQUIRE(lines.size() == 2);
+    RedisCluster cluster;
+    for (std::size_t i = 0; i < cluster.size(); ++i) {
+        Connection admin = cluster.node(i).admin();
+        set_user(admin, lines[1]);
+    }
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    const EnvChanges env =
+        as_redsem_user("127.0.0.1:" + std::to_string(cluster.node(primaries[0]).port()));
+    // A name on another primary than the URL's: every call is redirected.
+    const std::string name = cluster.name_on(primaries[1], "lpc");
+    for (const Step& step : every_subcommand(name, env)) {
+        INFO(step.what << " said: " << step.result.err);
+        CHECK(step.result.exit_code == (step.what == "waiter" ? k_timeout : 0));
+    }
+    const auto status = run_redsem({"status", "--json"}, env);
+    CHECK(status.out.find("\"" + name + "\"") != std::string::npos);
 }
