@@ -196,7 +196,7 @@ TEST_CASE("topology: through sentinels, the master they name after HELLO confirm
     CHECK(get(connection, k_key) == "w");
 }
 
-TEST_CASE("topology: through sentinels, a named master whose HELLO says replica is a failover; "
+TEST_CASE("topology: through sentinels, a named master whose HELLO says replica is a failover, "
           "where HELLO is renamed, ROLE tells, and where neither answers, nothing does") {
     FakeNetwork network;
     int asked = 0;
