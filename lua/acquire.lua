@@ -60,6 +60,10 @@ local proof = demand_proof(call, now)
 if proof then
     return proof
 end
+local evicting = refuse_if_evicting(call)
+if evicting then
+    return evicting
+end
 local grace = tonumber(ARGV[9])
 prune(call, state, now)
 

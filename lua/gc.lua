@@ -137,7 +137,11 @@ end
 local deleted = 0
 if not dry_run and redis.call('ZCARD', call.k_holders) == 0 and redis.call('ZCARD', call.k_queue) == 0 and
     exist_count(call, unpack(call.keys, 1, SEMAPHORE_KEYS)) > 0 then
+    if state.pinned then
+        unpin_keys(call, state) -- the history and epoch that outlive the keys expire again
+    end
     del_keys(call, unpack(call.keys, 1, SEMAPHORE_KEYS))
+    state.raw_limit = nil -- nothing left to settle (see settle_expiry())
     deleted = 1
 end
 return reply('', 0, deleted)

@@ -2,7 +2,7 @@
 -- is the Redis process, in the replication history, that last wrote the epoch key (KEYS[7]);
 -- when it may have lost data; and until when nobody new is admitted.
 -- Provides: admission(call, state, now, grace), admission_now(call, now),
---   demand_proof(call, now), LOSS_GRACE_MS; within: server_identity(denied_ok), identify(call),
+--   demand_proof(call, now), refuse_if_evicting(call), LOSS_GRACE_MS; within: server_identity(denied_ok), identify(call),
 --   marker_ran(call), judge_by_marker(call, now), judge_epoch(call, now, me),
 --   read_epoch(call, now).
 -- Needs: call.lua (call.k_epoch, call.own_epoch; keeps call.epoch), cluster.lua
@@ -49,8 +49,9 @@
 -- lease gone: well inside this.
 local LOSS_GRACE_MS = 60000
 
--- {run, replid, replid2, promoted, uptime_ms} of this server process, from INFO; promoted:
--- its replid2 names a replication history it followed before this one. (A server that does
+-- {run, replid, replid2, promoted, uptime_ms, evicting} of this server process, from INFO;
+-- promoted: its replid2 names a replication history it followed before this one; evicting:
+-- the maxmemory-policy when it may evict any key (allkeys-*, with a maxmemory), else nil. (A server that does
 -- not report them gives '': taken as one process that never restarted nor changed role.)
 -- nil when INFO is denied and `denied_ok`; else a denial fails the call as INFO's error.
 local function server_identity(denied_ok)
@@ -63,7 +64,12 @@ local function server_identity(denied_ok)
     end
     local replication = redis.call('INFO', 'replication')
     local replid2 = string.match(replication, 'master_replid2:(%x+)') or ''
-    return {run = string.match(server, 'run_id:(%x+)') or '',
+    local memory = redis.call('INFO', 'memory')
+    local policy = string.match(memory, 'maxmemory_policy:([%w-]+)') or ''
+    local evicting = (tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0) > 0 and
+                     string.sub(policy, 1, 8) == 'allkeys-'
+    return {evicting = evicting and policy or nil,
+            run = string.match(server, 'run_id:(%x+)') or '',
             replid = string.match(replication, 'master_replid:(%x+)') or '',
             replid2 = replid2, promoted = string.match(replid2, '^0*$') == nil,
             uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000}
@@ -200,7 +206,10 @@ local function read_epoch(call, now)
         if call.own_epoch then
             redis.call('HSET', k_epoch, 'node', redis.call('CLUSTER', 'MYID'))
             -- Outlives the semaphore's keys, and the loss grace (gc leaves it).
-            redis.call('PEXPIREAT', k_epoch, int_str(math.max(call.state.keep, now + KEEP_STEP_MS)))
+            -- (None while the semaphore's keys are pinned: see settle_expiry().)
+            if not call.state.pinned then
+                redis.call('PEXPIREAT', k_epoch, int_str(math.max(call.state.keep, now + KEEP_STEP_MS)))
+            end
         end
     end
     call.epoch = epoch
@@ -226,6 +235,9 @@ end
 -- the server's identity checked, once per call, only on paths that admit someone.
 local function admission(call, now, grace)
     local epoch = read_epoch(call, now)
+    if identify(call).evicting then
+        return now + 1, epoch -- nobody is admitted (see refuse_if_evicting())
+    end
     if epoch.unknown then
         -- Not this call's to judge: the head of the queue takes the slot when it next asks,
         -- with a proof of its own.
@@ -262,6 +274,21 @@ local function admission_now(call, now)
     end
     return {opens_at = opens, cause = epoch.cause, lost_at = epoch.lost_at,
             noticed = not epoch.changed}
+end
+
+-- For an acquire, before it writes anything: nil, or the error that refuses it on a Redis
+-- that may evict any key (INFO shows a maxmemory and an allkeys-* policy): an evicted
+-- semaphore would let a second holder in. (Without INFO this cannot be seen: README, "Least
+-- privilege".) Under volatile-* the keys in use have no expiry (state.lua), so none of them
+-- is evicted; under noeviction a full Redis refuses writes (OOM).
+local function refuse_if_evicting(call)
+    local policy = identify(call).evicting
+    if not policy then
+        return nil
+    end
+    return redis.error_reply('EVICTING Redis may evict any key (maxmemory-policy ' .. policy ..
+                             ' with a maxmemory): set maxmemory-policy to noeviction or ' ..
+                             'volatile-lru, or give redsem a Redis of its own')
 end
 
 -- For a call that may admit, before it writes anything: nil when it can judge the epoch,

@@ -68,7 +68,9 @@ local function write_history(call, reply)
     end
     if id == false and state.raw_limit then
         redis.pcall('XADD', k_log, 'MAXLEN', cap, '*', unpack(events))
-        redis.call('PEXPIREAT', k_log, int_str(state.keep > log_now and state.keep or log_now + KEEP_STEP_MS))
+        if not state.pinned then -- (else settle_expiry() gives it the others' expiry)
+            redis.call('PEXPIREAT', k_log, int_str(state.keep > log_now and state.keep or log_now + KEEP_STEP_MS))
+        end
     end
     return reply
 end

@@ -3,8 +3,8 @@
 -- runs the script's body, and ends with finish().
 -- Provides: finish(call, reply), run(keys, argv, body); within: NEEDED_COMMANDS,
 --   refuse_without_permission(call).
--- Needs: call.lua (new_call()), cluster.lua (refuse_while_migrating()), history.lua
---   (write_history()).
+-- Needs: call.lua (new_call()), cluster.lua (refuse_while_migrating()), state.lua
+--   (settle_expiry()), history.lua (write_history()).
 --
 -- The build (cmake/embed_lua.cmake) ends each script with
 --     local function script_body(call) <the script> end
@@ -18,9 +18,9 @@
 -- give (INFO's check of the server, the history). On a Redis Cluster also CLUSTER MYID and
 -- CLUSTER NODES. Keep in step with README.md, "Least privilege".
 local NEEDED_COMMANDS = {'bitpos', 'del', 'exists', 'hdel', 'hget', 'hincrby', 'hmget', 'hscan',
-                         'hset', 'pexpire', 'pexpireat', 'rpush', 'setbit', 'time', 'type',
-                         'zadd', 'zcard', 'zpopmin', 'zrange', 'zrangebyscore', 'zrank', 'zrem',
-                         'zscore'}
+                         'hset', 'persist', 'pexpire', 'pexpireat', 'pttl', 'rpush', 'setbit',
+                         'time', 'type', 'zadd', 'zcard', 'zpopmin', 'zrange', 'zrangebyscore',
+                         'zrank', 'zrem', 'zscore'}
 
 -- nil when the user may run every command the scripts need, else the error that names the
 -- first it may not. (Redis 6.2 has no redis.acl_check_cmd: there a refusal stops the script
@@ -49,9 +49,13 @@ local function refuse_without_permission(call)
 end
 
 -- Every script call ends here, whichever return its body takes: writes the events the call
--- logged, and returns its reply.
+-- logged, settles the keys' expiry (state.lua), and returns its reply.
 local function finish(call, reply)
-    return write_history(call, reply)
+    reply = write_history(call, reply)
+    if call.state then
+        settle_expiry(call, call.state)
+    end
+    return reply
 end
 
 -- Runs `body` (a script's body, a function of the call context) for KEYS `keys` and ARGV

@@ -2,7 +2,8 @@
 -- the keys, the server clock, fences, the keys' expiry, the lower bound of deadlines, settings,
 -- and the info entries of holders and waiters.
 -- Provides: load_state(call), server_now(call), next_fence(call, state),
---   touch(call, state, deadline), note_deadline(call, state, deadline), expire_new(state, key),
+--   touch(call, state, deadline), settle_expiry(call, state), unpin_keys(call, state),
+--   note_deadline(call, state, deadline), expire_new(state, key),
 --   store_setting(call, state, field, value), parse_info(raw), holder_info(...), and the
 --   constants KEEP_MIN_MS, KEEP_STEP_MS, NOTHING_DUE, DEFAULT_HISTORY, DEFAULT_TTL_MS,
 --   KEEPER_MARK.
@@ -12,7 +13,10 @@
 -- changed by the functions that write them.
 
 -- Keys outlive the last lease or waiter by at least KEEP_MIN_MS, so an abandoned semaphore
--- disappears by itself; touch() moves the horizon forward in steps of KEEP_STEP_MS.
+-- disappears by itself; touch() moves the horizon forward in steps of KEEP_STEP_MS. While
+-- anybody holds or waits, the keys have no expiry at all (settle_expiry()): a Redis that
+-- evicts only keys with one (maxmemory-policy volatile-*, the default of managed services)
+-- then cannot evict a semaphore in use, which would let a second holder in.
 local KEEP_MIN_MS = 12 * 3600 * 1000
 local KEEP_STEP_MS = 24 * 3600 * 1000
 local KEY_TYPES = {'hash', 'zset', 'hash', 'zset', 'zset', 'string'}
@@ -35,7 +39,7 @@ local KEEPER_MARK = '"keeper":true'
 local function load_state(call)
     local k_state, k_log = call.k_state, call.k_log
     local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'due', 'history',
-                            'acquired_total', 'closed_logged', 'limit_by')
+                            'acquired_total', 'closed_logged', 'limit_by', 'pinned')
     if got.err then
         return nil, {'wrongtype', k_state, redis.call('TYPE', k_state).ok, 'hash'}
     end
@@ -54,7 +58,7 @@ local function load_state(call)
     local state = {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
                    keep = tonumber(got[3]) or 0, due = tonumber(got[4]) or 0,
                    history = tonumber(got[5]) or DEFAULT_HISTORY, acquired_total = tonumber(got[6]) or 0,
-                   closed_logged = tonumber(got[7]), limit_by = got[8]}
+                   closed_logged = tonumber(got[7]), limit_by = got[8], pinned = got[9] == '1'}
     call.state = state
     return state
 end
@@ -84,7 +88,24 @@ local function next_fence(call, state)
     return fence
 end
 
--- Makes sure every key outlives `deadline` by KEEP_MIN_MS. Cheap when nothing is due.
+-- The semaphore's keys that expire together: its own six, its history (when it is one: never
+-- a foreign key), and on a Redis Cluster its own epoch key.
+local function expiring_keys(call)
+    local keys = {}
+    for i = 1, SEMAPHORE_KEYS do
+        keys[i] = call.keys[i]
+    end
+    if call.k_log and redis.call('TYPE', call.k_log).ok == 'stream' then
+        keys[#keys + 1] = call.k_log
+    end
+    if call.own_epoch then
+        keys[#keys + 1] = call.k_epoch
+    end
+    return keys
+end
+
+-- Makes sure every key outlives `deadline` by KEEP_MIN_MS. Cheap when nothing is due. (While
+-- the keys are pinned, only the horizon moves: settle_expiry() applies it.)
 local function touch(call, state, deadline)
     if deadline + KEEP_MIN_MS <= state.keep then
         return
@@ -92,14 +113,48 @@ local function touch(call, state, deadline)
     state.keep = deadline + KEEP_STEP_MS
     local keep = int_str(state.keep)
     redis.call('HSET', call.k_state, 'keep', keep)
-    for i = 1, SEMAPHORE_KEYS do
-        redis.call('PEXPIREAT', call.keys[i], keep)
+    if not state.pinned then
+        for _, key in ipairs(expiring_keys(call)) do
+            redis.call('PEXPIREAT', key, keep)
+        end
     end
-    if call.k_log and redis.call('TYPE', call.k_log).ok == 'stream' then -- (never a foreign key)
-        redis.call('PEXPIREAT', call.k_log, keep)
+end
+
+-- Gives the pinned keys (see settle_expiry()) their expiry again: the horizon, at least
+-- KEEP_MIN_MS from now.
+local function unpin_keys(call, state)
+    state.pinned = false
+    redis.call('HDEL', call.k_state, 'pinned')
+    local now = call.now_us and math.floor(call.now_us / 1000) or server_now(call)
+    state.keep = math.max(state.keep, now + KEEP_MIN_MS)
+    local keep = int_str(state.keep)
+    redis.call('HSET', call.k_state, 'keep', keep)
+    for _, key in ipairs(expiring_keys(call)) do
+        redis.call('PEXPIREAT', key, keep)
     end
-    if call.own_epoch then
-        redis.call('PEXPIREAT', call.k_epoch, keep)
+end
+
+-- At the end of a call: while anybody holds or waits, the keys have no expiry (pinned: the
+-- state's field pinned is '1'); once nobody does, they expire at the horizon again. An older
+-- redsem's touch() sets an expiry without knowing of pins: a pinned state with one is pinned
+-- anew. Costs one ZCARD on most calls, two when nobody holds.
+local function settle_expiry(call, state)
+    if not state.raw_limit then
+        return -- no semaphore here (refused, or only read)
+    end
+    local occupied = redis.call('ZCARD', call.k_holders) > 0 or
+                     redis.call('ZCARD', call.k_queue) > 0
+    if occupied then
+        if state.pinned and redis.call('PTTL', call.k_state) == -1 then
+            return
+        end
+        for _, key in ipairs(expiring_keys(call)) do
+            redis.call('PERSIST', key)
+        end
+        redis.call('HSET', call.k_state, 'pinned', '1')
+        state.pinned = true
+    elseif state.pinned then
+        unpin_keys(call, state)
     end
 end
 
@@ -117,9 +172,10 @@ local function note_deadline(call, state, deadline)
     end
 end
 
--- Gives a key created after the last touch() the same expiry as the others.
+-- Gives a key created after the last touch() the same expiry as the others (none while they
+-- are pinned).
 local function expire_new(state, key)
-    if state.keep > 0 then
+    if state.keep > 0 and not state.pinned then
         redis.call('PEXPIREAT', key, int_str(state.keep))
     end
 end

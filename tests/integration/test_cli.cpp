@@ -253,17 +253,36 @@ TEST_CASE("a key of the wrong type is reported and left alone") {
     CHECK(admin.call({"EXISTS", "redsem:{w}:state"}).as_integer() == 0);
 }
 
-TEST_CASE("every key of a semaphore carries a TTL") {
+TEST_CASE("a semaphore's keys have no TTL while anybody holds or waits (nothing can evict "
+          "them), and all carry one once nobody does") {
     RedisServer server;
     Connection admin = server.admin();
-    const auto holder = acquire_json(server, {"ttl", "-n", "1"});
+    const auto holder = acquire_json(server, {"ttl", "-n", "1", "--ttl", "5m"});
     Child waiter({"acquire", "ttl"}, env_for(server));
     REQUIRE(wait_until([&] { return zcard(admin, "redsem:{ttl}:queue") >= 1; }, 10s));
-    const Reply keys = admin.call({"KEYS", "redsem:{*"});
-    CHECK(keys.as_array().size() >= 5);
-    for (const Reply& key : keys.as_array()) {
+    const auto is_wake_list = [](const std::string& key) {
+        return key.find(":wake:") != std::string::npos;
+    };
+    const Reply in_use = admin.call({"KEYS", "redsem:{ttl}*"});
+    CHECK(in_use.as_array().size() >= 6);
+    for (const Reply& key : in_use.as_array()) {
         INFO(key.as_string());
-        CHECK(admin.call({"PTTL", key.as_string()}).as_integer() > 0);
+        // A waiter's wake list is its own, short-lived; losing it costs a wake-up, no safety.
+        CHECK((admin.call({"PTTL", key.as_string()}).as_integer() == -1) !=
+              is_wake_list(key.as_string()));
+    }
+    REQUIRE(run_redsem({"release", "ttl", holder["token"].get<std::string>()}, env_for(server))
+                .exit_code == 0);
+    const auto handed = waiter.wait(10s);
+    REQUIRE(handed.exit_code == 0);
+    REQUIRE(run_redsem({"release", "ttl", first_line(handed.out)}, env_for(server)).exit_code == 0);
+    const Reply idle = admin.call({"KEYS", "redsem:{ttl}*"});
+    CHECK(idle.as_array().size() >= 3);
+    for (const Reply& key : idle.as_array()) {
+        INFO(key.as_string());
+        const long long ttl = admin.call({"PTTL", key.as_string()}).as_integer();
+        CHECK(ttl > 0);
+        CHECK(ttl <= 36LL * 3600 * 1000); // the horizon: a day and a half at most
     }
     // The one key without a TTL, by design: it must outlive every semaphore to notice lost data.
     CHECK(admin.call({"PTTL", "redsem:epoch"}).as_integer() == -1);

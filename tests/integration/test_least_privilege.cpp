@@ -423,7 +423,7 @@ TEST_CASE("the README's least-privilege user runs every subcommand, and each rul
     const std::set<std::string> feature_only{"+xadd", "+xtrim", "+wait", "+select", "+xread"};
     const std::set<std::string> checked_by_scripts{
         "+bitpos", "+del",  "+exists", "+hdel", "+hget",    "+hincrby", "+hmget",
-        "+hscan",  "+hset", "+pexpire", "+pexpireat", "+rpush", "+setbit", "+time",
+        "+hscan",  "+hset", "+persist", "+pexpire", "+pexpireat", "+pttl", "+rpush", "+setbit", "+time",
         "+type",   "+zadd", "+zcard", "+zpopmin", "+zrange", "+zrangebyscore", "+zrank",
         "+zrem",   "+zscore"};
     // Needed, but not by these steps: PING, only before a blocking command on a connection

@@ -1,0 +1,104 @@
+// A Redis with a maxmemory that evicts (the managed services' default is volatile-lru): a
+// filler client pushes it past maxmemory while a semaphore is held, and a second acquire must
+// not get in, under every maxmemory-policy. Real redis-server processes; the observer is the
+// admin connection.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+
+#include <string>
+#include <vector>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int k_unavailable = 69; // ExitCode::unavailable
+constexpr int k_timeout = 75;     // ExitCode::timeout: no slot (busy)
+
+// Writes expiring cache entries of 20 KB (an application sharing the Redis) until 12 MB went
+// in or Redis refused one (noeviction, full); returns how many went in.
+int fill(Connection& admin) {
+    const std::string value(20 * 1024, 'x');
+    int written = 0;
+    for (int i = 0; i < 600; ++i) {
+        const Reply reply = admin.command(
+            std::vector<std::string>{"SET", "cache:" + std::to_string(i), value, "PX", "600000"});
+        if (reply.is_error()) {
+            CHECK(is_error_code(reply, "OOM"));
+            break;
+        }
+        ++written;
+    }
+    return written;
+}
+
+long long evicted_keys(Connection& admin) {
+    return std::stoll(info_field(admin, "stats", "evicted_keys"));
+}
+
+} // namespace
+
+TEST_CASE("eviction never lets a second holder into a held limit-1 semaphore, under every "
+          "maxmemory-policy") {
+    for (const std::string policy :
+         {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru",
+          "allkeys-lfu", "allkeys-random", "noeviction"}) {
+        DYNAMIC_SECTION(policy) {
+            RedisServer::Options options;
+            options.extra_args = {"--maxmemory", "3mb", "--maxmemory-policy", "noeviction"};
+            RedisServer server(options);
+            Connection admin = server.admin();
+            const auto held =
+                run_redsem({"acquire", "ev", "-n", "1", "--ttl", "5m", "-w", "0"}, env_for(server));
+            REQUIRE(held.exit_code == 0);
+            // The policy changes under a holder (an operator, or a Redis shared with a cache).
+            admin.call({"CONFIG", "SET", "maxmemory-policy", policy});
+            const int written = fill(admin);
+            INFO(written << " cache entries written, " << evicted_keys(admin) << " keys evicted");
+            if (policy != "noeviction") {
+                REQUIRE(evicted_keys(admin) > 0); // the filler did push Redis to evict
+            }
+
+            const auto second = run_redsem({"acquire", "ev", "-w", "0"}, env_for(server));
+            INFO("second acquire said: " << second.err);
+            CHECK(second.exit_code != 0);
+            if (policy.rfind("volatile-", 0) == 0) {
+                // The semaphore in use has no expiry: nothing of it was evicted.
+                CHECK(second.exit_code == k_timeout);
+                CHECK(zcard(admin, "redsem:{ev}:holders") == 1);
+            } else if (policy.rfind("allkeys-", 0) == 0) {
+                CHECK(second.exit_code == k_unavailable);
+                CHECK(second.err.find("maxmemory-policy " + policy) != std::string::npos);
+            } else {
+                CHECK((second.exit_code == k_unavailable || second.exit_code == k_timeout));
+            }
+        }
+    }
+}
+
+TEST_CASE("a held semaphore survives a volatile-lru Redis that evicts all around it, and is "
+          "released and expires as usual after") {
+    RedisServer::Options options;
+    options.extra_args = {"--maxmemory", "3mb", "--maxmemory-policy", "volatile-lru"};
+    RedisServer server(options);
+    Connection admin = server.admin();
+    const auto held = run_redsem({"acquire", "ev2", "-n", "1", "--ttl", "5m"}, env_for(server));
+    REQUIRE(held.exit_code == 0);
+    Child waiter({"acquire", "ev2", "-w", "60s"}, env_for(server));
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{ev2}:queue") == 1; }, 10s));
+    fill(admin);
+    REQUIRE(evicted_keys(admin) > 0);
+    CHECK(zcard(admin, "redsem:{ev2}:holders") == 1);
+    CHECK(zcard(admin, "redsem:{ev2}:queue") == 1);
+    // Writes still work (volatile-lru evicts cache entries to make room): the waiter is
+    // handed the slot, and once nobody holds, the keys expire again.
+    REQUIRE(run_redsem({"release", "ev2", first_line(held.out)}, env_for(server)).exit_code == 0);
+    const auto handed = waiter.wait(20s);
+    REQUIRE(handed.exit_code == 0);
+    REQUIRE(run_redsem({"release", "ev2", first_line(handed.out)}, env_for(server)).exit_code ==
+            0);
+    CHECK(admin.call({"PTTL", "redsem:{ev2}:state"}).as_integer() > 0);
+}
