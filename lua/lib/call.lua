@@ -15,7 +15,8 @@
 -- KEYS, the same for every script; all share the hash tag {name}, so a script stays on one
 -- Redis Cluster slot:
 --   KEYS[1] state    hash    limit, limit_by ('operator' or 'caller', see limit.lua), fence,
---                            ticket, keep (see touch()), due (see prune()),
+--                            ticket, keep and pinned (see touch(), settle_expiry()), due (see
+--                            prune()),
 --                            history, counters (see state.lua, history.lua), closed_logged
 --                            (see epoch.lua); redsem 0.1 also stored a loss_grace, which
 --                            nothing here reads

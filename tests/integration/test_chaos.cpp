@@ -91,6 +91,7 @@ TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUS
     CHECK(result.pauses_supervisor >= min_pauses);
     CHECK(result.client_pauses >= 1);
     CHECK(result.client_kill_rounds >= 1);
+    CHECK(result.evicted_keys >= 1);
     CHECK(result.restarts_kept >= 1);
     CHECK(result.restarts_wiped + result.restarts_rolled_back >= 1);
 #ifndef REDSEM_SANITIZED

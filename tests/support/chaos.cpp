@@ -402,10 +402,13 @@ struct Shared {
     std::vector<RestartWindow> restarts;
     std::vector<RestartWindow> pauses; // CLIENT PAUSE, kind "pause"
     std::vector<RestartWindow> failbacks_windows; // while the master was a replica
+    std::vector<RestartWindow> eviction_windows;  // while maxmemory was lowered
     std::vector<std::string> messages;
     int client_pauses = 0;
     int client_kill_rounds = 0;
     long long connections_killed = 0;
+    int evictions = 0;
+    long long evicted_keys = 0;
     int restarts_kept = 0;
     int restarts_wiped = 0;
     int restarts_rolled_back = 0;
@@ -466,6 +469,8 @@ private:
     void redis_actions();
     void restart(const std::string& kind);
     void fail_back();
+    // Makes Redis evict (see Config::eviction_every); returns how many keys it evicted.
+    long long evict();
     // after
     void check_keys();
     // The observer's checks over what the commands logged (analyse() runs them all).
@@ -1257,6 +1262,33 @@ void Harness::fail_back() {
     m_shared.failbacks += 1;
 }
 
+long long Harness::evict() {
+    Connection admin = m_server->admin();
+    const auto memory_field = [&](const std::string& section, const std::string& field) {
+        const std::string info = admin.call({"INFO", section}).as_string();
+        const std::size_t at = info.find(field + ":");
+        return at == std::string::npos ? 0LL : std::stoll(info.substr(at + field.size() + 1));
+    };
+    const long long before = memory_field("stats", "evicted_keys");
+    const long long used = memory_field("memory", "used_memory");
+    admin.call({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"});
+    // Room for the clients' own growth (connections, buffers), which Redis cannot evict.
+    admin.call({"CONFIG", "SET", "maxmemory", std::to_string(used + 4 * 1024 * 1024)});
+    // The cache entries go to database 15, the clients' to 0: eviction spans them all.
+    admin.call({"SELECT", "15"});
+    const std::string value(16 * 1024, 'x');
+    for (int i = 0; i < 1024 && memory_field("stats", "evicted_keys") == before; ++i) {
+        for (int j = 0; j < 16; ++j) {
+            admin.command(std::vector<std::string>{"SET", "cache:" + std::to_string(i * 16 + j),
+                                                   value, "PX", "60000"});
+        }
+    }
+    const long long evicted = memory_field("stats", "evicted_keys") - before;
+    admin.call({"FLUSHDB"});
+    admin.call({"CONFIG", "SET", "maxmemory", "0"});
+    return evicted;
+}
+
 void Harness::redis_actions() {
     std::mt19937_64 random(m_config.seed ^ 0x9e3779b97f4a7c15ULL);
     auto jitter = [&](Milliseconds mean) {
@@ -1281,10 +1313,11 @@ void Harness::redis_actions() {
     std::size_t next_restart = 0;
     auto next_pause = jitter(m_config.client_pause_every);
     auto next_kill = jitter(m_config.client_kill_every);
+    auto next_eviction = jitter(m_config.eviction_every);
     for (;;) {
         const auto restart_at = next_restart < restarts.size() ? restarts[next_restart].first
                                                                : Steady::time_point::max();
-        const auto due = std::min({restart_at, next_pause, next_kill});
+        const auto due = std::min({restart_at, next_pause, next_kill, next_eviction});
         {
             std::unique_lock lock(m_shared.mutex);
             const auto until = std::min(due, m_chaos_end);
@@ -1330,6 +1363,18 @@ void Harness::redis_actions() {
                     restarts[next_restart].first =
                         std::max(restarts[next_restart].first, Steady::now());
                 }
+            } else if (due == next_eviction) {
+                doing = "eviction";
+                next_eviction = jitter(m_config.eviction_every);
+                RestartWindow window;
+                window.kind = "eviction";
+                window.begin_ns = real_now_ns();
+                const long long evicted = evict();
+                window.end_ns = real_now_ns();
+                std::lock_guard lock(m_shared.mutex);
+                m_shared.evictions += 1;
+                m_shared.evicted_keys += evicted;
+                m_shared.eviction_windows.push_back(window);
             } else {
                 doing = "CLIENT KILL";
                 next_kill = jitter(m_config.client_kill_every);
@@ -1448,12 +1493,22 @@ void Harness::classify_exits() {
     std::vector<RestartWindow> windows;
     std::vector<RestartWindow> pauses;
     std::vector<RestartWindow> failbacks;
+    std::vector<RestartWindow> evictions;
     {
         std::lock_guard lock(m_shared.mutex);
         windows = m_shared.restarts;
         pauses = m_shared.pauses;
         failbacks = m_shared.failbacks_windows;
+        evictions = m_shared.eviction_windows;
     }
+    // A client whose write came while Redis was full (used memory above maxmemory, before
+    // eviction made room) ends with 69 OOM, as documented.
+    auto oom_in_eviction = [&](const Client& client) {
+        return client.exit_code == 69 && client.err_last.find("out of memory") != std::string::npos &&
+               std::any_of(evictions.begin(), evictions.end(), [&](const RestartWindow& w) {
+                   return client.spawned_ns <= w.end_ns && client.reaped_ns >= w.begin_ns;
+               });
+    };
     // A client that spoke to the master while it was a replica (a failback) ends with 69
     // READONLY, as documented for a --url that names a replica.
     auto readonly_in_failback = [&](const Client& client) {
@@ -1509,6 +1564,8 @@ void Harness::classify_exits() {
             m_result.exit_unanswered_in_pause += 1;
         } else if (readonly_in_failback(client)) {
             m_result.exit_readonly_in_failback += 1;
+        } else if (oom_in_eviction(client)) {
+            m_result.exit_oom_in_eviction += 1;
         } else {
             if (client.exit_code == 75) {
                 m_result.exit_75 += 1;
@@ -1825,6 +1882,8 @@ Result Harness::run() {
         std::lock_guard lock(m_shared.mutex);
         m_result.client_pauses = m_shared.client_pauses;
         m_result.client_kill_rounds = m_shared.client_kill_rounds;
+        m_result.evictions = m_shared.evictions;
+        m_result.evicted_keys = m_shared.evicted_keys;
         m_result.connections_killed = m_shared.connections_killed;
         m_result.restarts_kept = m_shared.restarts_kept;
         m_result.restarts_wiped = m_shared.restarts_wiped;
@@ -1878,7 +1937,8 @@ std::string Result::summary() const {
         << " 1(release found no lease):" << exit_release_lost
         << " 69(first contact during a restart):" << exit_refused_at_restart
         << " 69(no answer through a CLIENT PAUSE):" << exit_unanswered_in_pause
-        << " 69(READONLY in a failback):" << exit_readonly_in_failback << " 75:" << exit_75
+        << " 69(READONLY in a failback):" << exit_readonly_in_failback
+        << " 69(OOM in an eviction):" << exit_oom_in_eviction << " 75:" << exit_75
         << " other:" << exit_other << "; all exits";
     for (const auto& [code, n] : exits) {
         out << " " << code << ":" << n;
@@ -1896,7 +1956,8 @@ std::string Result::summary() const {
     out << "; SIGSTOPs waiter/holder/supervisor " << pauses_waiter << "/" << pauses_holder << "/"
         << pauses_supervisor << " (" << pauses_reclassified << " chosen as waiters were holding)"
         << "; CLIENT PAUSE " << client_pauses << "; CLIENT KILL " << client_kill_rounds << " ("
-        << connections_killed << " connections); restarts kept/wiped/rolled back " << restarts_kept
+        << connections_killed << " connections); evictions " << evictions << " ("
+        << evicted_keys << " keys); restarts kept/wiped/rolled back " << restarts_kept
         << "/" << restarts_wiped << "/" << restarts_rolled_back << ", failbacks " << failbacks
         << "; max inside";
     for (const auto& [name, most] : max_inside) {

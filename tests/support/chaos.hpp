@@ -69,6 +69,9 @@ struct Config {
     Milliseconds client_pause_every{7'000};     // CLIENT PAUSE client_pause ALL
     Milliseconds client_pause{1'500};
     Milliseconds client_kill_every{5'000}; // CLIENT KILL TYPE normal
+    // Eviction: maxmemory lowered to just above what is used, with volatile-lru, and cache
+    // entries with a TTL written (in database 15) until Redis evicted some; then all undone.
+    Milliseconds eviction_every{6'000};
     int max_paused = 6;
     Milliseconds pause_min{1'500};
     Milliseconds pause_max{3'000};
@@ -107,6 +110,7 @@ struct Result {
     int exit_release_lost = 0; // survivors of the acquire form: release said the lease was gone (1)
     int exit_refused_at_restart = 0;  // survivors started while Redis restarted: 69 at once
     int exit_unanswered_in_pause = 0; // survivors: 69, Redis paused past their patience
+    int exit_oom_in_eviction = 0;     // survivors: 69, OOM while Redis was full (an eviction)
     int exit_readonly_in_failback = 0; // survivors: 69, READONLY while the master was a replica
     int exit_75 = 0;                  // survivors: 75 (no slot in time: never asked for)
     int exit_other = 0;               // survivors: anything else (a failure)
@@ -119,6 +123,8 @@ struct Result {
     int pauses_reclassified = 0; // chosen as waiters, found holding once stopped
     int client_pauses = 0;       // CLIENT PAUSE
     int client_kill_rounds = 0;  // CLIENT KILL TYPE normal
+    int evictions = 0;           // eviction rounds (Config::eviction_every)
+    long long evicted_keys = 0;  // keys Redis evicted in them
     long long connections_killed = 0;
     int restarts_kept = 0;        // with persistence
     int restarts_wiped = 0;       // without: empty
