@@ -4,7 +4,7 @@
 -- Provides: admission(call, state, now, grace), admission_now(call, now),
 --   demand_proof(call, now), refuse_if_evicting(call), LOSS_GRACE_MS; within: server_identity(denied_ok), identify(call),
 --   marker_ran(call), judge_by_marker(call, now), judge_epoch(call, now, me),
---   read_epoch(call, now).
+--   read_epoch(call, now), evicting_policy(call).
 -- Needs: call.lua (call.k_epoch, call.own_epoch; keeps call.epoch), cluster.lua
 --   (came_by_migration()), state.lua (KEEP_STEP_MS, state.closed_logged), history.lua
 --   (log_event()).
@@ -49,9 +49,8 @@
 -- lease gone: well inside this.
 local LOSS_GRACE_MS = 60000
 
--- {run, replid, replid2, promoted, uptime_ms, evicting} of this server process, from INFO;
--- promoted: its replid2 names a replication history it followed before this one; evicting:
--- the maxmemory-policy when it may evict any key (allkeys-*, with a maxmemory), else nil. (A server that does
+-- {run, replid, replid2, promoted, uptime_ms} of this server process, from INFO; promoted:
+-- its replid2 names a replication history it followed before this one. (A server that does
 -- not report them gives '': taken as one process that never restarted nor changed role.)
 -- nil when INFO is denied and `denied_ok`; else a denial fails the call as INFO's error.
 local function server_identity(denied_ok)
@@ -64,12 +63,7 @@ local function server_identity(denied_ok)
     end
     local replication = redis.call('INFO', 'replication')
     local replid2 = string.match(replication, 'master_replid2:(%x+)') or ''
-    local memory = redis.call('INFO', 'memory')
-    local policy = string.match(memory, 'maxmemory_policy:([%w-]+)') or ''
-    local evicting = (tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0) > 0 and
-                     string.sub(policy, 1, 8) == 'allkeys-'
-    return {evicting = evicting and policy or nil,
-            run = string.match(server, 'run_id:(%x+)') or '',
+    return {run = string.match(server, 'run_id:(%x+)') or '',
             replid = string.match(replication, 'master_replid:(%x+)') or '',
             replid2 = replid2, promoted = string.match(replid2, '^0*$') == nil,
             uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000}
@@ -229,13 +223,27 @@ local function log_closed(call, state, now, epoch)
               int_str(epoch.lost_at + LOSS_GRACE_MS))
 end
 
+-- The maxmemory-policy when this server may evict any key (allkeys-*, with a maxmemory),
+-- else false; nil where INFO is denied. Read once per call, and only by calls that admit
+-- (INFO memory costs about 10 us).
+local function evicting_policy(call)
+    local me = identify(call)
+    if me.evicting == nil and me.run then
+        local memory = redis.call('INFO', 'memory')
+        local policy = string.match(memory, 'maxmemory_policy:([%w-]+)') or ''
+        me.evicting = (tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0) > 0 and
+                      string.sub(policy, 1, 8) == 'allkeys-' and policy
+    end
+    return me.evicting
+end
+
 -- Admission after a possible loss of data, for a caller whose own loss grace is `grace` ms
 -- (nil: LOSS_GRACE_MS). Returns the server time before which nobody with that grace may take
 -- a slot (0: admission is open), and the epoch ({lost_at, cause}). The epoch key is read, and
 -- the server's identity checked, once per call, only on paths that admit someone.
 local function admission(call, now, grace)
     local epoch = read_epoch(call, now)
-    if identify(call).evicting then
+    if evicting_policy(call) then
         return now + 1, epoch -- nobody is admitted (see refuse_if_evicting())
     end
     if epoch.unknown then
@@ -282,7 +290,7 @@ end
 -- privilege".) Under volatile-* the keys in use have no expiry (state.lua), so none of them
 -- is evicted; under noeviction a full Redis refuses writes (OOM).
 local function refuse_if_evicting(call)
-    local policy = identify(call).evicting
+    local policy = evicting_policy(call)
     if not policy then
         return nil
     end

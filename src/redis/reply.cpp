@@ -88,7 +88,7 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
         Transience transience = Transience::permanent;
     };
     constexpr Transience passes = Transience::transient;
-    static constexpr std::array<Known, 17> k_known{{
+    static constexpr std::array<Known, 16> k_known{{
         {"NOAUTH", ExitCode::denied,
          "Redis requires a password: use --password-file, set REDSEM_PASSWORD, or put it in "
          "the URL"},
@@ -109,8 +109,6 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
          "min-replicas-to-write asks",
          passes},
         {"BUSY", ExitCode::unavailable, "Redis is busy running a long script", passes},
-        {"EVICTING", ExitCode::unavailable,
-         "redsem refuses to admit on a Redis that may evict its keys"},
         {"TRYAGAIN", ExitCode::unavailable, "Redis Cluster is resharding; try again", passes},
         {"CLUSTERDOWN", ExitCode::unavailable, "Redis Cluster is down", passes},
         {"MOVED", ExitCode::unavailable,
@@ -118,6 +116,13 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
         {"ASK", ExitCode::unavailable,
          "Redis Cluster kept redirecting the command (its slots are being migrated)", passes},
     }};
+    if (code == "EVICTING") {
+        // redsem's own refusal (lua/lib/epoch.lua), which says it all.
+        return {ExitCode::unavailable,
+                fmt::format("redsem admits nobody on this Redis: {}",
+                            printable(error.substr(std::min(error.size(), code.size() + 1)),
+                                      300))};
+    }
     if (code == "NOPERM") {
         // "NOPERM this user has no permissions to run the 'xadd' command": name the rule too.
         const std::size_t open = error.find('\'');

@@ -31,6 +31,10 @@ TEST_CASE("Redis error replies map to the documented exit codes") {
         {"ERR The user executing the script can't run this command or subcommand script: 12ab, "
          "on @user_script:258.",
          ExitCode::denied},
+        {"EVICTING Redis may evict any key (maxmemory-policy allkeys-lru with a maxmemory)",
+         ExitCode::unavailable},
+        {"EVICTING", ExitCode::unavailable},
+        {"NOPERM this user has no permissions to run the 'setbit' command", ExitCode::denied},
         {"ERR something nobody expected", ExitCode::internal},
         // Redis 6.2 wraps errors from inside a script
         {"ERR Error running script (call to f_0123): @user_script:12: WRONGTYPE Operation against "
@@ -50,6 +54,17 @@ TEST_CASE("Redis error replies map to the documented exit codes") {
         CHECK_FALSE(meaning.message.empty());
         CHECK(meaning.message.find('\n') == std::string::npos);
     }
+}
+
+TEST_CASE("a refused command is named with the ACL rule to add, and redsem's own refusal of an "
+          "evicting Redis reads as one sentence") {
+    const auto denied = classify_reply_error(
+        "NOPERM this user has no permissions to run the 'setbit' command");
+    CHECK(denied.message.find("add +setbit to the user's ACL rules") != std::string::npos);
+    const auto evicting = classify_reply_error(
+        "EVICTING Redis may evict any key (maxmemory-policy allkeys-lru with a maxmemory)");
+    CHECK(evicting.message.rfind("redsem admits nobody on this Redis: Redis may evict", 0) == 0);
+    CHECK(evicting.message.find("EVICTING") == std::string::npos);
 }
 
 TEST_CASE("throw_reply_error carries the exit code") {
