@@ -37,6 +37,7 @@ constexpr std::array k_commands{
     Command{"limit", "Show or change how many may hold a semaphore", setup_limit},
     Command{"log", "Show who held and waited, when, and for how long", setup_log},
     Command{"gc", "Clean up after dead holders and waiters", setup_gc},
+    Command{"doctor", "Check whether a Redis is safe for redsem", setup_doctor},
 };
 
 // Subcommand --help shows only the subcommand's own options; these are accepted too.

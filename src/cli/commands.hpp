@@ -34,5 +34,6 @@ Runner setup_status(CLI::App& command, const GlobalOptions& global);
 Runner setup_gc(CLI::App& command, const GlobalOptions& global);
 Runner setup_limit(CLI::App& command, const GlobalOptions& global);
 Runner setup_log(CLI::App& command, const GlobalOptions& global);
+Runner setup_doctor(CLI::App& command, const GlobalOptions& global);
 
 } // namespace redsem::cli

@@ -54,18 +54,6 @@ std::optional<Record> record_of(const Reply& reply) {
     return parse_record(reply.text);
 }
 
-// Escapes glob characters so that SCAN MATCH takes the prefix literally.
-std::string glob_escape(std::string_view text) {
-    std::string out;
-    for (const char c : text) {
-        if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') {
-            out += '\\';
-        }
-        out += c;
-    }
-    return out;
-}
-
 // The semaphores under `prefix` that have key `part` ("state": every one) on the server the
 // connection's commands without a key go to.
 void scan_node(Connection& connection, std::string_view prefix, std::string_view part,

@@ -9,6 +9,7 @@ namespace redsem {
 enum class ExitCode : int {
     ok = 0,
     not_held = 1,         // release/renew: the token holds no slot
+    warnings = 1,         // doctor: something deserves a look, nothing is unsafe
     usage = 64,           // EX_USAGE: bad option, argument, URL, duration, name or limit
     conflict = 65,        // EX_DATAERR: limit mismatch, or a foreign key in the semaphore's place
     unavailable = 69,     // EX_UNAVAILABLE: Redis unreachable, timed out, or refusing (LOADING...)
@@ -18,6 +19,7 @@ enum class ExitCode : int {
     timeout = 75,         // EX_TEMPFAIL: no slot within --wait
     lost = 76,            // EX_PROTOCOL: run: the slot was lost and the command stopped
     denied = 77,          // EX_NOPERM: wrong password, unknown user, ACL denial
+    unsafe = 78,          // EX_CONFIG: doctor: the Redis is set up in a way unsafe for redsem
     cannot_execute = 126, // run: the command is not an executable file (as a shell says)
     not_found = 127,      // run: the command was not found (as a shell says)
 };
@@ -30,7 +32,7 @@ struct ExitCodeMeaning {
 };
 inline constexpr ExitCodeMeaning k_exit_codes[] = {
     {ExitCode::ok, "ok"},
-    {ExitCode::not_held, "token holds nothing"},
+    {ExitCode::not_held, "token holds nothing (doctor: warnings)"},
     {ExitCode::usage, "usage"},
     {ExitCode::conflict, "conflict"},
     {ExitCode::unavailable, "Redis unavailable"},
@@ -40,6 +42,7 @@ inline constexpr ExitCodeMeaning k_exit_codes[] = {
     {ExitCode::timeout, "not acquired in time"},
     {ExitCode::lost, "slot lost (run)"},
     {ExitCode::denied, "auth/permission denied"},
+    {ExitCode::unsafe, "doctor: unsafe setup"},
     {ExitCode::cannot_execute, "command not executable (run)"},
     {ExitCode::not_found, "command not found (run)"},
 };

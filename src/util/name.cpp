@@ -155,4 +155,15 @@ std::string printable(std::string_view text, std::size_t max_bytes) {
     return out;
 }
 
+std::string glob_escape(std::string_view text) {
+    std::string out;
+    for (const char c : text) {
+        if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') {
+            out += '\\';
+        }
+        out += c;
+    }
+    return out;
+}
+
 } // namespace redsem

@@ -16,6 +16,9 @@ std::optional<std::string> name_problem(std::string_view name);
 // Same rules for the key prefix, which may not be empty either.
 std::optional<std::string> prefix_problem(std::string_view prefix);
 
+// `text` with the glob characters of SCAN MATCH escaped, so that it matches literally.
+std::string glob_escape(std::string_view text);
+
 // Throws UsageError when name_problem() finds one.
 void check_name(std::string_view name);
 

@@ -1,0 +1,105 @@
+#include "doctor/doctor.hpp"
+#include "cli/commands.hpp"
+#include "util/errors.hpp"
+#include "util/name.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+namespace redsem::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct DoctorArgs {
+    bool json = false;
+};
+
+json or_null(const std::string& text) {
+    return text.empty() ? json(nullptr) : json(text);
+}
+
+void print_report_json(const DoctorReport& report, const std::string& prefix) {
+    json findings = json::array();
+    for (const Finding& finding : report.findings) {
+        findings.push_back({{"check", finding.check},
+                            {"verdict", verdict_name(finding.verdict)},
+                            {"found", finding.found},
+                            {"fix", or_null(finding.fix)},
+                            {"node", or_null(finding.node)}});
+    }
+    print_json(json{{"target", report.target},
+                    {"prefix", prefix},
+                    {"verdict", verdict_name(report.verdict())},
+                    {"findings", findings}});
+}
+
+// One line per finding: verdict, check, what was found, and the fix.
+void print_text(const DoctorReport& report) {
+    std::size_t warnings = 0;
+    std::size_t unsafe = 0;
+    for (const Finding& finding : report.findings) {
+        std::string line = fmt::format("{:<6}  {:<11}  {}{}", verdict_name(finding.verdict),
+                                       finding.check,
+                                       finding.node.empty() ? "" : finding.node + ": ",
+                                       finding.found);
+        if (!finding.fix.empty()) {
+            line += fmt::format(". Fix: {}", finding.fix);
+        }
+        std::cout << line << "\n";
+        warnings += finding.verdict == Verdict::warn ? 1 : 0;
+        unsafe += finding.verdict == Verdict::unsafe ? 1 : 0;
+    }
+    std::cout << fmt::format("{}: {} unsafe, {} warning{}\n", report.target, unsafe, warnings,
+                             warnings == 1 ? "" : "s");
+}
+
+int run_doctor(const DoctorArgs& args, const GlobalOptions& global) {
+    DoctorSettings settings{.prefix = resolve_prefix(global),
+                            .loss_grace = resolve_loss_grace(std::nullopt),
+                            .replicas = resolve_replicas(std::nullopt)};
+    Connection connection(resolve_connection(global));
+    const DoctorReport report = examine(connection, settings);
+    if (args.json) {
+        print_report_json(report, settings.prefix);
+    } else {
+        print_text(report);
+    }
+    switch (report.reach) {
+    case DoctorReport::Reach::unreachable:
+        return static_cast<int>(ExitCode::unavailable);
+    case DoctorReport::Reach::denied:
+        return static_cast<int>(ExitCode::denied);
+    case DoctorReport::Reach::reached:
+        break;
+    }
+    switch (report.verdict()) {
+    case Verdict::ok:
+        return static_cast<int>(ExitCode::ok);
+    case Verdict::warn:
+        return static_cast<int>(ExitCode::warnings);
+    case Verdict::unsafe:
+        return static_cast<int>(ExitCode::unsafe);
+    }
+    return static_cast<int>(ExitCode::internal);
+}
+
+} // namespace
+
+Runner setup_doctor(CLI::App& command, const GlobalOptions& global) {
+    auto args = std::make_shared<DoctorArgs>();
+    command.description(
+        "Check whether the Redis the options point at is safe for redsem: reachable, version, "
+        "mode, TLS, the ACL user and its permissions, eviction, persistence, replication, the "
+        "clocks, and redsem's own keys. One line per finding: ok, warn or unsafe, and the fix. "
+        "Changes nothing. Exit 0: all ok; 1: warnings; 78: something is unsafe; 69: Redis "
+        "unreachable; 77: login refused.");
+    command.add_flag("--json", args->json, "Print JSON (schema in redsem(1))");
+    return [args, &global] { return run_doctor(*args, global); };
+}
+
+} // namespace redsem::cli

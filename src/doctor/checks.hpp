@@ -1,0 +1,33 @@
+#pragma once
+
+// The checks of `redsem doctor` that have files of their own; doctor.cpp runs them.
+
+#include <string>
+#include <vector>
+
+#include "doctor/doctor.hpp"
+#include "redis/connection.hpp"
+#include "redis/server_info.hpp"
+
+namespace redsem::doctor {
+
+// What one server told the checks.
+struct ServerFacts {
+    std::string node;    // "HOST:PORT" on a cluster, else empty
+    ServerInfo hello;    // HELLO's fields (empty when HELLO was refused)
+    ServerInfo info;     // INFO's (empty when INFO was refused)
+    std::string refusal; // INFO's error reply, when it was refused
+    bool cluster = false;
+    int db = 0;
+};
+
+// Whether the user may run every command redsem needs on the server commands without a key
+// go to, asked by redis.acl_check_cmd in a script (Redis 7; the probe itself runs nothing).
+Finding check_permissions(Connection& connection, const ServerFacts& facts,
+                          const std::string& prefix);
+
+// redsem's keys under `prefix` on every primary: how many semaphores, which are abandoned
+// (only dead holders and waiters left), and keys at redsem's names that are not redsem's.
+Finding check_own_keys(Connection& connection, const std::string& prefix);
+
+} // namespace redsem::doctor

@@ -1,0 +1,567 @@
+#include "doctor/doctor.hpp"
+
+#include "doctor/checks.hpp"
+#include "util/duration.hpp"
+#include "util/name.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace redsem {
+
+std::string_view verdict_name(Verdict verdict) {
+    switch (verdict) {
+    case Verdict::ok:
+        return "ok";
+    case Verdict::warn:
+        return "warn";
+    case Verdict::unsafe:
+        return "unsafe";
+    }
+    return "?";
+}
+
+Verdict DoctorReport::verdict() const {
+    Verdict worst = Verdict::ok;
+    for (const Finding& finding : findings) {
+        worst = std::max(worst, finding.verdict);
+    }
+    return worst;
+}
+
+namespace doctor {
+
+namespace {
+
+// A round trip longer than this leaves a short lease little room: warned about.
+constexpr Milliseconds k_slow_round_trip{200};
+// The local clock this far from the server's: times in logs and cron stop lining up.
+constexpr Milliseconds k_clock_skew{2'000};
+// How many TIME calls the clock check makes; it keeps the one with the shortest round trip.
+constexpr int k_clock_samples = 5;
+// A replica this many seconds behind (INFO's lag) is warned about.
+constexpr long long k_replica_lag_seconds = 10;
+// Used memory above this share of maxmemory, under noeviction: writes fail soon.
+constexpr double k_nearly_full = 0.9;
+constexpr long long k_all_slots = 16384;
+
+std::string joined(const std::vector<std::string>& parts, std::string_view separator = "; ") {
+    return fmt::format("{}", fmt::join(parts, separator));
+}
+
+std::string bytes(long long count) {
+    constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double value = static_cast<double>(count);
+    std::size_t unit = 0;
+    while (value >= 1024 && unit + 1 < std::size(units)) {
+        value /= 1024;
+        ++unit;
+    }
+    return unit == 0 ? fmt::format("{} B", count) : fmt::format("{:.1f} {}", value, units[unit]);
+}
+
+// HELLO's fields without switching protocols; empty when HELLO is refused or renamed.
+ServerInfo hello_fields(Connection& connection) {
+    const Reply reply = connection.command(std::vector<std::string>{"HELLO"});
+    if (reply.type != Reply::Type::array) {
+        return {};
+    }
+    std::string text;
+    for (std::size_t i = 0; i + 1 < reply.elements.size(); i += 2) {
+        const Reply& value = reply.elements[i + 1];
+        if (value.type == Reply::Type::integer) {
+            text += fmt::format("{}:{}\n", reply.elements[i].text, value.integer);
+        } else if (value.type == Reply::Type::string || value.type == Reply::Type::status) {
+            text += fmt::format("{}:{}\n", reply.elements[i].text, value.text);
+        }
+    }
+    return ServerInfo(text);
+}
+
+// A CONFIG GET's value, or nullopt when CONFIG is refused or renamed away.
+std::optional<std::string> config(Connection& connection, const std::string& parameter) {
+    const Reply reply = connection.command(std::vector<std::string>{"CONFIG", "GET", parameter});
+    if (reply.type != Reply::Type::array || reply.elements.size() < 2) {
+        return std::nullopt;
+    }
+    return reply.elements[1].text;
+}
+
+// Why INFO told nothing, for "unknown" findings.
+std::string info_refused(const ServerFacts& facts) {
+    return fmt::format("INFO refused ({})", printable(facts.refusal, 80));
+}
+
+ServerFacts gather(Connection& connection, int db) {
+    ServerFacts facts;
+    facts.hello = hello_fields(connection);
+    const Reply info = connection.command(std::vector<std::string>{"INFO"});
+    if (info.is_error()) {
+        facts.refusal = info.text;
+    } else {
+        facts.info = ServerInfo(info.as_string());
+    }
+    facts.cluster = facts.hello.get("mode") == "cluster" || facts.info.get("cluster_enabled") == "1";
+    facts.node = facts.cluster ? connection.server() : "";
+    facts.db = db;
+    return facts;
+}
+
+Finding check_version(const ServerFacts& facts) {
+    Finding finding("version", facts.node);
+    const auto version = facts.hello.get("version").value_or(
+        facts.info.get("redis_version").value_or(""));
+    if (version.empty()) {
+        finding.verdict = Verdict::warn;
+        finding.found = "unknown: neither HELLO nor INFO answered";
+        return finding;
+    }
+    int major = 0;
+    int minor = 0;
+    std::sscanf(version.c_str(), "%d.%d", &major, &minor);
+    if (major < 6 || (major == 6 && minor < 2)) {
+        finding.verdict = Verdict::unsafe;
+        finding.found = fmt::format("Redis {}: redsem needs Redis 6.2 or later", printable(version));
+        finding.fix = "upgrade Redis";
+    } else if (major == 6) {
+        finding.found = fmt::format("Redis {} (supported; Redis 7 checks a user's permissions "
+                                    "before a script writes, and neither saves nor replicates "
+                                    "scripts)",
+                                    printable(version));
+    } else {
+        finding.found = fmt::format("Redis {}", printable(version));
+    }
+    return finding;
+}
+
+// The cluster's state and slot coverage, by CLUSTER INFO, else by CLUSTER SLOTS.
+void judge_cluster(Connection& connection, Finding& finding) {
+    const Reply info = connection.command(std::vector<std::string>{"CLUSTER", "INFO"});
+    long long assigned = -1;
+    std::string state = "unknown (CLUSTER INFO refused)";
+    if (!info.is_error() && info.type == Reply::Type::string) {
+        const ServerInfo fields(info.text);
+        state = fields.get("cluster_state").value_or("unknown");
+        assigned = fields.number("cluster_slots_ok").value_or(-1);
+    } else {
+        const Reply slots = connection.command(std::vector<std::string>{"CLUSTER", "SLOTS"});
+        if (slots.type == Reply::Type::array) {
+            assigned = 0;
+            for (const Reply& range : slots.elements) {
+                assigned += range.at(1).as_integer() - range.at(0).as_integer() + 1;
+            }
+        }
+    }
+    finding.found = fmt::format("a Redis Cluster, state {}, {} of {} slots served", state,
+                                assigned < 0 ? "?" : std::to_string(assigned), k_all_slots);
+    if (state == "fail" || (assigned >= 0 && assigned < k_all_slots)) {
+        finding.verdict = Verdict::unsafe;
+        finding.found += ": semaphores on the slots nobody serves cannot be used (69)";
+        finding.fix = "bring the failed nodes back, or assign their slots";
+    } else if (assigned < 0) {
+        finding.verdict = Verdict::warn;
+        finding.found += " (CLUSTER INFO and CLUSTER SLOTS refused)";
+    }
+}
+
+Finding check_mode(Connection& connection, const ServerFacts& facts, const RedisUrl& url) {
+    Finding finding("mode");
+    const std::string mode = facts.hello.get("mode").value_or(
+        facts.info.empty() ? "unknown" : (facts.cluster ? "cluster" : "standalone"));
+    const std::string role = facts.hello.get("role").value_or(facts.info.get("role").value_or(""));
+    if (mode == "sentinel") {
+        finding.verdict = Verdict::unsafe;
+        finding.found = "this is a Redis Sentinel, which keeps no data";
+        finding.fix = "use redis-sentinel://HOST:PORT#MASTER (README, \"Sentinel\")";
+        return finding;
+    }
+    if (role == "replica" || role == "slave") {
+        finding.verdict = Verdict::unsafe;
+        finding.found = fmt::format(
+            "a replica{}: it refuses redsem's writes, or loses them at its next sync",
+            facts.info.get("master_host")
+                ? fmt::format(" of {}:{}", *facts.info.get("master_host"),
+                              facts.info.get("master_port").value_or("?"))
+                : "");
+        finding.fix = "point redsem at the master, or at the sentinels (redis-sentinel://)";
+        return finding;
+    }
+    if (mode == "cluster") {
+        judge_cluster(connection, finding);
+        return finding;
+    }
+    if (url.kind == RedisUrl::Kind::sentinel) {
+        finding.found = fmt::format("the master '{}' that the sentinels name ({})",
+                                    printable(url.master_name), connection.server());
+        if (url.sentinels.size() == 1) {
+            finding.verdict = Verdict::warn;
+            finding.found += "; the URL names one sentinel: while it is down, redsem cannot find "
+                             "the master";
+            finding.fix = "list every sentinel: redis-sentinel://S1,S2,S3#MASTER";
+        }
+        return finding;
+    }
+    finding.found = mode == "unknown" ? "a server (HELLO and INFO refused; not a cluster node)"
+                                      : fmt::format("a {} master", mode);
+    return finding;
+}
+
+bool loopback(const std::string& host) {
+    return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+Finding check_tls(const ConnectOptions& options) {
+    Finding finding("tls");
+    const RedisUrl& url = options.url;
+    if (url.kind == RedisUrl::Kind::unix_socket) {
+        finding.found = "a Unix socket: nothing crosses the network";
+        return finding;
+    }
+    if (url.tls) {
+        if (options.tls.insecure) {
+            finding.verdict = Verdict::warn;
+            finding.found = "TLS, but the server's certificate is not verified (--insecure): "
+                            "anyone on the path can pose as the server";
+            finding.fix = "give the CA with --cacert and drop --insecure";
+        } else {
+            finding.found = "TLS, the server's certificate verified";
+        }
+        return finding;
+    }
+    std::vector<std::string> hosts;
+    if (url.kind == RedisUrl::Kind::sentinel) {
+        for (const Endpoint& sentinel : url.sentinels) {
+            hosts.push_back(sentinel.host);
+        }
+    } else {
+        hosts.push_back(url.host);
+    }
+    if (std::all_of(hosts.begin(), hosts.end(), loopback)) {
+        finding.found = "plain TCP on the loopback interface";
+        return finding;
+    }
+    finding.verdict = Verdict::warn;
+    finding.found = "plain TCP: the password and the tokens cross the network unencrypted";
+    finding.fix = "use rediss:// (a server with tls-port)";
+    return finding;
+}
+
+Finding check_user(Connection& connection, const ConnectOptions& options) {
+    Finding finding("acl user");
+    const Reply whoami = connection.command(std::vector<std::string>{"ACL", "WHOAMI"});
+    const std::string user = whoami.is_error() ? "" : whoami.as_string();
+    const bool password = options.url.password.has_value();
+    const RedisUrl& url = options.url;
+    const bool local = url.kind == RedisUrl::Kind::unix_socket ||
+                       (url.kind == RedisUrl::Kind::tcp && loopback(url.host));
+    finding.found = user.empty() ? fmt::format("unknown (ACL WHOAMI refused: {})",
+                                               printable(whoami.text, 80))
+                                 : fmt::format("'{}'", printable(user));
+    if (!password) {
+        finding.found += ", logged in without a password";
+        if (!local) {
+            finding.verdict = Verdict::warn;
+            finding.found += ": anyone who reaches the server may take and release slots";
+            finding.fix = "give the server a password (requirepass, or an ACL user)";
+        }
+    }
+    return finding;
+}
+
+Finding check_eviction(const ServerFacts& facts) {
+    Finding finding("eviction", facts.node);
+    if (facts.info.empty()) {
+        finding.verdict = Verdict::warn;
+        finding.found = fmt::format(
+            "unknown: {}, so redsem cannot see the maxmemory-policy; under an allkeys-* policy "
+            "a semaphore in use can be evicted and a second holder let in",
+            info_refused(facts));
+        finding.fix = "ask the provider: noeviction or volatile-* is safe; or grant +info";
+        return finding;
+    }
+    const long long maxmemory = facts.info.number("maxmemory").value_or(0);
+    const std::string policy = facts.info.get("maxmemory_policy").value_or("unknown");
+    const long long used = facts.info.number("used_memory").value_or(0);
+    if (maxmemory == 0) {
+        finding.found = fmt::format("no maxmemory: nothing is evicted (policy {})", policy);
+        return finding;
+    }
+    const double share = static_cast<double>(used) / static_cast<double>(maxmemory);
+    const std::string usage = fmt::format("maxmemory {}, {:.0f}% used, policy {}",
+                                          bytes(maxmemory), share * 100, policy);
+    if (policy.rfind("allkeys-", 0) == 0) {
+        finding.verdict = Verdict::unsafe;
+        finding.found = usage + ": Redis may evict a semaphore in use and let a second holder "
+                                "in, so redsem admits nobody here (69)";
+        finding.fix = "CONFIG SET maxmemory-policy volatile-lru (or noeviction), or a Redis of "
+                      "redsem's own";
+    } else if (policy.rfind("volatile-", 0) == 0) {
+        finding.found = usage + ": a semaphore in use has no expiry, so it is never evicted "
+                                "(an abandoned one waits for redsem gc)";
+    } else if (share >= k_nearly_full) {
+        finding.verdict = Verdict::warn;
+        finding.found = usage + ": nearly full; when full, Redis refuses writes and redsem "
+                                "exits 69 (run stops its command, 76)";
+        finding.fix = "raise maxmemory, or free memory";
+    } else {
+        finding.found = usage + ": when full, Redis refuses writes and redsem exits 69; "
+                                "nothing is evicted";
+    }
+    return finding;
+}
+
+Finding check_persistence(Connection& connection, const ServerFacts& facts,
+                          const DoctorSettings& settings) {
+    Finding finding("persistence", facts.node);
+    const auto appendonly = config(connection, "appendonly");
+    const auto fsync = config(connection, "appendfsync");
+    const auto save = config(connection, "save");
+    std::optional<bool> aof;
+    if (appendonly) {
+        aof = *appendonly == "yes";
+    } else if (const auto enabled = facts.info.number("aof_enabled")) {
+        aof = *enabled == 1;
+    }
+    bool loses_nothing = false;
+    if (!aof) {
+        finding.verdict = Verdict::warn;
+        finding.found = fmt::format("unknown ({} and CONFIG refused): a restart may lose "
+                                    "leases; redsem notices it and admits nobody for the "
+                                    "loss grace (60s)",
+                                    facts.info.empty() ? info_refused(facts) : "INFO");
+    } else if (*aof) {
+        if (!fsync) {
+            finding.found = "AOF on (appendfsync unknown: CONFIG refused): a crash may lose the "
+                            "last writes; redsem notices the restart and admits nobody for the "
+                            "loss grace (60s)";
+        } else if (*fsync == "always") {
+            loses_nothing = true;
+            finding.found = "AOF with appendfsync always: a restart loses no lease; the loss "
+                            "grace (60s) after it is a precaution, and still guards failovers";
+        } else {
+            finding.found = fmt::format("AOF with appendfsync {}: a crash may lose the last "
+                                        "{}; redsem notices the restart and admits nobody for "
+                                        "the loss grace (60s)",
+                                        printable(*fsync),
+                                        *fsync == "everysec" ? "second of writes" : "writes");
+        }
+    } else {
+        finding.verdict = Verdict::warn;
+        const bool snapshots = save ? !save->empty() : facts.info.number("rdb_saves") > 0;
+        finding.found = snapshots ? "RDB snapshots only: a restart loses the leases taken since "
+                                    "the last snapshot"
+                                  : "none: a restart loses every lease";
+        if (!save) {
+            finding.found += " (save unknown: CONFIG refused)";
+        }
+        finding.found += "; redsem notices it and admits nobody for the loss grace (60s); an "
+                         "acquire token that nobody renews, with a ttl over 60s, is not covered";
+        finding.fix = "CONFIG SET appendonly yes (appendfsync always: a restart loses nothing)";
+    }
+    if (settings.loss_grace && *settings.loss_grace == Milliseconds{0} && !loses_nothing) {
+        finding.verdict = Verdict::warn;
+        finding.found += "; REDSEM_LOSS_GRACE=0 is set here: after a restart this caller may be "
+                         "admitted beside a holder the server forgot";
+        finding.fix = "unset REDSEM_LOSS_GRACE (0 is for a throwaway Redis)";
+    }
+    return finding;
+}
+
+Finding check_replication(Connection& connection, const ServerFacts& facts,
+                          const DoctorSettings& settings, bool failover) {
+    Finding finding("replication", facts.node);
+    long long online = 0;
+    std::vector<std::string> notes;
+    if (facts.info.empty()) {
+        const Reply acked = connection.command(std::vector<std::string>{"WAIT", "0", "100"});
+        if (acked.type != Reply::Type::integer) {
+            finding.verdict = Verdict::warn;
+            finding.found = fmt::format("unknown ({}; WAIT refused)", info_refused(facts));
+            return finding;
+        }
+        online = acked.integer;
+        notes.push_back(fmt::format("{} replica{} (WAIT; {}: lag unknown)", online,
+                                    online == 1 ? "" : "s", info_refused(facts)));
+    } else {
+        const long long connected = facts.info.number("connected_slaves").value_or(0);
+        long long worst_lag = 0;
+        for (long long i = 0; i < connected; ++i) {
+            const std::string replica = facts.info.get(fmt::format("slave{}", i)).value_or("");
+            const ServerInfo fields([&] {
+                std::string lines = replica;
+                std::replace(lines.begin(), lines.end(), ',', '\n');
+                std::replace(lines.begin(), lines.end(), '=', ':');
+                return lines;
+            }());
+            const std::string where = fmt::format("{}:{}", fields.get("ip").value_or("?"),
+                                                  fields.get("port").value_or("?"));
+            const long long lag = fields.number("lag").value_or(0);
+            if (fields.get("state") != "online") {
+                finding.verdict = Verdict::warn;
+                notes.push_back(fmt::format("replica {} is {}", where,
+                                            fields.get("state").value_or("in an unknown state")));
+                continue;
+            }
+            ++online;
+            worst_lag = std::max(worst_lag, lag);
+            if (lag > k_replica_lag_seconds) {
+                finding.verdict = Verdict::warn;
+                notes.push_back(fmt::format("replica {} is {}s behind", where, lag));
+            }
+        }
+        notes.insert(notes.begin(),
+                     fmt::format("{} replica{} online{}", online, online == 1 ? "" : "s",
+                                 online > 0 ? fmt::format(" (lag up to {}s)", worst_lag) : ""));
+    }
+    if (online == 0) {
+        notes.push_back("--replicas 1 or more fails (69)");
+        if (failover) {
+            finding.verdict = Verdict::warn;
+            notes.push_back("a failover has no replica to promote");
+            finding.fix = "add a replica";
+        }
+    } else {
+        notes.push_back(fmt::format(
+            "--replicas {} can be met while all are up; after a failover the new master has {} "
+            "until the old one re-syncs, so a run --replicas above {} loses its lease then",
+            online, online - 1, online - 1));
+    }
+    if (settings.replicas > online) {
+        finding.verdict = Verdict::warn;
+        notes.push_back(fmt::format("REDSEM_REPLICAS={} is set here: every acquire fails (69)",
+                                    settings.replicas));
+        finding.fix = fmt::format("REDSEM_REPLICAS={} at most", online);
+    }
+    finding.found = joined(notes);
+    return finding;
+}
+
+Finding check_clock(Connection& connection, const std::string& node) {
+    Finding finding("clock", node);
+    using SystemClock = std::chrono::system_clock;
+    using Steady = std::chrono::steady_clock;
+    using Trip = std::chrono::microseconds;
+    Trip best_trip = Trip::max();
+    long long skew_ms = 0;
+    for (int i = 0; i < k_clock_samples; ++i) {
+        const auto sent = Steady::now();
+        const auto sent_wall = SystemClock::now();
+        const Reply time = connection.call(std::vector<std::string>{"TIME"});
+        const auto trip = std::chrono::duration_cast<Trip>(Steady::now() - sent);
+        if (trip >= best_trip) {
+            continue;
+        }
+        best_trip = trip;
+        const long long server_ms = std::stoll(time.at(0).as_string()) * 1000 +
+                                    std::stoll(time.at(1).as_string()) / 1000;
+        const long long local_ms = std::chrono::duration_cast<Milliseconds>(
+                                       (sent_wall + trip / 2).time_since_epoch())
+                                       .count();
+        skew_ms = server_ms - local_ms;
+    }
+    finding.found = fmt::format("round trip {:.2f} ms; the server's clock is {} this machine's",
+                                std::chrono::duration<double, std::milli>(best_trip).count(),
+                                std::llabs(skew_ms) < 5 ? "within 5 ms of"
+                                         : fmt::format("{} ms {}", std::llabs(skew_ms),
+                                                       skew_ms > 0 ? "ahead of" : "behind"));
+    if (best_trip > k_slow_round_trip) {
+        finding.verdict = Verdict::warn;
+        finding.found += "; a slow round trip leaves a short --ttl little room";
+        finding.fix = "run redsem near its Redis, or use a --ttl of a minute or more";
+    }
+    if (Milliseconds{std::llabs(skew_ms)} > k_clock_skew) {
+        finding.verdict = Verdict::warn;
+        finding.found += "; leases are timed by the server's clock, but the times redsem shows "
+                         "will not line up with this machine's logs";
+        finding.fix = "synchronise the clocks (NTP)";
+    }
+    return finding;
+}
+
+// Runs one check, turning a refusal or an unexpected reply into a finding of its own; an
+// unreachable server ends the report (examine()).
+template <typename Check>
+void attempt(std::vector<Finding>& findings, std::string_view check, const std::string& node,
+             Check run) {
+    try {
+        findings.push_back(run());
+    } catch (const UnavailableError&) {
+        throw;
+    } catch (const Error& error) {
+        findings.emplace_back(std::string(check), node, Verdict::warn,
+                              fmt::format("cannot tell: {}", error.what()));
+    }
+}
+
+} // namespace
+
+} // namespace doctor
+
+DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
+    using namespace doctor;
+    DoctorReport report;
+    report.target = connection.describe();
+    std::vector<Finding>& findings = report.findings;
+    const ConnectOptions& options = connection.options();
+    try {
+        connection.connect();
+    } catch (const DeniedError& error) {
+        report.reach = DoctorReport::Reach::denied;
+        findings.emplace_back("reachable", "", Verdict::unsafe, error.what(),
+                              "check the user and password");
+        return report;
+    } catch (const UnavailableError& error) {
+        report.reach = DoctorReport::Reach::unreachable;
+        findings.emplace_back("reachable", "", Verdict::unsafe, error.what());
+        return report;
+    }
+    try {
+        findings.emplace_back("reachable", "", Verdict::ok, connection.server());
+        std::vector<ServerFacts> nodes;
+        std::vector<Finding> per_node;
+        const bool failover = options.url.kind == RedisUrl::Kind::sentinel;
+        connection.for_each_primary([&] {
+            nodes.push_back(gather(connection, options.url.db));
+            const ServerFacts& facts = nodes.back();
+            attempt(per_node, "version", facts.node, [&] { return check_version(facts); });
+            attempt(per_node, "permissions", facts.node,
+                    [&] { return check_permissions(connection, facts, settings.prefix); });
+            attempt(per_node, "eviction", facts.node, [&] { return check_eviction(facts); });
+            attempt(per_node, "persistence", facts.node,
+                    [&] { return check_persistence(connection, facts, settings); });
+            attempt(per_node, "replication", facts.node, [&] {
+                return check_replication(connection, facts, settings, failover || facts.cluster);
+            });
+            attempt(per_node, "clock", facts.node,
+                    [&] { return check_clock(connection, facts.node); });
+        });
+        report.target = connection.describe();
+        // Per-node findings grouped by check, each check's findings in the nodes' order.
+        const auto add_per_node = [&](std::string_view check) {
+            for (const Finding& finding : per_node) {
+                if (finding.check == check) {
+                    findings.push_back(finding);
+                }
+            }
+        };
+        add_per_node("version");
+        attempt(findings, "mode", "",
+                [&] { return check_mode(connection, nodes.front(), options.url); });
+        attempt(findings, "tls", "", [&] { return check_tls(options); });
+        attempt(findings, "acl user", "", [&] { return check_user(connection, options); });
+        for (const char* check : {"permissions", "eviction", "persistence", "replication", "clock"}) {
+            add_per_node(check);
+        }
+        attempt(findings, "keys", "", [&] { return check_own_keys(connection, settings.prefix); });
+    } catch (const UnavailableError& error) {
+        report.reach = DoctorReport::Reach::unreachable;
+        findings.emplace_back("reachable", "", Verdict::unsafe,
+                              fmt::format("lost during the checks: {}", error.what()));
+    }
+    return report;
+}
+
+} // namespace redsem

@@ -1,0 +1,152 @@
+#include "doctor/checks.hpp"
+
+#include "semaphore/inspect.hpp"
+#include "util/name.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <map>
+#include <set>
+
+namespace redsem::doctor {
+
+namespace {
+
+// How many keys one SCAN step asks for, and how many TYPE calls share a round trip.
+constexpr const char* k_scan_count = "1000";
+
+// A key under the prefix that is not what redsem keeps at that name.
+struct ForeignKey {
+    std::string key;
+    std::string type;
+};
+
+// The type redsem keeps at `key` (under `prefix`), or "" for a name redsem never uses. Sets
+// `name` to the semaphore it belongs to, if any. Keys: lua/lib/call.lua.
+std::string wanted_type(const std::string& key, std::string_view prefix, std::string& name) {
+    name.clear();
+    const std::string head = std::string(prefix) + ":";
+    if (key == head + "epoch") {
+        return "hash";
+    }
+    if (key.rfind(head + "{", 0) != 0) {
+        return "";
+    }
+    const std::size_t close = key.find("}:", head.size() + 1);
+    if (close == std::string::npos) {
+        return "";
+    }
+    name = key.substr(head.size() + 1, close - head.size() - 1);
+    const std::string part = key.substr(close + 2);
+    static const std::map<std::string, std::string, std::less<>> types{
+        {"state", "hash"}, {"holders", "zset"}, {"info", "hash"},  {"queue", "zset"},
+        {"alive", "zset"}, {"slots", "string"}, {"epoch", "hash"}, {"log", "stream"}};
+    if (const auto found = types.find(part); found != types.end()) {
+        return found->second;
+    }
+    return part.rfind("wake:", 0) == 0 ? "list" : "";
+}
+
+// Scans the server that commands without a key go to; adds what it finds.
+void scan_node(Connection& connection, std::string_view prefix, std::set<std::string>& names,
+               std::vector<ForeignKey>& foreign, long long& keys) {
+    const std::string pattern = glob_escape(prefix) + ":*";
+    std::string cursor = "0";
+    do {
+        const Reply reply =
+            connection.call(Command{"", {"SCAN", cursor, "MATCH", pattern, "COUNT", k_scan_count}});
+        cursor = reply.at(0).as_string();
+        std::vector<Command> types;
+        for (const Reply& key : reply.at(1).as_array()) {
+            types.emplace_back(key.as_string(), std::vector<std::string>{"TYPE", key.as_string()});
+        }
+        if (types.empty()) {
+            continue;
+        }
+        const std::vector<Reply> found = connection.pipeline(types);
+        for (std::size_t i = 0; i < types.size(); ++i) {
+            const std::string& key = types[i].argv[1];
+            if (found[i].is_error()) {
+                throw_reply_error(found[i].text);
+            }
+            const std::string& type = found[i].as_string();
+            if (type == "none") {
+                continue; // expired since the SCAN
+            }
+            ++keys;
+            std::string name;
+            const std::string wanted = wanted_type(key, prefix, name);
+            if (wanted != type || (!name.empty() && name_problem(name))) {
+                foreign.push_back({key, type});
+            } else if (key.ends_with("}:state")) {
+                names.insert(name);
+            }
+        }
+    } while (cursor != "0");
+}
+
+std::string plural(std::size_t count, std::string_view one, std::string_view many) {
+    return fmt::format("{} {}", count, count == 1 ? one : many);
+}
+
+} // namespace
+
+Finding check_own_keys(Connection& connection, const std::string& prefix) {
+    Finding finding("keys");
+    std::set<std::string> names;
+    std::vector<ForeignKey> foreign;
+    long long keys = 0;
+    connection.for_each_primary([&] { scan_node(connection, prefix, names, foreign, keys); });
+
+    std::vector<SemaphoreSummary> summaries;
+    if (foreign.empty()) {
+        summaries = list_semaphores(connection, prefix);
+    } else {
+        for (const std::string& name : names) {
+            try {
+                summaries.push_back(summarize(connection, prefix, name));
+            } catch (const ConflictError&) {
+                // a foreign key of this semaphore: reported below
+            }
+        }
+    }
+    std::vector<std::string> abandoned;
+    std::vector<std::string> fixes;
+    long long closed = 0;
+    for (const SemaphoreSummary& summary : summaries) {
+        if (summary.held == 0 && summary.waiting == 0 && summary.expired + summary.stale > 0) {
+            abandoned.push_back(summary.name);
+        }
+        closed += summary.admission.closed() ? 1 : 0;
+    }
+
+    std::vector<std::string> notes{fmt::format(
+        "{} under '{}:' ({})", plural(names.size(), "semaphore", "semaphores"), printable(prefix),
+        plural(static_cast<std::size_t>(keys), "key", "keys"))};
+    if (closed > 0) {
+        notes.push_back(fmt::format("admission closed after a possible loss of data in {} "
+                                    "(see redsem status)",
+                                    closed));
+    }
+    if (!abandoned.empty()) {
+        finding.verdict = Verdict::warn;
+        notes.push_back(fmt::format("{} abandoned: only dead holders or waiters left, and their "
+                                    "keys never expire until they are cleaned (first: '{}')",
+                                    abandoned.size(), printable(abandoned.front())));
+        fixes.emplace_back("run redsem gc (from cron)");
+    }
+    if (!foreign.empty()) {
+        finding.verdict = Verdict::warn;
+        notes.push_back(fmt::format(
+            "{} at redsem's names that redsem did not write (first: '{}', a {}): a semaphore "
+            "whose key holds another type is refused (65)",
+            plural(foreign.size(), "key", "keys"), printable(foreign.front().key, 100),
+            foreign.front().type));
+        fixes.emplace_back("give redsem a prefix of its own (--prefix), or remove those keys");
+    }
+    finding.found = fmt::format("{}", fmt::join(notes, "; "));
+    finding.fix = fmt::format("{}", fmt::join(fixes, "; "));
+    return finding;
+}
+
+} // namespace redsem::doctor
