@@ -35,6 +35,7 @@ _redsem_all_opts() {
         log) opts+=' --since --until --json -f --follow' ;;
         gc) opts+=' --dry-run --json' ;;
         limit) opts+=' --history --json' ;;
+        doctor) opts+=' --json' ;;
     esac
     printf '%s' "$opts"
 }
@@ -217,6 +218,7 @@ _redsem() {
                 fi
                 ;;
             status | gc | log) mode=names ;;
+            doctor) ;; # takes no NAME
         esac
     fi
 
@@ -228,7 +230,7 @@ _redsem() {
 
     case $mode in
         subcommands)
-            for w in acquire release renew run status limit log gc; do
+            for w in acquire release renew run status limit log gc doctor; do
                 [[ $w == "$cur"* ]] && cands+=("$w")
             done
             ;;

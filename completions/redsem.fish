@@ -209,6 +209,7 @@ complete -c redsem -n __redsem_use_subcommand -a status -d 'Show holders and wai
 complete -c redsem -n __redsem_use_subcommand -a limit -d 'Show or change how many may hold NAME'
 complete -c redsem -n __redsem_use_subcommand -a log -d 'Show who held and waited, when, and for how long'
 complete -c redsem -n __redsem_use_subcommand -a gc -d 'Remove expired holders and dead waiters'
+complete -c redsem -n __redsem_use_subcommand -a doctor -d 'Check whether a Redis is safe for redsem'
 
 # Global options (before or after the subcommand)
 complete -c redsem -n __redsem_options_ok -s h -l help -d 'Print help and exit'
@@ -259,6 +260,9 @@ complete -c redsem -n '__redsem_seen_subcommand_from log' -l json -d 'One JSON o
 complete -c redsem -n '__redsem_seen_subcommand_from log' -s f -l follow -d 'Print new events as they happen'
 complete -c redsem -n '__redsem_seen_subcommand_from gc' -l dry-run -d 'Show what would be removed; change nothing'
 complete -c redsem -n '__redsem_seen_subcommand_from gc' -l json -d 'Print JSON'
+
+# doctor (takes no NAME)
+complete -c redsem -n '__redsem_seen_subcommand_from doctor' -l json -d 'Print JSON'
 
 # NAME positionals, read live from Redis
 complete -c redsem -n '__redsem_wants_name; and not __redsem_in_command' -a '(__redsem_names)' -d Semaphore

@@ -23,8 +23,10 @@ struct ServerFacts {
 
 // Whether the user may run every command redsem needs on the server commands without a key
 // go to, asked by redis.acl_check_cmd in a script (Redis 7; the probe itself runs nothing).
-Finding check_permissions(Connection& connection, const ServerFacts& facts,
-                          const std::string& prefix);
+// One finding per kind of gap (keys, needed commands, features, INFO), or one "ok"; the fixes
+// name `user`.
+std::vector<Finding> check_permissions(Connection& connection, const ServerFacts& facts,
+                                       const std::string& prefix, const std::string& user);
 
 // redsem's keys under `prefix` on every primary: how many semaphores, which are abandoned
 // (only dead holders and waiters left), and keys at redsem's names that are not redsem's.

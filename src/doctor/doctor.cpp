@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <type_traits>
 
 namespace redsem {
 
@@ -92,7 +93,10 @@ std::optional<std::string> config(Connection& connection, const std::string& par
 
 // Why INFO told nothing, for "unknown" findings.
 std::string info_refused(const ServerFacts& facts) {
-    return fmt::format("INFO refused ({})", printable(facts.refusal, 80));
+    if (facts.refusal.rfind("NOPERM", 0) == 0) {
+        return "INFO refused (NOPERM)";
+    }
+    return fmt::format("INFO unavailable ({})", printable(facts.refusal, 80));
 }
 
 ServerFacts gather(Connection& connection, int db) {
@@ -213,6 +217,21 @@ bool loopback(const std::string& host) {
     return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+// Whether everything `url` talks to is on this machine: a Unix socket, or loopback addresses
+// (the sentinels' too; the master they name is checked by what they say).
+bool on_this_machine(const RedisUrl& url) {
+    switch (url.kind) {
+    case RedisUrl::Kind::unix_socket:
+        return true;
+    case RedisUrl::Kind::tcp:
+        return loopback(url.host);
+    case RedisUrl::Kind::sentinel:
+        return std::all_of(url.sentinels.begin(), url.sentinels.end(),
+                           [](const Endpoint& sentinel) { return loopback(sentinel.host); });
+    }
+    return false;
+}
+
 Finding check_tls(const ConnectOptions& options) {
     Finding finding("tls");
     const RedisUrl& url = options.url;
@@ -231,15 +250,7 @@ Finding check_tls(const ConnectOptions& options) {
         }
         return finding;
     }
-    std::vector<std::string> hosts;
-    if (url.kind == RedisUrl::Kind::sentinel) {
-        for (const Endpoint& sentinel : url.sentinels) {
-            hosts.push_back(sentinel.host);
-        }
-    } else {
-        hosts.push_back(url.host);
-    }
-    if (std::all_of(hosts.begin(), hosts.end(), loopback)) {
+    if (on_this_machine(url)) {
         finding.found = "plain TCP on the loopback interface";
         return finding;
     }
@@ -253,16 +264,18 @@ Finding check_user(Connection& connection, const ConnectOptions& options) {
     Finding finding("acl user");
     const Reply whoami = connection.command(std::vector<std::string>{"ACL", "WHOAMI"});
     const std::string user = whoami.is_error() ? "" : whoami.as_string();
-    const bool password = options.url.password.has_value();
     const RedisUrl& url = options.url;
-    const bool local = url.kind == RedisUrl::Kind::unix_socket ||
-                       (url.kind == RedisUrl::Kind::tcp && loopback(url.host));
-    finding.found = user.empty() ? fmt::format("unknown (ACL WHOAMI refused: {})",
-                                               printable(whoami.text, 80))
-                                 : fmt::format("'{}'", printable(user));
+    const bool password = url.password.has_value();
+    if (!user.empty()) {
+        finding.found = fmt::format("'{}'", printable(user));
+    } else if (url.user) {
+        finding.found = fmt::format("'{}' (the URL's; ACL WHOAMI refused)", printable(*url.user));
+    } else {
+        finding.found = fmt::format("unknown (ACL WHOAMI refused: {})", printable(whoami.text, 80));
+    }
     if (!password) {
         finding.found += ", logged in without a password";
-        if (!local) {
+        if (!on_this_machine(url)) {
             finding.verdict = Verdict::warn;
             finding.found += ": anyone who reaches the server may take and release slots";
             finding.fix = "give the server a password (requirepass, or an ACL user)";
@@ -328,10 +341,10 @@ Finding check_persistence(Connection& connection, const ServerFacts& facts,
     bool loses_nothing = false;
     if (!aof) {
         finding.verdict = Verdict::warn;
-        finding.found = fmt::format("unknown ({} and CONFIG refused): a restart may lose "
+        finding.found = fmt::format("unknown ({}, CONFIG refused): a restart may lose "
                                     "leases; redsem notices it and admits nobody for the "
                                     "loss grace (60s)",
-                                    facts.info.empty() ? info_refused(facts) : "INFO");
+                                    info_refused(facts));
     } else if (*aof) {
         if (!fsync) {
             finding.found = "AOF on (appendfsync unknown: CONFIG refused): a crash may lose the "
@@ -379,7 +392,7 @@ Finding check_replication(Connection& connection, const ServerFacts& facts,
         const Reply acked = connection.command(std::vector<std::string>{"WAIT", "0", "100"});
         if (acked.type != Reply::Type::integer) {
             finding.verdict = Verdict::warn;
-            finding.found = fmt::format("unknown ({}; WAIT refused)", info_refused(facts));
+            finding.found = fmt::format("unknown ({}, WAIT refused)", info_refused(facts));
             return finding;
         }
         online = acked.integer;
@@ -487,7 +500,13 @@ template <typename Check>
 void attempt(std::vector<Finding>& findings, std::string_view check, const std::string& node,
              Check run) {
     try {
-        findings.push_back(run());
+        if constexpr (std::is_same_v<decltype(run()), Finding>) {
+            findings.push_back(run());
+        } else {
+            for (Finding& finding : run()) {
+                findings.push_back(std::move(finding));
+            }
+        }
     } catch (const UnavailableError&) {
         throw;
     } catch (const Error& error) {
@@ -508,18 +527,22 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
     const ConnectOptions& options = connection.options();
     try {
         connection.connect();
-    } catch (const DeniedError& error) {
-        report.reach = DoctorReport::Reach::denied;
-        findings.emplace_back("reachable", "", Verdict::unsafe, error.what(),
-                              "check the user and password");
-        return report;
     } catch (const UnavailableError& error) {
         report.reach = DoctorReport::Reach::unreachable;
         findings.emplace_back("reachable", "", Verdict::unsafe, error.what());
         return report;
+    } catch (const Error& error) {
+        if (error.exit_code() != static_cast<int>(ExitCode::denied)) {
+            throw; // a database the server does not have: a usage error
+        }
+        report.reach = DoctorReport::Reach::denied;
+        findings.emplace_back("reachable", "", Verdict::unsafe, error.what(),
+                              "check the user name and the password");
+        return report;
     }
     try {
         findings.emplace_back("reachable", "", Verdict::ok, connection.server());
+        const std::string user = options.url.user.value_or("default");
         std::vector<ServerFacts> nodes;
         std::vector<Finding> per_node;
         const bool failover = options.url.kind == RedisUrl::Kind::sentinel;
@@ -528,7 +551,7 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
             const ServerFacts& facts = nodes.back();
             attempt(per_node, "version", facts.node, [&] { return check_version(facts); });
             attempt(per_node, "permissions", facts.node,
-                    [&] { return check_permissions(connection, facts, settings.prefix); });
+                    [&] { return check_permissions(connection, facts, settings.prefix, user); });
             attempt(per_node, "eviction", facts.node, [&] { return check_eviction(facts); });
             attempt(per_node, "persistence", facts.node,
                     [&] { return check_persistence(connection, facts, settings); });

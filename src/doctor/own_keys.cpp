@@ -1,8 +1,10 @@
 #include "doctor/checks.hpp"
 
 #include "semaphore/inspect.hpp"
+#include "util/duration.hpp"
 #include "util/name.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <map>
@@ -113,20 +115,25 @@ Finding check_own_keys(Connection& connection, const std::string& prefix) {
     std::vector<std::string> abandoned;
     std::vector<std::string> fixes;
     long long closed = 0;
+    long long opens_in_ms = 0;
     for (const SemaphoreSummary& summary : summaries) {
         if (summary.held == 0 && summary.waiting == 0 && summary.expired + summary.stale > 0) {
             abandoned.push_back(summary.name);
         }
-        closed += summary.admission.closed() ? 1 : 0;
+        if (summary.admission.closed()) {
+            ++closed;
+            opens_in_ms = std::max(opens_in_ms, summary.admission.opens_at_ms -
+                                                    summary.admission.server_now_ms);
+        }
     }
 
     std::vector<std::string> notes{fmt::format(
         "{} under '{}:' ({})", plural(names.size(), "semaphore", "semaphores"), printable(prefix),
         plural(static_cast<std::size_t>(keys), "key", "keys"))};
     if (closed > 0) {
-        notes.push_back(fmt::format("admission closed after a possible loss of data in {} "
-                                    "(see redsem status)",
-                                    closed));
+        notes.push_back(fmt::format("admission closed after a possible loss of data in {} of "
+                                    "them, for up to {} more (redsem status says why)",
+                                    closed, format_duration(Milliseconds{opens_in_ms})));
     }
     if (!abandoned.empty()) {
         finding.verdict = Verdict::warn;

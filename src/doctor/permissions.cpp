@@ -1,5 +1,6 @@
 #include "doctor/checks.hpp"
 
+#include "util/errors.hpp"
 #include "util/name.hpp"
 
 #include <algorithm>
@@ -86,7 +87,7 @@ const std::vector<Probe>& probes() {
         {Need::feature, {"xadd", "K", "*", "f", "v"}, "the history is not written"},
         {Need::feature, {"xtrim", "K", "MAXLEN", "1"}, "the history is not written"},
         {Need::feature, {"xrange", "K", "-", "+"}, "redsem log cannot read the history"},
-        {Need::feature, {"xrevrange", "K", "+", "-"}, "redsem status cannot show the history"},
+        {Need::feature, {"xrevrange", "K", "+", "-"}, "redsem status --watch cannot follow the history"},
         {Need::feature, {"xread", "STREAMS", "K", "0"}, "redsem log --follow fails (77)"},
         {Need::feature, {"wait", "0", "0"}, "--replicas fails (77)"},
         {Need::info, {"info", "server"}},
@@ -112,41 +113,66 @@ std::string joined(const std::vector<std::string>& items, std::string_view separ
 
 } // namespace
 
-Finding check_permissions(Connection& connection, const ServerFacts& facts,
-                          const std::string& prefix) {
-    Finding finding("permissions", facts.node);
+std::vector<Finding> check_permissions(Connection& connection, const ServerFacts& facts,
+                                       const std::string& prefix, const std::string& user) {
     const std::string key = fmt::format("{}:{{redsem-doctor}}:probe", prefix);
+    // Each probe as redsem sends it, on a key under the prefix; then each command that takes
+    // a key alone, which tells a missing command from keys out of the user's reach.
     std::vector<std::string> eval{"EVAL", k_probe_script, "0"};
-    for (const Probe& probe : probes()) {
-        eval.push_back(std::to_string(probe.words.size()));
-        for (const std::string& word : probe.words) {
+    std::vector<std::size_t> keyed;
+    for (std::size_t i = 0; i < probes().size(); ++i) {
+        const std::vector<std::string>& words = probes()[i].words;
+        eval.push_back(std::to_string(words.size()));
+        for (const std::string& word : words) {
             eval.push_back(word == "K" ? key : word);
         }
+        if (std::find(words.begin(), words.end(), "K") != words.end()) {
+            keyed.push_back(i);
+        }
+    }
+    for (const std::size_t i : keyed) {
+        eval.push_back("1");
+        eval.push_back(probes()[i].words.front());
     }
     const Reply reply = connection.command(eval);
     if (reply.is_error()) {
-        finding.verdict = Verdict::unsafe;
-        finding.found = fmt::format("this user cannot run redsem's scripts: {}",
-                                    printable(reply.text, 200));
-        finding.fix = "add +eval +evalsha (README, \"Least privilege\")";
-        return finding;
+        return {Finding("permissions", facts.node, Verdict::unsafe,
+                        fmt::format("this user cannot run redsem's scripts: {}",
+                                    printable(reply.text, 200)),
+                        fmt::format("ACL SETUSER {} +eval +evalsha (README, \"Least privilege\")",
+                                    printable(user)))};
     }
     if (reply.is_nil()) {
-        finding.verdict = Verdict::warn;
-        finding.found = "unknown: this Redis has no redis.acl_check_cmd (Redis 7 has), so "
-                        "permissions cannot be checked without running the commands";
-        finding.fix = "compare the user's rules with README, \"Least privilege\"";
-        return finding;
+        return {Finding("permissions", facts.node, Verdict::warn,
+                        "unknown: this Redis has no redis.acl_check_cmd (Redis 7 has), so "
+                        "permissions cannot be checked without running the commands",
+                        "compare the user's rules with README, \"Least privilege\"")};
     }
-    const std::vector<Reply>& allowed = reply.as_array();
+    const std::vector<Reply>& replies = reply.as_array();
+    if (replies.size() != probes().size() + keyed.size()) {
+        throw InternalError(fmt::format("the permission probe answered {} times for {} commands",
+                                        replies.size(), probes().size() + keyed.size()));
+    }
+    std::vector<long long> allowed;
+    for (std::size_t i = 0; i < probes().size(); ++i) {
+        allowed.push_back(replies[i].as_integer());
+    }
+    // A command allowed alone but not on redsem's keys: the keys are what is missing.
+    bool keys_denied = false;
+    for (std::size_t k = 0; k < keyed.size(); ++k) {
+        if (allowed[keyed[k]] == 0 && replies[probes().size() + k].as_integer() == 1) {
+            keys_denied = true;
+            allowed[keyed[k]] = 1;
+        }
+    }
     std::vector<std::string> missing;
     std::vector<std::string> renamed;
     std::vector<std::string> lost_features;
     std::vector<std::string> feature_rules;
     bool info_allowed = true;
-    for (std::size_t i = 0; i < probes().size() && i < allowed.size(); ++i) {
+    for (std::size_t i = 0; i < probes().size(); ++i) {
         const Probe& probe = probes()[i];
-        const long long verdict = allowed[i].as_integer();
+        const long long verdict = allowed[i];
         if (verdict == 1) {
             continue;
         }
@@ -180,50 +206,57 @@ Finding check_permissions(Connection& connection, const ServerFacts& facts,
     }
     if (info_allowed) {
         // MULTI and EXEC prove the epoch only where INFO is refused.
-        std::erase_if(missing, [](const std::string& rule) {
+        const auto proves_epoch = [](const std::string& rule) {
             return rule == "+multi" || rule == "+exec";
-        });
+        };
+        std::erase_if(missing, proves_epoch);
+        std::erase_if(renamed, proves_epoch);
     }
 
-    std::vector<std::string> notes;
+    std::vector<Finding> findings;
+    const std::string setuser = fmt::format("ACL SETUSER {}", printable(user));
+    if (keys_denied) {
+        findings.emplace_back("permissions", facts.node, Verdict::unsafe,
+                              fmt::format("this user may not use the keys '{}:*', where redsem "
+                                          "keeps its semaphores: every call exits 77",
+                                          printable(prefix)),
+                              fmt::format("{} ~{}:*", setuser, printable(prefix)));
+    }
     if (!missing.empty()) {
-        finding.verdict = Verdict::unsafe;
-        notes.push_back(fmt::format("this user may not run {} (on keys '{}:*'), which redsem "
-                                    "needs: those calls exit 77",
-                                    joined(missing, " "), printable(prefix)));
-        finding.fix = fmt::format("ACL SETUSER <user> {} ~{}:*", joined(missing, " "),
-                                  printable(prefix));
+        findings.emplace_back("permissions", facts.node, Verdict::unsafe,
+                              fmt::format("this user may not run {}, which redsem needs: those "
+                                          "calls exit 77",
+                                          joined(missing, " ")),
+                              fmt::format("{} {}", setuser, joined(missing, " ")));
     }
     if (!renamed.empty()) {
-        finding.verdict = Verdict::unsafe;
-        notes.push_back(fmt::format("this server knows no {} (renamed or disabled?), which redsem "
-                                    "needs",
-                                    joined(renamed, " ")));
-        if (finding.fix.empty()) {
-            finding.fix = "undo the rename-command of those commands";
-        }
+        findings.emplace_back("permissions", facts.node, Verdict::unsafe,
+                              fmt::format("this server knows no {} (renamed or disabled), which "
+                                          "redsem needs",
+                                          joined(renamed, " ")),
+                              "undo the rename-command of those commands");
+    }
+    if (findings.empty()) {
+        findings.emplace_back("permissions", facts.node, Verdict::ok,
+                              "this user may run every command redsem needs");
     }
     if (!lost_features.empty()) {
-        finding.verdict = std::max(finding.verdict, Verdict::warn);
-        notes.push_back(fmt::format("without {}: {}", joined(feature_rules, " "),
-                                    joined(lost_features, "; ")));
-        if (finding.fix.empty()) {
-            finding.fix = fmt::format("add {} for those features", joined(feature_rules, " "));
-        }
+        findings.emplace_back("permissions", facts.node, Verdict::warn,
+                              fmt::format("without {}: {}", joined(feature_rules, " "),
+                                          joined(lost_features, "; ")),
+                              fmt::format("{} {} for those features", setuser,
+                                          joined(feature_rules, " ")));
     }
     if (!info_allowed) {
-        finding.verdict = std::max(finding.verdict, Verdict::warn);
-        notes.push_back("without +info (@dangerous), a restart is seen only at the first call "
-                        "after it, a failback to a node that still has redsem's marker script "
-                        "is not seen, and an allkeys-* eviction policy is not seen (README, "
-                        "\"Before the first run\")");
-        if (finding.fix.empty()) {
-            finding.fix = "add +info if the provider allows it";
-        }
+        findings.emplace_back(
+            "permissions", facts.node, Verdict::warn,
+            "without +info (@dangerous) redsem proves the server's identity by a script: a "
+            "restart is seen only at the first call after it, a failback to a node that still "
+            "has redsem's marker script is not seen, and neither is an allkeys-* eviction "
+            "policy (README, \"Before the first run\")",
+            fmt::format("{} +info, if the provider allows it", setuser));
     }
-    finding.found = notes.empty() ? "this user may run every command redsem needs"
-                                  : joined(notes, "; ");
-    return finding;
+    return findings;
 }
 
 } // namespace redsem::doctor

@@ -41,8 +41,10 @@ std::vector<Endpoint> SingleServer::primaries() {
         return {}; // cluster nodes talk TCP to each other
     }
     connect();
-    if (m_link.hello_field("mode") == "standalone") {
-        return {}; // asked without CLUSTER, which a user or the server may not allow
+    // Asked without CLUSTER, which a user or the server may not allow: a standalone server,
+    // or a sentinel (which `doctor` points out), holds no slot map.
+    if (const auto mode = m_link.hello_field("mode"); mode && *mode != "cluster") {
+        return {};
     }
     const Reply reply = m_link.exchange({"CLUSTER", "SLOTS"});
     if (reply.is_error()) {

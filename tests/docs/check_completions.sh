@@ -63,6 +63,9 @@ expect bash "redsem status --format p" "prometheus" "$(bash_complete redsem stat
 expect bash "redsem log --fo" "--follow" "$(bash_complete redsem log --fo)"
 expect bash "redsem --url URL log alpha " "beta" "$(bash_complete redsem --url "$url" log alpha '')"
 expect bash "redsem limit --hi" "--history" "$(bash_complete redsem limit --hi)"
+expect bash "redsem doc" "doctor" "$(bash_complete redsem doc)"
+expect bash "redsem doctor --j" "--json" "$(bash_complete redsem doctor --j)"
+expect bash "redsem --url URL doctor " "" "$(bash_complete redsem --url "$url" doctor '')"
 
 expect fish "redsem st" "status" "$(fish_complete 'redsem st')"
 expect fish "redsem li" "limit" "$(fish_complete 'redsem li')"
@@ -73,6 +76,9 @@ expect fish "redsem status -u URL " "alpha beta" "$(fish_complete "redsem status
 expect fish "redsem lo" "log" "$(fish_complete 'redsem lo')"
 expect fish "redsem status --format " "json prometheus table" "$(fish_complete 'redsem status --format ')"
 expect fish "redsem --url URL log " "alpha beta" "$(fish_complete "redsem --url $url log ")"
+expect fish "redsem doc" "doctor" "$(fish_complete 'redsem doc')"
+expect fish "redsem doctor --j" "--json" "$(fish_complete 'redsem doctor --j')"
+expect fish "redsem --url URL doctor " "" "$(fish_complete "redsem --url $url doctor ")"
 fish_acquire=$(fish_complete 'redsem acquire --')
 for option in --limit --ttl --wait --json --url --while-pid --on-lost --cacert --password-file --insecure; do
     echo "$fish_acquire" | grep -q -- "^$option" || { echo "FAIL fish: acquire -- lacks $option"; failures=$((failures + 1)); }
@@ -90,6 +96,10 @@ expect zsh "redsem lo" "log" "$(zsh_complete 'redsem lo')"
 expect zsh "redsem status --format " "json prometheus table" "$(zsh_complete 'redsem status --format ')"
 expect zsh "redsem log --si" "--since" "$(zsh_complete 'redsem log --si')"
 expect zsh "redsem limit x --hi" "--history" "$(zsh_complete 'redsem limit x --hi')"
+expect zsh "redsem doc" "doctor" "$(zsh_complete 'redsem doc')"
+expect zsh "redsem doctor --j" "--json" "$(zsh_complete 'redsem doctor --j')"
+# zsh lists the options on an empty word; doctor takes no NAME, so nothing else may come.
+expect zsh "redsem --url URL doctor (no options)" "" "$(zsh_complete "redsem --url $url doctor " | grep -v -- '^-')"
 
 # Redis down: no names, nothing on stderr, no hang.
 for shell in bash fish; do

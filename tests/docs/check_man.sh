@@ -18,7 +18,7 @@ if [ -n "$warnings" ]; then
     echo "man --warnings found:"; echo "$warnings"; status=1
 fi
 
-help_options=$(for sub in "" acquire release renew run status limit log gc; do
+help_options=$(for sub in "" acquire release renew run status limit log gc doctor; do
     "$redsem" $sub --help
 done | grep -o -- '--[a-z][a-z-]*' | sort -u)
 page_options=$(sed 's/\\-/-/g' "$page" | grep -o -- '--[a-z][a-z-]*' | sort -u)

@@ -329,24 +329,6 @@ TEST_CASE("a user without CLUSTER lists every semaphore of a plain server (statu
 
 namespace {
 
-// The rules of the README's "Least privilege" ACL SETUSER lines: [0] one server, [1] Cluster.
-std::vector<std::vector<std::string>> readme_acl_rules() {
-    std::istringstream readme(read_file(source_dir() + "/README.md"));
-    std::vector<std::vector<std::string>> lines;
-    const std::string start = "ACL SETUSER redsem on >PASSWORD ";
-    for (std::string line; std::getline(readme, line);) {
-        if (line.rfind(start, 0) != 0) {
-            continue;
-        }
-        std::istringstream words(line.substr(std::string("ACL SETUSER redsem ").size()));
-        std::vector<std::string> rules;
-        for (std::string word; words >> word;) {
-            rules.push_back(word == ">PASSWORD" ? ">redsem-pw" : word);
-        }
-        lines.push_back(rules);
-    }
-    return lines;
-}
 
 void set_user(Connection& admin, const std::vector<std::string>& rules) {
     std::vector<std::string> command{"ACL", "SETUSER", "redsem", "reset"};

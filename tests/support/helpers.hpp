@@ -256,4 +256,23 @@ private:
     std::vector<std::unique_ptr<Child>> m_loops;
 };
 
+// The rules of the README's "Least privilege" ACL SETUSER lines: [0] one server, [1] Cluster.
+inline std::vector<std::vector<std::string>> readme_acl_rules() {
+    std::istringstream readme(read_file(source_dir() + "/README.md"));
+    std::vector<std::vector<std::string>> lines;
+    const std::string start = "ACL SETUSER redsem on >PASSWORD ";
+    for (std::string line; std::getline(readme, line);) {
+        if (line.rfind(start, 0) != 0) {
+            continue;
+        }
+        std::istringstream words(line.substr(std::string("ACL SETUSER redsem ").size()));
+        std::vector<std::string> rules;
+        for (std::string word; words >> word;) {
+            rules.push_back(word == ">PASSWORD" ? ">redsem-pw" : word);
+        }
+        lines.push_back(rules);
+    }
+    return lines;
+}
+
 } // namespace redsem::test

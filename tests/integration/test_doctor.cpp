@@ -1,0 +1,407 @@
+// `redsem doctor` against real redis-server processes set up the ways teams run them: each
+// setup gets the verdicts it deserves, and the exit status follows the worst one. Findings are
+// read from --json; the text output is checked once for its shape.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+#include "support/redis_cluster.hpp"
+#include "support/sentinel_group.hpp"
+#include "support/tls_files.hpp"
+
+#include <set>
+#include <sstream>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int k_warnings = 1;     // ExitCode::warnings
+constexpr int k_unavailable = 69; // ExitCode::unavailable
+constexpr int k_denied = 77;      // ExitCode::denied
+constexpr int k_unsafe = 78;      // ExitCode::unsafe
+
+struct Diagnosis {
+    int exit_code = -1;
+    json report;
+    std::string err;
+
+    // The findings of `check`, in order.
+    std::vector<json> of(const std::string& check) const {
+        std::vector<json> found;
+        for (const json& finding : report.at("findings")) {
+            if (finding.at("check") == check) {
+                found.push_back(finding);
+            }
+        }
+        return found;
+    }
+    // The one finding of `check` (fails the test when there is not exactly one).
+    json one(const std::string& check) const {
+        const auto found = of(check);
+        INFO(report.dump(2));
+        REQUIRE(found.size() == 1);
+        return found.front();
+    }
+    std::string verdict(const std::string& check) const {
+        return one(check).at("verdict").get<std::string>();
+    }
+    std::string found(const std::string& check) const {
+        return one(check).at("found").get<std::string>();
+    }
+    bool any_unsafe() const { return report.at("verdict") == "unsafe"; }
+};
+
+Diagnosis doctor(const EnvChanges& env, std::vector<std::string> args = {}) {
+    args.insert(args.begin(), {"doctor", "--json"});
+    const ProcessResult result = run_redsem(args, env);
+    INFO("doctor said: " << result.out << result.err);
+    REQUIRE(result.out.size() > 0);
+    return Diagnosis{result.exit_code, json::parse(result.out), result.err};
+}
+
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+// The verdict of every finding of `check` (a cluster has one per primary).
+std::vector<std::string> verdicts(const Diagnosis& diagnosis, const std::string& check) {
+    std::vector<std::string> all;
+    for (const json& finding : diagnosis.of(check)) {
+        all.push_back(finding.at("verdict").get<std::string>());
+    }
+    return all;
+}
+
+RedisServer::Options with_args(std::vector<std::string> args, bool tcp = false) {
+    RedisServer::Options options;
+    options.extra_args = std::move(args);
+    options.tcp = tcp;
+    return options;
+}
+
+} // namespace
+
+TEST_CASE("doctor: a plain test server is ok but for persistence, and the text has one line "
+          "per finding") {
+    RedisServer server; // no persistence, no maxmemory, a Unix socket
+    const Diagnosis diagnosis = doctor(env_for(server));
+    INFO(diagnosis.report.dump(2));
+    CHECK(diagnosis.exit_code == k_warnings);
+    CHECK(diagnosis.report.at("verdict") == "warn");
+    for (const char* check :
+         {"reachable", "version", "mode", "tls", "acl user", "permissions", "eviction",
+          "replication", "clock", "keys"}) {
+        CHECK(diagnosis.verdict(check) == "ok");
+    }
+    CHECK(diagnosis.verdict("persistence") == "warn");
+    CHECK(contains(diagnosis.found("persistence"), "none"));
+    CHECK(contains(diagnosis.found("mode"), "standalone master"));
+    CHECK(contains(diagnosis.found("tls"), "Unix socket"));
+    CHECK(diagnosis.one("persistence").at("fix").is_string());
+    CHECK(diagnosis.one("mode").at("fix").is_null());
+
+    const ProcessResult text = run_redsem({"doctor"}, env_for(server));
+    CHECK(text.exit_code == k_warnings);
+    std::istringstream lines(text.out);
+    std::vector<std::string> all;
+    for (std::string line; std::getline(lines, line);) {
+        all.push_back(line);
+    }
+    REQUIRE(all.size() == diagnosis.report.at("findings").size() + 1);
+    for (std::size_t i = 0; i + 1 < all.size(); ++i) {
+        const std::string verdict = all[i].substr(0, all[i].find(' '));
+        CHECK(verdict == diagnosis.report.at("findings")[i].at("verdict"));
+    }
+    CHECK(contains(all.back(), "0 unsafe, 1 warning"));
+}
+
+TEST_CASE("doctor: persistence, and what it means for REDSEM_LOSS_GRACE=0") {
+    SECTION("AOF with appendfsync always loses nothing: all ok, exit 0") {
+        RedisServer server(with_args({"--appendonly", "yes", "--appendfsync", "always"}));
+        const Diagnosis plain = doctor(env_for(server));
+        INFO(plain.report.dump(2));
+        CHECK(plain.verdict("persistence") == "ok");
+        CHECK(contains(plain.found("persistence"), "appendfsync always"));
+        CHECK(plain.exit_code == 0);
+        EnvChanges env = env_for(server);
+        env["REDSEM_LOSS_GRACE"] = "0";
+        CHECK(doctor(env).verdict("persistence") == "ok");
+    }
+    SECTION("AOF everysec is ok, but not with REDSEM_LOSS_GRACE=0") {
+        RedisServer server(with_args({"--appendonly", "yes", "--appendfsync", "everysec"}));
+        CHECK(doctor(env_for(server)).verdict("persistence") == "ok");
+        EnvChanges env = env_for(server);
+        env["REDSEM_LOSS_GRACE"] = "0";
+        const Diagnosis risky = doctor(env);
+        CHECK(risky.verdict("persistence") == "warn");
+        CHECK(contains(risky.found("persistence"), "REDSEM_LOSS_GRACE=0"));
+    }
+    SECTION("RDB snapshots only") {
+        RedisServer server(with_args({"--save", "3600 1"}));
+        const Diagnosis diagnosis = doctor(env_for(server));
+        CHECK(diagnosis.verdict("persistence") == "warn");
+        CHECK(contains(diagnosis.found("persistence"), "RDB snapshots only"));
+    }
+}
+
+TEST_CASE("doctor: eviction policies") {
+    SECTION("allkeys-lru with a maxmemory is unsafe, and names the fix") {
+        RedisServer server(
+            with_args({"--maxmemory", "100mb", "--maxmemory-policy", "allkeys-lru"}));
+        const Diagnosis diagnosis = doctor(env_for(server));
+        INFO(diagnosis.report.dump(2));
+        CHECK(diagnosis.exit_code == k_unsafe);
+        CHECK(diagnosis.verdict("eviction") == "unsafe");
+        CHECK(contains(diagnosis.found("eviction"), "allkeys-lru"));
+        CHECK(contains(diagnosis.one("eviction").at("fix").get<std::string>(), "volatile-lru"));
+        // What doctor calls unsafe, acquire refuses.
+        EnvChanges env = env_for(server);
+        env["REDSEM_LOSS_GRACE"] = "0";
+        CHECK(run_redsem({"acquire", "e", "-w", "0"}, env).exit_code == k_unavailable);
+    }
+    SECTION("allkeys-random without a maxmemory evicts nothing") {
+        RedisServer server(with_args({"--maxmemory-policy", "allkeys-random"}));
+        CHECK(doctor(env_for(server)).verdict("eviction") == "ok");
+    }
+    SECTION("volatile-lru is safe: a semaphore in use has no expiry") {
+        RedisServer server(
+            with_args({"--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru"}));
+        const Diagnosis diagnosis = doctor(env_for(server));
+        CHECK(diagnosis.verdict("eviction") == "ok");
+        CHECK(contains(diagnosis.found("eviction"), "volatile-lru"));
+    }
+    SECTION("noeviction, full: a warning") {
+        RedisServer server(with_args({"--maxmemory", "3mb", "--maxmemory-policy", "noeviction"}));
+        CHECK(doctor(env_for(server)).verdict("eviction") == "ok");
+        Connection admin = server.admin();
+        const std::string value(20 * 1024, 'x');
+        for (int i = 0; i < 600; ++i) {
+            if (admin.command(std::vector<std::string>{"SET", "cache:" + std::to_string(i), value})
+                    .is_error()) {
+                break; // OOM: full
+            }
+        }
+        const Diagnosis full = doctor(env_for(server));
+        CHECK(full.verdict("eviction") == "warn");
+        CHECK(contains(full.found("eviction"), "nearly full"));
+    }
+}
+
+TEST_CASE("doctor: a replica given by mistake is unsafe; its master counts it") {
+    RedisServer master(with_args({}, true));
+    RedisServer replica;
+    Connection replica_admin = replica.admin();
+    replica_admin.call({"REPLICAOF", "127.0.0.1", std::to_string(master.port())});
+    Connection master_admin = master.admin();
+    REQUIRE(wait_until(
+        [&] {
+            return info_field(replica_admin, "replication", "master_link_status") == "up" &&
+                   info_field(master_admin, "replication", "connected_slaves") == "1";
+        },
+        20s));
+
+    const Diagnosis at_replica = doctor(env_for(replica));
+    INFO(at_replica.report.dump(2));
+    CHECK(at_replica.exit_code == k_unsafe);
+    CHECK(at_replica.verdict("mode") == "unsafe");
+    CHECK(contains(at_replica.found("mode"), "replica of 127.0.0.1:" +
+                                                 std::to_string(master.port())));
+
+    const Diagnosis at_master = doctor(env_for(master));
+    INFO(at_master.report.dump(2));
+    CHECK(at_master.verdict("mode") == "ok");
+    CHECK(contains(at_master.found("replication"), "1 replica online"));
+    CHECK(contains(at_master.found("replication"), "new master has 0"));
+    EnvChanges wants_two = env_for(master);
+    wants_two["REDSEM_REPLICAS"] = "2";
+    const Diagnosis too_many = doctor(wants_two);
+    CHECK(too_many.verdict("replication") == "warn");
+    CHECK(contains(too_many.found("replication"), "REDSEM_REPLICAS=2"));
+}
+
+TEST_CASE("doctor: ACL users: the README's, one rule short, keys out of reach, no @dangerous") {
+    RedisServer server(with_args({}, true));
+    Connection admin = server.admin();
+    const auto as_user = [&](const std::vector<std::string>& rules) {
+        std::vector<std::string> command{"ACL", "SETUSER", "redsem", "reset"};
+        command.insert(command.end(), rules.begin(), rules.end());
+        admin.call(command);
+        return EnvChanges{{"REDSEM_URL", "redis://redsem@127.0.0.1:" + std::to_string(server.port())},
+                          {"REDSEM_PASSWORD", "redsem-pw"}};
+    };
+    const std::vector<std::string> readme = readme_acl_rules().at(0);
+
+    SECTION("the README's user: nothing unsafe; INFO's absence is a warning that says why") {
+        const Diagnosis diagnosis = doctor(as_user(readme));
+        INFO(diagnosis.report.dump(2));
+        CHECK(diagnosis.exit_code == k_warnings);
+        CHECK_FALSE(diagnosis.any_unsafe());
+        const auto permissions = verdicts(diagnosis, "permissions");
+        CHECK(permissions == std::vector<std::string>{"ok", "warn"});
+        CHECK(contains(diagnosis.of("permissions")[1].at("found").get<std::string>(), "+info"));
+        CHECK(diagnosis.verdict("eviction") == "warn");
+        CHECK(contains(diagnosis.found("eviction"), "unknown"));
+        CHECK(contains(diagnosis.found("acl user"), "redsem"));
+    }
+    SECTION("one needed rule taken away: unsafe, naming the rule") {
+        for (const std::string rule : {"+setbit", "+evalsha", "+zpopmin", "+blpop"}) {
+            std::vector<std::string> rules = readme;
+            std::erase(rules, rule);
+            REQUIRE(rules.size() + 1 == readme.size());
+            const Diagnosis diagnosis = doctor(as_user(rules));
+            INFO(rule << ": " << diagnosis.report.dump(2));
+            CHECK(diagnosis.exit_code == k_unsafe);
+            const json first = diagnosis.of("permissions").at(0);
+            CHECK(first.at("verdict") == "unsafe");
+            CHECK(contains(first.at("found").get<std::string>(), rule + ","));
+            CHECK(first.at("fix") == "ACL SETUSER redsem " + rule);
+        }
+    }
+    SECTION("a rule that only turns a feature off: a warning") {
+        std::vector<std::string> rules = readme;
+        std::erase(rules, "+wait");
+        const Diagnosis diagnosis = doctor(as_user(rules));
+        INFO(diagnosis.report.dump(2));
+        CHECK_FALSE(diagnosis.any_unsafe());
+        bool named = false;
+        for (const json& finding : diagnosis.of("permissions")) {
+            named = named || (finding.at("verdict") == "warn" &&
+                              contains(finding.at("found").get<std::string>(), "--replicas"));
+        }
+        CHECK(named);
+    }
+    SECTION("keys of another prefix only: unsafe, naming the key pattern") {
+        std::vector<std::string> rules = readme;
+        std::replace(rules.begin(), rules.end(), std::string("~redsem:*"), std::string("~app:*"));
+        const Diagnosis diagnosis = doctor(as_user(rules));
+        INFO(diagnosis.report.dump(2));
+        CHECK(diagnosis.exit_code == k_unsafe);
+        CHECK(diagnosis.of("permissions").at(0).at("fix") == "ACL SETUSER redsem ~redsem:*");
+    }
+    SECTION("+@all -@dangerous, as managed services hand out: nothing unsafe") {
+        const Diagnosis diagnosis =
+            doctor(as_user({"on", ">redsem-pw", "~redsem:*", "&*", "+@all", "-@dangerous"}));
+        INFO(diagnosis.report.dump(2));
+        CHECK_FALSE(diagnosis.any_unsafe());
+        CHECK(diagnosis.verdict("persistence") == "warn");
+        CHECK(contains(diagnosis.found("persistence"), "unknown"));
+    }
+}
+
+TEST_CASE("doctor: unreachable exits 69, a refused login 77, each with its finding") {
+    const int port = free_port();
+    const Diagnosis down = doctor({{"REDSEM_URL", "redis://127.0.0.1:" + std::to_string(port)}});
+    CHECK(down.exit_code == k_unavailable);
+    CHECK(down.verdict("reachable") == "unsafe");
+    CHECK(down.report.at("findings").size() == 1);
+
+    RedisServer::Options options = with_args({"--requirepass", "right-pw-5f3a"});
+    options.admin_password = "right-pw-5f3a";
+    RedisServer server(options);
+    const Diagnosis refused =
+        doctor({{"REDSEM_URL", server.socket_url()}, {"REDSEM_PASSWORD", "wrong-pw-91c2"}});
+    CHECK(refused.exit_code == k_denied);
+    CHECK(refused.verdict("reachable") == "unsafe");
+    CHECK_FALSE(contains(refused.report.dump(), "wrong-pw-91c2"));
+    CHECK_FALSE(contains(refused.err, "wrong-pw-91c2"));
+}
+
+TEST_CASE("doctor: commands renamed away (INFO, CONFIG) give unknowns, never an error") {
+    RedisServer::Options options =
+        with_args({"--rename-command", "INFO", "", "--rename-command", "CONFIG", ""});
+    options.new_data_set = true; // mark_in_use() needs INFO
+    RedisServer server(options);
+    const Diagnosis diagnosis = doctor(env_for(server));
+    INFO(diagnosis.report.dump(2) << diagnosis.err);
+    CHECK(diagnosis.exit_code == k_warnings);
+    CHECK(diagnosis.verdict("eviction") == "warn");
+    CHECK(contains(diagnosis.found("eviction"), "INFO unavailable"));
+    CHECK(diagnosis.verdict("version") == "ok"); // from HELLO
+}
+
+TEST_CASE("doctor: redsem's keys: abandoned semaphores and foreign keys are warnings") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Diagnosis empty = doctor(env_for(server));
+    CHECK(contains(empty.found("keys"), "0 semaphores"));
+
+    // A holder that died: its lease runs out, nobody cleans it.
+    const json held = acquire_json(server, {"dead", "--ttl", "1s"});
+    const long long deadline = held.at("deadline_ms").get<long long>();
+    REQUIRE(wait_until([&] { return server_time_ms(admin) > deadline + 10; }, 10s));
+    const Diagnosis abandoned = doctor(env_for(server));
+    INFO(abandoned.report.dump(2));
+    CHECK(abandoned.verdict("keys") == "warn");
+    CHECK(contains(abandoned.found("keys"), "1 abandoned"));
+    CHECK(contains(abandoned.one("keys").at("fix").get<std::string>(), "redsem gc"));
+    REQUIRE(run_redsem({"gc"}, env_for(server)).exit_code == 0);
+    CHECK(doctor(env_for(server)).verdict("keys") == "ok");
+
+    // Another application's key where redsem keeps a semaphore's state.
+    admin.call({"SET", "redsem:{web}:state", "not a hash"});
+    const Diagnosis foreign = doctor(env_for(server));
+    INFO(foreign.report.dump(2));
+    CHECK(foreign.verdict("keys") == "warn");
+    CHECK(contains(foreign.found("keys"), "redsem:{web}:state"));
+    CHECK(contains(foreign.found("keys"), "a string"));
+}
+
+TEST_CASE("doctor: through sentinels, and a sentinel given as the server",
+          "[sentinel]") {
+    SentinelGroup group;
+    const Diagnosis diagnosis = doctor({{"REDSEM_URL", group.url()}});
+    INFO(diagnosis.report.dump(2));
+    CHECK(diagnosis.verdict("mode") == "ok");
+    CHECK(contains(diagnosis.found("mode"), SentinelGroup::k_master_name));
+    CHECK(contains(diagnosis.found("replication"), "1 replica online"));
+
+    const std::string one_sentinel = "redis-sentinel://127.0.0.1:" +
+                                     std::to_string(group.sentinel_port(0)) + "#" +
+                                     SentinelGroup::k_master_name;
+    CHECK(doctor({{"REDSEM_URL", one_sentinel}}).verdict("mode") == "warn");
+
+    const Diagnosis sentinel_as_server = doctor(
+        {{"REDSEM_URL", "redis://127.0.0.1:" + std::to_string(group.sentinel_port(0))}});
+    INFO(sentinel_as_server.report.dump(2));
+    CHECK(sentinel_as_server.exit_code == k_unsafe);
+    CHECK(sentinel_as_server.verdict("mode") == "unsafe");
+}
+
+TEST_CASE("doctor: a Redis Cluster: its state, and each primary checked", "[cluster]") {
+    RedisCluster cluster;
+    const Diagnosis diagnosis = doctor({{"REDSEM_URL", cluster.url()}});
+    INFO(diagnosis.report.dump(2));
+    CHECK(contains(diagnosis.found("mode"), "16384 of 16384 slots served"));
+    CHECK(diagnosis.verdict("mode") == "ok");
+    const auto eviction = diagnosis.of("eviction");
+    REQUIRE(eviction.size() == cluster.primaries().size());
+    std::set<std::string> nodes;
+    for (const json& finding : eviction) {
+        nodes.insert(finding.at("node").get<std::string>());
+    }
+    CHECK(nodes.size() == eviction.size());
+    // Cluster nodes fail over: a primary without a replica is a warning.
+    CHECK(verdicts(diagnosis, "replication") ==
+          std::vector<std::string>(cluster.primaries().size(), "warn"));
+}
+
+TEST_CASE("doctor: TLS verified is ok, --insecure a warning", "[tls]") {
+    const TlsFiles files;
+    RedisServer::Options options;
+    options.port_options = {"--tls-port"};
+    options.extra_args = {"--tls-cert-file",    files.path("server.crt"),
+                          "--tls-key-file",     files.path("server.key"),
+                          "--tls-ca-cert-file", files.path("ca.crt"),
+                          "--tls-auth-clients", "no"};
+    RedisServer server(options);
+    const std::string url = "rediss://127.0.0.1:" + std::to_string(server.port_of("--tls-port"));
+    const Diagnosis verified = doctor({{"REDSEM_URL", url}, {"REDSEM_CACERT", files.path("ca.crt")}});
+    INFO(verified.report.dump(2));
+    CHECK(verified.verdict("tls") == "ok");
+    CHECK(contains(verified.found("tls"), "verified"));
+    const Diagnosis insecure = doctor({{"REDSEM_URL", url}}, {"--insecure"});
+    CHECK(insecure.verdict("tls") == "warn");
+}
