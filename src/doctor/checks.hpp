@@ -18,6 +18,8 @@ struct ServerFacts {
     ServerInfo info;     // INFO's (empty when INFO was refused)
     std::string refusal; // INFO's error reply, when it was refused
     bool cluster = false;
+    std::string cluster_state; // a cluster node: CLUSTER INFO's cluster_state
+    long long slots = -1;      // a cluster node: how many hash slots are served (-1: unknown)
     int db = 0;
 };
 

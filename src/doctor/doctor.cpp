@@ -99,6 +99,27 @@ std::string info_refused(const ServerFacts& facts) {
     return fmt::format("INFO unavailable ({})", printable(facts.refusal, 80));
 }
 
+// How many hash slots the cluster serves, and its state, by CLUSTER INFO, else CLUSTER SLOTS
+// (which the README's cluster user may run); -1 when neither answers.
+long long slots_served(Connection& connection, std::string& state) {
+    const Reply info = connection.command(std::vector<std::string>{"CLUSTER", "INFO"});
+    if (info.type == Reply::Type::string) {
+        const ServerInfo fields(info.text);
+        state = fields.get("cluster_state").value_or("unknown");
+        return fields.number("cluster_slots_ok").value_or(-1);
+    }
+    state = "unknown (CLUSTER INFO refused)";
+    const Reply slots = connection.command(std::vector<std::string>{"CLUSTER", "SLOTS"});
+    if (slots.type != Reply::Type::array) {
+        return -1;
+    }
+    long long served = 0;
+    for (const Reply& range : slots.elements) {
+        served += range.at(1).as_integer() - range.at(0).as_integer() + 1;
+    }
+    return served;
+}
+
 ServerFacts gather(Connection& connection, int db) {
     ServerFacts facts;
     facts.hello = hello_fields(connection);
@@ -110,6 +131,9 @@ ServerFacts gather(Connection& connection, int db) {
     }
     facts.cluster = facts.hello.get("mode") == "cluster" || facts.info.get("cluster_enabled") == "1";
     facts.node = facts.cluster ? connection.server() : "";
+    if (facts.cluster) {
+        facts.slots = slots_served(connection, facts.cluster_state);
+    }
     facts.db = db;
     return facts;
 }
@@ -141,24 +165,9 @@ Finding check_version(const ServerFacts& facts) {
     return finding;
 }
 
-// The cluster's state and slot coverage, by CLUSTER INFO, else by CLUSTER SLOTS.
-void judge_cluster(Connection& connection, Finding& finding) {
-    const Reply info = connection.command(std::vector<std::string>{"CLUSTER", "INFO"});
-    long long assigned = -1;
-    std::string state = "unknown (CLUSTER INFO refused)";
-    if (!info.is_error() && info.type == Reply::Type::string) {
-        const ServerInfo fields(info.text);
-        state = fields.get("cluster_state").value_or("unknown");
-        assigned = fields.number("cluster_slots_ok").value_or(-1);
-    } else {
-        const Reply slots = connection.command(std::vector<std::string>{"CLUSTER", "SLOTS"});
-        if (slots.type == Reply::Type::array) {
-            assigned = 0;
-            for (const Reply& range : slots.elements) {
-                assigned += range.at(1).as_integer() - range.at(0).as_integer() + 1;
-            }
-        }
-    }
+void judge_cluster(const ServerFacts& facts, Finding& finding) {
+    const std::string& state = facts.cluster_state;
+    const long long assigned = facts.slots;
     finding.found = fmt::format("a Redis Cluster, state {}, {} of {} slots served", state,
                                 assigned < 0 ? "?" : std::to_string(assigned), k_all_slots);
     if (state == "fail" || (assigned >= 0 && assigned < k_all_slots)) {
@@ -194,7 +203,7 @@ Finding check_mode(Connection& connection, const ServerFacts& facts, const Redis
         return finding;
     }
     if (mode == "cluster") {
-        judge_cluster(connection, finding);
+        judge_cluster(facts, finding);
         return finding;
     }
     if (url.kind == RedisUrl::Kind::sentinel) {
@@ -494,11 +503,19 @@ Finding check_clock(Connection& connection, const std::string& node) {
     return finding;
 }
 
+// Whether `error` says that the server cannot be reached or cannot serve now: down, cut off,
+// a failover under way, loading its data. (A refused command is a finding of its check.)
+bool unreachable(const Error& error) {
+    return error.exit_code() == static_cast<int>(ExitCode::unavailable) &&
+           error.transience() != Transience::permanent;
+}
+
 // Runs one check, turning a refusal or an unexpected reply into a finding of its own; an
-// unreachable server ends the report (examine()).
+// unreachable server ends the report (examine()), unless `several` servers are checked (a
+// cluster, one of whose nodes is down): then it is the check's finding too.
 template <typename Check>
 void attempt(std::vector<Finding>& findings, std::string_view check, const std::string& node,
-             Check run) {
+             Check run, bool several = false) {
     try {
         if constexpr (std::is_same_v<decltype(run()), Finding>) {
             findings.push_back(run());
@@ -507,9 +524,10 @@ void attempt(std::vector<Finding>& findings, std::string_view check, const std::
                 findings.push_back(std::move(finding));
             }
         }
-    } catch (const UnavailableError&) {
-        throw;
     } catch (const Error& error) {
+        if (unreachable(error) && !several) {
+            throw;
+        }
         findings.emplace_back(std::string(check), node, Verdict::warn,
                               fmt::format("cannot tell: {}", error.what()));
     }
@@ -527,11 +545,12 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
     const ConnectOptions& options = connection.options();
     try {
         connection.connect();
-    } catch (const UnavailableError& error) {
-        report.reach = DoctorReport::Reach::unreachable;
-        findings.emplace_back("reachable", "", Verdict::unsafe, error.what());
-        return report;
     } catch (const Error& error) {
+        if (unreachable(error)) {
+            report.reach = DoctorReport::Reach::unreachable;
+            findings.emplace_back("reachable", "", Verdict::unsafe, error.what());
+            return report;
+        }
         if (error.exit_code() != static_cast<int>(ExitCode::denied)) {
             throw; // a database the server does not have: a usage error
         }
@@ -546,22 +565,49 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
         std::vector<ServerFacts> nodes;
         std::vector<Finding> per_node;
         const bool failover = options.url.kind == RedisUrl::Kind::sentinel;
-        connection.for_each_primary([&] {
-            nodes.push_back(gather(connection, options.url.db));
-            const ServerFacts& facts = nodes.back();
-            attempt(per_node, "version", facts.node, [&] { return check_version(facts); });
-            attempt(per_node, "permissions", facts.node,
-                    [&] { return check_permissions(connection, facts, settings.prefix, user); });
-            attempt(per_node, "eviction", facts.node, [&] { return check_eviction(facts); });
-            attempt(per_node, "persistence", facts.node,
-                    [&] { return check_persistence(connection, facts, settings); });
-            attempt(per_node, "replication", facts.node, [&] {
+        std::vector<Finding> about_all; // mode, TLS, the user: asked of the first server
+        bool several = false;
+        connection.for_each_primary([&](const Endpoint* node) {
+            several = node != nullptr;
+            ServerFacts facts;
+            try {
+                facts = gather(connection, options.url.db);
+            } catch (const Error& error) {
+                if (!unreachable(error) || !several) {
+                    throw;
+                }
+                // A cluster node that is down: the others are still checked.
+                per_node.emplace_back("reachable", node->describe(), Verdict::unsafe,
+                                      error.what(), "bring the node back, or fail it over");
+                return;
+            }
+            nodes.push_back(facts);
+            if (nodes.size() == 1) {
+                attempt(
+                    about_all, "mode", "",
+                    [&] { return check_mode(connection, facts, options.url); }, several);
+                attempt(about_all, "tls", "", [&] { return check_tls(options); });
+                attempt(
+                    about_all, "acl user", "", [&] { return check_user(connection, options); },
+                    several);
+            }
+            const auto check = [&](std::string_view name, auto run) {
+                attempt(per_node, name, facts.node, run, several);
+            };
+            check("version", [&] { return check_version(facts); });
+            check("permissions",
+                  [&] { return check_permissions(connection, facts, settings.prefix, user); });
+            check("eviction", [&] { return check_eviction(facts); });
+            check("persistence", [&] { return check_persistence(connection, facts, settings); });
+            check("replication", [&] {
                 return check_replication(connection, facts, settings, failover || facts.cluster);
             });
-            attempt(per_node, "clock", facts.node,
-                    [&] { return check_clock(connection, facts.node); });
+            check("clock", [&] { return check_clock(connection, facts.node); });
         });
         report.target = connection.describe();
+        if (nodes.empty()) {
+            throw UnavailableError(fmt::format("no primary of {} answers", report.target));
+        }
         // Per-node findings grouped by check, each check's findings in the nodes' order.
         const auto add_per_node = [&](std::string_view check) {
             for (const Finding& finding : per_node) {
@@ -570,16 +616,19 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
                 }
             }
         };
+        add_per_node("reachable");
         add_per_node("version");
-        attempt(findings, "mode", "",
-                [&] { return check_mode(connection, nodes.front(), options.url); });
-        attempt(findings, "tls", "", [&] { return check_tls(options); });
-        attempt(findings, "acl user", "", [&] { return check_user(connection, options); });
+        findings.insert(findings.end(), about_all.begin(), about_all.end());
         for (const char* check : {"permissions", "eviction", "persistence", "replication", "clock"}) {
             add_per_node(check);
         }
-        attempt(findings, "keys", "", [&] { return check_own_keys(connection, settings.prefix); });
-    } catch (const UnavailableError& error) {
+        attempt(
+            findings, "keys", "", [&] { return check_own_keys(connection, settings.prefix); },
+            several);
+    } catch (const Error& error) {
+        if (!unreachable(error)) {
+            throw;
+        }
         report.reach = DoctorReport::Reach::unreachable;
         findings.emplace_back("reachable", "", Verdict::unsafe,
                               fmt::format("lost during the checks: {}", error.what()));

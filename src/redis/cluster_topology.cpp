@@ -92,8 +92,7 @@ std::vector<Endpoint> ClusterTopology::primaries() {
 }
 
 void ClusterTopology::pin(const Endpoint& node) {
-    m_home = node;
-    go_to(node);
+    m_home = node; // the next command about no key connects there (a node that is down fails it)
 }
 
 void ClusterTopology::refresh_slots() {

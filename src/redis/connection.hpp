@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "redis/command.hpp"
@@ -106,19 +107,29 @@ public:
 
     // Calls `visit` once for each primary that holds keys (one server, the master, or every
     // primary of a cluster); meanwhile the commands without a routing key go to that primary.
+    // A `visit` that takes a `const Endpoint*` is given the primary of a cluster, or null for
+    // the one server.
     template <typename Visit> void for_each_primary(Visit visit) {
         const std::vector<Endpoint> nodes = primaries();
         if (nodes.empty()) {
-            visit();
+            visit_primary(visit, nullptr);
             return;
         }
         for (const Endpoint& node : nodes) {
             pin(node);
-            visit();
+            visit_primary(visit, &node);
         }
     }
 
 private:
+    template <typename Visit> static void visit_primary(Visit& visit, const Endpoint* node) {
+        if constexpr (std::is_invocable_v<Visit&, const Endpoint*>) {
+            visit(node);
+        } else {
+            visit();
+        }
+    }
+
     // One command of a batch: the key it routes by (empty: no key) and its words; or, when
     // `atomic` is set, commands that run as one transaction (a batch of their own), whose
     // reply is EXEC's, or the first refusal that kept the transaction from running.

@@ -190,7 +190,7 @@ TEST_CASE("doctor: eviction policies") {
     }
 }
 
-TEST_CASE("doctor: a replica given by mistake is unsafe; its master counts it") {
+TEST_CASE("doctor: a replica given by mistake is unsafe, and its master counts it") {
     RedisServer master(with_args({}, true));
     RedisServer replica;
     Connection replica_admin = replica.admin();
@@ -404,4 +404,31 @@ TEST_CASE("doctor: TLS verified is ok, --insecure a warning", "[tls]") {
     CHECK(contains(verified.found("tls"), "verified"));
     const Diagnosis insecure = doctor({{"REDSEM_URL", url}}, {"--insecure"});
     CHECK(insecure.verdict("tls") == "warn");
+}
+
+TEST_CASE("doctor: a Redis Cluster with a primary down: unsafe, and the others still checked",
+          "[cluster]") {
+    RedisCluster cluster;
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    REQUIRE(primaries.size() == 3);
+    const std::size_t dead = primaries.back();
+    const std::size_t seed = primaries.front();
+    cluster.node(dead).kill();
+    Connection observer = cluster.node(seed).admin();
+    REQUIRE(wait_until(
+        [&] {
+            return contains(observer.call({"CLUSTER", "INFO"}).as_string(), "cluster_state:fail");
+        },
+        30s));
+
+    const Diagnosis diagnosis = doctor({{"REDSEM_URL", cluster.url(seed)}});
+    INFO(diagnosis.report.dump(2));
+    CHECK(diagnosis.exit_code == k_unsafe);
+    CHECK(diagnosis.verdict("mode") == "unsafe");
+    const auto reachable = diagnosis.of("reachable");
+    REQUIRE(reachable.size() == 2); // the seed, and the node that is down
+    CHECK(reachable[1].at("verdict") == "unsafe");
+    CHECK(reachable[1].at("node") ==
+          "127.0.0.1:" + std::to_string(cluster.node(dead).port()));
+    CHECK(diagnosis.of("eviction").size() == primaries.size() - 1);
 }
