@@ -25,6 +25,9 @@ if not state then
     return bad
 end
 local dry_run = ARGV[2] == '1'
+if dry_run then
+    call.state = nil -- changes nothing, not even the keys' expiry (finish() settles it)
+end
 local phase, position, budget = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local now = server_now(call)
 local removed = {}

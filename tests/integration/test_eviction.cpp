@@ -102,3 +102,33 @@ TEST_CASE("a held semaphore survives a volatile-lru Redis that evicts all around
             0);
     CHECK(admin.call({"PTTL", "redsem:{ev2}:state"}).as_integer() > 0);
 }
+
+TEST_CASE("a held semaphore that an older redsem gave an expiry is pinned anew by the next "
+          "call, and gc --dry-run changes nothing") {
+    RedisServer server;
+    Connection admin = server.admin();
+    REQUIRE(run_redsem({"acquire", "old", "--ttl", "5m", "-w", "0"}, env_for(server)).exit_code ==
+            0);
+    const std::vector<std::string> keys{"redsem:{old}:state", "redsem:{old}:holders",
+                                        "redsem:{old}:info", "redsem:{old}:slots"};
+    CHECK(admin.call({"PTTL", keys[0]}).as_integer() == -1); // pinned while held
+    // As redsem 0.1 left it: every key with an expiry, no pin.
+    admin.call({"HDEL", keys[0], "pinned"});
+    for (const std::string& key : keys) {
+        admin.call({"PEXPIRE", key, "86400000"});
+    }
+
+    REQUIRE(run_redsem({"gc", "--dry-run"}, env_for(server)).exit_code == 0);
+    for (const std::string& key : keys) {
+        INFO(key);
+        CHECK(admin.call({"PTTL", key}).as_integer() > 0);
+    }
+    CHECK(admin.call({"HEXISTS", keys[0], "pinned"}).as_integer() == 0);
+
+    REQUIRE(run_redsem({"gc"}, env_for(server)).exit_code == 0);
+    for (const std::string& key : keys) {
+        INFO(key);
+        CHECK(admin.call({"PTTL", key}).as_integer() == -1);
+    }
+    CHECK(admin.call({"HGET", keys[0], "pinned"}).as_string() == "1");
+}
