@@ -43,10 +43,9 @@ void print_text(const DoctorReport& report) {
     std::size_t warnings = 0;
     std::size_t unsafe = 0;
     for (const Finding& finding : report.findings) {
-        std::string line = fmt::format("{:<6}  {:<11}  {}{}", verdict_name(finding.verdict),
-                                       finding.check,
-                                       finding.node.empty() ? "" : finding.node + ": ",
-                                       finding.found);
+        std::string line =
+            fmt::format("{:<6}  {:<11}  {}{}", verdict_name(finding.verdict), finding.check,
+                        finding.node.empty() ? "" : finding.node + ": ", finding.found);
         if (!finding.fix.empty()) {
             line += fmt::format(". Fix: {}", finding.fix);
         }

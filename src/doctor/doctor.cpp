@@ -129,7 +129,8 @@ ServerFacts gather(Connection& connection, int db) {
     } else {
         facts.info = ServerInfo(info.as_string());
     }
-    facts.cluster = facts.hello.get("mode") == "cluster" || facts.info.get("cluster_enabled") == "1";
+    facts.cluster =
+        facts.hello.get("mode") == "cluster" || facts.info.get("cluster_enabled") == "1";
     facts.node = facts.cluster ? connection.server() : "";
     if (facts.cluster) {
         facts.slots = slots_served(connection, facts.cluster_state);
@@ -140,8 +141,8 @@ ServerFacts gather(Connection& connection, int db) {
 
 Finding check_version(const ServerFacts& facts) {
     Finding finding("version", facts.node);
-    const auto version = facts.hello.get("version").value_or(
-        facts.info.get("redis_version").value_or(""));
+    const auto version =
+        facts.hello.get("version").value_or(facts.info.get("redis_version").value_or(""));
     if (version.empty()) {
         finding.verdict = Verdict::warn;
         finding.found = "unknown: neither HELLO nor INFO answered";
@@ -152,7 +153,8 @@ Finding check_version(const ServerFacts& facts) {
     std::sscanf(version.c_str(), "%d.%d", &major, &minor);
     if (major < 6 || (major == 6 && minor < 2)) {
         finding.verdict = Verdict::unsafe;
-        finding.found = fmt::format("Redis {}: redsem needs Redis 6.2 or later", printable(version));
+        finding.found =
+            fmt::format("Redis {}: redsem needs Redis 6.2 or later", printable(version));
         finding.fix = "upgrade Redis";
     } else if (major == 6) {
         finding.found = fmt::format("Redis {} (supported; Redis 7 checks a user's permissions "
@@ -195,10 +197,9 @@ Finding check_mode(Connection& connection, const ServerFacts& facts, const Redis
         finding.verdict = Verdict::unsafe;
         finding.found = fmt::format(
             "a replica{}: it refuses redsem's writes, or loses them at its next sync",
-            facts.info.get("master_host")
-                ? fmt::format(" of {}:{}", *facts.info.get("master_host"),
-                              facts.info.get("master_port").value_or("?"))
-                : "");
+            facts.info.get("master_host") ? fmt::format(" of {}:{}", *facts.info.get("master_host"),
+                                                        facts.info.get("master_port").value_or("?"))
+                                          : "");
         finding.fix = "point redsem at the master, or at the sentinels (redis-sentinel://)";
         return finding;
     }
@@ -312,8 +313,8 @@ Finding check_eviction(const ServerFacts& facts) {
         return finding;
     }
     const double share = static_cast<double>(used) / static_cast<double>(maxmemory);
-    const std::string usage = fmt::format("maxmemory {}, {:.0f}% used, policy {}",
-                                          bytes(maxmemory), share * 100, policy);
+    const std::string usage =
+        fmt::format("maxmemory {}, {:.0f}% used, policy {}", bytes(maxmemory), share * 100, policy);
     if (policy.rfind("allkeys-", 0) == 0) {
         finding.verdict = Verdict::unsafe;
         finding.found = usage + ": Redis may evict a semaphore in use and let a second holder "
@@ -477,18 +478,19 @@ Finding check_clock(Connection& connection, const std::string& node) {
             continue;
         }
         best_trip = trip;
-        const long long server_ms = std::stoll(time.at(0).as_string()) * 1000 +
-                                    std::stoll(time.at(1).as_string()) / 1000;
-        const long long local_ms = std::chrono::duration_cast<Milliseconds>(
-                                       (sent_wall + trip / 2).time_since_epoch())
-                                       .count();
+        const long long server_ms =
+            std::stoll(time.at(0).as_string()) * 1000 + std::stoll(time.at(1).as_string()) / 1000;
+        const long long local_ms =
+            std::chrono::duration_cast<Milliseconds>((sent_wall + trip / 2).time_since_epoch())
+                .count();
         skew_ms = server_ms - local_ms;
     }
-    finding.found = fmt::format("round trip {:.2f} ms; the server's clock is {} this machine's",
-                                std::chrono::duration<double, std::milli>(best_trip).count(),
-                                std::llabs(skew_ms) < 5 ? "within 5 ms of"
-                                         : fmt::format("{} ms {}", std::llabs(skew_ms),
-                                                       skew_ms > 0 ? "ahead of" : "behind"));
+    finding.found =
+        fmt::format("round trip {:.2f} ms; the server's clock is {} this machine's",
+                    std::chrono::duration<double, std::milli>(best_trip).count(),
+                    std::llabs(skew_ms) < 5 ? "within 5 ms of"
+                                            : fmt::format("{} ms {}", std::llabs(skew_ms),
+                                                          skew_ms > 0 ? "ahead of" : "behind"));
     if (best_trip > k_slow_round_trip) {
         finding.verdict = Verdict::warn;
         finding.found += "; a slow round trip leaves a short --ttl little room";
@@ -577,8 +579,8 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
                     throw;
                 }
                 // A cluster node that is down: the others are still checked.
-                per_node.emplace_back("reachable", node->describe(), Verdict::unsafe,
-                                      error.what(), "bring the node back, or fail it over");
+                per_node.emplace_back("reachable", node->describe(), Verdict::unsafe, error.what(),
+                                      "bring the node back, or fail it over");
                 return;
             }
             nodes.push_back(facts);
@@ -619,7 +621,8 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
         add_per_node("reachable");
         add_per_node("version");
         findings.insert(findings.end(), about_all.begin(), about_all.end());
-        for (const char* check : {"permissions", "eviction", "persistence", "replication", "clock"}) {
+        for (const char* check :
+             {"permissions", "eviction", "persistence", "replication", "clock"}) {
             add_per_node(check);
         }
         attempt(

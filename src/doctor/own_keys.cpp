@@ -122,14 +122,14 @@ Finding check_own_keys(Connection& connection, const std::string& prefix) {
         }
         if (summary.admission.closed()) {
             ++closed;
-            opens_in_ms = std::max(opens_in_ms, summary.admission.opens_at_ms -
-                                                    summary.admission.server_now_ms);
+            opens_in_ms = std::max(opens_in_ms,
+                                   summary.admission.opens_at_ms - summary.admission.server_now_ms);
         }
     }
 
-    std::vector<std::string> notes{fmt::format(
-        "{} under '{}:' ({})", plural(names.size(), "semaphore", "semaphores"), printable(prefix),
-        plural(static_cast<std::size_t>(keys), "key", "keys"))};
+    std::vector<std::string> notes{
+        fmt::format("{} under '{}:' ({})", plural(names.size(), "semaphore", "semaphores"),
+                    printable(prefix), plural(static_cast<std::size_t>(keys), "key", "keys"))};
     if (closed > 0) {
         notes.push_back(fmt::format("admission closed after a possible loss of data in {} of "
                                     "them, for up to {} more (redsem status says why)",

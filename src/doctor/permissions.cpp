@@ -87,7 +87,9 @@ const std::vector<Probe>& probes() {
         {Need::feature, {"xadd", "K", "*", "f", "v"}, "the history is not written"},
         {Need::feature, {"xtrim", "K", "MAXLEN", "1"}, "the history is not written"},
         {Need::feature, {"xrange", "K", "-", "+"}, "redsem log cannot read the history"},
-        {Need::feature, {"xrevrange", "K", "+", "-"}, "redsem status --watch cannot follow the history"},
+        {Need::feature,
+         {"xrevrange", "K", "+", "-"},
+         "redsem status --watch cannot follow the history"},
         {Need::feature, {"xread", "STREAMS", "K", "0"}, "redsem log --follow fails (77)"},
         {Need::feature, {"wait", "0", "0"}, "--replicas fails (77)"},
         {Need::info, {"info", "server"}},
@@ -136,11 +138,11 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
     }
     const Reply reply = connection.command(eval);
     if (reply.is_error()) {
-        return {Finding("permissions", facts.node, Verdict::unsafe,
-                        fmt::format("this user cannot run redsem's scripts: {}",
-                                    printable(reply.text, 200)),
-                        fmt::format("ACL SETUSER {} +eval +evalsha (README, \"Least privilege\")",
-                                    printable(user)))};
+        return {Finding(
+            "permissions", facts.node, Verdict::unsafe,
+            fmt::format("this user cannot run redsem's scripts: {}", printable(reply.text, 200)),
+            fmt::format("ACL SETUSER {} +eval +evalsha (README, \"Least privilege\")",
+                        printable(user)))};
     }
     if (reply.is_nil()) {
         return {Finding("permissions", facts.node, Verdict::warn,
@@ -241,11 +243,10 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
                               "this user may run every command redsem needs");
     }
     if (!lost_features.empty()) {
-        findings.emplace_back("permissions", facts.node, Verdict::warn,
-                              fmt::format("without {}: {}", joined(feature_rules, " "),
-                                          joined(lost_features, "; ")),
-                              fmt::format("{} {} for those features", setuser,
-                                          joined(feature_rules, " ")));
+        findings.emplace_back(
+            "permissions", facts.node, Verdict::warn,
+            fmt::format("without {}: {}", joined(feature_rules, " "), joined(lost_features, "; ")),
+            fmt::format("{} {} for those features", setuser, joined(feature_rules, " ")));
     }
     if (!info_allowed) {
         findings.emplace_back(

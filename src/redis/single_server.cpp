@@ -54,7 +54,8 @@ std::vector<Endpoint> SingleServer::primaries() {
         throw_reply_error(reply.text);
     }
     SlotMap slots = SlotMap::from_cluster_slots(reply, m_link.endpoint());
-    auto cluster = std::make_unique<ClusterTopology>(m_options, std::move(m_link), std::move(slots));
+    auto cluster =
+        std::make_unique<ClusterTopology>(m_options, std::move(m_link), std::move(slots));
     m_link = ServerConnection(m_options);
     std::vector<Endpoint> nodes = cluster->primaries();
     m_successor = std::move(cluster);

@@ -1,6 +1,7 @@
 #include "util/duration.hpp"
 
 #include "util/errors.hpp"
+#include "util/name.hpp"
 
 #include <array>
 #include <cstdint>
@@ -40,7 +41,7 @@ bool is_digit(char c) {
 }
 
 [[noreturn]] void fail(std::string_view text, std::string_view what, std::string_view why) {
-    throw UsageError(fmt::format("{}: invalid duration '{}': {}", what, text, why));
+    throw UsageError(fmt::format("{}: invalid duration '{}': {}", what, printable(text), why));
 }
 
 } // namespace
@@ -92,7 +93,8 @@ Milliseconds parse_duration(std::string_view text, std::string_view what) {
             }
         }
         if (unit == nullptr) {
-            fail(text, what, fmt::format("unknown unit '{}' (use ms, s, m, h or d)", suffix));
+            fail(text, what,
+                 fmt::format("unknown unit '{}' (use ms, s, m, h or d)", printable(suffix)));
         }
         const int rank = unit_rank(suffix);
         if (rank <= last_rank) {

@@ -91,9 +91,8 @@ TEST_CASE("doctor: a plain test server is ok but for persistence, and the text h
     INFO(diagnosis.report.dump(2));
     CHECK(diagnosis.exit_code == k_warnings);
     CHECK(diagnosis.report.at("verdict") == "warn");
-    for (const char* check :
-         {"reachable", "version", "mode", "tls", "acl user", "permissions", "eviction",
-          "replication", "clock", "keys"}) {
+    for (const char* check : {"reachable", "version", "mode", "tls", "acl user", "permissions",
+                              "eviction", "replication", "clock", "keys"}) {
         CHECK(diagnosis.verdict(check) == "ok");
     }
     CHECK(diagnosis.verdict("persistence") == "warn");
@@ -207,8 +206,8 @@ TEST_CASE("doctor: a replica given by mistake is unsafe, and its master counts i
     INFO(at_replica.report.dump(2));
     CHECK(at_replica.exit_code == k_unsafe);
     CHECK(at_replica.verdict("mode") == "unsafe");
-    CHECK(contains(at_replica.found("mode"), "replica of 127.0.0.1:" +
-                                                 std::to_string(master.port())));
+    CHECK(contains(at_replica.found("mode"),
+                   "replica of 127.0.0.1:" + std::to_string(master.port())));
 
     const Diagnosis at_master = doctor(env_for(master));
     INFO(at_master.report.dump(2));
@@ -229,8 +228,9 @@ TEST_CASE("doctor: ACL users: the README's, one rule short, keys out of reach, n
         std::vector<std::string> command{"ACL", "SETUSER", "redsem", "reset"};
         command.insert(command.end(), rules.begin(), rules.end());
         admin.call(command);
-        return EnvChanges{{"REDSEM_URL", "redis://redsem@127.0.0.1:" + std::to_string(server.port())},
-                          {"REDSEM_PASSWORD", "redsem-pw"}};
+        return EnvChanges{
+            {"REDSEM_URL", "redis://redsem@127.0.0.1:" + std::to_string(server.port())},
+            {"REDSEM_PASSWORD", "redsem-pw"}};
     };
     const std::vector<std::string> readme = readme_acl_rules().at(0);
 
@@ -349,8 +349,7 @@ TEST_CASE("doctor: redsem's keys: abandoned semaphores and foreign keys are warn
     CHECK(contains(foreign.found("keys"), "a string"));
 }
 
-TEST_CASE("doctor: through sentinels, and a sentinel given as the server",
-          "[sentinel]") {
+TEST_CASE("doctor: through sentinels, and a sentinel given as the server", "[sentinel]") {
     SentinelGroup group;
     const Diagnosis diagnosis = doctor({{"REDSEM_URL", group.url()}});
     INFO(diagnosis.report.dump(2));
@@ -358,13 +357,13 @@ TEST_CASE("doctor: through sentinels, and a sentinel given as the server",
     CHECK(contains(diagnosis.found("mode"), SentinelGroup::k_master_name));
     CHECK(contains(diagnosis.found("replication"), "1 replica online"));
 
-    const std::string one_sentinel = "redis-sentinel://127.0.0.1:" +
-                                     std::to_string(group.sentinel_port(0)) + "#" +
-                                     SentinelGroup::k_master_name;
+    const std::string one_sentinel =
+        "redis-sentinel://127.0.0.1:" + std::to_string(group.sentinel_port(0)) + "#" +
+        SentinelGroup::k_master_name;
     CHECK(doctor({{"REDSEM_URL", one_sentinel}}).verdict("mode") == "warn");
 
-    const Diagnosis sentinel_as_server = doctor(
-        {{"REDSEM_URL", "redis://127.0.0.1:" + std::to_string(group.sentinel_port(0))}});
+    const Diagnosis sentinel_as_server =
+        doctor({{"REDSEM_URL", "redis://127.0.0.1:" + std::to_string(group.sentinel_port(0))}});
     INFO(sentinel_as_server.report.dump(2));
     CHECK(sentinel_as_server.exit_code == k_unsafe);
     CHECK(sentinel_as_server.verdict("mode") == "unsafe");
@@ -398,7 +397,8 @@ TEST_CASE("doctor: TLS verified is ok, --insecure a warning", "[tls]") {
                           "--tls-auth-clients", "no"};
     RedisServer server(options);
     const std::string url = "rediss://127.0.0.1:" + std::to_string(server.port_of("--tls-port"));
-    const Diagnosis verified = doctor({{"REDSEM_URL", url}, {"REDSEM_CACERT", files.path("ca.crt")}});
+    const Diagnosis verified =
+        doctor({{"REDSEM_URL", url}, {"REDSEM_CACERT", files.path("ca.crt")}});
     INFO(verified.report.dump(2));
     CHECK(verified.verdict("tls") == "ok");
     CHECK(contains(verified.found("tls"), "verified"));
@@ -428,7 +428,6 @@ TEST_CASE("doctor: a Redis Cluster with a primary down: unsafe, and the others s
     const auto reachable = diagnosis.of("reachable");
     REQUIRE(reachable.size() == 2); // the seed, and the node that is down
     CHECK(reachable[1].at("verdict") == "unsafe");
-    CHECK(reachable[1].at("node") ==
-          "127.0.0.1:" + std::to_string(cluster.node(dead).port()));
+    CHECK(reachable[1].at("node") == "127.0.0.1:" + std::to_string(cluster.node(dead).port()));
     CHECK(diagnosis.of("eviction").size() == primaries.size() - 1);
 }

@@ -58,6 +58,22 @@ TEST_CASE("parse_duration names the option in its error") {
     }
 }
 
+TEST_CASE("parse_duration's error shows control bytes and invalid UTF-8 escaped, never raw") {
+    for (const std::string& text : {std::string("5\x1b]0;T\a"), std::string("1.5\xff")}) {
+        try {
+            parse_duration(text, "--ttl");
+            FAIL("no exception");
+        } catch (const redsem::UsageError& error) {
+            const std::string message = error.what();
+            INFO(message);
+            CHECK(message.find('\x1b') == std::string::npos);
+            CHECK(message.find('\a') == std::string::npos);
+            CHECK(message.find('\xff') == std::string::npos);
+            CHECK(message.find("--ttl: invalid duration '") == 0);
+        }
+    }
+}
+
 TEST_CASE("format_duration is short and human") {
     CHECK(format_duration(Milliseconds{250}) == "250ms");
     CHECK(format_duration(Milliseconds{1500}) == "1.5s");
