@@ -1,5 +1,7 @@
 #include "util/prometheus.hpp"
 
+#include "util/name.hpp"
+
 #include <cmath>
 #include <fmt/format.h>
 
@@ -28,7 +30,8 @@ std::string escape(std::string_view text, bool quotes) {
 } // namespace
 
 std::string prometheus_label_value(std::string_view value) {
-    return escape(value, true);
+    // Shown as the tables show it: a name from hand-made keys may hold escape sequences.
+    return escape(terminal_safe(value), true);
 }
 
 std::string prometheus_help(std::string_view text) {

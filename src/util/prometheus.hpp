@@ -28,7 +28,8 @@ private:
     std::string m_text;
 };
 
-// A label value as the format quotes it: backslash, double quote and line feed escaped.
+// A label value as the format quotes it, terminal_safe() (control characters and invalid
+// UTF-8 as \xNN, as the tables show them), then backslash and double quote escaped.
 std::string prometheus_label_value(std::string_view value);
 
 // HELP text: backslash and line feed escaped.

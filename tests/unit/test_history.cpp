@@ -98,7 +98,9 @@ TEST_CASE("parse_time_point: epoch seconds, dates, times and zones, and nothing 
 
 TEST_CASE("Prometheus text format: HELP and TYPE once per family, label values escaped") {
     CHECK(prometheus_label_value(R"(a"b\c)") == R"(a\"b\\c)");
-    CHECK(prometheus_label_value("line\nbreak") == R"(line\nbreak)");
+    // Control characters as the tables show them (\x1b), the backslash then escaped.
+    CHECK(prometheus_label_value("line\nbreak") == R"(line\\x0abreak)");
+    CHECK(prometheus_label_value("esc\x1b]0;T\a") == R"(esc\\x1b]0;T\\x07)");
     CHECK(prometheus_label_value("caf\xc3\xa9") == "caf\xc3\xa9");
     CHECK(prometheus_help("a\\b\nc") == R"(a\\b\nc)");
 
