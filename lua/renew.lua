@@ -1,10 +1,11 @@
--- renew.lua: extends a held lease to now + ttl, by the server's clock.
+-- renew.lua: extends a held lease to now + ttl, by the server's clock; never shortens it.
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix   ARGV[2] token
 -- ARGV[3] ttl in ms, or '' for the lease's own ttl
 -- ARGV[4] '1' when the caller then WAITs for replicas (--replicas): the holder's record is
 --         written even when unchanged, so that the caller's connection has written the lease
 --         and WAIT covers it, also when another client's release granted it (a hand-over).
--- Reply: {1, deadline_ms, now_ms, ttl_ms} renewed; {0} the token holds nothing (its lease had run
+-- Reply: {1, deadline_ms, now_ms, ttl_ms} renewed (ttl_ms: the longer of ARGV[3] and the
+-- lease's own ttl); {0} the token holds nothing (its lease had run
 -- out, it was released, or it never existed), so the caller has lost its slot; {2} the token is
 -- queued, waiting for a slot (nothing is lost, nothing changes).
 
@@ -30,10 +31,15 @@ if deadline <= now then
     return {0}
 end
 local info = parse_info(redis.call('HGET', call.k_info, token))
-local ttl = tonumber(ARGV[3]) or (info and info.ttl) or DEFAULT_TTL_MS
-deadline = now + ttl
+local kept_ttl = (info and info.ttl) or DEFAULT_TTL_MS
+local ttl = tonumber(ARGV[3]) or kept_ttl
+-- Never shortens: a renew with a short --ttl from inside `run`, or of a keeper's token, would
+-- otherwise let another holder in while the process that renews it counts on the deadline it
+-- was given. Neither the deadline nor the ttl later renewals use ever moves back.
+deadline = math.max(deadline, now + ttl)
+ttl = math.max(ttl, kept_ttl)
 redis.call('ZADD', call.k_holders, 'XX', deadline, token)
-note_deadline(call, state, deadline) -- a shorter ttl may bring it forward
+note_deadline(call, state, deadline)
 if info and info.kind == 'h' and (info.ttl ~= ttl or ARGV[4] == '1') then
     redis.call('HSET', call.k_info, token, holder_info(info.slot, tonumber(info.fence), info.since, ttl, info.json))
 end

@@ -42,12 +42,14 @@ Runner setup_renew(CLI::App& command, const GlobalOptions& global) {
     auto args = std::make_shared<RenewArgs>();
     command.description(
         "Extend the lease of the slot of NAME held by TOKEN to now + --ttl, by "
-        "the Redis server's clock (default: by its own ttl again). Exits 1 when the slot was "
-        "lost, or when TOKEN is still waiting for one.");
+        "the Redis server's clock (default: by its own ttl again); never shortens it (release "
+        "it to end it early). Exits 1 when the slot was lost, or when TOKEN is still waiting "
+        "for one.");
     add_name_and_token(command, args->name, args->token);
     command
         .add_option("--ttl", args->ttl,
-                    "New lease length from now (default: the ttl the lease was taken with)")
+                    "New lease length from now; a later deadline the lease has stays (default: "
+                    "the ttl the lease was taken with)")
         ->type_name("DUR");
     command.add_option("--replicas", args->replicas, k_replicas_help)->type_name("N");
     return [args, &global] { return run_renew(*args, global); };

@@ -115,8 +115,8 @@ TEST_CASE("cluster: status and gc see the semaphores of every primary", "[cluste
         const std::string name = cluster.name_on(home, "all");
         cluster.mark_in_use(name);
         names.insert(name);
-        // A holder that will die: a long lease first, so that it is surely held when status
-        // looks however busy the machine; cut short below so that gc has something to collect.
+        // A long lease first, so that it is surely held when status looks however busy the
+        // machine; replaced below by one that dies, so that gc has something to collect.
         const auto acquired = run_redsem({"acquire", name, "--ttl", "10m"}, env);
         REQUIRE(acquired.exit_code == 0);
         tokens[name] = first_line(acquired.out);
@@ -142,8 +142,13 @@ TEST_CASE("cluster: status and gc see the semaphores of every primary", "[cluste
         CHECK(summary["oldest_holder"]["held_for_ms"].get<long long>() < 60000);
     }
 
-    for (const auto& [name, token] : tokens) {
-        REQUIRE(run_redsem({"renew", name, token, "--ttl", "1s"}, env).exit_code == 0);
+    // Holders that die: released, then taken again with a lease of a second that nobody
+    // renews (a renew never shortens a lease).
+    for (auto& [name, token] : tokens) {
+        REQUIRE(run_redsem({"release", name, token}, env).exit_code == 0);
+        const auto again = run_redsem({"acquire", name, "--ttl", "1s"}, env);
+        REQUIRE(again.exit_code == 0);
+        token = first_line(again.out);
     }
     // Once the leases ran out (by each node's clock), gc collects them on every node.
     REQUIRE(wait_until(
@@ -159,8 +164,9 @@ TEST_CASE("cluster: status and gc see the semaphores of every primary", "[cluste
     const auto after = run_redsem({"status", "--json"}, env);
     REQUIRE(after.exit_code == 0);
     const json rows = json::parse(after.out);
-    CHECK(std::none_of(rows.begin(), rows.end(),
-                       [](const json& row) { return row["held"] != 0 || row["expired_holders"] != 0; }));
+    CHECK(std::none_of(rows.begin(), rows.end(), [](const json& row) {
+        return row["held"] != 0 || row["expired_holders"] != 0;
+    }));
     for (const std::string& name : names) {
         // gc deleted each semaphore, left empty, on the node that serves it.
         Connection owner = cluster.node(cluster.owner(key_slot("{" + name + "}"))).admin();
@@ -258,7 +264,7 @@ TEST_CASE("cluster: a run holds its slot through a migration (its heartbeat foll
     cluster.migrate_slot(slot, primaries[1], 1, 30ms, 300ms);
     REQUIRE(cluster.owner(slot) == primaries[1]);
     CHECK(zcard(observer, queue) == 4); // the queue went along
-    std::this_thread::sleep_for(3s);     // a whole ttl on the new node: renewed there
+    std::this_thread::sleep_for(3s);    // a whole ttl on the new node: renewed there
     CHECK_FALSE(holder.finished());
     std::ofstream(release).put('\n');
     CHECK(holder.wait(20s).exit_code == 7); // its command's status: the lease was never lost
@@ -380,8 +386,8 @@ TEST_CASE("cluster: a takeover while the old primary still looks healthy closes 
     cluster.node(old_primary).signal(SIGSTOP);
     Connection new_admin = cluster.node(replica).admin();
     new_admin.call({"CLUSTER", "FAILOVER", "TAKEOVER"});
-    REQUIRE(wait_until([&] { return info_field(new_admin, "replication", "role") == "master"; },
-                       10s));
+    REQUIRE(
+        wait_until([&] { return info_field(new_admin, "replication", "role") == "master"; }, 10s));
     const auto newcomer = run_redsem({"acquire", name, "-w", "0", "-u", cluster.url(replica)});
     cluster.node(old_primary).signal(SIGCONT);
     INFO(newcomer.err);
@@ -395,8 +401,8 @@ TEST_CASE("cluster without INFO: the proving transaction follows MOVED and ASK, 
     const std::vector<std::size_t> primaries = cluster.primaries();
     REQUIRE(primaries.size() == 3);
     for (std::size_t i = 0; i < cluster.size(); ++i) {
-        cluster.node(i).admin().call({"ACL", "SETUSER", "app", "on", ">app-pw", "~*", "&*",
-                                      "+@all", "-@dangerous"});
+        cluster.node(i).admin().call(
+            {"ACL", "SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all", "-@dangerous"});
     }
     const std::string name = cluster.name_on(primaries[0], "lpc");
     const int slot = key_slot("{" + name + "}");

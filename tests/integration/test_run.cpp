@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -64,6 +65,27 @@ TEST_CASE("run connects stdin and stdout, supports -c, and exports the REDSEM_ v
     CHECK(first == "io 0 3");
     CHECK(token.size() == 32);
     CHECK(std::stoll(fence) > 0);
+}
+
+TEST_CASE("a renew with a short --ttl from inside run does not shorten run's lease") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Scratch scratch;
+    // As the README's "Nesting" suggests: the command renews its own slot, here too briefly.
+    const std::string script =
+        fmt::format("{} renew nest \"$REDSEM_TOKEN\" --ttl 1s && touch {} && "
+                    "for i in $(seq 1200); do [ -e {} ] && break; sleep 0.05; done",
+                    redsem_binary(), scratch.path("renewed"), scratch.path("go"));
+    Child run({"run", "nest", "--ttl", "30s", "-c", script}, env_for(server));
+    REQUIRE(wait_for_file(scratch.path("renewed"), 30s));
+    const long long renewed_at = server_time_ms(admin);
+    REQUIRE(wait_until([&] { return server_time_ms(admin) > renewed_at + 2500; }, 30s));
+    // Well past the second the renew asked for, and long before run renews (every 10s).
+    const auto second = run_redsem({"acquire", "nest", "-w", "0"}, env_for(server));
+    INFO("second acquire said: " << second.out << second.err);
+    CHECK(second.exit_code == 75);
+    std::ofstream(scratch.path("go")).put('\n');
+    CHECK(run.wait().exit_code == 0);
 }
 
 TEST_CASE("run keeps the Redis password out of the child's environment") {
@@ -348,9 +370,8 @@ TEST_CASE("a child that redsem inherited does not end its wait for a slot") {
     const std::string ran = scratch.path("ran");
     // The shell starts a short background job, then becomes redsem: the job's exit sends
     // SIGCHLD to redsem while it waits.
-    auto waiter = Child::shell("sleep 0.3 & exec " + redsem_binary() +
-                                   " run inherit -- touch " + ran,
-                               env_for(server));
+    auto waiter = Child::shell(
+        "sleep 0.3 & exec " + redsem_binary() + " run inherit -- touch " + ran, env_for(server));
     std::this_thread::sleep_for(1s);
     CHECK_FALSE(waiter->finished());
     REQUIRE(run_redsem({"release", "inherit", holder["token"].get<std::string>()}, env_for(server))
@@ -370,8 +391,9 @@ TEST_CASE("the command inherits no connection to Redis") {
 TEST_CASE("the heartbeat starts only when the lease first needs renewing, then renews on "
           "schedule") {
     RedisServer server;
-    // A command that ends well inside ttl/3: redsem runs no heartbeat thread for it. (Exact counts only without sanitizers: TSan's runtime starts
-    // a thread of its own with the first thread the program creates.)
+    // A command that ends well inside ttl/3: redsem runs no heartbeat thread for it. (Exact counts
+    // only without sanitizers: TSan's runtime starts a thread of its own with the first thread the
+    // program creates.)
     const auto quick =
         run_redsem({"run", "lazy", "--ttl", "60s", "--", "sh", "-c", "ls /proc/$PPID/task | wc -l"},
                    env_for(server));
