@@ -4,6 +4,7 @@
 #include "util/name.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <fmt/format.h>
 #include <iostream>
 #include <memory>
@@ -67,6 +68,11 @@ int run_doctor(const DoctorArgs& args, const GlobalOptions& global) {
         print_report_json(report, settings.prefix);
     } else {
         print_text(report);
+    }
+    // The report is the result: one that could not be written is an error (74, said by the
+    // caller), whatever it found. A reader that went away ends it quietly.
+    if (const int error = flush_stdout(); error != 0 && error != EPIPE) {
+        return static_cast<int>(ExitCode::output);
     }
     switch (report.reach) {
     case DoctorReport::Reach::unreachable:

@@ -32,6 +32,8 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
 
 // redsem's keys under `prefix` on every primary: how many semaphores, which are abandoned
 // (only dead holders and waiters left), and keys at redsem's names that are not redsem's.
-Finding check_own_keys(Connection& connection, const std::string& prefix);
+// With `read_admission` (the user may run INFO, so reading it writes nothing), also whether
+// admission is closed after a possible loss of data.
+Finding check_own_keys(Connection& connection, const std::string& prefix, bool read_admission);
 
 } // namespace redsem::doctor

@@ -1,8 +1,10 @@
 #include "doctor/doctor.hpp"
 
 #include "doctor/checks.hpp"
+#include "semaphore/semaphore.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
+#include "util/number.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -265,7 +267,7 @@ Finding check_tls(const ConnectOptions& options) {
         return finding;
     }
     finding.verdict = Verdict::warn;
-    finding.found = "plain TCP: the password and the tokens cross the network unencrypted";
+    finding.found = "plain TCP: the tokens (and any password) cross the network unencrypted";
     finding.fix = "use rediss:// (a server with tls-port)";
     return finding;
 }
@@ -305,7 +307,16 @@ Finding check_eviction(const ServerFacts& facts) {
         finding.fix = "ask the provider: noeviction or volatile-* is safe; or grant +info";
         return finding;
     }
-    const long long maxmemory = facts.info.number("maxmemory").value_or(0);
+    const auto maxmemory_field = facts.info.number("maxmemory");
+    if (!maxmemory_field) {
+        finding.verdict = Verdict::warn;
+        finding.found = "unknown: this server's INFO shows no maxmemory (a trimmed INFO?); under "
+                        "an allkeys-* policy a semaphore in use can be evicted and a second "
+                        "holder let in";
+        finding.fix = "ask the provider: noeviction or volatile-* is safe";
+        return finding;
+    }
+    const long long maxmemory = *maxmemory_field;
     const std::string policy = facts.info.get("maxmemory_policy").value_or("unknown");
     const long long used = facts.info.number("used_memory").value_or(0);
     if (maxmemory == 0) {
@@ -324,6 +335,11 @@ Finding check_eviction(const ServerFacts& facts) {
     } else if (policy.rfind("volatile-", 0) == 0) {
         finding.found = usage + ": a semaphore in use has no expiry, so it is never evicted "
                                 "(an abandoned one waits for redsem gc)";
+    } else if (share >= 1) {
+        finding.verdict = Verdict::unsafe;
+        finding.found = usage + ": full, so Redis refuses writes now and every acquire exits 69 "
+                                "(run stops its command, 76)";
+        finding.fix = "raise maxmemory, or free memory";
     } else if (share >= k_nearly_full) {
         finding.verdict = Verdict::warn;
         finding.found = usage + ": nearly full; when full, Redis refuses writes and redsem "
@@ -384,11 +400,12 @@ Finding check_persistence(Connection& connection, const ServerFacts& facts,
                          "acquire token that nobody renews, with a ttl over 60s, is not covered";
         finding.fix = "CONFIG SET appendonly yes (appendfsync always: a restart loses nothing)";
     }
-    if (settings.loss_grace && *settings.loss_grace == Milliseconds{0} && !loses_nothing) {
+    if (settings.loss_grace && *settings.loss_grace < k_default_loss_grace && !loses_nothing) {
         finding.verdict = Verdict::warn;
-        finding.found += "; REDSEM_LOSS_GRACE=0 is set here: after a restart this caller may be "
-                         "admitted beside a holder the server forgot";
-        finding.fix = "unset REDSEM_LOSS_GRACE (0 is for a throwaway Redis)";
+        finding.found += fmt::format("; REDSEM_LOSS_GRACE={} is set here: after a restart this "
+                                     "caller may be admitted beside a holder the server forgot",
+                                     format_duration(*settings.loss_grace));
+        finding.fix = "unset REDSEM_LOSS_GRACE (a short grace is for a throwaway Redis)";
     }
     return finding;
 }
@@ -399,52 +416,47 @@ Finding check_replication(Connection& connection, const ServerFacts& facts,
     long long online = 0;
     std::vector<std::string> notes;
     if (facts.info.empty()) {
-        const Reply acked = connection.command(std::vector<std::string>{"WAIT", "0", "100"});
-        if (acked.type != Reply::Type::integer) {
-            finding.verdict = Verdict::warn;
-            finding.found = fmt::format("unknown ({}, WAIT refused)", info_refused(facts));
-            return finding;
-        }
-        online = acked.integer;
-        notes.push_back(fmt::format("{} replica{} (WAIT; {}: lag unknown)", online,
-                                    online == 1 ? "" : "s", info_refused(facts)));
-    } else {
-        const long long connected = facts.info.number("connected_slaves").value_or(0);
-        long long worst_lag = 0;
-        for (long long i = 0; i < connected; ++i) {
-            const std::string replica = facts.info.get(fmt::format("slave{}", i)).value_or("");
-            const ServerInfo fields([&] {
-                std::string lines = replica;
-                std::replace(lines.begin(), lines.end(), ',', '\n');
-                std::replace(lines.begin(), lines.end(), '=', ':');
-                return lines;
-            }());
-            const std::string where = fmt::format("{}:{}", fields.get("ip").value_or("?"),
-                                                  fields.get("port").value_or("?"));
-            const long long lag = fields.number("lag").value_or(0);
-            if (fields.get("state") != "online") {
-                finding.verdict = Verdict::warn;
-                notes.push_back(fmt::format("replica {} is {}", where,
-                                            fields.get("state").value_or("in an unknown state")));
-                continue;
-            }
-            ++online;
-            worst_lag = std::max(worst_lag, lag);
-            if (lag > k_replica_lag_seconds) {
-                finding.verdict = Verdict::warn;
-                notes.push_back(fmt::format("replica {} is {}s behind", where, lag));
-            }
-        }
-        notes.insert(notes.begin(),
-                     fmt::format("{} replica{} online{}", online, online == 1 ? "" : "s",
-                                 online > 0 ? fmt::format(" (lag up to {}s)", worst_lag) : ""));
+        finding.verdict = Verdict::warn;
+        finding.found = fmt::format("unknown ({}): --replicas N is checked by each acquire "
+                                    "itself (WAIT)",
+                                    info_refused(facts));
+        return finding;
     }
+    const long long connected = facts.info.number("connected_slaves").value_or(0);
+    long long worst_lag = 0;
+    for (long long i = 0; i < connected; ++i) {
+        const std::string replica = facts.info.get(fmt::format("slave{}", i)).value_or("");
+        const ServerInfo fields([&] {
+            std::string lines = replica;
+            std::replace(lines.begin(), lines.end(), ',', '\n');
+            std::replace(lines.begin(), lines.end(), '=', ':');
+            return lines;
+        }());
+        const std::string where =
+            fmt::format("{}:{}", fields.get("ip").value_or("?"), fields.get("port").value_or("?"));
+        const long long lag = fields.number("lag").value_or(0);
+        if (fields.get("state") != "online") {
+            finding.verdict = Verdict::warn;
+            notes.push_back(fmt::format("replica {} is {}", where,
+                                        fields.get("state").value_or("in an unknown state")));
+            continue;
+        }
+        ++online;
+        worst_lag = std::max(worst_lag, lag);
+        if (lag > k_replica_lag_seconds) {
+            finding.verdict = Verdict::warn;
+            notes.push_back(fmt::format("replica {} is {}s behind", where, lag));
+        }
+    }
+    notes.insert(notes.begin(),
+                 fmt::format("{} replica{} online{}", online, online == 1 ? "" : "s",
+                             online > 0 ? fmt::format(" (lag up to {}s)", worst_lag) : ""));
     if (online == 0) {
         notes.push_back("--replicas 1 or more fails (69)");
         if (failover) {
-            finding.verdict = Verdict::warn;
+            finding.verdict = std::max(finding.verdict, Verdict::warn);
             notes.push_back("a failover has no replica to promote");
-            finding.fix = "add a replica";
+            finding.fix = "bring a replica up (or add one)";
         }
     } else {
         notes.push_back(fmt::format(
@@ -452,8 +464,16 @@ Finding check_replication(Connection& connection, const ServerFacts& facts,
             "until the old one re-syncs, so a run --replicas above {} loses its lease then",
             online, online - 1, online - 1));
     }
+    const auto required = config(connection, "min-replicas-to-write");
+    if (required && parse_integer(*required, 0).value_or(0) > online) {
+        finding.verdict = Verdict::unsafe;
+        notes.push_back(fmt::format("min-replicas-to-write {} with {} online: Redis refuses "
+                                    "every write (NOREPLICAS), so every acquire exits 69",
+                                    *required, online));
+        finding.fix = "bring the replicas back, or lower min-replicas-to-write";
+    }
     if (settings.replicas > online) {
-        finding.verdict = Verdict::warn;
+        finding.verdict = std::max(finding.verdict, Verdict::warn);
         notes.push_back(fmt::format("REDSEM_REPLICAS={} is set here: every acquire fails (69)",
                                     settings.replicas));
         finding.fix = fmt::format("REDSEM_REPLICAS={} at most", online);
@@ -478,19 +498,30 @@ Finding check_clock(Connection& connection, const std::string& node) {
             continue;
         }
         best_trip = trip;
-        const long long server_ms =
-            std::stoll(time.at(0).as_string()) * 1000 + std::stoll(time.at(1).as_string()) / 1000;
+        const auto seconds = parse_integer(time.at(0).as_string(), 0);
+        const auto micros = parse_integer(time.at(1).as_string(), 0, 999'999);
+        if (!seconds || !micros) {
+            throw InternalError("TIME answered something other than a time");
+        }
+        const long long server_ms = *seconds * 1000 + *micros / 1000;
         const long long local_ms =
             std::chrono::duration_cast<Milliseconds>((sent_wall + trip / 2).time_since_epoch())
                 .count();
         skew_ms = server_ms - local_ms;
     }
-    finding.found =
-        fmt::format("round trip {:.2f} ms; the server's clock is {} this machine's",
-                    std::chrono::duration<double, std::milli>(best_trip).count(),
-                    std::llabs(skew_ms) < 5 ? "within 5 ms of"
-                                            : fmt::format("{} ms {}", std::llabs(skew_ms),
-                                                          skew_ms > 0 ? "ahead of" : "behind"));
+    // The skew is known to within half the round trip.
+    const long long precision_ms =
+        std::max<long long>(5, std::chrono::duration_cast<Milliseconds>(best_trip / 2).count());
+    const long long off_ms = std::llabs(skew_ms);
+    std::string skew = fmt::format("within {} ms of", precision_ms);
+    if (off_ms >= precision_ms) {
+        skew = fmt::format("{} {}",
+                           off_ms < 1000 ? fmt::format("{} ms", off_ms)
+                                         : format_duration(Milliseconds{off_ms}),
+                           skew_ms > 0 ? "ahead of" : "behind");
+    }
+    finding.found = fmt::format("round trip {:.2f} ms; the server's clock is {} this machine's",
+                                std::chrono::duration<double, std::milli>(best_trip).count(), skew);
     if (best_trip > k_slow_round_trip) {
         finding.verdict = Verdict::warn;
         finding.found += "; a slow round trip leaves a short --ttl little room";
@@ -503,6 +534,20 @@ Finding check_clock(Connection& connection, const std::string& node) {
         finding.fix = "synchronise the clocks (NTP)";
     }
     return finding;
+}
+
+// The fix for a refused login; "" for a refusal of something else (an ACL rule: the
+// message names the rule to add).
+std::string login_fix(const Error& error) {
+    const std::string_view what = error.what();
+    if (what.find("NOAUTH") != std::string_view::npos) {
+        return "give the password (--password-file, $REDSEM_PASSWORD or the URL)";
+    }
+    if (what.find("WRONGPASS") != std::string_view::npos ||
+        what.find("user name or password") != std::string_view::npos) {
+        return "check the user name and the password";
+    }
+    return "";
 }
 
 // Whether `error` says that the server cannot be reached or cannot serve now: down, cut off,
@@ -547,18 +592,25 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
     const ConnectOptions& options = connection.options();
     try {
         connection.connect();
+        // A first answer: a port that accepts but never answers, or speaks something else,
+        // is not reached.
+        const Reply hello = connection.command(std::vector<std::string>{"HELLO"});
+        if (is_error_code(hello, "NOAUTH")) {
+            throw_reply_error(hello.text); // a password is needed and none was given
+        }
     } catch (const Error& error) {
-        if (unreachable(error)) {
+        if (error.exit_code() == static_cast<int>(ExitCode::unavailable)) {
             report.reach = DoctorReport::Reach::unreachable;
-            findings.emplace_back("reachable", "", Verdict::unsafe, error.what());
+            findings.emplace_back("reachable", "", Verdict::unsafe, error.what(),
+                                  "check the URL, that the server runs and answers there, and "
+                                  "the firewall (rediss:// for a TLS port)");
             return report;
         }
         if (error.exit_code() != static_cast<int>(ExitCode::denied)) {
             throw; // a database the server does not have: a usage error
         }
         report.reach = DoctorReport::Reach::denied;
-        findings.emplace_back("reachable", "", Verdict::unsafe, error.what(),
-                              "check the user name and the password");
+        findings.emplace_back("reachable", "", Verdict::unsafe, error.what(), login_fix(error));
         return report;
     }
     try {
@@ -584,6 +636,12 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
                 return;
             }
             nodes.push_back(facts);
+            if (facts.hello.get("mode") == "sentinel") {
+                // Not a server that keeps data: nothing else applies.
+                attempt(about_all, "mode", "",
+                        [&] { return check_mode(connection, facts, options.url); });
+                return;
+            }
             if (nodes.size() == 1) {
                 attempt(
                     about_all, "mode", "",
@@ -621,14 +679,32 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
         add_per_node("reachable");
         add_per_node("version");
         findings.insert(findings.end(), about_all.begin(), about_all.end());
+        if (nodes.front().hello.get("mode") == "sentinel") {
+            return report;
+        }
         for (const char* check :
              {"permissions", "eviction", "persistence", "replication", "clock"}) {
             add_per_node(check);
         }
         attempt(
-            findings, "keys", "", [&] { return check_own_keys(connection, settings.prefix); },
+            findings, "keys", "",
+            [&] {
+                const bool info_everywhere =
+                    std::all_of(nodes.begin(), nodes.end(),
+                                [](const ServerFacts& facts) { return !facts.info.empty(); });
+                return check_own_keys(connection, settings.prefix, info_everywhere);
+            },
             several);
     } catch (const Error& error) {
+        if (error.exit_code() == static_cast<int>(ExitCode::denied)) {
+            // Refused before any server could be checked (a password the server requires,
+            // CLUSTER SLOTS that the user may not run).
+            const bool login = login_fix(error) != "";
+            report.reach = login ? DoctorReport::Reach::denied : DoctorReport::Reach::reached;
+            findings.emplace_back(login ? "reachable" : "permissions", "", Verdict::unsafe,
+                                  error.what(), login_fix(error));
+            return report;
+        }
         if (!unreachable(error)) {
             throw;
         }

@@ -21,6 +21,16 @@ constexpr const char* k_scan_count = "1000";
 struct ForeignKey {
     std::string key;
     std::string type;
+    std::string wanted; // "" when redsem never uses such a name
+};
+
+// What the scan found on every primary.
+struct Scanned {
+    std::set<std::string> names;   // semaphores with a state hash and no foreign key
+    std::set<std::string> tainted; // semaphores with a foreign key
+    std::vector<ForeignKey> foreign;
+    bool epoch_foreign = false; // the shared epoch key is not a hash
+    long long keys = 0;
 };
 
 // The type redsem keeps at `key` (under `prefix`), or "" for a name redsem never uses. Sets
@@ -49,10 +59,10 @@ std::string wanted_type(const std::string& key, std::string_view prefix, std::st
     return part.rfind("wake:", 0) == 0 ? "list" : "";
 }
 
-// Scans the server that commands without a key go to; adds what it finds.
-void scan_node(Connection& connection, std::string_view prefix, std::set<std::string>& names,
-               std::vector<ForeignKey>& foreign, long long& keys) {
+// Scans the server that commands without a key go to; adds what it finds to `scanned`.
+void scan_node(Connection& connection, std::string_view prefix, Scanned& scanned) {
     const std::string pattern = glob_escape(prefix) + ":*";
+    std::set<std::string> states;
     std::string cursor = "0";
     do {
         const Reply reply =
@@ -75,16 +85,27 @@ void scan_node(Connection& connection, std::string_view prefix, std::set<std::st
             if (type == "none") {
                 continue; // expired since the SCAN
             }
-            ++keys;
+            ++scanned.keys;
             std::string name;
             const std::string wanted = wanted_type(key, prefix, name);
-            if (wanted != type || (!name.empty() && name_problem(name))) {
-                foreign.push_back({key, type});
+            const bool semaphore_key = key.rfind(std::string(prefix) + ":{", 0) == 0;
+            if (wanted != type || (semaphore_key && name_problem(name))) {
+                scanned.foreign.push_back({key, type, name_problem(name) ? "" : wanted});
+                if (semaphore_key) {
+                    scanned.tainted.insert(name);
+                } else {
+                    scanned.epoch_foreign = scanned.epoch_foreign || !wanted.empty();
+                }
             } else if (key.ends_with("}:state")) {
-                names.insert(name);
+                states.insert(name);
             }
         }
     } while (cursor != "0");
+    for (const std::string& name : states) {
+        if (!scanned.tainted.contains(name)) {
+            scanned.names.insert(name);
+        }
+    }
 }
 
 std::string plural(std::size_t count, std::string_view one, std::string_view many) {
@@ -93,25 +114,24 @@ std::string plural(std::size_t count, std::string_view one, std::string_view man
 
 } // namespace
 
-Finding check_own_keys(Connection& connection, const std::string& prefix) {
+Finding check_own_keys(Connection& connection, const std::string& prefix, bool read_admission) {
     Finding finding("keys");
-    std::set<std::string> names;
-    std::vector<ForeignKey> foreign;
-    long long keys = 0;
-    connection.for_each_primary([&] { scan_node(connection, prefix, names, foreign, keys); });
-
+    Scanned scanned;
+    connection.for_each_primary([&] { scan_node(connection, prefix, scanned); });
+    // Admission is read by a script that needs the epoch key; without INFO it writes (and
+    // removes) a proof, which doctor must not.
+    read_admission = read_admission && !scanned.epoch_foreign;
     std::vector<SemaphoreSummary> summaries;
-    if (foreign.empty()) {
-        summaries = list_semaphores(connection, prefix);
+    if (scanned.foreign.empty()) {
+        summaries = list_semaphores(connection, prefix, read_admission);
     } else {
-        for (const std::string& name : names) {
-            try {
-                summaries.push_back(summarize(connection, prefix, name));
-            } catch (const ConflictError&) {
-                // a foreign key of this semaphore: reported below
-            }
+        for (const std::string& name : scanned.names) {
+            summaries.push_back(summarize(connection, prefix, name, read_admission));
         }
     }
+    const std::set<std::string>& names = scanned.names;
+    const std::vector<ForeignKey>& foreign = scanned.foreign;
+    const long long keys = scanned.keys;
     std::vector<std::string> abandoned;
     std::vector<std::string> fixes;
     long long closed = 0;
@@ -128,7 +148,8 @@ Finding check_own_keys(Connection& connection, const std::string& prefix) {
     }
 
     std::vector<std::string> notes{
-        fmt::format("{} under '{}:' ({})", plural(names.size(), "semaphore", "semaphores"),
+        fmt::format("{} under '{}:' ({})",
+                    plural(names.size() + scanned.tainted.size(), "semaphore", "semaphores"),
                     printable(prefix), plural(static_cast<std::size_t>(keys), "key", "keys"))};
     if (closed > 0) {
         notes.push_back(fmt::format("admission closed after a possible loss of data in {} of "
@@ -144,11 +165,14 @@ Finding check_own_keys(Connection& connection, const std::string& prefix) {
     }
     if (!foreign.empty()) {
         finding.verdict = Verdict::warn;
+        const ForeignKey& first = foreign.front();
         notes.push_back(fmt::format(
-            "{} at redsem's names that redsem did not write (first: '{}', a {}): a semaphore "
-            "whose key holds another type is refused (65)",
-            plural(foreign.size(), "key", "keys"), printable(foreign.front().key, 100),
-            foreign.front().type));
+            "{} at redsem's names that redsem did not write (first: '{}', {}): a semaphore "
+            "with such a key is refused (65)",
+            plural(foreign.size(), "key", "keys"), printable(first.key, 100),
+            first.wanted.empty()
+                ? fmt::format("a {} at a name redsem never uses", first.type)
+                : fmt::format("a {} where redsem keeps a {}", first.type, first.wanted)));
         fixes.emplace_back("give redsem a prefix of its own (--prefix), or remove those keys");
     }
     finding.found = fmt::format("{}", fmt::join(notes, "; "));

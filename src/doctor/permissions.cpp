@@ -1,5 +1,6 @@
 #include "doctor/checks.hpp"
 
+#include "redis/reply.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
@@ -136,13 +137,26 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
         eval.push_back("1");
         eval.push_back(probes()[i].words.front());
     }
+    // The epoch key that every semaphore of the prefix shares (not on a cluster), which
+    // patterns naming semaphores may leave out.
+    const std::string epoch = fmt::format("{}:epoch", prefix);
+    eval.insert(eval.end(), {"4", "hset", epoch, "f", "v", "3", "hget", epoch, "f"});
+    const std::size_t epoch_probes = 2;
+
     const Reply reply = connection.command(eval);
     if (reply.is_error()) {
-        return {Finding(
-            "permissions", facts.node, Verdict::unsafe,
-            fmt::format("this user cannot run redsem's scripts: {}", printable(reply.text, 200)),
-            fmt::format("ACL SETUSER {} +eval +evalsha (README, \"Least privilege\")",
-                        printable(user)))};
+        // Never the probe's own text, which the server quotes after "with args".
+        const std::string error = reply.text.substr(0, reply.text.find(", with args"));
+        if (is_error_code(reply, "NOPERM")) {
+            return {Finding(
+                "permissions", facts.node, Verdict::unsafe,
+                fmt::format("this user may not run redsem's scripts ({})", printable(error, 120)),
+                fmt::format("ACL SETUSER {} +eval +evalsha", printable(user)))};
+        }
+        return {Finding("permissions", facts.node, Verdict::unsafe,
+                        fmt::format("this server runs no scripts ({}): redsem cannot work here",
+                                    printable(error, 120)),
+                        "undo the rename-command of EVAL and EVALSHA")};
     }
     if (reply.is_nil()) {
         return {Finding("permissions", facts.node, Verdict::warn,
@@ -151,10 +165,13 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
                         "compare the user's rules with README, \"Least privilege\"")};
     }
     const std::vector<Reply>& replies = reply.as_array();
-    if (replies.size() != probes().size() + keyed.size()) {
+    const std::size_t expected = probes().size() + keyed.size() + epoch_probes;
+    if (replies.size() != expected) {
         throw InternalError(fmt::format("the permission probe answered {} times for {} commands",
-                                        replies.size(), probes().size() + keyed.size()));
+                                        replies.size(), expected));
     }
+    const bool epoch_denied = !facts.cluster && (replies[expected - 2].as_integer() == 0 ||
+                                                 replies[expected - 1].as_integer() == 0);
     std::vector<long long> allowed;
     for (std::size_t i = 0; i < probes().size(); ++i) {
         allowed.push_back(replies[i].as_integer());
@@ -172,6 +189,7 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
     std::vector<std::string> lost_features;
     std::vector<std::string> feature_rules;
     bool info_allowed = true;
+    bool info_renamed = false;
     for (std::size_t i = 0; i < probes().size(); ++i) {
         const Probe& probe = probes()[i];
         const long long verdict = allowed[i];
@@ -182,6 +200,7 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
         switch (probe.need) {
         case Need::info:
             info_allowed = false;
+            info_renamed = verdict == -1;
             continue;
         case Need::feature:
             feature_rules.push_back(rule);
@@ -217,12 +236,26 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
 
     std::vector<Finding> findings;
     const std::string setuser = fmt::format("ACL SETUSER {}", printable(user));
-    if (keys_denied) {
+    if (keys_denied && (epoch_denied || facts.cluster)) {
         findings.emplace_back("permissions", facts.node, Verdict::unsafe,
                               fmt::format("this user may not use the keys '{}:*', where redsem "
                                           "keeps its semaphores: every call exits 77",
                                           printable(prefix)),
                               fmt::format("{} ~{}:*", setuser, printable(prefix)));
+    } else if (keys_denied) {
+        findings.emplace_back(
+            "permissions", facts.node, Verdict::warn,
+            fmt::format("this user's key patterns do not cover every semaphore "
+                        "('{}:{{NAME}}:*'): a semaphore outside them exits 77",
+                        printable(prefix)),
+            fmt::format("{} ~{}:*, or check the names in use", setuser, printable(prefix)));
+    } else if (epoch_denied) {
+        findings.emplace_back(
+            "permissions", facts.node, Verdict::unsafe,
+            fmt::format("this user may not use '{}', which every call that admits needs: those "
+                        "calls exit 77",
+                        printable(epoch)),
+            fmt::format("{} ~{}", setuser, printable(epoch)));
     }
     if (!missing.empty()) {
         findings.emplace_back("permissions", facts.node, Verdict::unsafe,
@@ -236,7 +269,8 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
                               fmt::format("this server knows no {} (renamed or disabled), which "
                                           "redsem needs",
                                           joined(renamed, " ")),
-                              "undo the rename-command of those commands");
+                              renamed.size() == 1 ? "undo its rename-command"
+                                                  : "undo their rename-command");
     }
     if (findings.empty()) {
         findings.emplace_back("permissions", facts.node, Verdict::ok,
@@ -248,7 +282,15 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
             fmt::format("without {}: {}", joined(feature_rules, " "), joined(lost_features, "; ")),
             fmt::format("{} {} for those features", setuser, joined(feature_rules, " ")));
     }
-    if (!info_allowed) {
+    if (info_renamed) {
+        findings.emplace_back(
+            "permissions", facts.node, Verdict::warn,
+            "INFO is renamed or disabled here, so redsem proves the server's identity by a "
+            "script: a restart is seen only at the first call after it, a failback to a node "
+            "that still has redsem's marker script is not seen, and neither is an allkeys-* "
+            "eviction policy (README, \"Before the first run\")",
+            "undo the rename-command of INFO, if you can");
+    } else if (!info_allowed) {
         findings.emplace_back(
             "permissions", facts.node, Verdict::warn,
             "without +info (@dangerous) redsem proves the server's identity by a script: a "

@@ -13,8 +13,9 @@ ClusterTopology::ClusterTopology(const ConnectOptions& options, ServerConnection
 }
 
 std::string ClusterTopology::describe() const {
-    return fmt::format("a Redis Cluster (seed {}, {} primaries known)", m_options.url.describe(),
-                       m_slots.primaries().size());
+    const std::size_t primaries = m_slots.primaries().size();
+    return fmt::format("a Redis Cluster (seed {}, {} primar{} known)", m_options.url.describe(),
+                       primaries, primaries == 1 ? "y" : "ies");
 }
 
 void ClusterTopology::begin_round() {

@@ -88,12 +88,15 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
         Transience transience = Transience::permanent;
     };
     constexpr Transience passes = Transience::transient;
-    static constexpr std::array<Known, 16> k_known{{
+    static constexpr std::array<Known, 17> k_known{{
         {"NOAUTH", ExitCode::denied,
          "Redis requires a password: use --password-file, set REDSEM_PASSWORD, or put it in "
          "the URL"},
         {"WRONGPASS", ExitCode::denied, "Redis rejected the user name or password"},
         {"NOPERM", ExitCode::denied, "Redis denied permission (ACL)"},
+        {"DENIED", ExitCode::unavailable,
+         "Redis refuses clients from other hosts (protected mode, no password set): give it a "
+         "password or bind it to the address used"},
         {"WRONGTYPE", ExitCode::conflict, "a key holds the wrong kind of value"},
         {"LOADING", ExitCode::unavailable, "Redis is loading its data set; try again shortly",
          passes},
@@ -120,13 +123,13 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
         // redsem's own refusal (lua/lib/epoch.lua), which says it all.
         return {ExitCode::unavailable,
                 fmt::format("redsem admits nobody on this Redis: {}",
-                            printable(error.substr(std::min(error.size(), code.size() + 1)),
-                                      300))};
+                            printable(error.substr(std::min(error.size(), code.size() + 1)), 300))};
     }
     if (code == "NOPERM") {
         // "NOPERM this user has no permissions to run the 'xadd' command": name the rule too.
         const std::size_t open = error.find('\'');
-        const std::size_t close = open == std::string_view::npos ? open : error.find('\'', open + 1);
+        const std::size_t close =
+            open == std::string_view::npos ? open : error.find('\'', open + 1);
         if (close != std::string_view::npos && error.find(" command") != std::string_view::npos) {
             const std::string_view command = error.substr(open + 1, close - open - 1);
             return {ExitCode::denied,

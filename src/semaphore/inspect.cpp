@@ -209,16 +209,20 @@ std::vector<std::string> tokens_starting_with(Connection& connection, std::strin
     return {tokens.begin(), tokens.end()};
 }
 
-SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std::string_view name) {
+SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std::string_view name,
+                           bool with_admission) {
     const Keys keys = Keys::make(prefix, name);
     const long long now = server_time_ms(connection, keys.state);
     std::vector<SemaphoreSummary> summaries;
     summarize(connection, prefix, {std::string(name)}, now, summaries);
-    summaries.front().admission = Semaphore(connection, prefix, name).admission();
+    if (with_admission) {
+        summaries.front().admission = Semaphore(connection, prefix, name).admission();
+    }
     return std::move(summaries.front());
 }
 
-std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix) {
+std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
+                                              bool with_admission) {
     std::vector<SemaphoreSummary> summaries;
     connection.for_each_primary([&] {
         std::set<std::string> found; // SCAN may return a key more than once
@@ -228,7 +232,7 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
         const std::size_t first = summaries.size();
         summarize(connection, prefix, {found.begin(), found.end()}, now, summaries);
         // (One script call each: on a Redis Cluster every semaphore has its own epoch.)
-        for (std::size_t i = first; i < summaries.size(); ++i) {
+        for (std::size_t i = first; with_admission && i < summaries.size(); ++i) {
             summaries[i].admission = Semaphore(connection, prefix, summaries[i].name).admission();
         }
     });
@@ -308,10 +312,10 @@ void summarize(Connection& connection, std::string_view prefix,
             summary.limit = optional_number(state.at(0));
             summary.history = optional_number(state.at(1)).value_or(k_default_history);
             if (summary.limit && summary.history > 0) {
-                summary.counters = HistoryCounters{
-                    .acquired = optional_number(state.at(2)).value_or(0),
-                    .expired = optional_number(state.at(3)).value_or(0),
-                    .lost = optional_number(state.at(4)).value_or(0)};
+                summary.counters =
+                    HistoryCounters{.acquired = optional_number(state.at(2)).value_or(0),
+                                    .expired = optional_number(state.at(3)).value_or(0),
+                                    .lost = optional_number(state.at(4)).value_or(0)};
             }
             const long long holders = checked(replies[at + 1]).as_integer();
             const long long queued = checked(replies[at + 2]).as_integer();

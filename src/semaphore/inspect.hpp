@@ -55,10 +55,10 @@ struct SemaphoreSummary {
     long long stale = 0;          // waiters past their liveness
     std::optional<Record> oldest; // the live holder that has held longest
     std::optional<long long> oldest_wait_since_ms; // when the live waiter queued first queued
-    long long history = 0;                  // events its history keeps (0: none)
-    std::optional<HistoryCounters> counters; // while its history is on
-    long long server_now_ms = 0;  // the clock of the server (cluster node) that holds it
-    AdmissionState admission;     // closed after a possible loss of data?
+    long long history = 0;                         // events its history keeps (0: none)
+    std::optional<HistoryCounters> counters;       // while its history is on
+    long long server_now_ms = 0; // the clock of the server (cluster node) that holds it
+    AdmissionState admission;    // closed after a possible loss of data?
 };
 
 // Reads one semaphore with read-only commands, in pages (so that no single call is long on a
@@ -67,11 +67,14 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
 
 // Every semaphore under `prefix`, sorted by name, found with SCAN (never KEYS) and read in
 // pipelined batches; on a Redis Cluster, on every primary, each timed by its node's clock.
-// Changes nothing.
-std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix);
+// Changes nothing but, `with_admission`, the proof of the epoch that a user without INFO
+// writes and removes (Semaphore::admission()); without, `admission` is left open.
+std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
+                                              bool with_admission = true);
 
 // One semaphore's line of list_semaphores(), timed by the clock of the server that holds it.
-SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std::string_view name);
+SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std::string_view name,
+                           bool with_admission = true);
 
 // The names of every semaphore under `prefix` that has key `part` ("state": every one;
 // "log": those with a history), sorted, found with SCAN (on a Redis Cluster, on every primary).

@@ -8,8 +8,12 @@
 #include "support/sentinel_group.hpp"
 #include "support/tls_files.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <set>
 #include <sstream>
+#include <sys/socket.h>
+#include <unistd.h>
 
 using namespace redsem;
 using namespace redsem::test;
@@ -172,7 +176,7 @@ TEST_CASE("doctor: eviction policies") {
         CHECK(diagnosis.verdict("eviction") == "ok");
         CHECK(contains(diagnosis.found("eviction"), "volatile-lru"));
     }
-    SECTION("noeviction, full: a warning") {
+    SECTION("noeviction, full: unsafe, as every acquire fails") {
         RedisServer server(with_args({"--maxmemory", "3mb", "--maxmemory-policy", "noeviction"}));
         CHECK(doctor(env_for(server)).verdict("eviction") == "ok");
         Connection admin = server.admin();
@@ -184,8 +188,9 @@ TEST_CASE("doctor: eviction policies") {
             }
         }
         const Diagnosis full = doctor(env_for(server));
-        CHECK(full.verdict("eviction") == "warn");
-        CHECK(contains(full.found("eviction"), "nearly full"));
+        INFO(full.report.dump(2));
+        CHECK(full.verdict("eviction") == "unsafe");
+        CHECK(contains(full.found("eviction"), "full, so Redis refuses writes"));
     }
 }
 
@@ -281,6 +286,29 @@ TEST_CASE("doctor: ACL users: the README's, one rule short, keys out of reach, n
         CHECK(diagnosis.exit_code == k_unsafe);
         CHECK(diagnosis.of("permissions").at(0).at("fix") == "ACL SETUSER redsem ~redsem:*");
     }
+    SECTION("patterns without the shared epoch key: unsafe, naming it") {
+        std::vector<std::string> rules = readme;
+        std::replace(rules.begin(), rules.end(), std::string("~redsem:*"),
+                     std::string("~redsem:{*"));
+        const Diagnosis diagnosis = doctor(as_user(rules));
+        INFO(diagnosis.report.dump(2));
+        CHECK(diagnosis.exit_code == k_unsafe);
+        CHECK(diagnosis.of("permissions").at(0).at("fix") == "ACL SETUSER redsem ~redsem:epoch");
+    }
+    SECTION("patterns that name some semaphores and the epoch key: a warning, not unsafe") {
+        std::vector<std::string> rules = readme;
+        std::replace(rules.begin(), rules.end(), std::string("~redsem:*"),
+                     std::string("~redsem:{deploy}:*"));
+        rules.emplace_back("~redsem:epoch");
+        const EnvChanges env = as_user(rules);
+        const Diagnosis diagnosis = doctor(env);
+        INFO(diagnosis.report.dump(2));
+        CHECK_FALSE(diagnosis.any_unsafe());
+        CHECK(diagnosis.of("permissions").at(0).at("verdict") == "warn");
+        EnvChanges fresh = env;
+        fresh["REDSEM_LOSS_GRACE"] = "0";
+        CHECK(run_redsem({"acquire", "deploy", "-w", "0"}, fresh).exit_code == 0);
+    }
     SECTION("+@all -@dangerous, as managed services hand out: nothing unsafe") {
         const Diagnosis diagnosis =
             doctor(as_user({"on", ">redsem-pw", "~redsem:*", "&*", "+@all", "-@dangerous"}));
@@ -320,6 +348,11 @@ TEST_CASE("doctor: commands renamed away (INFO, CONFIG) give unknowns, never an 
     CHECK(diagnosis.verdict("eviction") == "warn");
     CHECK(contains(diagnosis.found("eviction"), "INFO unavailable"));
     CHECK(diagnosis.verdict("version") == "ok"); // from HELLO
+    bool rename_named = false;
+    for (const json& finding : diagnosis.of("permissions")) {
+        rename_named = rename_named || contains(finding.at("fix").dump(), "rename-command of INFO");
+    }
+    CHECK(rename_named);
 }
 
 TEST_CASE("doctor: redsem's keys: abandoned semaphores and foreign keys are warnings") {
@@ -367,6 +400,7 @@ TEST_CASE("doctor: through sentinels, and a sentinel given as the server", "[sen
     INFO(sentinel_as_server.report.dump(2));
     CHECK(sentinel_as_server.exit_code == k_unsafe);
     CHECK(sentinel_as_server.verdict("mode") == "unsafe");
+    CHECK(sentinel_as_server.of("permissions").empty()); // nothing else applies to a sentinel
 }
 
 TEST_CASE("doctor: a Redis Cluster: its state, and each primary checked", "[cluster]") {
@@ -430,4 +464,96 @@ TEST_CASE("doctor: a Redis Cluster with a primary down: unsafe, and the others s
     CHECK(reachable[1].at("verdict") == "unsafe");
     CHECK(reachable[1].at("node") == "127.0.0.1:" + std::to_string(cluster.node(dead).port()));
     CHECK(diagnosis.of("eviction").size() == primaries.size() - 1);
+}
+
+TEST_CASE("doctor writes nothing, for a user with INFO and for one without") {
+    RedisServer server(with_args({}, true));
+    Connection admin = server.admin();
+    // Semaphores in use and abandoned, so that every check has something to read.
+    EnvChanges fresh = env_for(server);
+    fresh["REDSEM_LOSS_GRACE"] = "0";
+    REQUIRE(run_redsem({"acquire", "held", "--ttl", "5m"}, fresh).exit_code == 0);
+    REQUIRE(run_redsem({"acquire", "other", "--ttl", "5m"}, fresh).exit_code == 0);
+    std::vector<std::string> command{"ACL", "SETUSER", "redsem", "reset"};
+    const std::vector<std::string> readme = readme_acl_rules().at(0);
+    command.insert(command.end(), readme.begin(), readme.end());
+    admin.call(command);
+    const EnvChanges as_readme_user{
+        {"REDSEM_URL", "redis://redsem@127.0.0.1:" + std::to_string(server.port())},
+        {"REDSEM_PASSWORD", "redsem-pw"}};
+    const auto changes = [&] {
+        return std::stoll(info_field(admin, "persistence", "rdb_changes_since_last_save"));
+    };
+    for (const EnvChanges& env : {env_for(server), as_readme_user}) {
+        const long long before = changes();
+        const Diagnosis diagnosis = doctor(env);
+        INFO(diagnosis.report.dump(2));
+        CHECK(contains(diagnosis.found("keys"), "2 semaphores"));
+        CHECK(changes() == before);
+    }
+}
+
+TEST_CASE("doctor: a foreign key beside a semaphore's real keys is named, the rest still read") {
+    RedisServer server;
+    Connection admin = server.admin();
+    EnvChanges fresh = env_for(server);
+    fresh["REDSEM_LOSS_GRACE"] = "0";
+    REQUIRE(run_redsem({"acquire", "fine", "--ttl", "5m"}, fresh).exit_code == 0);
+    REQUIRE(run_redsem({"acquire", "mixed", "--ttl", "5m"}, fresh).exit_code == 0);
+    admin.call({"SET", "redsem:{mixed}:queue", "not a zset"});
+    const Diagnosis diagnosis = doctor(env_for(server));
+    INFO(diagnosis.report.dump(2));
+    CHECK(diagnosis.verdict("keys") == "warn");
+    CHECK(contains(diagnosis.found("keys"), "redsem:{mixed}:queue"));
+    CHECK(contains(diagnosis.found("keys"), "a string where redsem keeps a zset"));
+    CHECK(contains(diagnosis.found("keys"), "2 semaphores"));
+}
+
+TEST_CASE("doctor: min-replicas-to-write that no replica meets is unsafe") {
+    RedisServer server;
+    server.admin().call({"CONFIG", "SET", "min-replicas-to-write", "1"});
+    const Diagnosis diagnosis = doctor(env_for(server));
+    INFO(diagnosis.report.dump(2));
+    CHECK(diagnosis.exit_code == k_unsafe);
+    CHECK(diagnosis.verdict("replication") == "unsafe");
+    CHECK(contains(diagnosis.found("replication"), "NOREPLICAS"));
+}
+
+TEST_CASE("doctor: a server that never answers, or wants a password none was given") {
+    // A port that accepts connections (the kernel completes them) and never answers.
+    const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(listener >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+    REQUIRE(listen(listener, 8) == 0);
+    REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    const Diagnosis silent =
+        doctor({{"REDSEM_URL", "redis://127.0.0.1:" + std::to_string(ntohs(address.sin_port))},
+                {"REDSEM_CONNECT_TIMEOUT", "300ms"}});
+    close(listener);
+    INFO(silent.report.dump(2));
+    CHECK(silent.exit_code == k_unavailable);
+    REQUIRE(silent.report.at("findings").size() == 1);
+    CHECK(silent.verdict("reachable") == "unsafe");
+    CHECK(silent.one("reachable").at("fix").is_string());
+
+    RedisServer::Options options = with_args({"--requirepass", "needed-pw-8e1d"});
+    options.admin_password = "needed-pw-8e1d";
+    RedisServer server(options);
+    const Diagnosis no_password = doctor(env_for(server));
+    INFO(no_password.report.dump(2));
+    CHECK(no_password.exit_code == k_denied);
+    CHECK(no_password.verdict("reachable") == "unsafe");
+    CHECK(contains(no_password.one("reachable").at("fix").get<std::string>(), "password"));
+}
+
+TEST_CASE("doctor: a report that cannot be written exits 74") {
+    RedisServer server;
+    const ProcessResult full =
+        Child::shell("exec " + redsem_binary() + " doctor > /dev/full", env_for(server))->wait();
+    CHECK(full.exit_code == 74);
+    CHECK(contains(full.err, "cannot write to standard output"));
 }

@@ -20,6 +20,8 @@ TEST_CASE("Redis error replies map to the documented exit codes") {
         {"READONLY You can't write against a read only replica.", ExitCode::unavailable},
         {"OOM command not allowed when used memory > 'maxmemory'.", ExitCode::unavailable},
         {"MASTERDOWN Link with MASTER is down", ExitCode::unavailable},
+        {"DENIED Redis is running in protected mode because protected mode is enabled",
+         ExitCode::unavailable},
         {"MISCONF Redis is configured to save RDB snapshots", ExitCode::unavailable},
         {"BUSY Redis is busy running a script.", ExitCode::unavailable},
         {"CLUSTERDOWN The cluster is down", ExitCode::unavailable},
@@ -58,8 +60,8 @@ TEST_CASE("Redis error replies map to the documented exit codes") {
 
 TEST_CASE("a refused command is named with the ACL rule to add, and redsem's own refusal of an "
           "evicting Redis reads as one sentence") {
-    const auto denied = classify_reply_error(
-        "NOPERM this user has no permissions to run the 'setbit' command");
+    const auto denied =
+        classify_reply_error("NOPERM this user has no permissions to run the 'setbit' command");
     CHECK(denied.message.find("add +setbit to the user's ACL rules") != std::string::npos);
     const auto evicting = classify_reply_error(
         "EVICTING Redis may evict any key (maxmemory-policy allkeys-lru with a maxmemory)");
