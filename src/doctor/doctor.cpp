@@ -575,8 +575,12 @@ void attempt(std::vector<Finding>& findings, std::string_view check, const std::
         if (unreachable(error) && !several) {
             throw;
         }
+        const std::string_view what = error.what();
         findings.emplace_back(std::string(check), node, Verdict::warn,
-                              fmt::format("cannot tell: {}", error.what()));
+                              what.find("ERR unknown command") != std::string_view::npos
+                                  ? "cannot tell: the server knows no command this check "
+                                    "sends (renamed or disabled: see permissions)"
+                                  : fmt::format("cannot tell: {}", what));
     }
 }
 
@@ -609,8 +613,11 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
         if (error.exit_code() != static_cast<int>(ExitCode::denied)) {
             throw; // a database the server does not have: a usage error
         }
-        report.reach = DoctorReport::Reach::denied;
-        findings.emplace_back("reachable", "", Verdict::unsafe, error.what(), login_fix(error));
+        // A refused login (77), or a command the connection needs (SELECT: unsafe).
+        const bool login = !login_fix(error).empty();
+        report.reach = login ? DoctorReport::Reach::denied : DoctorReport::Reach::reached;
+        findings.emplace_back(login ? "reachable" : "permissions", "", Verdict::unsafe,
+                              error.what(), login_fix(error));
         return report;
     }
     try {
@@ -699,7 +706,7 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
         if (error.exit_code() == static_cast<int>(ExitCode::denied)) {
             // Refused before any server could be checked (a password the server requires,
             // CLUSTER SLOTS that the user may not run).
-            const bool login = login_fix(error) != "";
+            const bool login = !login_fix(error).empty();
             report.reach = login ? DoctorReport::Reach::denied : DoctorReport::Reach::reached;
             findings.emplace_back(login ? "reachable" : "permissions", "", Verdict::unsafe,
                                   error.what(), login_fix(error));

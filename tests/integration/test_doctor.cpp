@@ -557,3 +557,20 @@ TEST_CASE("doctor: a report that cannot be written exits 74") {
     CHECK(full.exit_code == 74);
     CHECK(contains(full.err, "cannot write to standard output"));
 }
+
+TEST_CASE("doctor: a database the user may not SELECT is an unsafe permission, not a login") {
+    RedisServer server(with_args({}, true));
+    Connection admin = server.admin();
+    std::vector<std::string> command{"ACL", "SETUSER", "redsem", "reset"};
+    std::vector<std::string> rules = readme_acl_rules().at(0);
+    std::erase(rules, std::string("+select"));
+    command.insert(command.end(), rules.begin(), rules.end());
+    admin.call(command);
+    const Diagnosis diagnosis =
+        doctor({{"REDSEM_URL", "redis://redsem@127.0.0.1:" + std::to_string(server.port()) + "/3"},
+                {"REDSEM_PASSWORD", "redsem-pw"}});
+    INFO(diagnosis.report.dump(2));
+    CHECK(diagnosis.exit_code == k_unsafe);
+    CHECK(diagnosis.verdict("permissions") == "unsafe");
+    CHECK(contains(diagnosis.found("permissions"), "+select"));
+}

@@ -42,9 +42,8 @@ std::vector<json> history(const RedisServer& server, const std::string& name) {
 
 // The events of `name` after the first `seen`, as (event, token) pairs, for comparing a step's
 // events with what it must have logged.
-std::vector<std::pair<std::string, std::string>> new_events(const RedisServer& server,
-                                                            const std::string& name,
-                                                            std::size_t& seen) {
+std::vector<std::pair<std::string, std::string>>
+new_events(const RedisServer& server, const std::string& name, std::size_t& seen) {
     const auto events = history(server, name);
     std::vector<std::pair<std::string, std::string>> out;
     for (std::size_t i = seen; i < events.size(); ++i) {
@@ -134,16 +133,25 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     CHECK(events.back()["label"] == "third");
     CHECK(events.back()["waited_ms"].get<long long>() >= 250);
 
+    // A renewal is no event.
+    REQUIRE(run_redsem({"renew", "h", token_b}, env).exit_code == 0);
+    CHECK(new_events(server, "h", seen).empty());
+    REQUIRE(run_redsem({"release", "h", token_b}, env).exit_code == 0);
+    CHECK(new_events(server, "h", seen) == Events{{"released", token_b}});
+
     // A lease that runs out, found by its holder's next renewal: expired, then lost.
-    REQUIRE(run_redsem({"renew", "h", token_b, "--ttl", "200ms"}, env).exit_code == 0);
-    CHECK(new_events(server, "h", seen).empty()); // a renewal is no event
-    std::this_thread::sleep_for(400ms);
-    CHECK(run_redsem({"renew", "h", token_b}, env).exit_code == 1);
-    CHECK(new_events(server, "h", seen) == Events{{"expired", token_b}, {"lost", token_b}});
+    const json e = acquire_json(server, {"h", "--ttl", "200ms", "--label", "short"});
+    const std::string token_e = e["token"].get<std::string>();
+    CHECK(new_events(server, "h", seen) == Events{{"acquired", token_e}});
+    Connection observer = server.admin();
+    const long long deadline = e["deadline_ms"].get<long long>();
+    REQUIRE(wait_until([&] { return server_time_ms(observer) > deadline; }, 10s));
+    CHECK(run_redsem({"renew", "h", token_e}, env).exit_code == 1);
+    CHECK(new_events(server, "h", seen) == Events{{"expired", token_e}, {"lost", token_e}});
     events = history(server, "h");
     const json& expired = events[events.size() - 2];
-    CHECK(expired["fence"] == b["fence"]);
-    // From the grant to the deadline of the renewed lease.
+    CHECK(expired["fence"] == e["fence"]);
+    // From the grant to the deadline of the lease.
     CHECK(expired["held_ms"].get<long long>() >= 200);
 
     // A waiter that stops refreshing its place is dropped when a script next prunes.
@@ -153,14 +161,14 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
     const Keys keys = Keys::make("redsem", "h");
     const std::string dead = "00000000000000000000000000dead01";
-    REQUIRE(client
-                .eval({scripts::k_acquire_script,
-                       keys.script_keys(),
-                       {keys.wake_prefix, dead, "1", "60000", "wait", "50",
-                        R"({"host":"ghost","pid":4242,"user":"nobody","label":"dead"})", "0", "",
-                        ""}})
-                .at(0)
-                .as_string() == "wait");
+    REQUIRE(
+        client
+            .eval({scripts::k_acquire_script,
+                   keys.script_keys(),
+                   {keys.wake_prefix, dead, "1", "60000", "wait", "50",
+                    R"({"host":"ghost","pid":4242,"user":"nobody","label":"dead"})", "0", "", ""}})
+            .at(0)
+            .as_string() == "wait");
     CHECK(new_events(server, "h", seen) == Events{{"queued", dead}});
     std::this_thread::sleep_for(100ms);
     CHECK(run_redsem({"acquire", "h", "-w", "0"}, env).exit_code == 75);
@@ -203,8 +211,9 @@ TEST_CASE("history: the stream stays capped, expires with the semaphore, and is 
     CHECK(json::parse(set.out)["history"] == 5);
     for (int i = 0; i < 10; ++i) {
         const std::string token = run_redsem({"acquire", "capped"}, env).out;
-        REQUIRE(run_redsem({"release", "capped", token.substr(0, token.size() - 1)}, env)
-                    .exit_code == 0);
+        REQUIRE(
+            run_redsem({"release", "capped", token.substr(0, token.size() - 1)}, env).exit_code ==
+            0);
     }
     CHECK(admin.call({"XLEN", keys.log}).as_integer() == 5);
     const auto events = history(server, "capped");
@@ -351,12 +360,13 @@ TEST_CASE("log: time windows, every semaphore merged by time, labels escaped in 
         CHECK(event["time_ms"].get<long long>() >= second);
     }
     const auto earlier = json_lines(
-        run_redsem({"log", "--json", "--until", "@" + std::to_string(second / 1000 - 100)}, env).out);
+        run_redsem({"log", "--json", "--until", "@" + std::to_string(second / 1000 - 100)}, env)
+            .out);
     CHECK(earlier.empty());
     CHECK(json_lines(run_redsem({"log", "--json", "--since", "1h"}, env).out).size() == 5);
-    CHECK(json_lines(run_redsem({"log", "one", "--json", "--since", "1d", "--until", "now"}, env)
-                         .out)
-              .size() == 3);
+    CHECK(
+        json_lines(run_redsem({"log", "one", "--json", "--since", "1d", "--until", "now"}, env).out)
+            .size() == 3);
 }
 
 TEST_CASE("history: a foreign key in its place never breaks a semaphore in use, nor hides the "
@@ -373,7 +383,8 @@ TEST_CASE("history: a foreign key in its place never breaks a semaphore in use, 
     const std::string token = run_redsem({"acquire", "foreign", "--ttl", "2d"}, env).out;
     REQUIRE(!token.empty());
     CHECK(run_redsem({"acquire", "foreign", "-w", "200ms"}, env).exit_code == 75);
-    CHECK(run_redsem({"release", "foreign", token.substr(0, token.size() - 1)}, env).exit_code == 0);
+    CHECK(run_redsem({"release", "foreign", token.substr(0, token.size() - 1)}, env).exit_code ==
+          0);
     CHECK(admin.call({"GET", keys.log}).as_string() == "not redsem's");
     CHECK(admin.call({"PTTL", keys.log}).as_integer() == -1);
     // log: without NAME, a warning and the other histories; naming it, the error (65).
@@ -396,8 +407,10 @@ TEST_CASE("history: a foreign key in its place never breaks a semaphore in use, 
     CHECK(followed.exit_code == 65);
     CHECK(followed.err == named);
     // Before the epoch (1970-01-01 east of Greenwich) is the epoch.
-    CHECK(json_lines(run_redsem({"log", "other", "--json", "--since",
-                                 "1970-01-01T00:00:00+01:00"}, env).out).size() == 2);
+    CHECK(
+        json_lines(
+            run_redsem({"log", "other", "--json", "--since", "1970-01-01T00:00:00+01:00"}, env).out)
+            .size() == 2);
 }
 
 TEST_CASE("log, --history and status --format/--watch: bad input is a usage error") {
@@ -446,8 +459,10 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
     REQUIRE(run_redsem({"acquire", "plain"}, env).exit_code == 0);
 
     // A name given twice is one series.
-    const ProcessResult twice = run_redsem({"status", "--format", "prometheus", "plain", "plain"}, env);
-    CHECK(std::count(twice.out.begin(), twice.out.end(), '\n') == 2 * 11 + 8); // HELP and TYPE of 11, 8 gauges
+    const ProcessResult twice =
+        run_redsem({"status", "--format", "prometheus", "plain", "plain"}, env);
+    CHECK(std::count(twice.out.begin(), twice.out.end(), '\n') ==
+          2 * 11 + 8); // HELP and TYPE of 11, 8 gauges
 
     const ProcessResult result = run_redsem({"status", "--format", "prometheus"}, env);
     REQUIRE(result.exit_code == 0);
@@ -554,15 +569,16 @@ TEST_CASE("status --watch redraws on a real terminal as slots change, and q rest
     }
     RedisServer server;
     const EnvChanges env = env_for(server);
-    REQUIRE(run_redsem({"acquire", "watched", "-n", "2", "--label", "first-holder"}, env)
-                .exit_code == 0);
+    REQUIRE(
+        run_redsem({"acquire", "watched", "-n", "2", "--label", "first-holder"}, env).exit_code ==
+        0);
     const std::string binary = redsem_binary();
-    const std::string done = std::filesystem::temp_directory_path() /
-                             ("redsem-watch-done-" + std::to_string(getpid()));
+    const std::string done =
+        std::filesystem::temp_directory_path() / ("redsem-watch-done-" + std::to_string(getpid()));
     std::filesystem::remove(done);
     Tmux terminal("stty -a > " + done + ".before; REDSEM_URL=" + server.socket_url() + " " +
-                  binary + " status watched --watch; echo exit=$? > " + done +
-                  ".exit; stty -a > " + done + ".after; mv " + done + ".after " + done);
+                  binary + " status watched --watch; echo exit=$? > " + done + ".exit; stty -a > " +
+                  done + ".after; mv " + done + ".after " + done);
 
     std::string screen = terminal.await("first-holder");
     CHECK(screen.find("watched: 1/2 held, 0 waiting") != std::string::npos);

@@ -395,7 +395,7 @@ TEST_CASE("limit changes under load: an observer never sees more inside than the
 
 // --- 4. status, renew and release tell the truth ----------------------------------------------
 
-TEST_CASE("renew without --ttl keeps the lease's own ttl") {
+TEST_CASE("renew without --ttl keeps the lease's own ttl, and a shorter --ttl never shortens it") {
     RedisServer server;
     const auto env = env_for(server);
     const json lease = acquire_json(server, {"long", "--ttl", "10m"});
@@ -403,8 +403,14 @@ TEST_CASE("renew without --ttl keeps the lease's own ttl") {
     const json holder = status_json(server, {"long"})["holders"][0];
     CHECK(holder["ttl_ms"] == 600'000);
     CHECK(holder["expires_in_ms"].get<long long>() > 590'000);
+    // A shorter --ttl never shortens the lease (nor the ttl later renewals use); a longer one
+    // becomes its ttl.
     CHECK(run_redsem({"renew", "long", lease["token"], "--ttl", "30s"}, env).exit_code == 0);
-    CHECK(status_json(server, {"long"})["holders"][0]["ttl_ms"] == 30'000);
+    const json kept = status_json(server, {"long"})["holders"][0];
+    CHECK(kept["ttl_ms"] == 600'000);
+    CHECK(kept["expires_in_ms"].get<long long>() > 590'000);
+    CHECK(run_redsem({"renew", "long", lease["token"], "--ttl", "20m"}, env).exit_code == 0);
+    CHECK(status_json(server, {"long"})["holders"][0]["ttl_ms"] == 1'200'000);
 }
 
 TEST_CASE("status counts dead holders and waiters apart from live ones") {
@@ -460,8 +466,8 @@ TEST_CASE("one queue numbering: 1 is next, in text, JSON and the waiting line") 
     CHECK(text.find("\n2 ") != std::string::npos);
     // The waiting line, on a terminal (script(1)): the second waiter is number 3 of 3.
     const std::string out = server.dir() + "/tty";
-    const std::string line = "script -qfec \"" + redsem_binary() + " --url " +
-                             server.socket_url() + " acquire q -w 2500ms\" /dev/null > " + out;
+    const std::string line = "script -qfec \"" + redsem_binary() + " --url " + server.socket_url() +
+                             " acquire q -w 2500ms\" /dev/null > " + out;
     std::system(line.c_str());
     const std::string shown = read_file(out);
     CHECK(shown.find("number 3 of 3 in the queue") != std::string::npos);
@@ -529,9 +535,8 @@ TEST_CASE("acquire --while-pid: the slot lives as long as the shell, and goes wh
     const auto env = env_for(server);
     const std::string file = server.dir() + "/lease";
     // As a script would: the token from $(...), which must not wait for the keeper.
-    auto shell = Child::shell(redsem_binary() +
-                                  " acquire life --ttl 1s --json --while-pid $$ > " + file +
-                                  ".tmp && mv " + file + ".tmp " + file + "; sleep 60",
+    auto shell = Child::shell(redsem_binary() + " acquire life --ttl 1s --json --while-pid $$ > " +
+                                  file + ".tmp && mv " + file + ".tmp " + file + "; sleep 60",
                               env);
     REQUIRE(wait_for_file(file, 10s));
     const json lease = json::parse(read_file(file));
@@ -559,8 +564,8 @@ TEST_CASE("acquire --while-pid: the slot lives as long as the shell, and goes wh
 TEST_CASE("acquire without --while-pid records the calling script's pid") {
     RedisServer server;
     const std::string file = server.dir() + "/token";
-    auto shell = Child::shell(redsem_binary() + " acquire caller > " + file +
-                                  ".tmp; mv " + file + ".tmp " + file + "; sleep 30",
+    auto shell = Child::shell(redsem_binary() + " acquire caller > " + file + ".tmp; mv " + file +
+                                  ".tmp " + file + "; sleep 30",
                               env_for(server));
     REQUIRE(wait_for_file(file, 10s));
     const json holder = status_json(server, {"caller"})["holders"][0];
