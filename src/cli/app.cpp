@@ -173,7 +173,8 @@ int finish_output(int status) {
     if (error == 0 || error == EPIPE) {
         return status;
     }
-    std::cerr << "redsem: error: cannot write to standard output (" << std::strerror(error) << ")\n";
+    std::cerr << "redsem: error: cannot write to standard output (" << std::strerror(error)
+              << ")\n";
     return status != 0 ? status : static_cast<int>(ExitCode::output);
 }
 
@@ -184,6 +185,7 @@ std::span<const Command> commands() {
 }
 
 int main(int argc, char** argv) {
+    reserve_standard_descriptors();
     ignore_sigpipe();
     CLI::App app{"redsem: a counting semaphore on Redis for shell scripts, cron jobs and CI.",
                  "redsem"};

@@ -98,7 +98,8 @@ std::string info_refused(const ServerFacts& facts) {
     if (facts.refusal.rfind("NOPERM", 0) == 0) {
         return "INFO refused (NOPERM)";
     }
-    return fmt::format("INFO unavailable ({})", printable(facts.refusal, 80));
+    const std::string error = facts.refusal.substr(0, facts.refusal.find(", with args"));
+    return fmt::format("INFO unavailable ({})", printable(error, 80));
 }
 
 // How many hash slots the cluster serves, and its state, by CLUSTER INFO, else CLUSTER SLOTS
@@ -304,7 +305,9 @@ Finding check_eviction(const ServerFacts& facts) {
             "unknown: {}, so redsem cannot see the maxmemory-policy; under an allkeys-* policy "
             "a semaphore in use can be evicted and a second holder let in",
             info_refused(facts));
-        finding.fix = "ask the provider: noeviction or volatile-* is safe; or grant +info";
+        finding.fix = facts.refusal.rfind("NOPERM", 0) == 0
+                          ? "ask the provider: noeviction or volatile-* is safe; or grant +info"
+                          : "ask the provider: noeviction or volatile-* is safe";
         return finding;
     }
     const auto maxmemory_field = facts.info.number("maxmemory");
@@ -353,7 +356,7 @@ Finding check_eviction(const ServerFacts& facts) {
 }
 
 Finding check_persistence(Connection& connection, const ServerFacts& facts,
-                          const DoctorSettings& settings) {
+                          const DoctorSettings& settings, bool failover) {
     Finding finding("persistence", facts.node);
     const auto appendonly = config(connection, "appendonly");
     const auto fsync = config(connection, "appendfsync");
@@ -400,12 +403,18 @@ Finding check_persistence(Connection& connection, const ServerFacts& facts,
                          "acquire token that nobody renews, with a ttl over 60s, is not covered";
         finding.fix = "CONFIG SET appendonly yes (appendfsync always: a restart loses nothing)";
     }
-    if (settings.loss_grace && *settings.loss_grace < k_default_loss_grace && !loses_nothing) {
+    // A caller's own shorter grace (it shortens only its own wait) is safe only where no
+    // restart and no failover can lose a lease.
+    failover = failover || facts.info.number("connected_slaves").value_or(0) > 0;
+    if (settings.loss_grace && *settings.loss_grace < k_default_loss_grace &&
+        (!loses_nothing || failover)) {
         finding.verdict = Verdict::warn;
-        finding.found += fmt::format("; REDSEM_LOSS_GRACE={} is set here: after a restart this "
+        finding.found += fmt::format("; REDSEM_LOSS_GRACE={} is set here: after a {} this "
                                      "caller may be admitted beside a holder the server forgot",
-                                     format_duration(*settings.loss_grace));
-        finding.fix = "unset REDSEM_LOSS_GRACE (a short grace is for a throwaway Redis)";
+                                     format_duration(*settings.loss_grace),
+                                     loses_nothing ? "failover" : "restart or failover");
+        finding.fix = (finding.fix.empty() ? "" : finding.fix + "; ") +
+                      "unset REDSEM_LOSS_GRACE (a short grace is for a throwaway Redis)";
     }
     return finding;
 }
@@ -543,8 +552,13 @@ std::string login_fix(const Error& error) {
     if (what.find("NOAUTH") != std::string_view::npos) {
         return "give the password (--password-file, $REDSEM_PASSWORD or the URL)";
     }
+    if (what.find("without any password configured") != std::string_view::npos) {
+        return "this server has no password: give none (or set one: requirepass)";
+    }
     if (what.find("WRONGPASS") != std::string_view::npos ||
-        what.find("user name or password") != std::string_view::npos) {
+        what.find("user name or password") != std::string_view::npos ||
+        what.find("rejected the password") != std::string_view::npos ||
+        what.find("invalid password") != std::string_view::npos) {
         return "check the user name and the password";
     }
     return "";
@@ -599,15 +613,21 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
         // A first answer: a port that accepts but never answers, or speaks something else,
         // is not reached.
         const Reply hello = connection.command(std::vector<std::string>{"HELLO"});
-        if (is_error_code(hello, "NOAUTH")) {
-            throw_reply_error(hello.text); // a password is needed and none was given
+        if (is_error_code(hello, "NOAUTH") || is_error_code(hello, "DENIED")) {
+            // A password is needed and none was given; protected mode refuses this host.
+            throw_reply_error(hello.text);
         }
     } catch (const Error& error) {
         if (error.exit_code() == static_cast<int>(ExitCode::unavailable)) {
             report.reach = DoctorReport::Reach::unreachable;
+            const bool protected_mode =
+                std::string_view(error.what()).find("protected mode") != std::string_view::npos;
             findings.emplace_back("reachable", "", Verdict::unsafe, error.what(),
-                                  "check the URL, that the server runs and answers there, and "
-                                  "the firewall (rediss:// for a TLS port)");
+                                  protected_mode
+                                      ? "give the server a password (requirepass or an ACL "
+                                        "user), or bind it to the address used"
+                                      : "check the URL, that the server runs and answers "
+                                        "there, and the firewall (rediss:// for a TLS port)");
             return report;
         }
         if (error.exit_code() != static_cast<int>(ExitCode::denied)) {
@@ -665,7 +685,9 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
             check("permissions",
                   [&] { return check_permissions(connection, facts, settings.prefix, user); });
             check("eviction", [&] { return check_eviction(facts); });
-            check("persistence", [&] { return check_persistence(connection, facts, settings); });
+            check("persistence", [&] {
+                return check_persistence(connection, facts, settings, failover || facts.cluster);
+            });
             check("replication", [&] {
                 return check_replication(connection, facts, settings, failover || facts.cluster);
             });

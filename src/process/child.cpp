@@ -92,6 +92,19 @@ void check_runnable(const std::string& command) {
         fmt::format("cannot run '{}': {}", printable(command, 200), std::strerror(problem)));
 }
 
+void reserve_standard_descriptors() {
+    for (const int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) {
+            continue;
+        }
+        // open() returns the lowest free descriptor: this one, as the lower ones are taken.
+        const int placeholder = open("/dev/null", fd == STDIN_FILENO ? O_WRONLY : O_RDONLY);
+        if (placeholder != -1 && placeholder != fd) {
+            close(placeholder); // cannot happen; never keep a stray descriptor
+        }
+    }
+}
+
 void ignore_sigpipe() {
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;

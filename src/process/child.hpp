@@ -6,6 +6,12 @@
 
 namespace redsem {
 
+// Occupies standard descriptors that redsem was started without (`redsem status >&-`) with
+// /dev/null opened the wrong way round (0 write-only, 1 and 2 read-only): writing stdout
+// still fails as on a closed descriptor (exit 74), but no socket or file redsem opens can
+// become descriptor 1 and receive its output.
+void reserve_standard_descriptors();
+
 // Makes writes to a connection the peer closed fail with EPIPE instead of killing redsem
 // (hiredis writes with write()). Children get the disposition redsem started with back.
 void ignore_sigpipe();

@@ -49,6 +49,28 @@ bool is_valid_utf8(std::string_view text) {
 
 namespace {
 
+// Whether valid UTF-8 `text` holds a space character beyond ASCII's (Unicode's White_Space:
+// U+00A0 no-break space, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000), or
+// an invisible one that looks like nothing (U+200B-U+200D, U+2060, U+FEFF).
+bool has_unicode_space(std::string_view text) {
+    std::size_t i = 0;
+    while (i < text.size()) {
+        const auto byte = static_cast<unsigned char>(text[i]);
+        const std::size_t length = byte < 0x80 ? 1 : byte < 0xE0 ? 2 : byte < 0xF0 ? 3 : 4;
+        char32_t code = length == 1 ? byte : byte & (0x7F >> length);
+        for (std::size_t k = 1; k < length && i + k < text.size(); ++k) {
+            code = (code << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+        }
+        i += length;
+        if (code == 0xA0 || code == 0x1680 || (code >= 0x2000 && code <= 0x200D) ||
+            code == 0x2028 || code == 0x2029 || code == 0x202F || code == 0x205F ||
+            code == 0x2060 || code == 0x3000 || code == 0xFEFF) {
+            return true;
+        }
+    }
+    return false;
+}
+
 std::optional<std::string> key_part_problem(std::string_view text, std::string_view what) {
     if (text.size() > k_max_name_bytes) {
         return fmt::format("{} is {} bytes long; the limit is {}", what, text.size(),
@@ -68,6 +90,11 @@ std::optional<std::string> key_part_problem(std::string_view text, std::string_v
     }
     if (!is_valid_utf8(text)) {
         return fmt::format("{} is not valid UTF-8", what);
+    }
+    if (has_unicode_space(text)) {
+        return fmt::format("{} may not contain whitespace (U+00A0, U+2028, ...) or invisible "
+                           "characters",
+                           what);
     }
     if (terminal_safe(text) != text) {
         // C1 controls and bidirectional formatting: invisible, and they reorder a terminal.

@@ -10,8 +10,9 @@
 using namespace redsem;
 
 TEST_CASE("valid semaphore names") {
-    for (const std::string& name : std::vector<std::string>{
-             "deploy", "nightly-backup", "gpu:0", "a", "über", "x.y_z/1", std::string(200, 'n')}) {
+    for (const std::string& name :
+         std::vector<std::string>{"deploy", "nightly-backup", "gpu:0", "a", "über", "x.y_z/1",
+                                  "日本語", "\xf0\x9f\x9a\x80", std::string(200, 'n')}) {
         INFO(name);
         CHECK_FALSE(name_problem(name));
     }
@@ -32,6 +33,21 @@ TEST_CASE("invalid semaphore names say why") {
         {"\xc0\xaf", "UTF-8"},     // overlong '/'
         {"\xed\xa0\x80", "UTF-8"}, // surrogate
         {"abc\xe2\x82", "UTF-8"},  // truncated
+        {"a\xc2\xa0"
+         "b",
+         "whitespace"}, // U+00A0 no-break space
+        {"a\xe2\x80\xa8"
+         "b",
+         "whitespace"}, // U+2028 line separator
+        {"a\xe3\x80\x80"
+         "b",
+         "whitespace"}, // U+3000 ideographic space
+        {"a\xe2\x80\x8b"
+         "b",
+         "invisible"}, // U+200B zero-width space
+        {"\xef\xbb\xbf"
+         "a",
+         "invisible"}, // U+FEFF byte order mark
     };
     for (const auto& [name, why] : bad) {
         INFO(printable(name));
