@@ -2,6 +2,7 @@
 
 // The checks of `redsem doctor` that have files of their own; doctor.cpp runs them.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
 // (only dead holders and waiters left), and keys at redsem's names that are not redsem's.
 // With `read_admission` (the user may run INFO, so reading it writes nothing), also whether
 // admission is closed after a possible loss of data.
-Finding check_own_keys(Connection& connection, const std::string& prefix, bool read_admission);
+// With `shared_epoch` (not a cluster, where each semaphore has its own), says what a missing
+// epoch key means for the first admissions, by the server's `uptime_s` when known.
+Finding check_own_keys(Connection& connection, const std::string& prefix, bool read_admission,
+                       bool shared_epoch, std::optional<long long> uptime_s);
 
 } // namespace redsem::doctor

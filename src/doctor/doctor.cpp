@@ -721,7 +721,9 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
                 const bool info_everywhere =
                     std::all_of(nodes.begin(), nodes.end(),
                                 [](const ServerFacts& facts) { return !facts.info.empty(); });
-                return check_own_keys(connection, settings.prefix, info_everywhere);
+                const ServerFacts& first = nodes.front();
+                return check_own_keys(connection, settings.prefix, info_everywhere, !first.cluster,
+                                      first.info.number("uptime_in_seconds"));
             },
             several);
     } catch (const Error& error) {

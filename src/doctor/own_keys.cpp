@@ -1,6 +1,7 @@
 #include "doctor/checks.hpp"
 
 #include "semaphore/inspect.hpp"
+#include "semaphore/semaphore.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
 
@@ -30,6 +31,7 @@ struct Scanned {
     std::set<std::string> tainted; // semaphores with a foreign key
     std::vector<ForeignKey> foreign;
     bool epoch_foreign = false; // the shared epoch key is not a hash
+    bool epoch_seen = false;    // the shared epoch key is there
     long long keys = 0;
 };
 
@@ -98,6 +100,8 @@ void scan_node(Connection& connection, std::string_view prefix, Scanned& scanned
                 }
             } else if (key.ends_with("}:state")) {
                 states.insert(name);
+            } else if (!semaphore_key) {
+                scanned.epoch_seen = true;
             }
         }
     } while (cursor != "0");
@@ -114,7 +118,8 @@ std::string plural(std::size_t count, std::string_view one, std::string_view man
 
 } // namespace
 
-Finding check_own_keys(Connection& connection, const std::string& prefix, bool read_admission) {
+Finding check_own_keys(Connection& connection, const std::string& prefix, bool read_admission,
+                       bool shared_epoch, std::optional<long long> uptime_s) {
     Finding finding("keys");
     Scanned scanned;
     connection.for_each_primary([&] { scan_node(connection, prefix, scanned); });
@@ -151,6 +156,21 @@ Finding check_own_keys(Connection& connection, const std::string& prefix, bool r
         fmt::format("{} under '{}:' ({})",
                     plural(names.size() + scanned.tainted.size(), "semaphore", "semaphores"),
                     printable(prefix), plural(static_cast<std::size_t>(keys), "key", "keys"))};
+    if (shared_epoch && !scanned.epoch_seen && !scanned.epoch_foreign) {
+        // A brand-new Redis cannot be told from one that lost its data.
+        std::string wait = "without INFO, the first call that may admit closes admission for "
+                           "the loss grace (60s)";
+        if (uptime_s) {
+            const long long left_ms = k_default_loss_grace.count() - *uptime_s * 1000;
+            wait = left_ms <= 0 ? "the first acquire records one"
+                                : fmt::format("the first admissions wait until the server has "
+                                              "been up for the loss grace ({} more)",
+                                              format_duration(Milliseconds{left_ms}));
+        }
+        notes.push_back(fmt::format("no '{}:epoch' yet (redsem has admitted nobody under this "
+                                    "prefix here): {}",
+                                    printable(prefix), wait));
+    }
     if (closed > 0) {
         notes.push_back(fmt::format("admission closed after a possible loss of data in {} of "
                                     "them, for up to {} more (redsem status says why)",

@@ -376,6 +376,16 @@ TEST_CASE("doctor: redsem's keys: abandoned semaphores and foreign keys are warn
     Connection admin = server.admin();
     const Diagnosis empty = doctor(env_for(server));
     CHECK(contains(empty.found("keys"), "0 semaphores"));
+    CHECK_FALSE(contains(empty.found("keys"), "epoch")); // marked in use: it has one
+
+    // A brand-new Redis cannot be told from one that lost its data: doctor says so.
+    RedisServer::Options brand_new;
+    brand_new.new_data_set = true;
+    RedisServer fresh(brand_new);
+    const Diagnosis first_use = doctor(env_for(fresh));
+    INFO(first_use.report.dump(2));
+    CHECK(first_use.verdict("keys") == "ok");
+    CHECK(contains(first_use.found("keys"), "no 'redsem:epoch' yet"));
 
     // A holder that died: its lease runs out, nobody cleans it.
     const json held = acquire_json(server, {"dead", "--ttl", "1s"});
