@@ -11,8 +11,10 @@
 --         its place), '0' for a token never sent before (skips the look-ups)
 -- ARGV[9] the loss grace in ms for the caller's own admission (see epoch.lua), kept with its
 --         place in the queue and never stored with the semaphore; '' for LOSS_GRACE_MS
--- (redsem 0.2.0 before release also sent ARGV[10], a history length to store: a setting only
--- `limit --history` stores now, as an operator's action.)
+-- ARGV[10] 'ends' when the caller ends its wait on a {'released'} reply; an older redsem
+--         sends nothing here, and queues again after its place was released
+-- (redsem 0.2.0 before release sent a history length to store as ARGV[10], never 'ends': a
+-- setting only `limit --history` stores now, as an operator's action.)
 -- Reply, by first element:
 --   {'ok', fence, slot, deadline_ms, limit, now_ms}      the caller holds a slot
 --   {'wait', position, held, limit, next_expiry_in_ms, queued, now_ms, closed_for_ms,
@@ -31,6 +33,9 @@
 --                                                        (stored_limit -1: not a number;
 --                                                        -2: state lost while in use)
 --   {'wrongtype', key, actual_type, expected_type}       a foreign key is in the way
+--   {'released'}                                         the caller's place in the queue was
+--                                                        released by somebody else
+--                                                        (release.lua): it holds nothing
 --   {'prove', marker}                                    without INFO: call again proving
 --                                                        this epoch marker (see
 --                                                        epoch.lua); nothing changed
@@ -83,6 +88,13 @@ if known then
         return {'ok', tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit, now}
     end
     position = redis.call('ZRANK', call.k_queue, token)
+    if not position and ARGV[10] == 'ends' then
+        local left = call.wake_prefix .. token .. ':left'
+        if redis.call('EXISTS', left) == 1 then
+            redis.call('DEL', left)
+            return {'released'}
+        end
+    end
 end
 
 local queued = redis.call('ZCARD', call.k_queue)

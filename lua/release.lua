@@ -1,13 +1,17 @@
 -- release.lua: gives a slot back (handing it to the head of the queue), or takes a waiter
 -- out of the queue.
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix   ARGV[2] token
+-- ARGV[3] 'own' when the waiter itself leaves the queue (it gave up, or was interrupted);
+--         otherwise somebody else released a waiting token, and the waiter is told so
 -- Reply: 1 the token held a slot and released it; 2 the token was queued and left the queue;
 --        0 the token is unknown here (expired, released already, never acquired);
 --        {'prove', marker} without INFO: call again proving this epoch marker (see
 --        epoch.lua); nothing changed.
 -- Touches nothing but the token's own entries and the hand-over, and for a holder kept by a
 -- keeper process (acquire --while-pid), pushes to "<wake prefix><token>:released", which the
--- keeper watches.
+-- keeper watches. A waiting token released by somebody else leaves a note in
+-- "<wake prefix><token>:left", which the waiter watches with its wake list (and acquire.lua
+-- reads when it refreshes its place): its acquire ends instead of queueing again.
 
 local state, bad = load_state(call)
 if not state then
@@ -42,8 +46,17 @@ if info and info.kind == 'h' then
     return 0
 end
 if info and info.kind == 'w' then
+    local alive_until = tonumber(redis.call('ZSCORE', call.k_alive, token)) or now
     remove_waiter(call, state, token, now)
     log_entry(call, state, now, 'left', token, info, now - (info.since or now))
+    if ARGV[3] ~= 'own' and not call.asked then
+        -- Kept until the waiter must have refreshed its place, and then some: one stopped for
+        -- longer lost its place anyway, and queues again when it wakes. (Not pushed on a
+        -- Cluster node importing the slot, as nudges are not: see lib/cluster.lua.)
+        local left = call.wake_prefix .. token .. ':left'
+        redis.call('RPUSH', left, '1')
+        redis.call('PEXPIREAT', left, int_str(math.max(alive_until, now) + NUDGE_KEEP_MS))
+    end
     return 2
 end
 -- No metadata (hand-edited keys): still never leave the token holding a slot.

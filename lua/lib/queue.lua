@@ -1,8 +1,8 @@
 -- lib/queue.lua: the queue of waiters (KEYS[4]) and the hand-over of slots to it.
 -- Provides: nudge_near_head_entrant(call, state, now), remove_waiter(call, state, token, now),
 --   hand_over(call, state, slot, now, bit_set), fill_free_slots(call, state, held, now),
---   remove_holder(call, state, token, info, now, in_holders), and the constants CLAIM_MS and
---   NEAR_HEAD.
+--   remove_holder(call, state, token, info, now, in_holders), and the constants CLAIM_MS,
+--   NEAR_HEAD and NUDGE_KEEP_MS.
 -- Needs: call.lua, cluster.lua (del_keys()), state.lua (the state and records),
 --   history.lua (log_grant()), epoch.lua (admission()).
 

@@ -21,12 +21,14 @@ int run_release(const ReleaseArgs& args, const GlobalOptions& global) {
     Connection connection(resolve_connection(global));
     const std::string token = resolve_token(connection, prefix, args.name, args.token);
     Semaphore semaphore(connection, prefix, args.name);
-    switch (semaphore.release(token)) {
+    switch (semaphore.release(token, Releaser::someone_else)) {
     case ReleaseOutcome::released:
         return 0;
     case ReleaseOutcome::left_queue:
         throw NotHeldError(fmt::format(
-            "that token was waiting for '{}', not holding it; it has left the queue", args.name));
+            "that token was waiting for '{}', not holding it; it has left the queue, and the "
+            "acquire or run that waited with it ends (exit 1)",
+            args.name));
     case ReleaseOutcome::not_found:
         break;
     }

@@ -83,7 +83,8 @@ struct Granted {
 struct Busy {
     AdmissionClosed closed;
 };
-using AcquireReply = std::variant<Granted, Busy, QueuedReply, ConflictReply>;
+struct Released {};
+using AcquireReply = std::variant<Granted, Busy, QueuedReply, ConflictReply, Released>;
 
 // Reply field `index` as a duration; 0 when missing (a script of an older redsem).
 Milliseconds optional_ms(const Reply& reply, std::size_t index) {
@@ -126,6 +127,9 @@ AcquireReply parse_acquire_reply(const Reply& reply) {
         return ConflictReply{.stored_limit = reply.at(1).as_integer(),
                              .held = reply.at(2).as_integer(),
                              .queued = reply.at(3).as_integer()};
+    }
+    if (kind == "released") {
+        return Released{};
     }
     throw InternalError(fmt::format("unexpected acquire reply '{}'", printable(kind)));
 }
@@ -277,7 +281,7 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
                 std::to_string(options.ttl.count()), queue ? "wait" : "try",
                 std::to_string(k_waiter_liveness.count()), options.meta.to_json(),
                 known ? "1" : "0",
-                options.loss_grace ? std::to_string(options.loss_grace->count()) : ""},
+                options.loss_grace ? std::to_string(options.loss_grace->count()) : "", "ends"},
                Proof::admits);
 }
 
@@ -287,6 +291,7 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
                                                    const QueuedReply& queued) {
     const std::string wake_list = m_keys.wake_prefix + token;
     const std::string nudge_list = wake_list + ":nudge";
+    const std::string left_list = wake_list + ":left";
     auto wake_by = Clock::now() + std::max(timeout, Milliseconds{1});
     Reply reply;
     for (;;) {
@@ -295,13 +300,17 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
         const std::string seconds =
             fmt::format("{:.3f}", static_cast<double>(left.count()) / 1000.0);
         // The wake list first: when both have something, the grant is what counts.
-        reply = m_connection.command(Command{wake_list, {"BLPOP", wake_list, nudge_list, seconds}},
-                                     left, options.interrupt_fd);
+        reply = m_connection.command(
+            Command{wake_list, {"BLPOP", wake_list, nudge_list, left_list, seconds}}, left,
+            options.interrupt_fd);
         if (reply.is_error()) {
             throw_reply_error(reply.text);
         }
         if (reply.is_nil()) {
             return std::nullopt;
+        }
+        if (reply.at(0).as_string() == left_list) {
+            throw_place_released(token);
         }
         if (reply.at(0).as_string() != nudge_list) {
             break;
@@ -443,6 +452,9 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
             if (const auto* conflict = std::get_if<ConflictReply>(&reply)) {
                 throw_conflict(*conflict, options.limit);
             }
+            if (std::holds_alternative<Released>(reply)) {
+                throw_place_released(token);
+            }
             const QueuedReply& queued = std::get<QueuedReply>(reply);
             waited = true;
             report_closed(options, queued.closed);
@@ -466,6 +478,8 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
                 retries.after(error);
             }
         }
+    } catch (const PlaceReleased&) {
+        throw; // nothing is held, and the queue has no place left to leave
     } catch (const WaitInterrupted&) {
         // Leave the queue (or give back a slot handed over in a reply we did not read) before
         // reporting the interruption; a failure here is covered by the waiter's liveness.
@@ -507,6 +521,12 @@ void Semaphore::throw_conflict(const ConflictReply& conflict,
         m_name, wanted_limit.value_or(1)));
 }
 
+void Semaphore::throw_place_released(const std::string& token) const {
+    throw PlaceReleased(fmt::format("this waiter's place in the queue of '{}' (token {}) was "
+                                    "released by 'redsem release'; no slot was taken",
+                                    printable(m_name), token.substr(0, 8)));
+}
+
 void Semaphore::release_quietly(const std::string& token) noexcept {
     try {
         release(token);
@@ -514,15 +534,16 @@ void Semaphore::release_quietly(const std::string& token) noexcept {
     }
 }
 
-ReleaseOutcome Semaphore::release(const std::string& token) {
+ReleaseOutcome Semaphore::release(const std::string& token, Releaser by) {
     // Through sentinels, not to a former master that still takes writes after a failover
     // (unless a sentinel named it just now: a quick `run` pays no extra round trip).
     m_connection.primary_changed(k_release_recheck);
-    return release_here(token);
+    return release_here(token, by);
 }
 
-ReleaseOutcome Semaphore::release_here(const std::string& token) {
-    const Reply reply = run(scripts::k_release_script, {token}, Proof::admits);
+ReleaseOutcome Semaphore::release_here(const std::string& token, Releaser by) {
+    const Reply reply = run(scripts::k_release_script,
+                            {token, by == Releaser::owner ? "own" : "other"}, Proof::admits);
     switch (reply.as_integer()) {
     case 1:
         return ReleaseOutcome::released;

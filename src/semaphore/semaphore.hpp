@@ -147,6 +147,10 @@ struct ConflictReply;
 
 enum class ReleaseOutcome { released, left_queue, not_found };
 
+// Who releases a token: its own process (a holder done, a waiter that gives up), or somebody
+// else (`redsem release`), whose release of a waiting token ends that waiter's acquire.
+enum class Releaser { owner, someone_else };
+
 // The client side of the protocol in lua/: every operation is one script and one round trip.
 class Semaphore {
 public:
@@ -165,11 +169,12 @@ public:
     // replicas have the renewal (and so the grant); when fewer confirm it in time, the slot
     // is given back and NotReplicatedError thrown. Throws ConflictError on a limit mismatch
     // or a foreign key, WaitInterrupted when options.interrupt_fd fired (after leaving the
-    // queue).
+    // queue), PlaceReleased when somebody else released the waiting token.
     std::optional<Lease> acquire(const AcquireOptions& options, const std::string& token);
 
     // Gives the token's slot back, or takes it out of the queue; never touches another token.
-    ReleaseOutcome release(const std::string& token);
+    // A waiting token released by somebody else ends its waiter (PlaceReleased).
+    ReleaseOutcome release(const std::string& token, Releaser by = Releaser::owner);
 
     // Best-effort release, for cleaning up on a way out; ignores every failure.
     void release_quietly(const std::string& token) noexcept;
@@ -217,9 +222,10 @@ private:
     // has no marker) gives a NOSCRIPT error reply, returned as it is.
     Reply run(const Script& script, std::vector<std::string> args, Proof proof = Proof::none);
     // release() on the server this connection uses now, without asking the sentinels first.
-    ReleaseOutcome release_here(const std::string& token);
+    ReleaseOutcome release_here(const std::string& token, Releaser by = Releaser::owner);
     Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known);
     // Blocks on the waiter's wake list; returns the slot handed over to it, if any came.
+    // Throws PlaceReleased when somebody else released the waiting token.
     // `queued` is the acquire reply that queued or refreshed the waiter, sent at `asked_at`.
     std::optional<Lease> wait_for_hand_over(const AcquireOptions& options, const std::string& token,
                                             Milliseconds timeout, BootClock::time_point asked_at,
@@ -230,6 +236,7 @@ private:
     bool confirm(Lease& lease);
     // Tells options.on_closed whether the reply that refused a slot found admission closed.
     void report_closed(const AcquireOptions& options, const AdmissionClosed& closed) const;
+    [[noreturn]] void throw_place_released(const std::string& token) const;
     [[noreturn]] void throw_conflict(const ConflictReply& conflict,
                                      std::optional<long long> wanted_limit) const;
 

@@ -132,6 +132,13 @@ public:
     explicit NotHeldError(const std::string& message) : Error(ExitCode::not_held, message) {}
 };
 
+// A waiter's place in the queue was released by somebody else (`redsem release NAME TOKEN`):
+// its acquire or run ends holding nothing.
+class PlaceReleased : public NotHeldError {
+public:
+    using NotHeldError::NotHeldError;
+};
+
 // The command given to `run` cannot be started: 127 when it is not found, 126 when it cannot
 // be executed, as a shell says.
 class CommandError : public Error {

@@ -115,3 +115,80 @@ TEST_CASE("a renew never shortens a lease: a shorter --ttl keeps the deadline, a
     REQUIRE(run_redsem({"release", "shorten", token}, env).exit_code == 0);
     CHECK(next.front()->wait().exit_code == 0);
 }
+
+TEST_CASE("a waiter whose token 'redsem release' takes out of the queue ends at once with 1, "
+          "holding nothing, and never queues again") {
+    RedisServer server;
+    const auto env = env_for(server);
+    Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const auto holder = acquire_json(server, {"cancel", "--ttl", "10m"});
+    Children waiting;
+    queue_in_order(server, waiting, 1, {"acquire", "cancel", "--ttl", "10m", "-w", "10m"},
+                   "cancel");
+    queue_in_order(server, waiting, 1,
+                   {"run", "cancel", "-w", "10m", "--", "touch", ran}, "cancel");
+    Connection admin = server.admin();
+    const Reply queued = admin.call({"ZRANGE", "redsem:{cancel}:queue", "0", "-1"});
+    REQUIRE(queued.as_array().size() == 2);
+
+    for (std::size_t i = 0; i < waiting.size(); ++i) {
+        const std::string token = queued.at(i).as_string();
+        const ProcessResult release = run_redsem({"release", "cancel", token}, env);
+        CHECK(release.exit_code == 1);
+        CHECK(release.err.find("has left the queue") != std::string::npos);
+        // Well inside the 10m wait: the release ends it, not the wait running out.
+        const ProcessResult ended = waiting[i]->wait(60s);
+        CHECK(ended.exit_code == 1);
+        CHECK(ended.out.empty());
+        CHECK(ended.err.find("place in the queue of 'cancel' (token " + token.substr(0, 8) +
+                             ") was released") != std::string::npos);
+        CHECK(line_count(ended.err) == 1);
+    }
+    CHECK(zcard(admin, "redsem:{cancel}:queue") == 0);
+    CHECK_FALSE(std::filesystem::exists(ran));
+    // The holder still holds, and nobody else is waiting for its slot.
+    CHECK(zcard(admin, "redsem:{cancel}:holders") == 1);
+    REQUIRE(run_redsem({"release", "cancel", holder["token"].get<std::string>()}, env).exit_code ==
+            0);
+    CHECK(zcard(admin, "redsem:{cancel}:holders") == 0);
+}
+
+TEST_CASE("a released waiter that refreshes its place between two waits is told so; an older "
+          "redsem's queues again") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Keys keys = Keys::make("redsem", "between");
+    REQUIRE(acquire_by_script(admin, keys, "holder", "600000", "0").at(0).as_string() == "ok");
+    const auto refresh = [&](const std::string& token, const char* ends) {
+        return admin.eval({scripts::k_acquire_script,
+                           keys.script_keys(),
+                           {keys.wake_prefix, token, "1", "600000", "wait", "60000",
+                            R"({"host":"h","pid":1,"user":"u","label":""})", "1", "", ends}});
+    };
+    for (const char* ends : {"ends", ""}) {
+        const std::string token = std::string("waiter-") + ends;
+        REQUIRE(refresh(token, ends).at(0).as_string() == "wait");
+        REQUIRE(release_by_script(admin, keys, token).as_integer() == 2);
+        const Reply again = refresh(token, ends);
+        if (std::string(ends) == "ends") {
+            CHECK(again.at(0).as_string() == "released");
+            CHECK(zcard(admin, keys.queue) == 0);
+            CHECK(admin.call({"EXISTS", keys.wake_prefix + token + ":left"}).as_integer() == 0);
+        } else {
+            CHECK(again.at(0).as_string() == "wait"); // as before: it cannot be told
+            CHECK(zcard(admin, keys.queue) == 1);
+        }
+    }
+}
+
+TEST_CASE("a waiter that gives up leaves no note of a release behind") {
+    RedisServer server;
+    const auto env = env_for(server);
+    acquire_json(server, {"giveup", "--ttl", "10m"});
+    const ProcessResult result = run_redsem({"acquire", "giveup", "-w", "300ms"}, env);
+    CHECK(result.exit_code == 75);
+    Connection admin = server.admin();
+    CHECK(admin.call({"KEYS", "redsem:{giveup}:wake:*"}).as_array().empty());
+    CHECK(zcard(admin, "redsem:{giveup}:queue") == 0);
+}
