@@ -7,6 +7,7 @@
 #include "util/number.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <chrono>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -226,8 +227,18 @@ Finding check_mode(Connection& connection, const ServerFacts& facts, const Redis
     return finding;
 }
 
+// Whether `host` names this machine: "localhost", or a loopback address (not a DNS name that
+// merely starts with "127.").
 bool loopback(const std::string& host) {
-    return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+    in_addr v4{};
+    in6_addr v6{};
+    if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+        return (ntohl(v4.s_addr) >> 24) == 127;
+    }
+    if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+        return IN6_IS_ADDR_LOOPBACK(&v6);
+    }
+    return host == "localhost";
 }
 
 // Whether everything `url` talks to is on this machine: a Unix socket, or loopback addresses
@@ -335,24 +346,63 @@ Finding check_eviction(const ServerFacts& facts) {
                                 "in, so redsem admits nobody here (69)";
         finding.fix = "CONFIG SET maxmemory-policy volatile-lru (or noeviction), or a Redis of "
                       "redsem's own";
-    } else if (policy.rfind("volatile-", 0) == 0) {
-        finding.found = usage + ": a semaphore in use has no expiry, so it is never evicted "
-                                "(an abandoned one waits for redsem gc)";
-    } else if (share >= 1) {
+        return finding;
+    }
+    // Under volatile-* Redis evicts the keys with an expiry, never a semaphore in use; once
+    // none is left to evict, it refuses writes as under noeviction.
+    const bool volatile_policy = policy.rfind("volatile-", 0) == 0;
+    const std::string full_means =
+        "Redis refuses writes and redsem exits 69 (run stops its command, 76)";
+    if (share >= 1) {
         finding.verdict = Verdict::unsafe;
-        finding.found = usage + ": full, so Redis refuses writes now and every acquire exits 69 "
-                                "(run stops its command, 76)";
+        finding.found =
+            fmt::format("{}: full{}, so {} now", usage,
+                        volatile_policy ? ", with nothing left it may evict" : "", full_means);
         finding.fix = "raise maxmemory, or free memory";
     } else if (share >= k_nearly_full) {
         finding.verdict = Verdict::warn;
-        finding.found = usage + ": nearly full; when full, Redis refuses writes and redsem "
-                                "exits 69 (run stops its command, 76)";
+        finding.found =
+            fmt::format("{}: nearly full; when full{}, {}", usage,
+                        volatile_policy ? " with nothing left it may evict" : "", full_means);
         finding.fix = "raise maxmemory, or free memory";
+    } else if (volatile_policy) {
+        finding.found = usage + ": a semaphore in use has no expiry, so it is never evicted "
+                                "(an abandoned one waits for redsem gc)";
     } else {
         finding.found = usage + ": when full, Redis refuses writes and redsem exits 69; "
                                 "nothing is evicted";
     }
     return finding;
+}
+
+// Redis refuses every write (MISCONF) while its last save failed: an RDB snapshot, under
+// stop-writes-on-bgsave-error (the default) with a save schedule, or an AOF write.
+void judge_disk_errors(Connection& connection, const ServerFacts& facts, bool aof,
+                       const std::optional<std::string>& save, Finding& finding) {
+    std::string failed;
+    bool certain = true;
+    if (aof && facts.info.get("aof_last_write_status") == "err") {
+        failed = "its last AOF write failed";
+    } else if (facts.info.get("rdb_last_bgsave_status") == "err") {
+        const auto stop = config(connection, "stop-writes-on-bgsave-error");
+        if (stop && *stop != "yes") {
+            return; // a failed snapshot is the persistence finding's, not a refusal
+        }
+        if (save && save->empty()) {
+            return; // no schedule: Redis refuses nothing after a failed manual BGSAVE
+        }
+        failed = "its last RDB snapshot failed";
+        certain = stop && save;
+    }
+    if (failed.empty()) {
+        return;
+    }
+    finding.verdict = certain ? Verdict::unsafe : std::max(finding.verdict, Verdict::warn);
+    finding.found =
+        fmt::format("{}: Redis {} every write (MISCONF) until a save succeeds, and "
+                    "every acquire exits 69 meanwhile; {}",
+                    failed, certain ? "refuses" : "may refuse (CONFIG refused)", finding.found);
+    finding.fix = "give Redis the disk it needs (space, permissions: see its log), then BGSAVE";
 }
 
 Finding check_persistence(Connection& connection, const ServerFacts& facts,
@@ -392,17 +442,21 @@ Finding check_persistence(Connection& connection, const ServerFacts& facts,
         }
     } else {
         finding.verdict = Verdict::warn;
-        const bool snapshots = save ? !save->empty() : facts.info.number("rdb_saves") > 0;
-        finding.found = snapshots ? "RDB snapshots only: a restart loses the leases taken since "
-                                    "the last snapshot"
-                                  : "none: a restart loses every lease";
         if (!save) {
-            finding.found += " (save unknown: CONFIG refused)";
+            finding.found = "no AOF, and whether RDB snapshots are taken is unknown (CONFIG "
+                            "refused): a restart loses the leases taken since the last snapshot, "
+                            "or every lease";
+        } else if (!save->empty()) {
+            finding.found = "RDB snapshots only: a restart loses the leases taken since the last "
+                            "snapshot";
+        } else {
+            finding.found = "none: a restart loses every lease";
         }
         finding.found += "; redsem notices it and admits nobody for the loss grace (60s); an "
                          "acquire token that nobody renews, with a ttl over 60s, is not covered";
         finding.fix = "CONFIG SET appendonly yes (appendfsync always: a restart loses nothing)";
     }
+    judge_disk_errors(connection, facts, aof.value_or(false), save, finding);
     // A caller's own shorter grace (it shortens only its own wait) is safe only where no
     // restart and no failover can lose a lease.
     failover = failover || facts.info.number("connected_slaves").value_or(0) > 0;
@@ -473,13 +527,27 @@ Finding check_replication(Connection& connection, const ServerFacts& facts,
             "until the old one re-syncs, so a run --replicas above {} loses its lease then",
             online, online - 1, online - 1));
     }
+    // INFO shows min_slaves_good_slaves (the replicas within min-replicas-max-lag) only while
+    // min-replicas-to-write is set; CONFIG tells its value.
     const auto required = config(connection, "min-replicas-to-write");
-    if (required && parse_integer(*required, 0).value_or(0) > online) {
+    const auto good = facts.info.number("min_slaves_good_slaves");
+    // (Redis refuses writes only while both min-replicas settings are set, as INFO shows.)
+    const long long need = !good ? 0 : required ? parse_integer(*required, 0).value_or(0) : 1;
+    const long long good_count = good.value_or(online);
+    if (need > good_count) {
         finding.verdict = Verdict::unsafe;
-        notes.push_back(fmt::format("min-replicas-to-write {} with {} online: Redis refuses "
-                                    "every write (NOREPLICAS), so every acquire exits 69",
-                                    *required, online));
+        notes.push_back(fmt::format("min-replicas-to-write {} with {} replica{} online within "
+                                    "min-replicas-max-lag: Redis refuses every write "
+                                    "(NOREPLICAS), so every acquire exits 69",
+                                    required ? *required : "set (CONFIG refused)", good_count,
+                                    good_count == 1 ? "" : "s"));
         finding.fix = "bring the replicas back, or lower min-replicas-to-write";
+    } else if (!required && good) {
+        finding.verdict = std::max(finding.verdict, Verdict::warn);
+        notes.push_back(fmt::format("min-replicas-to-write is set (CONFIG refused, so its value "
+                                    "is unknown) and {} replica{} meet min-replicas-max-lag: "
+                                    "with fewer than it asks, every acquire exits 69",
+                                    good_count, good_count == 1 ? "" : "s"));
     }
     if (settings.replicas > online) {
         finding.verdict = std::max(finding.verdict, Verdict::warn);
@@ -523,7 +591,7 @@ Finding check_clock(Connection& connection, const std::string& node) {
         std::max<long long>(5, std::chrono::duration_cast<Milliseconds>(best_trip / 2).count());
     const long long off_ms = std::llabs(skew_ms);
     std::string skew = fmt::format("within {} ms of", precision_ms);
-    if (off_ms >= precision_ms) {
+    if (off_ms > precision_ms) {
         skew = fmt::format("{} {}",
                            off_ms < 1000 ? fmt::format("{} ms", off_ms)
                                          : format_duration(Milliseconds{off_ms}),
@@ -620,14 +688,17 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
     } catch (const Error& error) {
         if (error.exit_code() == static_cast<int>(ExitCode::unavailable)) {
             report.reach = DoctorReport::Reach::unreachable;
-            const bool protected_mode =
-                std::string_view(error.what()).find("protected mode") != std::string_view::npos;
+            const std::string_view what = error.what();
+            const bool protected_mode = what.find("protected mode") != std::string_view::npos;
+            const bool auth = what.find("did not accept AUTH") != std::string_view::npos;
             findings.emplace_back("reachable", "", Verdict::unsafe, error.what(),
                                   protected_mode
                                       ? "give the server a password (requirepass or an ACL "
                                         "user), or bind it to the address used"
-                                      : "check the URL, that the server runs and answers "
-                                        "there, and the firewall (rediss:// for a TLS port)");
+                                  : auth ? "check that the URL points at Redis; give no password "
+                                           "where it needs none, or undo a rename-command of AUTH"
+                                         : "check the URL, that the server runs and answers "
+                                           "there, and the firewall (rediss:// for a TLS port)");
             return report;
         }
         if (error.exit_code() != static_cast<int>(ExitCode::denied)) {
@@ -636,6 +707,9 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
         // A refused login (77), or a command the connection needs (SELECT: unsafe).
         const bool login = !login_fix(error).empty();
         report.reach = login ? DoctorReport::Reach::denied : DoctorReport::Reach::reached;
+        if (!login) {
+            findings.emplace_back("reachable", "", Verdict::ok, report.target);
+        }
         findings.emplace_back(login ? "reachable" : "permissions", "", Verdict::unsafe,
                               error.what(), login_fix(error));
         return report;

@@ -27,7 +27,8 @@ struct Finding {
     Verdict verdict = Verdict::ok;
     std::string found;
     std::string fix;
-    std::string node; // on a Redis Cluster, the primary ("HOST:PORT") it is about; else empty
+    std::string node; // on a Redis Cluster, the primary it is about (as Connection::server()
+                      // names it: redis://HOST:PORT); else empty
 };
 
 // What the caller would run redsem with, beyond the connection: what the checks judge against.

@@ -30,8 +30,10 @@ struct Scanned {
     std::set<std::string> names;   // semaphores with a state hash and no foreign key
     std::set<std::string> tainted; // semaphores with a foreign key
     std::vector<ForeignKey> foreign;
-    bool epoch_foreign = false; // the shared epoch key is not a hash
-    bool epoch_seen = false;    // the shared epoch key is there
+    std::vector<std::string> unreadable; // keys this user's ACL does not let it read
+    std::string epoch_type;              // what the shared epoch key holds when it is not a hash
+    bool epoch_foreign = false;          // the shared epoch key is not a hash
+    bool epoch_seen = false;             // the shared epoch key is there
     long long keys = 0;
 };
 
@@ -80,6 +82,10 @@ void scan_node(Connection& connection, std::string_view prefix, Scanned& scanned
         const std::vector<Reply> found = connection.pipeline(types);
         for (std::size_t i = 0; i < types.size(); ++i) {
             const std::string& key = types[i].argv[1];
+            if (is_error_code(found[i], "NOPERM")) {
+                scanned.unreadable.push_back(key);
+                continue;
+            }
             if (found[i].is_error()) {
                 throw_reply_error(found[i].text);
             }
@@ -91,12 +97,15 @@ void scan_node(Connection& connection, std::string_view prefix, Scanned& scanned
             std::string name;
             const std::string wanted = wanted_type(key, prefix, name);
             const bool semaphore_key = key.rfind(std::string(prefix) + ":{", 0) == 0;
-            if (wanted != type || (semaphore_key && name_problem(name))) {
-                scanned.foreign.push_back({key, type, name_problem(name) ? "" : wanted});
+            const bool bad_name = semaphore_key && name_problem(name);
+            if (!semaphore_key && !wanted.empty() && wanted != type) {
+                // The epoch key that every semaphore of the prefix shares: judged on its own.
+                scanned.epoch_foreign = true;
+                scanned.epoch_type = type;
+            } else if (wanted != type || bad_name) {
+                scanned.foreign.push_back({key, type, bad_name ? "" : wanted});
                 if (semaphore_key) {
                     scanned.tainted.insert(name);
-                } else {
-                    scanned.epoch_foreign = scanned.epoch_foreign || !wanted.empty();
                 }
             } else if (key.ends_with("}:state")) {
                 states.insert(name);
@@ -127,7 +136,7 @@ Finding check_own_keys(Connection& connection, const std::string& prefix, bool r
     // removes) a proof, which doctor must not.
     read_admission = read_admission && !scanned.epoch_foreign;
     std::vector<SemaphoreSummary> summaries;
-    if (scanned.foreign.empty()) {
+    if (scanned.foreign.empty() && scanned.unreadable.empty()) {
         summaries = list_semaphores(connection, prefix, read_admission);
     } else {
         for (const std::string& name : scanned.names) {
@@ -155,7 +164,7 @@ Finding check_own_keys(Connection& connection, const std::string& prefix, bool r
     std::vector<std::string> notes{
         fmt::format("{} under '{}:' ({})",
                     plural(names.size() + scanned.tainted.size(), "semaphore", "semaphores"),
-                    printable(prefix), plural(static_cast<std::size_t>(keys), "key", "keys"))};
+                    terminal_safe(prefix), plural(static_cast<std::size_t>(keys), "key", "keys"))};
     if (shared_epoch && !scanned.epoch_seen && !scanned.epoch_foreign) {
         // A brand-new Redis cannot be told from one that lost its data.
         std::string wait = "without INFO, the first call that may admit closes admission for "
@@ -169,7 +178,7 @@ Finding check_own_keys(Connection& connection, const std::string& prefix, bool r
         }
         notes.push_back(fmt::format("no '{}:epoch' yet (redsem has admitted nobody under this "
                                     "prefix here): {}",
-                                    printable(prefix), wait));
+                                    terminal_safe(prefix), wait));
     }
     if (closed > 0) {
         notes.push_back(fmt::format("admission closed after a possible loss of data in {} of "
@@ -180,7 +189,7 @@ Finding check_own_keys(Connection& connection, const std::string& prefix, bool r
         finding.verdict = Verdict::warn;
         notes.push_back(fmt::format("{} abandoned: only dead holders or waiters left, and their "
                                     "keys never expire until they are cleaned (first: '{}')",
-                                    abandoned.size(), printable(abandoned.front())));
+                                    abandoned.size(), terminal_safe(abandoned.front())));
         fixes.emplace_back("run redsem gc (from cron)");
     }
     if (!foreign.empty()) {
@@ -194,6 +203,23 @@ Finding check_own_keys(Connection& connection, const std::string& prefix, bool r
                 ? fmt::format("a {} at a name redsem never uses", first.type)
                 : fmt::format("a {} where redsem keeps a {}", first.type, first.wanted)));
         fixes.emplace_back("give redsem a prefix of its own (--prefix), or remove those keys");
+    }
+    if (!scanned.unreadable.empty()) {
+        finding.verdict = std::max(finding.verdict, Verdict::warn);
+        notes.push_back(fmt::format("{} under the prefix that this user may not read (first: "
+                                    "'{}'): not checked",
+                                    plural(scanned.unreadable.size(), "key", "keys"),
+                                    printable(scanned.unreadable.front(), 100)));
+    }
+    if (scanned.epoch_foreign) {
+        // Every semaphore of the prefix shares it: not one semaphore's problem.
+        finding.verdict = Verdict::unsafe;
+        notes.push_back(fmt::format("'{}:epoch' holds a {} where redsem keeps a hash: every "
+                                    "call that may admit under this prefix is refused (65)",
+                                    terminal_safe(prefix), scanned.epoch_type));
+        fixes.emplace_back(fmt::format("remove that key (DEL {}:epoch), or give redsem a prefix "
+                                       "of its own (--prefix)",
+                                       terminal_safe(prefix)));
     }
     finding.found = fmt::format("{}", fmt::join(notes, "; "));
     finding.fix = fmt::format("{}", fmt::join(fixes, "; "));

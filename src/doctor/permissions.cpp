@@ -14,6 +14,9 @@ namespace {
 // Replies, for each command in ARGV (its word count, then its words), 1 when the user may run
 // it with those arguments (keys included), 0 when not, -1 when the server knows no such command
 // (renamed away); nil on Redis 6.2, which has no redis.acl_check_cmd. Runs none of them.
+// Redis 7 is told that it writes nothing (k_no_writes), so that a CLIENT PAUSE WRITE (a
+// manual failover under way) does not hold it.
+constexpr const char* k_no_writes = "#!lua flags=no-writes\n";
 constexpr const char* k_probe_script = R"(local allowed = redis.acl_check_cmd
 if not allowed then
     return nil
@@ -43,6 +46,12 @@ struct Probe {
     std::vector<std::string> words; // "K" stands for a key under the prefix
     const char* feature = "";       // for Need::feature: what is lost without it
 };
+
+// The keys of one semaphore (lua/lib/call.lua), each probed for reading and writing: a
+// user's key patterns may leave out some of them.
+constexpr const char* k_key_parts[] = {
+    "state", "holders", "info",         "queue",       "alive",          "slots",
+    "log",   "wake:T",  "wake:T:nudge", "wake:T:left", "wake:T:released"};
 
 const std::vector<Probe>& probes() {
     static const std::vector<Probe> table{
@@ -118,10 +127,16 @@ std::string joined(const std::vector<std::string>& items, std::string_view separ
 
 std::vector<Finding> check_permissions(Connection& connection, const ServerFacts& facts,
                                        const std::string& prefix, const std::string& user) {
-    const std::string key = fmt::format("{}:{{redsem-doctor}}:probe", prefix);
+    const std::string semaphore = fmt::format("{}:{{redsem-doctor}}:", prefix);
+    const std::string key = semaphore + "state";
     // Each probe as redsem sends it, on a key under the prefix; then each command that takes
     // a key alone, which tells a missing command from keys out of the user's reach.
-    std::vector<std::string> eval{"EVAL", k_probe_script, "0"};
+    int major = 0;
+    std::sscanf(
+        facts.hello.get("version").value_or(facts.info.get("redis_version").value_or("")).c_str(),
+        "%d", &major);
+    std::vector<std::string> eval{
+        "EVAL", (major >= 7 ? std::string(k_no_writes) : "") + k_probe_script, "0"};
     std::vector<std::size_t> keyed;
     for (std::size_t i = 0; i < probes().size(); ++i) {
         const std::vector<std::string>& words = probes()[i].words;
@@ -142,6 +157,11 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
     const std::string epoch = fmt::format("{}:epoch", prefix);
     eval.insert(eval.end(), {"4", "hset", epoch, "f", "v", "3", "hget", epoch, "f"});
     const std::size_t epoch_probes = 2;
+    // Every key of a semaphore, read (EXISTS) and written (DEL).
+    for (const char* part : k_key_parts) {
+        eval.insert(eval.end(), {"2", "exists", semaphore + part, "2", "del", semaphore + part});
+    }
+    const std::size_t part_probes = 2 * std::size(k_key_parts);
 
     const Reply reply = connection.command(eval);
     if (reply.is_error()) {
@@ -165,13 +185,28 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
                         "compare the user's rules with README, \"Least privilege\"")};
     }
     const std::vector<Reply>& replies = reply.as_array();
-    const std::size_t expected = probes().size() + keyed.size() + epoch_probes;
+    const std::size_t epoch_at = probes().size() + keyed.size();
+    const std::size_t parts_at = epoch_at + epoch_probes;
+    const std::size_t expected = parts_at + part_probes;
     if (replies.size() != expected) {
         throw InternalError(fmt::format("the permission probe answered {} times for {} commands",
                                         replies.size(), expected));
     }
-    const bool epoch_denied = !facts.cluster && (replies[expected - 2].as_integer() == 0 ||
-                                                 replies[expected - 1].as_integer() == 0);
+    const bool epoch_denied = !facts.cluster && (replies[epoch_at].as_integer() == 0 ||
+                                                 replies[epoch_at + 1].as_integer() == 0);
+    // The parts of a semaphore out of reach (read or write), where others are in reach: the
+    // patterns name some of a semaphore's keys, and every call on it exits 77.
+    std::vector<std::string> parts_denied;
+    bool any_part_allowed = false;
+    for (std::size_t p = 0; p < std::size(k_key_parts); ++p) {
+        const bool readable = replies[parts_at + 2 * p].as_integer() == 1;
+        const bool writable = replies[parts_at + 2 * p + 1].as_integer() == 1;
+        any_part_allowed = any_part_allowed || readable || writable;
+        if (!readable || !writable) {
+            parts_denied.push_back(std::string(":") + k_key_parts[p]);
+        }
+    }
+    const bool parts_missing = any_part_allowed && !parts_denied.empty();
     std::vector<long long> allowed;
     for (std::size_t i = 0; i < probes().size(); ++i) {
         allowed.push_back(replies[i].as_integer());
@@ -188,6 +223,7 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
     std::vector<std::string> renamed;
     std::vector<std::string> lost_features;
     std::vector<std::string> feature_rules;
+    std::vector<std::string> features_renamed; // an ACL rule cannot bring these back
     bool info_allowed = true;
     bool info_renamed = false;
     for (std::size_t i = 0; i < probes().size(); ++i) {
@@ -203,7 +239,11 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
             info_renamed = verdict == -1;
             continue;
         case Need::feature:
-            feature_rules.push_back(rule);
+            if (verdict == -1) {
+                features_renamed.push_back(probe.words.front());
+            } else {
+                feature_rules.push_back(rule);
+            }
             if (std::find(lost_features.begin(), lost_features.end(), probe.feature) ==
                 lost_features.end()) {
                 lost_features.emplace_back(probe.feature);
@@ -236,26 +276,35 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
 
     std::vector<Finding> findings;
     const std::string setuser = fmt::format("ACL SETUSER {}", printable(user));
-    if (keys_denied && (epoch_denied || facts.cluster)) {
+    if (parts_missing) {
+        findings.emplace_back(
+            "permissions", facts.node, Verdict::unsafe,
+            fmt::format(
+                "this user's key patterns leave out some keys of a semaphore ('{}:{{NAME}}' "
+                "+ {}), or allow only reading or only writing them: every call on a "
+                "semaphore exits 77",
+                terminal_safe(prefix), joined(parts_denied, " ")),
+            fmt::format("{} ~{}:*", setuser, terminal_safe(prefix)));
+    } else if (keys_denied && (epoch_denied || facts.cluster)) {
         findings.emplace_back("permissions", facts.node, Verdict::unsafe,
                               fmt::format("this user may not use the keys '{}:*', where redsem "
                                           "keeps its semaphores: every call exits 77",
-                                          printable(prefix)),
-                              fmt::format("{} ~{}:*", setuser, printable(prefix)));
+                                          terminal_safe(prefix)),
+                              fmt::format("{} ~{}:*", setuser, terminal_safe(prefix)));
     } else if (keys_denied) {
         findings.emplace_back(
             "permissions", facts.node, Verdict::warn,
             fmt::format("this user's key patterns do not cover every semaphore "
                         "('{}:{{NAME}}:*'): a semaphore outside them exits 77",
-                        printable(prefix)),
-            fmt::format("{} ~{}:*, or check the names in use", setuser, printable(prefix)));
+                        terminal_safe(prefix)),
+            fmt::format("{} ~{}:*, or check the names in use", setuser, terminal_safe(prefix)));
     } else if (epoch_denied) {
         findings.emplace_back(
             "permissions", facts.node, Verdict::unsafe,
             fmt::format("this user may not use '{}', which every call that admits needs: those "
                         "calls exit 77",
-                        printable(epoch)),
-            fmt::format("{} ~{}", setuser, printable(epoch)));
+                        terminal_safe(epoch)),
+            fmt::format("{} ~{}", setuser, terminal_safe(epoch)));
     }
     if (!missing.empty()) {
         findings.emplace_back("permissions", facts.node, Verdict::unsafe,
@@ -277,10 +326,23 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
                               "this user may run every command redsem needs");
     }
     if (!lost_features.empty()) {
-        findings.emplace_back(
-            "permissions", facts.node, Verdict::warn,
-            fmt::format("without {}: {}", joined(feature_rules, " "), joined(lost_features, "; ")),
-            fmt::format("{} {} for those features", setuser, joined(feature_rules, " ")));
+        std::vector<std::string> missing_features = feature_rules;
+        for (const std::string& command : features_renamed) {
+            missing_features.push_back(command + " (renamed or disabled)");
+        }
+        std::vector<std::string> fixes;
+        if (!feature_rules.empty()) {
+            fixes.push_back(
+                fmt::format("{} {} for those features", setuser, joined(feature_rules, " ")));
+        }
+        if (!features_renamed.empty()) {
+            fixes.push_back(
+                fmt::format("undo the rename-command of {}", joined(features_renamed, " ")));
+        }
+        findings.emplace_back("permissions", facts.node, Verdict::warn,
+                              fmt::format("without {}: {}", joined(missing_features, " "),
+                                          joined(lost_features, "; ")),
+                              joined(fixes, "; "));
     }
     if (info_renamed) {
         findings.emplace_back(

@@ -12,6 +12,35 @@ namespace redsem {
 
 namespace {
 
+// An error reply to AUTH without the password: Redis quotes the arguments of a command it does
+// not know ("unknown command 'AUTH', with args beginning with: 'secret'"), and a server that is
+// not Redis may echo anything.
+std::string without_secret(std::string text, const std::string& password) {
+    const std::size_t args = text.find(", with args beginning with:");
+    if (args != std::string::npos) {
+        text.erase(args);
+    }
+    if (!password.empty()) {
+        for (std::size_t at = text.find(password); at != std::string::npos;
+             at = text.find(password, at + 3)) {
+            text.replace(at, password.size(), "***");
+        }
+    }
+    return text;
+}
+
+// AUTH refused: a wrong password or user is the login's (77); anything else means a server
+// that does not take AUTH as Redis does (renamed away, or not Redis at all).
+[[noreturn]] void throw_auth_error(const RedisUrl& url, const std::string& error) {
+    const ReplyErrorMeaning meaning = classify_reply_error(error);
+    if (meaning.code == ExitCode::denied || meaning.transience == Transience::transient) {
+        throw Error(meaning.code, meaning.message, meaning.transience);
+    }
+    throw UnavailableError(fmt::format("{} did not accept AUTH as Redis does (is AUTH renamed "
+                                       "away, or is this not Redis?): {}",
+                                       url.describe(), printable(error, 200)));
+}
+
 Reply convert(const redisReply& raw) {
     Reply reply;
     switch (raw.type) {
@@ -90,7 +119,7 @@ void ServerConnection::handshake() {
         auth.push_back(url.password.value_or(""));
         const Reply reply = exchange(auth);
         if (reply.is_error()) {
-            throw_reply_error(reply.text);
+            throw_auth_error(url, without_secret(reply.text, url.password.value_or("")));
         }
     }
     if (url.db != 0) {
@@ -196,9 +225,8 @@ Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) 
             close();
             if (never_answered) {
                 // What we sent may have run (a CLIENT KILL, a restart): "broken", as below.
-                throw ConnectionLost(
-                    fmt::format("Redis at {} closed the connection before answering{}", where,
-                                closed_hint()));
+                throw ConnectionLost(fmt::format(
+                    "Redis at {} closed the connection before answering{}", where, closed_hint()));
             }
             throw ConnectionLost(fmt::format(
                 "Redis at {} closed the connection while reading a reply (a CLIENT KILL, a "
@@ -251,7 +279,8 @@ std::string_view ServerConnection::closed_hint() const {
                        "the reply)";
 }
 
-ServerConnection::Clock::time_point ServerConnection::reply_deadline(Milliseconds blocking_for) const {
+ServerConnection::Clock::time_point
+ServerConnection::reply_deadline(Milliseconds blocking_for) const {
     const auto deadline = Clock::now() + m_command_timeout + blocking_for;
     return m_first_reply_by ? std::min(deadline, *m_first_reply_by) : deadline;
 }

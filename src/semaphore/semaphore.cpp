@@ -1,10 +1,10 @@
 #include "semaphore/semaphore.hpp"
 
 #include "lua_scripts.hpp"
-#include "semaphore/epoch_proof.hpp"
-#include "semaphore/inspect.hpp"
 #include "redis/retry_policy.hpp"
 #include "redis/topology.hpp"
+#include "semaphore/epoch_proof.hpp"
+#include "semaphore/inspect.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
 
@@ -50,7 +50,8 @@ Reply checked_reply(const Script& script, Reply reply, const std::string& name) 
     if (reply.is_error()) {
         throw_script_error(script, reply.text);
     }
-    check_key_types(reply, name, "nothing was changed (delete the key, or choose another --prefix)");
+    check_key_types(reply, name,
+                    "nothing was changed (delete the key, or choose another --prefix)");
     return reply;
 }
 
@@ -226,19 +227,26 @@ Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof 
         const bool declares = !fresh.empty();
         Reply reply;
         if (!proves) {
-            reply = std::move(m_connection.eval_pipeline({ScriptCall{
-                script, m_keys.script_keys(), args, m_keys.cluster_script_keys()}}).front());
+            reply = std::move(m_connection
+                                  .eval_pipeline({ScriptCall{script, m_keys.script_keys(), args,
+                                                             m_keys.cluster_script_keys()}})
+                                  .front());
         } else {
             const std::string& expected = *m_epoch_marker;
             const std::string nonce = new_epoch_marker();
             const ScriptCall marker_call{epoch_marker_script(declares ? fresh : expected),
-                                         {m_keys.epoch}, {nonce}, {m_keys.own_epoch},
+                                         {m_keys.epoch},
+                                         {nonce},
+                                         {m_keys.own_epoch},
                                          declares ? ScriptCall::Send::body_only
                                                   : ScriptCall::Send::sha_only};
-            const ScriptCall call{script, m_keys.script_keys(), args,
-                                  m_keys.cluster_script_keys(), ScriptCall::Send::sha_then_body,
-                                  fmt::format("{} {} {}", expected.empty() ? "-" : expected,
-                                              nonce, declares ? fresh : "-")};
+            const ScriptCall call{script,
+                                  m_keys.script_keys(),
+                                  args,
+                                  m_keys.cluster_script_keys(),
+                                  ScriptCall::Send::sha_then_body,
+                                  fmt::format("{} {} {}", expected.empty() ? "-" : expected, nonce,
+                                              declares ? fresh : "-")};
             std::vector<Reply> replies = m_connection.eval_atomically({marker_call, call});
             if (is_error_code(replies[0], "NOSCRIPT") && !declares) {
                 // This process never checked the epoch: a restart, another server, SCRIPT
@@ -556,8 +564,9 @@ ReleaseOutcome Semaphore::release_here(const std::string& token, Releaser by) {
 
 std::optional<Renewal> Semaphore::renew(const std::string& token, std::optional<Milliseconds> ttl,
                                         long long replicas) {
-    const Reply reply = run(scripts::k_renew_script, {token, ttl ? std::to_string(ttl->count()) : "",
-                                                      replicas > 0 ? "1" : "0"});
+    const Reply reply =
+        run(scripts::k_renew_script,
+            {token, ttl ? std::to_string(ttl->count()) : "", replicas > 0 ? "1" : "0"});
     if (reply.at(0).as_integer() == 2) {
         throw NotHeldError(fmt::format("that token is waiting for a slot of '{}', not holding one; "
                                        "nothing was renewed",
@@ -586,10 +595,10 @@ Milliseconds Semaphore::replica_wait(Milliseconds ttl) const {
 }
 
 LimitInfo Semaphore::limit(std::optional<long long> new_limit, std::optional<long long> history) {
-    const Reply reply = run(scripts::k_limit_script,
-                            {new_limit ? std::to_string(*new_limit) : "",
-                             history ? std::to_string(*history) : ""},
-                            new_limit ? Proof::admits : Proof::none);
+    const Reply reply =
+        run(scripts::k_limit_script,
+            {new_limit ? std::to_string(*new_limit) : "", history ? std::to_string(*history) : ""},
+            new_limit ? Proof::admits : Proof::none);
     return LimitInfo{.limit = reply.at(0).as_integer(),
                      .stored = reply.at(1).as_integer() == 1,
                      .held = reply.at(2).as_integer(),

@@ -134,9 +134,9 @@ struct LimitInfo {
 struct AdmissionState {
     bool known = true;         // false: the server denies INFO, so nothing can be said
     long long opens_at_ms = 0; // server clock; 0: admission is open
-    std::string cause;         // while closed: "start", "change" or "unproven" (see AdmissionClosed)
-    long long lost_at_ms = 0;  // the latest possible loss of data (0: none)
-    bool noticed = true;       // false: the next call that may admit records the loss
+    std::string cause;        // while closed: "start", "change" or "unproven" (see AdmissionClosed)
+    long long lost_at_ms = 0; // the latest possible loss of data (0: none)
+    bool noticed = true;      // false: the next call that may admit records the loss
     long long server_now_ms = 0;
 
     bool closed() const noexcept { return opens_at_ms > 0; }
@@ -162,14 +162,14 @@ public:
     // earliest holder's deadline) until a slot is granted or the wait passes. A returned lease
     // has its ttl ahead by the local clock, less at most a safety margin: a grant that lost
     // more while this process was stopped (or that may have run out) is renewed first, or, if
-    // it was lost, the caller queues again. Returns nullopt when no slot came in time, having left the
-    // queue. Retrying with the same token never takes a second slot. Transient failures
-    // (a broken connection, LOADING, BUSY) are retried within Connection::outage_window() (see RetryPolicy).
-    // With options.replicas, the lease is renewed at once and returned only once that many
-    // replicas have the renewal (and so the grant); when fewer confirm it in time, the slot
-    // is given back and NotReplicatedError thrown. Throws ConflictError on a limit mismatch
-    // or a foreign key, WaitInterrupted when options.interrupt_fd fired (after leaving the
-    // queue), PlaceReleased when somebody else released the waiting token.
+    // it was lost, the caller queues again. Returns nullopt when no slot came in time, having left
+    // the queue. Retrying with the same token never takes a second slot. Transient failures (a
+    // broken connection, LOADING, BUSY) are retried within Connection::outage_window() (see
+    // RetryPolicy). With options.replicas, the lease is renewed at once and returned only once that
+    // many replicas have the renewal (and so the grant); when fewer confirm it in time, the slot is
+    // given back and NotReplicatedError thrown. Throws ConflictError on a limit mismatch or a
+    // foreign key, WaitInterrupted when options.interrupt_fd fired (after leaving the queue),
+    // PlaceReleased when somebody else released the waiting token.
     std::optional<Lease> acquire(const AcquireOptions& options, const std::string& token);
 
     // Gives the token's slot back, or takes it out of the queue; never touches another token.
@@ -181,10 +181,10 @@ public:
 
     // Extends the token's lease to server-now + ttl (nullopt: the lease's own ttl); nullopt
     // when the token holds nothing (its slot is lost); throws NotHeldError when it is still
-    // queued (it holds nothing yet, and nothing is lost). With `replicas`, returns only once that many replicas
-    // have the renewal, waiting up to replica_wait(ttl) for them; throws NotReplicatedError
-    // when fewer confirm it (the renewal stands on the master, but may not survive a
-    // failover).
+    // queued (it holds nothing yet, and nothing is lost). With `replicas`, returns only once that
+    // many replicas have the renewal, waiting up to replica_wait(ttl) for them; throws
+    // NotReplicatedError when fewer confirm it (the renewal stands on the master, but may not
+    // survive a failover).
     std::optional<Renewal> renew(const std::string& token,
                                  std::optional<Milliseconds> ttl = std::nullopt,
                                  long long replicas = 0);

@@ -9,6 +9,7 @@
 #include "support/tls_files.hpp"
 
 #include <arpa/inet.h>
+#include <csignal>
 #include <netinet/in.h>
 #include <set>
 #include <sstream>
@@ -218,7 +219,7 @@ TEST_CASE("doctor: a replica given by mistake is unsafe, and its master counts i
     REQUIRE(wait_until(
         [&] {
             return info_field(replica_admin, "replication", "master_link_status") == "up" &&
-                   info_field(master_admin, "replication", "connected_slaves") == "1";
+                   contains(info_field(master_admin, "replication", "slave0"), "state=online");
         },
         20s));
 
@@ -635,4 +636,181 @@ TEST_CASE("a closed stdout is a failed write (74), and nothing reaches Redis in 
         CHECK(contains(closed.err, "cannot write to standard output"));
         CHECK(errors() == before); // the report was not sent to Redis as commands
     }
+}
+
+TEST_CASE("doctor: a volatile-* Redis that is full refuses writes: unsafe, not ok") {
+    RedisServer server;
+    Connection admin = server.admin();
+    admin.call({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"});
+    const long long used = std::stoll(info_field(admin, "memory", "used_memory"));
+    admin.call({"CONFIG", "SET", "maxmemory", std::to_string(used * 9 / 10)});
+    const Diagnosis diagnosis = doctor(env_for(server));
+    INFO(diagnosis.report.dump(2));
+    admin.call({"CONFIG", "SET", "maxmemory", "0"});
+    CHECK(diagnosis.exit_code == k_unsafe);
+    CHECK(diagnosis.verdict("eviction") == "unsafe");
+    CHECK(contains(diagnosis.found("eviction"), "nothing left it may evict"));
+    // And indeed: an acquire is refused.
+    admin.call({"CONFIG", "SET", "maxmemory", std::to_string(used * 9 / 10)});
+    CHECK(run_redsem({"acquire", "full", "-w", "0"}, env_for(server)).exit_code == k_unavailable);
+    admin.call({"CONFIG", "SET", "maxmemory", "0"});
+}
+
+TEST_CASE("doctor: a failed snapshot that makes Redis refuse writes (MISCONF) is unsafe") {
+    RedisServer server(with_args({"--enable-protected-configs", "yes", "--save", "3600 1"}));
+    Connection admin = server.admin();
+    Scratch scratch;
+    const std::string gone = scratch.path("gone");
+    std::filesystem::create_directory(gone);
+    admin.call({"CONFIG", "SET", "dir", gone});
+    std::filesystem::remove(gone);
+    admin.call({"BGSAVE"});
+    REQUIRE(wait_until(
+        [&] { return info_field(admin, "persistence", "rdb_last_bgsave_status") == "err"; }, 30s));
+    const Diagnosis diagnosis = doctor(env_for(server));
+    INFO(diagnosis.report.dump(2));
+    CHECK(diagnosis.exit_code == k_unsafe);
+    CHECK(diagnosis.verdict("persistence") == "unsafe");
+    CHECK(contains(diagnosis.found("persistence"), "MISCONF"));
+    CHECK(run_redsem({"acquire", "misconf", "-w", "0"}, env_for(server)).exit_code ==
+          k_unavailable);
+    admin.call({"CONFIG", "SET", "dir", server.dir()});
+}
+
+TEST_CASE("doctor: min-replicas-to-write met by count but not by lag is unsafe, also for a "
+          "user without CONFIG") {
+    RedisServer master(with_args({}, true));
+    RedisServer replica;
+    Connection replica_admin = replica.admin();
+    replica_admin.call({"REPLICAOF", "127.0.0.1", std::to_string(master.port())});
+    Connection master_admin = master.admin();
+    REQUIRE(wait_until(
+        [&] { return info_field(master_admin, "replication", "connected_slaves") == "1"; }, 20s));
+    master_admin.call({"CONFIG", "SET", "min-replicas-to-write", "1"});
+    master_admin.call({"CONFIG", "SET", "min-replicas-max-lag", "1"});
+    master_admin.call({"ACL", "SETUSER", "noconfig", "on", ">pw", "~*", "&*", "+@all", "-config"});
+    const EnvChanges noconfig{
+        {"REDSEM_URL", "redis://noconfig@127.0.0.1:" + std::to_string(master.port())},
+        {"REDSEM_PASSWORD", "pw"}};
+    REQUIRE(wait_until(
+        [&] { return info_field(master_admin, "replication", "min_slaves_good_slaves") == "1"; },
+        20s));
+    const Diagnosis healthy = doctor(noconfig);
+    INFO(healthy.report.dump(2));
+    CHECK(healthy.verdict("replication") == "warn"); // set, and its value cannot be read
+    CHECK(contains(healthy.found("replication"), "min-replicas-to-write is set"));
+
+    replica.signal(SIGSTOP);
+    const bool lagging = wait_until(
+        [&] { return info_field(master_admin, "replication", "min_slaves_good_slaves") == "0"; },
+        30s);
+    const Diagnosis with_config = doctor(env_for(master));
+    const Diagnosis without_config = doctor(noconfig);
+    replica.signal(SIGCONT);
+    REQUIRE(lagging);
+    for (const Diagnosis* diagnosis : {&with_config, &without_config}) {
+        INFO(diagnosis->report.dump(2));
+        CHECK(diagnosis->exit_code == k_unsafe);
+        CHECK(diagnosis->verdict("replication") == "unsafe");
+        CHECK(contains(diagnosis->found("replication"), "NOREPLICAS"));
+    }
+}
+
+TEST_CASE("doctor: a foreign key at the shared epoch key is unsafe and named") {
+    RedisServer server;
+    server.admin().call({"SET", "redsem:epoch", "not-a-hash"});
+    const Diagnosis diagnosis = doctor(env_for(server));
+    INFO(diagnosis.report.dump(2));
+    CHECK(diagnosis.exit_code == k_unsafe);
+    CHECK(diagnosis.verdict("keys") == "unsafe");
+    CHECK(contains(diagnosis.found("keys"), "'redsem:epoch' holds a string"));
+    CHECK(run_redsem({"acquire", "any", "-w", "0"}, env_for(server)).exit_code == 65);
+}
+
+TEST_CASE("doctor: key patterns that leave out one key of every semaphore are unsafe") {
+    RedisServer server(with_args({}, true));
+    Connection admin = server.admin();
+    std::vector<std::string> rules{"ACL", "SETUSER",       "parts", "on",
+                                   ">pw", "~redsem:epoch", "&*",    "+@all"};
+    for (const char* part : {"state", "holders", "queue", "alive", "slots", "log", "wake:*"}) {
+        rules.push_back(std::string("~redsem:{*}:") + part); // every part but :info
+    }
+    admin.call(rules);
+    const EnvChanges env{{"REDSEM_URL", "redis://parts@127.0.0.1:" + std::to_string(server.port())},
+                         {"REDSEM_PASSWORD", "pw"}};
+    const Diagnosis diagnosis = doctor(env);
+    INFO(diagnosis.report.dump(2));
+    CHECK(diagnosis.exit_code == k_unsafe);
+    const json first = diagnosis.of("permissions").at(0);
+    CHECK(first.at("verdict") == "unsafe");
+    CHECK(contains(first.at("found").get<std::string>(), ":info"));
+    CHECK(run_redsem({"acquire", "parts", "-w", "0"}, env).exit_code == k_denied);
+}
+
+TEST_CASE("doctor: a password is never shown, whatever the server answers to AUTH") {
+    RedisServer server(with_args({"--rename-command", "AUTH", ""}, true));
+    Scratch scratch;
+    const std::string file = scratch.path("pw");
+    std::ofstream(file) << "FileSecret77\n";
+    std::filesystem::permissions(file, std::filesystem::perms::owner_read);
+    const std::string url = "redis://127.0.0.1:" + std::to_string(server.port());
+    const std::vector<std::pair<std::vector<std::string>, EnvChanges>> tries{
+        {{"--password-file", file}, {{"REDSEM_URL", url}}},
+        {{}, {{"REDSEM_URL", url}, {"REDSEM_PASSWORD", "EnvSecret88"}}},
+        {{},
+         {{"REDSEM_URL", "redis://alice:LeakMe123@127.0.0.1:" + std::to_string(server.port())}}},
+    };
+    for (const auto& [args, env] : tries) {
+        for (const bool json_output : {true, false}) {
+            std::vector<std::string> all{"doctor"};
+            if (json_output) {
+                all.emplace_back("--json");
+            }
+            all.insert(all.end(), args.begin(), args.end());
+            const ProcessResult result = run_redsem(all, env);
+            INFO(result.out << result.err);
+            CHECK(result.exit_code == k_unavailable);
+            CHECK(contains(result.out, "did not accept AUTH"));
+            for (const char* secret : {"FileSecret77", "EnvSecret88", "LeakMe123"}) {
+                CHECK_FALSE(contains(result.out + result.err, secret));
+            }
+        }
+        std::vector<std::string> acquire_args{"acquire", "x", "-w", "0"};
+        acquire_args.insert(acquire_args.end(), args.begin(), args.end());
+        const ProcessResult acquire = run_redsem(acquire_args, env);
+        INFO(acquire.err);
+        CHECK(acquire.exit_code == k_unavailable);
+        for (const char* secret : {"FileSecret77", "EnvSecret88", "LeakMe123"}) {
+            CHECK_FALSE(contains(acquire.out + acquire.err, secret));
+        }
+    }
+}
+
+TEST_CASE("doctor: writes paused (CLIENT PAUSE WRITE, as in a failover) do not hold its probes") {
+    RedisServer server;
+    Connection admin = server.admin();
+    admin.call({"CLIENT", "PAUSE", "20000", "WRITE"});
+    const Diagnosis diagnosis = doctor(env_for(server));
+    admin.call({"CLIENT", "UNPAUSE"});
+    INFO(diagnosis.report.dump(2));
+    CHECK(diagnosis.verdict("reachable") == "ok");
+    CHECK(verdicts(diagnosis, "permissions").at(0) == "ok");
+}
+
+TEST_CASE("doctor: an optional command renamed away is not fixed by an ACL rule") {
+    RedisServer server(with_args({"--rename-command", "XADD", "hidden-xadd"}));
+    const Diagnosis diagnosis = doctor(env_for(server));
+    INFO(diagnosis.report.dump(2));
+    bool named = false;
+    for (const json& finding : diagnosis.of("permissions")) {
+        const std::string found = finding.at("found").get<std::string>();
+        if (contains(found, "xadd")) {
+            named = true;
+            CHECK(finding.at("verdict") == "warn");
+            CHECK(contains(found, "renamed or disabled"));
+            CHECK(contains(finding.at("fix").get<std::string>(), "rename-command"));
+            CHECK_FALSE(contains(finding.at("fix").get<std::string>(), "ACL SETUSER"));
+        }
+    }
+    CHECK(named);
 }

@@ -126,8 +126,8 @@ TEST_CASE("a waiter whose token 'redsem release' takes out of the queue ends at 
     Children waiting;
     queue_in_order(server, waiting, 1, {"acquire", "cancel", "--ttl", "10m", "-w", "10m"},
                    "cancel");
-    queue_in_order(server, waiting, 1,
-                   {"run", "cancel", "-w", "10m", "--", "touch", ran}, "cancel");
+    queue_in_order(server, waiting, 1, {"run", "cancel", "-w", "10m", "--", "touch", ran},
+                   "cancel");
     Connection admin = server.admin();
     const Reply queued = admin.call({"ZRANGE", "redsem:{cancel}:queue", "0", "-1"});
     REQUIRE(queued.as_array().size() == 2);
