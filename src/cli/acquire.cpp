@@ -5,6 +5,7 @@
 #include "process/keeper.hpp"
 #include "process/signal_watch.hpp"
 #include "semaphore/semaphore.hpp"
+#include "util/duration.hpp"
 #include "util/name.hpp"
 #include "util/number.hpp"
 #include "util/time_format.hpp"
@@ -78,6 +79,29 @@ void print_lease(const std::string& name, const Lease& lease, bool json,
     print_json(out);
 }
 
+// Gives back a slot whose token could not be printed; says what became of it.
+std::string give_back_unprinted(Semaphore& semaphore, const Lease& lease,
+                                std::optional<pid_t> keeper) {
+    try {
+        if (semaphore.release(lease.token) == ReleaseOutcome::released) {
+            return "the slot was given back";
+        }
+        return "the slot was lost already: nothing is held";
+    } catch (const Error& error) {
+        if (keeper) {
+            // It gives the slot back as it stops, or its lease runs out.
+            kill(*keeper, SIGTERM);
+            return fmt::format("giving the slot back failed ({}); its keeper (pid {}) was told "
+                               "to stop and give it back, else it is held until its lease runs "
+                               "out (within {})",
+                               error.what(), *keeper, format_duration(lease.ttl));
+        }
+        return fmt::format("giving the slot back failed too ({}): it is held until its lease "
+                           "runs out (within {})",
+                           error.what(), format_duration(lease.ttl));
+    }
+}
+
 int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
     // The slot belongs to the process named by --while-pid, else to the caller (the script
     // that ran redsem), never to this short-lived process.
@@ -109,7 +133,8 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
     std::optional<pid_t> keeper;
     if (watched) {
         try {
-            keeper = start_keeper(*watched, KeptSlot{connect, prefix, args.request.name, *lease, parsed.options.replicas});
+            keeper = start_keeper(*watched, KeptSlot{connect, prefix, args.request.name, *lease,
+                                                     parsed.options.replicas});
         } catch (const Error&) {
             semaphore.release_quietly(lease->token);
             throw;
@@ -119,10 +144,10 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
     if (const int error = flush_stdout(); error != 0) {
         // Nobody has the token: a slot held until its lease runs out (or for as long as the
         // keeper's process lives) would block everybody. (The release stops the keeper.)
-        semaphore.release_quietly(lease->token);
-        throw Error(ExitCode::output, fmt::format("cannot write the token to standard output "
-                                                  "({}); the slot was given back",
-                                                  std::strerror(error)));
+        throw Error(ExitCode::output,
+                    fmt::format("cannot write the token to standard output ({}); {}",
+                                std::strerror(error),
+                                give_back_unprinted(semaphore, *lease, keeper)));
     }
     return 0;
 }

@@ -170,10 +170,11 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
                             shown)};
     }
     if (code == "ERR" && error.find("unknown command") != std::string_view::npos) {
+        // Not the arguments Redis quotes after the name: a script's keys, or anything else.
         return {ExitCode::unavailable,
-                fmt::format("the server does not support a command redsem needs; Redis 6.2 or "
-                            "later is required ({})",
-                            shown)};
+                fmt::format("the server does not support a command redsem needs (renamed away, "
+                            "or older than Redis 6.2) ({})",
+                            printable(error.substr(0, error.find(", with args")), 200))};
     }
     return {ExitCode::internal, fmt::format("Redis replied with an error: {}", shown)};
 }

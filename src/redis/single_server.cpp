@@ -2,6 +2,8 @@
 
 #include "redis/cluster_topology.hpp"
 
+#include "util/errors.hpp"
+
 #include <fmt/format.h>
 
 namespace redsem {
@@ -32,6 +34,22 @@ ReplyVerdict SingleServer::judge(const Reply& reply) {
         is_error_code(reply, "TRYAGAIN") || is_error_code(reply, "CLUSTERDOWN") ||
         is_error_code(reply, "CROSSSLOT")) {
         return become_cluster().judge(reply);
+    }
+    if (reply.text.rfind("ERR unknown command", 0) == 0 && m_link.is_open()) {
+        // A sentinel knows none of the commands on data: say what it is, and the URL to use.
+        // (The batch's replies are all read: the link is free for one more question.)
+        std::optional<std::string> mode;
+        try {
+            mode = m_link.hello_field("mode");
+        } catch (const Error&) {
+        }
+        if (mode == "sentinel") {
+            throw UsageError(fmt::format(
+                "{} is a Redis Sentinel, which keeps no data: use {}://{}#MASTER, with the "
+                "master's name (SENTINEL MASTERS lists them)",
+                m_options.url.describe(), m_options.url.tls ? "rediss-sentinel" : "redis-sentinel",
+                m_link.endpoint().describe()));
+        }
     }
     return {};
 }

@@ -154,7 +154,7 @@ TEST_CASE("a waiter whose token 'redsem release' takes out of the queue ends at 
     CHECK(zcard(admin, "redsem:{cancel}:holders") == 0);
 }
 
-TEST_CASE("a released waiter that refreshes its place between two waits is told so; an older "
+TEST_CASE("a released waiter that refreshes its place between two waits is told so and an older "
           "redsem's queues again") {
     RedisServer server;
     Connection admin = server.admin();

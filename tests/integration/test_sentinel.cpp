@@ -6,12 +6,12 @@
 #include "support/sentinel_group.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <csignal>
 #include <map>
+#include <netinet/in.h>
 #include <sstream>
 #include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 using namespace redsem;
@@ -96,8 +96,7 @@ TEST_CASE("sentinel: every subcommand works through the sentinels, and status al
     two["REDSEM_REPLICAS"] = "2";
     const auto renewed = run_redsem({"renew", "s3", first_line(held.out), "--ttl", "2s"}, two);
     CHECK(renewed.exit_code == 69);
-    CHECK(renewed.err.find("only 1 of 2 replicas of") !=
-          std::string::npos);
+    CHECK(renewed.err.find("only 1 of 2 replicas of") != std::string::npos);
 }
 
 TEST_CASE("sentinel: sentinels unreachable or silent, an unknown master: one-line errors, 69, "
@@ -105,10 +104,10 @@ TEST_CASE("sentinel: sentinels unreachable or silent, an unknown master: one-lin
           "[sentinel]") {
     const int refused_a = free_port();
     const int refused_b = free_port();
-    const auto refused = run_redsem(
-        {"acquire", "x"},
-        {{"REDSEM_URL", "redis-sentinel://127.0.0.1:" + std::to_string(refused_a) +
-                            ",127.0.0.1:" + std::to_string(refused_b) + "#mymaster"}});
+    const auto refused =
+        run_redsem({"acquire", "x"},
+                   {{"REDSEM_URL", "redis-sentinel://127.0.0.1:" + std::to_string(refused_a) +
+                                       ",127.0.0.1:" + std::to_string(refused_b) + "#mymaster"}});
     CHECK(refused.exit_code == 69);
     CHECK(line_count(refused.err) == 1);
     CHECK(refused.err.rfind("redsem: error: no sentinel of redis-sentinel://", 0) == 0);
@@ -203,10 +202,10 @@ TEST_CASE("sentinel: a failover while a run holds the slot and waiters queue: th
     const std::vector<std::string> options{"--ttl", "6s", "--loss-grace", "1s", "--replicas", "1"};
     std::vector<std::string> holder_args{"run", "f"};
     holder_args.insert(holder_args.end(), options.begin(), options.end());
-    holder_args.insert(holder_args.end(),
-                       {"--", "sh", "-c",
-                        "touch " + ready + "; while [ ! -e " + go + " ]; do sleep 0.05; done; "
-                        "exit 7"});
+    holder_args.insert(holder_args.end(), {"--", "sh", "-c",
+                                           "touch " + ready + "; while [ ! -e " + go +
+                                               " ]; do sleep 0.05; done; "
+                                               "exit 7"});
     Child holder(holder_args, env);
     REQUIRE(wait_for_file(ready, 15s));
     Connection master = group.server(0).admin();
@@ -313,14 +312,15 @@ TEST_CASE("sentinel: a user without @dangerous (no ROLE, no INFO) runs every sub
           "[sentinel]") {
     SentinelGroup group;
     for (std::size_t i = 0; i < group.server_count(); ++i) {
-        group.server(i).admin().call({"ACL", "SETUSER", "app", "on", ">app-pw", "~redsem:*", "&*",
-                                      "+@all", "-@dangerous"});
+        group.server(i).admin().call(
+            {"ACL", "SETUSER", "app", "on", ">app-pw", "~redsem:*", "&*", "+@all", "-@dangerous"});
     }
     // The sentinels name the master; redsem checks its role as "app", who may not send ROLE.
     const std::string url = group.url();
-    EnvChanges env{{"REDSEM_URL", "redis-sentinel://app@" + url.substr(url.find("://") + 3)},
-                   {"REDSEM_PASSWORD", "app-pw"},
-                   {"REDSEM_LOSS_GRACE", "0"}}; // a new Redis, without INFO: see test_least_privilege
+    EnvChanges env{
+        {"REDSEM_URL", "redis-sentinel://app@" + url.substr(url.find("://") + 3)},
+        {"REDSEM_PASSWORD", "app-pw"},
+        {"REDSEM_LOSS_GRACE", "0"}}; // a new Redis, without INFO: see test_least_privilege
     Connection master = group.server(group.master_index()).admin();
     CHECK(master.call({"ACL", "DRYRUN", "app", "ROLE"}).as_string().find("no permissions") !=
           std::string::npos);
@@ -339,4 +339,22 @@ TEST_CASE("sentinel: a user without @dangerous (no ROLE, no INFO) runs every sub
     CHECK(run_redsem({"gc"}, env).exit_code == 0);
     CHECK(run_redsem({"release", "lp", token}, env).exit_code == 0);
     CHECK(zcard(master, "redsem:{lp}:holders") == 0);
+}
+
+TEST_CASE("sentinel: one given as a redis:// server is named, with the URL to use", "[sentinel]") {
+    SentinelGroup group;
+    const std::string sentinel = "127.0.0.1:" + std::to_string(group.sentinel_port(0));
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"acquire", "s", "-w", "0"},
+          std::vector<std::string>{"status", "s"}, std::vector<std::string>{"gc", "s"}}) {
+        const ProcessResult result = run_redsem(args, {{"REDSEM_URL", "redis://" + sentinel}});
+        INFO(args[0] << ": " << result.err);
+        CHECK(result.exit_code == 64);
+        CHECK(result.err.rfind("redsem: error: redis://" + sentinel +
+                                   " is a Redis Sentinel, which keeps no data: use "
+                                   "redis-sentinel://" +
+                                   sentinel + "#MASTER",
+                               0) == 0);
+        CHECK(result.err.find("EVALSHA") == std::string::npos); // no script's arguments
+    }
 }
