@@ -150,10 +150,14 @@ json view_json(const SemaphoreView& view) {
         waiters.push_back(waiter_json(waiter, view.server_now_ms));
     }
     const Counts counts = count(view);
-    json out{{"name", view.name},         {"limit", view.limit ? json(*view.limit) : json(nullptr)},
-             {"held", counts.held},       {"expired_holders", counts.expired},
-             {"waiting", counts.waiting}, {"stale_waiters", counts.stale},
-             {"holders", holders},        {"waiters", waiters},
+    json out{{"name", view.name},
+             {"limit", view.limit ? json(*view.limit) : json(nullptr)},
+             {"held", counts.held},
+             {"expired_holders", counts.expired},
+             {"waiting", counts.waiting},
+             {"stale_waiters", counts.stale},
+             {"holders", holders},
+             {"waiters", waiters},
              {"admission", admission_json(view.admission)}};
     out.update(time_fields("server_time", view.server_now_ms));
     return out;
@@ -219,16 +223,15 @@ void print_summaries(std::ostream& out, const std::vector<SemaphoreSummary>& sum
         {"NAME", "HELD", "EXPIRED", "WAITING", "STALE", "OLDEST", "HOLDER", "LABEL"}};
     for (const auto& summary : summaries) {
         const auto& oldest = summary.oldest;
-        rows.push_back({summary.name,
-                        fmt::format("{}/{}", summary.held,
-                                    summary.limit ? std::to_string(*summary.limit) : "?"),
-                        std::to_string(summary.expired), std::to_string(summary.waiting),
-                        std::to_string(summary.stale),
-                        oldest ? format_duration(
-                                     Milliseconds{summary.server_now_ms - oldest->since_ms})
-                               : "-",
-                        oldest ? fmt::format("{}:{}", oldest->meta.host, oldest->meta.pid) : "-",
-                        oldest ? oldest->meta.label : ""});
+        rows.push_back(
+            {summary.name,
+             fmt::format("{}/{}", summary.held,
+                         summary.limit ? std::to_string(*summary.limit) : "?"),
+             std::to_string(summary.expired), std::to_string(summary.waiting),
+             std::to_string(summary.stale),
+             oldest ? format_duration(Milliseconds{summary.server_now_ms - oldest->since_ms}) : "-",
+             oldest ? fmt::format("{}:{}", oldest->meta.host, oldest->meta.pid) : "-",
+             oldest ? oldest->meta.label : ""});
     }
     out << render_table(rows, width, rows[0].size() - 1);
     // Admission is closed for every semaphore of a server at once (on a Redis Cluster, of a
@@ -245,8 +248,23 @@ void print_summaries(std::ostream& out, const std::vector<SemaphoreSummary>& sum
     }
 }
 
+// `summaries` without the semaphores that cannot be read (a key of another type at one of
+// their names), each told in one line to `warnings`.
+std::vector<SemaphoreSummary> readable_only(std::vector<SemaphoreSummary> summaries,
+                                            std::ostream& warnings) {
+    std::erase_if(summaries, [&](const SemaphoreSummary& summary) {
+        if (summary.unreadable.empty()) {
+            return false;
+        }
+        warnings << fmt::format("redsem: warning: semaphore '{}' is left out: {}\n",
+                                terminal_safe(summary.name), summary.unreadable);
+        return true;
+    });
+    return summaries;
+}
+
 int show_all(Connection& connection, const std::string& prefix, bool as_json) {
-    const auto summaries = list_semaphores(connection, prefix);
+    const auto summaries = readable_only(list_semaphores(connection, prefix), std::cerr);
     if (as_json) {
         json out = json::array();
         for (const auto& summary : summaries) {
@@ -305,10 +323,11 @@ void print_prometheus(const std::vector<SemaphoreSummary>& summaries, const std:
         {"redsem_expired_holders",
          {"Holders whose lease ran out (or hand-over lapsed), not removed yet.",
           &SemaphoreSummary::expired}},
-        {"redsem_waiters", {"Waiters in the queue that keep their place.",
-                            &SemaphoreSummary::waiting}},
-        {"redsem_stale_waiters", {"Waiters that stopped refreshing their place, not removed yet.",
-                                  &SemaphoreSummary::stale}},
+        {"redsem_waiters",
+         {"Waiters in the queue that keep their place.", &SemaphoreSummary::waiting}},
+        {"redsem_stale_waiters",
+         {"Waiters that stopped refreshing their place, not removed yet.",
+          &SemaphoreSummary::stale}},
     };
     for (const auto& [name, what] : counts) {
         out.family(name, "gauge", what.first);
@@ -322,10 +341,10 @@ void print_prometheus(const std::vector<SemaphoreSummary>& summaries, const std:
         const AdmissionState& admission = summary.admission;
         if (admission.known) {
             out.sample(labels(summary),
-                       admission.closed() ? static_cast<double>(admission.opens_at_ms -
-                                                                admission.server_now_ms) /
-                                                1000.0
-                                          : 0.0);
+                       admission.closed()
+                           ? static_cast<double>(admission.opens_at_ms - admission.server_now_ms) /
+                                 1000.0
+                           : 0.0);
         }
     }
     out.family("redsem_oldest_wait_seconds", "gauge",
@@ -367,9 +386,12 @@ std::string watch_frame(Connection& connection, const std::string& prefix,
     std::ostringstream out;
     std::vector<SemaphoreView> views;
     std::vector<SemaphoreSummary> summaries;
+    std::string unreadable_lines;
     long long now = 0;
     if (names.empty()) {
-        summaries = list_semaphores(connection, prefix);
+        std::ostringstream left_out;
+        summaries = readable_only(list_semaphores(connection, prefix), left_out);
+        unreadable_lines = left_out.str();
         now = summaries.empty() ? server_time_ms(connection, "") : summaries.front().server_now_ms;
     } else {
         for (const auto& name : names) {
@@ -378,6 +400,7 @@ std::string watch_frame(Connection& connection, const std::string& prefix,
         now = views.front().server_now_ms;
     }
     out << fmt::format("redsem status: {}  (server time; q quits)\n\n", local_time(now));
+    out << unreadable_lines;
     if (names.empty()) {
         print_summaries(out, summaries, prefix, width);
     } else {
@@ -388,7 +411,8 @@ std::string watch_frame(Connection& connection, const std::string& prefix,
 
 // --watch: redraws at each event of the names' histories (or every k_watch_redraw), until q,
 // Ctrl-C or a signal to stop.
-int watch(Connection& connection, const std::string& prefix, const std::vector<std::string>& names) {
+int watch(Connection& connection, const std::string& prefix,
+          const std::vector<std::string>& names) {
     SignalWatch signals({SIGINT, SIGTERM, SIGHUP, SIGWINCH, SIGTSTP});
     FullScreen screen;
     AnyReadable woken({STDIN_FILENO, signals.fd()});
@@ -414,8 +438,8 @@ int watch(Connection& connection, const std::string& prefix, const std::vector<s
             if (follow) {
                 last_ids = last_entry_ids(connection, prefix, names);
             }
-            frame = watch_frame(connection, prefix, names,
-                                static_cast<std::size_t>(screen.columns()));
+            frame =
+                watch_frame(connection, prefix, names, static_cast<std::size_t>(screen.columns()));
         } catch (const UsageError&) {
             throw;
         } catch (const Error& error) {
@@ -454,8 +478,8 @@ int run_status(const StatusArgs& given, const GlobalOptions& global) {
     }
     std::string format = args.format.value_or(args.json ? "json" : "table");
     if (format != "table" && format != "json" && format != "prometheus") {
-        throw UsageError(fmt::format("--format: '{}' is not table, json or prometheus",
-                                     printable(format)));
+        throw UsageError(
+            fmt::format("--format: '{}' is not table, json or prometheus", printable(format)));
     }
     if (args.json && format != "json") {
         throw UsageError("--json and --format " + format + " exclude each other");
@@ -486,7 +510,7 @@ int run_status(const StatusArgs& given, const GlobalOptions& global) {
                 summaries.push_back(summarize(connection, prefix, name));
             }
         }
-        print_prometheus(summaries, prefix);
+        print_prometheus(readable_only(std::move(summaries), std::cerr), prefix);
         return 0;
     }
     if (args.names.empty()) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <map>
 #include <set>
 
 namespace redsem {
@@ -215,7 +216,7 @@ SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std:
     const long long now = server_time_ms(connection, keys.state);
     std::vector<SemaphoreSummary> summaries;
     summarize(connection, prefix, {std::string(name)}, now, summaries);
-    if (with_admission) {
+    if (with_admission && summaries.front().unreadable.empty()) {
         summaries.front().admission = Semaphore(connection, prefix, name).admission();
     }
     return std::move(summaries.front());
@@ -233,6 +234,9 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
         summarize(connection, prefix, {found.begin(), found.end()}, now, summaries);
         // (One script call each: on a Redis Cluster every semaphore has its own epoch.)
         for (std::size_t i = first; with_admission && i < summaries.size(); ++i) {
+            if (!summaries[i].unreadable.empty()) {
+                continue;
+            }
             summaries[i].admission = Semaphore(connection, prefix, summaries[i].name).admission();
         }
     });
@@ -266,12 +270,34 @@ void summarize(Connection& connection, std::string_view prefix,
                 keys.alive, std::vector<std::string>{"ZRANGE", keys.alive, "-inf", now, "BYSCORE"});
         }
         const std::vector<Reply> replies = connection.pipeline(commands);
+        // A key of another type at one of a semaphore's names: that semaphore is set aside,
+        // naming the key and what it holds, and the others are read.
+        std::map<std::size_t, std::string> foreign; // semaphore index -> its foreign key
+        for (std::size_t i = first; i < last; ++i) {
+            const std::size_t at = (i - first) * k_summary_commands;
+            for (std::size_t k = 0; k < k_summary_commands; ++k) {
+                if (is_error_code(replies[at + k], "WRONGTYPE")) {
+                    foreign.emplace(i, commands[at + k].argv[1]);
+                    break;
+                }
+                checked(replies[at + k]);
+            }
+        }
+        std::vector<Command> types;
+        for (const auto& [i, key] : foreign) {
+            types.emplace_back(key, std::vector<std::string>{"TYPE", key});
+        }
+        const std::vector<Reply> foreign_types =
+            types.empty() ? std::vector<Reply>{} : connection.pipeline(types);
         // Holders whose hand-over claim lapsed: uncollected only while the grant is still in
         // the wake list (as the scripts judge it; see settle_lapsed() in lua/lib/expiry.lua).
         std::vector<Command> wake_lists;
         std::vector<std::pair<std::size_t, std::string>> claimed;
         for (std::size_t i = first; i < last; ++i) {
             const std::size_t at = (i - first) * k_summary_commands;
+            if (foreign.contains(i)) {
+                continue;
+            }
             const auto& lapsed = checked(replies[at + 5]).as_array();
             if (lapsed.empty()) {
                 continue;
@@ -308,6 +334,17 @@ void summarize(Connection& connection, std::string_view prefix,
             SemaphoreSummary summary;
             summary.name = names[i];
             summary.server_now_ms = server_now_ms;
+            if (const auto found = foreign.find(i); found != foreign.end()) {
+                const std::size_t index =
+                    static_cast<std::size_t>(std::distance(foreign.begin(), found));
+                const Reply& type = foreign_types[index];
+                summary.unreadable = fmt::format("key '{}' holds a {}, not what redsem keeps there",
+                                                 printable(found->second, 120),
+                                                 type.is_error() ? "value of an unknown type"
+                                                                 : printable(type.text, 20));
+                summaries.push_back(std::move(summary));
+                continue;
+            }
             const auto& state = checked(replies[at]);
             summary.limit = optional_number(state.at(0));
             summary.history = optional_number(state.at(1)).value_or(k_default_history);

@@ -59,6 +59,9 @@ struct SemaphoreSummary {
     std::optional<HistoryCounters> counters;       // while its history is on
     long long server_now_ms = 0; // the clock of the server (cluster node) that holds it
     AdmissionState admission;    // closed after a possible loss of data?
+    // Set when a key of another type is at one of its names (a key made by hand): which key,
+    // and what it holds. The semaphore cannot be read then, and the other fields say nothing.
+    std::string unreadable;
 };
 
 // Reads one semaphore with read-only commands, in pages (so that no single call is long on a
@@ -67,6 +70,7 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
 
 // Every semaphore under `prefix`, sorted by name, found with SCAN (never KEYS) and read in
 // pipelined batches; on a Redis Cluster, on every primary, each timed by its node's clock.
+// A semaphore with a key of another type at one of its names is listed with `unreadable` set.
 // Changes nothing but, `with_admission`, the proof of the epoch that a user without INFO
 // writes and removes (Semaphore::admission()); without, `admission` is left open.
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,

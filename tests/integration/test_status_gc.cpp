@@ -351,3 +351,31 @@ TEST_CASE("status counts a waiter that took a handed-over slot as a live holder 
     CHECK(all[0]["held"] == 1);
     CHECK(all[0]["expired_holders"] == 0);
 }
+
+TEST_CASE("status without NAME lists the semaphores it can read and names a foreign key in "
+          "each of the others") {
+    RedisServer server;
+    const auto env = env_for(server);
+    acquire_json(server, {"good", "--ttl", "10m"});
+    Connection admin = server.admin();
+    admin.call({"SET", "redsem:{bad}:state", "by hand"});
+    admin.call({"HSET", "redsem:{bad2}:state", "limit", "1"});
+    admin.call({"SET", "redsem:{bad2}:queue", "by hand"});
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"status"}, std::vector<std::string>{"status", "--json"},
+          std::vector<std::string>{"status", "--format", "prometheus"}}) {
+        const ProcessResult result = run_redsem(args, env);
+        INFO(args.back() << ": " << result.out << result.err);
+        CHECK(result.exit_code == 0);
+        CHECK(result.out.find("good") != std::string::npos);
+        CHECK(result.out.find("bad") == std::string::npos);
+        CHECK(result.err ==
+              "redsem: warning: semaphore 'bad' is left out: key 'redsem:{bad}:state' holds a "
+              "string, not what redsem keeps there\n"
+              "redsem: warning: semaphore 'bad2' is left out: key 'redsem:{bad2}:queue' holds a "
+              "string, not what redsem keeps there\n");
+    }
+    // Named, the foreign key is the error.
+    const ProcessResult named = run_redsem({"status", "bad"}, env);
+    CHECK(named.exit_code == 65);
+}
