@@ -342,7 +342,8 @@ TEST_CASE("status counts a waiter that took a handed-over slot as a live holder 
     // Past the 3s window for collecting a hand-over: the claim entry is still there (the next
     // script prunes it), but the grant was collected.
     std::this_thread::sleep_for(3500ms);
-    const json status = json::parse(run_redsem({"status", "handed", "--json"}, env_for(server)).out);
+    const json status =
+        json::parse(run_redsem({"status", "handed", "--json"}, env_for(server)).out);
     CHECK(status["held"] == 1);
     REQUIRE(status["holders"].size() == 1);
     CHECK(status["holders"][0]["expired"] == false);
