@@ -402,6 +402,10 @@ std::optional<Lease> Semaphore::acquire(const AcquireOptions& options, const std
             return acquire(again, token);
         }
         throw NotReplicatedError(fmt::format("{}; the slot was given back", error.what()));
+    } catch (const NotHeldError&) {
+        // The token is queued here, not holding: a new master after a failover, which had
+        // the queue entry and not the grant. Not granted here: keep the place, wait again.
+        return acquire(again, token);
     } catch (const Error&) {
         release_quietly(token);
         throw;

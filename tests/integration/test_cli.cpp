@@ -130,14 +130,17 @@ TEST_CASE("renew of a token that is still queued exits 1, says so, and counts no
     REQUIRE(run_redsem({"acquire", "rq"}, env).exit_code == 0);
     Child waiter({"acquire", "rq", "-w", "20s"}, env);
     REQUIRE(wait_until([&] { return zcard(admin, "redsem:{rq}:queue") == 1; }, 10s));
-    const std::string token = admin.call({"ZRANGE", "redsem:{rq}:queue", "0", "0"}).at(0).as_string();
+    const std::string token =
+        admin.call({"ZRANGE", "redsem:{rq}:queue", "0", "0"}).at(0).as_string();
     const auto renewed = run_redsem({"renew", "rq", token}, env);
     CHECK(renewed.exit_code == 1);
-    CHECK(renewed.err == "redsem: error: that token is waiting for a slot of 'rq', not holding one; "
-                         "nothing was renewed\n");
+    CHECK(renewed.err ==
+          "redsem: error: that token is waiting for a slot of 'rq', not holding one; "
+          "nothing was renewed\n");
     CHECK(zcard(admin, "redsem:{rq}:queue") == 1); // still in its place
     const auto metrics = run_redsem({"status", "rq", "--format", "prometheus"}, env);
-    CHECK(metrics.out.find(R"(redsem_lost_total{prefix="redsem",name="rq"} 0)") != std::string::npos);
+    CHECK(metrics.out.find(R"(redsem_lost_total{prefix="redsem",name="rq"} 0)") !=
+          std::string::npos);
 }
 
 TEST_CASE("an expired holder is reclaimed without a release, by its deadline") {
@@ -353,7 +356,8 @@ TEST_CASE("output that cannot be written: acquire gives the slot back and exits 
     for (const char* redirect : {">/dev/full", ">&-"}) {
         INFO(redirect);
         const ProcessResult full =
-            Child::shell(std::string("exec \"$REDSEM\" acquire full -w 0 ") + redirect, shell_env)->wait();
+            Child::shell(std::string("exec \"$REDSEM\" acquire full -w 0 ") + redirect, shell_env)
+                ->wait();
         CHECK(full.exit_code == 74);
         CHECK(full.err.find("redsem: error: cannot write the token to standard output") == 0);
         CHECK(full.err.find("the slot was given back") != std::string::npos);
@@ -367,24 +371,31 @@ TEST_CASE("output that cannot be written: acquire gives the slot back and exits 
     CHECK(kept.exit_code == 74);
     CHECK(zcard(admin, "redsem:{kept}:holders") == 0);
     // The pipe's reader went away before the token came: given back too.
-    const ProcessResult piped = Child::shell("{ \"$REDSEM\" acquire piped -w 0; echo \"status=$?\" >&2; "
-                                             "} | (exec 0<&-; sleep 1)",
-                                             shell_env)
-                                    ->wait();
+    // (The writer starts only once the reader has closed its end, within 10s.)
+    const ProcessResult piped =
+        Child::shell("d=$(mktemp -d); { for i in $(seq 1000); do [ -e \"$d/closed\" ] && break; "
+                     "sleep 0.01; done; \"$REDSEM\" acquire piped -w 0; echo \"status=$?\" >&2; "
+                     "} | (exec 0<&-; touch \"$d/closed\"; sleep 1); rm -r \"$d\"",
+                     shell_env)
+            ->wait();
     CHECK(piped.err.find("the slot was given back") != std::string::npos);
     CHECK(piped.err.find("status=74\n") != std::string::npos);
     CHECK(zcard(admin, "redsem:{piped}:holders") == 0);
 
-    const ProcessResult listing = Child::shell("exec \"$REDSEM\" status >/dev/full", shell_env)->wait();
+    const ProcessResult listing =
+        Child::shell("exec \"$REDSEM\" status >/dev/full", shell_env)->wait();
     CHECK(listing.exit_code == 74);
-    CHECK(listing.err == "redsem: error: cannot write to standard output (No space left on device)\n");
-    const ProcessResult help = Child::shell("exec \"$REDSEM\" --help >/dev/full", shell_env)->wait();
+    CHECK(listing.err ==
+          "redsem: error: cannot write to standard output (No space left on device)\n");
+    const ProcessResult help =
+        Child::shell("exec \"$REDSEM\" --help >/dev/full", shell_env)->wait();
     CHECK(help.exit_code == 74);
     // A closed pipe: the listing ends quietly, with its own status.
-    const ProcessResult closed = Child::shell("{ \"$REDSEM\" status other; echo \"status=$?\" >&2; } | "
-                                              "(exec 0<&-; sleep 1)",
-                                              shell_env)
-                                     ->wait();
+    const ProcessResult closed =
+        Child::shell("{ \"$REDSEM\" status other; echo \"status=$?\" >&2; } | "
+                     "(exec 0<&-; sleep 1)",
+                     shell_env)
+            ->wait();
     CHECK(closed.err == "status=0\n");
 }
 

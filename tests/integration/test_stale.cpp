@@ -108,8 +108,7 @@ TEST_CASE("an acquire stopped while its grant arrives, resumed with part of the 
         std::stoll(admin.call({"ZSCORE", "redsem:{late}:holders", token}).as_string());
     // Resumed once more than the margin of the grant is spent, while it still holds: a script
     // given this token would overrun a lease with under 2.5s left.
-    REQUIRE(wait_until(
-        [&] { return server_time_ms(admin) >= handed_over_deadline - 2500; }, 10s));
+    REQUIRE(wait_until([&] { return server_time_ms(admin) >= handed_over_deadline - 2500; }, 10s));
     waiter.signal(SIGCONT);
     const auto result = waiter.wait(10s);
     REQUIRE(result.exit_code == 0);
@@ -188,8 +187,7 @@ TEST_CASE("a brand-new Redis admits nobody until the loss grace has passed since
     CHECK(refused.exit_code == 73);
     CHECK(line_count(refused.err) == 1);
     CHECK(refused.err.find("redsem: error: Redis has no record of redsem and started") == 0);
-    CHECK(refused.err.find("REDSEM_LOSS_GRACE=0 admits this caller at once") !=
-          std::string::npos);
+    CHECK(refused.err.find("REDSEM_LOSS_GRACE=0 admits this caller at once") != std::string::npos);
     // Waiting: admitted once the grace has passed, and no sooner.
     const auto waited =
         run_redsem({"acquire", "fresh", "--loss-grace", "3s", "--json"}, env_for(server));
@@ -437,4 +435,55 @@ TEST_CASE("run renews and ends normally with its wall clock an hour off (libfake
         CHECK(result.exit_code == 0);
         CHECK(result.err.empty());
     }
+}
+
+TEST_CASE("--replicas: a grant whose confirming renewal finds the token queued (a new master "
+          "after a failover) keeps its place and waits again") {
+    RedisServer::Options tcp;
+    tcp.tcp = true;
+    RedisServer master(tcp);
+    RedisServer replica;
+    Connection replica_admin = replica.admin();
+    replica_admin.call({"REPLICAOF", "127.0.0.1", std::to_string(master.port())});
+    Connection admin = master.admin();
+    REQUIRE(wait_until(
+        [&] {
+            return info_field(admin, "replication", "slave0").find("state=online") !=
+                   std::string::npos;
+        },
+        20s));
+    const auto env = env_for(master);
+    const Keys keys = Keys::make("redsem", "moved");
+    const auto holder = acquire_json(master, {"moved", "--ttl", "60s"});
+    Child waiter({"acquire", "moved", "--ttl", "60s", "--replicas", "1", "-w", "60s", "--json"},
+                 env);
+    // Blocked on its wake list, so that the hand-over's grant goes straight to its socket.
+    REQUIRE(wait_until(
+        [&] {
+            return zcard(admin, keys.queue) == 1 &&
+                   info_field(admin, "clients", "blocked_clients") == "1";
+        },
+        20s));
+    const std::string token = admin.call({"ZRANGE", keys.queue, "0", "0"}).at(0).as_string();
+    waiter.signal(SIGSTOP);
+    REQUIRE(run_redsem({"release", "moved", holder["token"].get<std::string>()}, env).exit_code ==
+            0);
+    REQUIRE(only_holder(admin, "moved") == token);
+    // What a new master that had the queue entry but not the grant looks like: the token
+    // queued behind another holder.
+    REQUIRE(release_by_script(admin, keys, token).as_integer() == 1);
+    REQUIRE(acquire_by_script(admin, keys, "other", "600000", "0").at(0).as_string() == "ok");
+    REQUIRE(acquire_by_script(admin, keys, token, "600000", "1").at(0).as_string() == "wait");
+    waiter.signal(SIGCONT);
+    // It waits again in its place (before: it gave the place up and exited 1).
+    REQUIRE(
+        wait_until([&] { return info_field(admin, "clients", "blocked_clients") == "1"; }, 20s));
+    CHECK_FALSE(waiter.finished());
+    CHECK(zcard(admin, keys.queue) == 1);
+    REQUIRE(release_by_script(admin, keys, "other").as_integer() == 1);
+    const ProcessResult result = waiter.wait(30s);
+    INFO(result.err);
+    REQUIRE(result.exit_code == 0);
+    CHECK(json::parse(result.out)["token"] == token);
+    CHECK(only_holder(admin, "moved") == token);
 }
