@@ -4,6 +4,10 @@
 -- ARGV[4] '1' when the caller then WAITs for replicas (--replicas): the holder's record is
 --         written even when unchanged, so that the caller's connection has written the lease
 --         and WAIT covers it, also when another client's release granted it (a hand-over).
+-- ARGV[5] 'claimed' when the caller cannot know that the token ever held a slot (`redsem
+--         renew` of a token it was given): a token this semaphore does not have is then no
+--         lease that was lost (it may never have existed), and logs no `lost`. A process that
+--         was granted the lease (run's heartbeat, a keeper) sends '' (as an older redsem does).
 -- Reply: {1, deadline_ms, now_ms, ttl_ms} renewed (ttl_ms: the longer of ARGV[3] and the
 -- lease's own ttl); {0} the token holds nothing (its lease had run
 -- out, it was released, or it never existed), so the caller has lost its slot; {2} the token is
@@ -20,7 +24,9 @@ if not deadline then
     if redis.call('ZSCORE', call.k_queue, token) then
         return {2}
     end
-    log_entry(call, state, now, 'lost', token, nil, nil)
+    if ARGV[5] ~= 'claimed' then
+        log_entry(call, state, now, 'lost', token, nil, nil)
+    end
     return {0}
 end
 if deadline <= now then

@@ -12,7 +12,7 @@
 -- Kinds: acquired (directly, or by hand-over; DURATION: how long it waited), queued,
 -- released (DURATION: how long it held the slot), expired (a lease ran out by the server's
 -- clock; DURATION: from the grant to the deadline), unclaimed (a hand-over nobody collected
--- in time), lost (a renewal found no lease), left (a waiter left the queue: released, by a
+-- in time), lost (a renewal found no lease; see renew.lua), left (a waiter left the queue: released, by a
 -- signal or at the end of --wait; DURATION: how long it waited), dropped (a waiter stopped
 -- refreshing its place), gc (removed by redsem gc), limit, and closed ("CAUSE LOST_AT_MS
 -- OPENS_AT_MS": admission closed after a possible loss of data; see epoch.lua).

@@ -28,7 +28,7 @@ int run_renew(const RenewArgs& args, const GlobalOptions& global) {
     Connection connection(resolve_connection(global));
     const std::string token = resolve_token(connection, prefix, args.name, args.token);
     Semaphore semaphore(connection, prefix, args.name);
-    if (!semaphore.renew(token, ttl, replicas)) {
+    if (!semaphore.renew(token, ttl, replicas, /*claimed=*/true)) {
         throw NotHeldError(fmt::format("that token holds no slot of '{}' any more (its lease "
                                        "expired or it was released); the slot is lost",
                                        args.name));

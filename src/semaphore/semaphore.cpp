@@ -567,10 +567,10 @@ ReleaseOutcome Semaphore::release_here(const std::string& token, Releaser by) {
 }
 
 std::optional<Renewal> Semaphore::renew(const std::string& token, std::optional<Milliseconds> ttl,
-                                        long long replicas) {
+                                        long long replicas, bool claimed) {
     const Reply reply =
-        run(scripts::k_renew_script,
-            {token, ttl ? std::to_string(ttl->count()) : "", replicas > 0 ? "1" : "0"});
+        run(scripts::k_renew_script, {token, ttl ? std::to_string(ttl->count()) : "",
+                                      replicas > 0 ? "1" : "0", claimed ? "claimed" : ""});
     if (reply.at(0).as_integer() == 2) {
         throw NotHeldError(fmt::format("that token is waiting for a slot of '{}', not holding one; "
                                        "nothing was renewed",

@@ -185,9 +185,11 @@ public:
     // many replicas have the renewal, waiting up to replica_wait(ttl) for them; throws
     // NotReplicatedError when fewer confirm it (the renewal stands on the master, but may not
     // survive a failover).
+    // `claimed`: the caller cannot know that the token ever held a slot (`redsem renew`), so
+    // a token the semaphore does not have logs no `lost` event.
     std::optional<Renewal> renew(const std::string& token,
                                  std::optional<Milliseconds> ttl = std::nullopt,
-                                 long long replicas = 0);
+                                 long long replicas = 0, bool claimed = false);
 
     // How long --replicas waits for the replicas to confirm a write to a lease of `ttl`: a
     // quarter of it (so the lease is still good by the local clock), at most the command

@@ -473,7 +473,9 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
     CHECK(text.find("redsem_waiters" + labels + " 0\n") != std::string::npos);
     CHECK(text.find("redsem_acquired_total" + labels + " 3\n") != std::string::npos);
     CHECK(text.find("redsem_expired_total" + labels + " 1\n") != std::string::npos);
-    CHECK(text.find("redsem_lost_total" + labels + " 1\n") != std::string::npos);
+    // The first holder's renewal found nothing: a token it was given, which may never have
+    // held a slot, is no lost lease (its expiry was counted).
+    CHECK(text.find("redsem_lost_total" + labels + " 0\n") != std::string::npos);
     CHECK(text.find(R"(redsem_holders{prefix="redsem",name="plain"} 1)") != std::string::npos);
     CHECK(text.find(R"(redsem_acquired_total{prefix="redsem",name="plain"})") == std::string::npos);
 
@@ -616,4 +618,34 @@ TEST_CASE("status --watch redraws on a real terminal as slots change, and q rest
     for (const std::string suffix : {"", ".exit", ".before", ".out"}) {
         std::filesystem::remove(done + suffix);
     }
+}
+
+TEST_CASE("lost: a renew of a token that holds nothing logs nothing, a run whose slot was taken "
+          "logs it") {
+    RedisServer server;
+    const auto env = env_for(server);
+    std::size_t seen = 0;
+    const json held = acquire_json(server, {"gone", "--ttl", "10m"});
+    CHECK(new_events(server, "gone", seen).back() ==
+          std::pair<std::string, std::string>{"acquired", held["token"]});
+    CHECK(run_redsem({"renew", "gone", std::string(32, 'a')}, env).exit_code == 1);
+    CHECK(new_events(server, "gone", seen).empty());
+    Connection admin = server.admin();
+    CHECK(admin.call({"HGET", "redsem:{gone}:state", "lost_total"}).is_nil());
+    REQUIRE(run_redsem({"release", "gone", held["token"].get<std::string>()}, env).exit_code == 0);
+    CHECK(new_events(server, "gone", seen) == Events{{"released", held["token"]}});
+
+    // A run's heartbeat renews a lease it was granted: when it is gone, that is a loss.
+    Scratch scratch;
+    const std::string token_file = scratch.path("token");
+    Child holder({"run", "gone", "--ttl", "1s", "--", "sh", "-c",
+                  "echo $REDSEM_TOKEN > " + token_file + "; exec sleep 30"},
+                 env);
+    REQUIRE(wait_until([&] { return line_count(read_file(token_file)) == 1; }, 20s));
+    const std::string token = first_line(read_file(token_file));
+    REQUIRE(run_redsem({"release", "gone", token}, env).exit_code == 0);
+    CHECK(holder.wait(30s).exit_code == 76);
+    CHECK(new_events(server, "gone", seen) ==
+          Events{{"acquired", token}, {"released", token}, {"lost", token}});
+    CHECK(admin.call({"HGET", "redsem:{gone}:state", "lost_total"}).as_string() == "1");
 }
