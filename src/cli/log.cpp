@@ -13,9 +13,9 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdint>
-#include <limits>
 #include <fmt/format.h>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <poll.h>
@@ -60,10 +60,11 @@ long long resolve_when(const std::string& text, const char* option, long long no
     try {
         return std::max(0LL, now_ms - parse_duration(text, option).count());
     } catch (const UsageError&) {
-        throw UsageError(fmt::format("{}: '{}' is neither a duration back from now (24h, 30m) nor a "
-                                     "time (now, YYYY-MM-DD, 'YYYY-MM-DD HH:MM[:SS[.mmm]]' with a "
-                                     "space or T, an optional Z or +HH:MM, or @SECONDS)",
-                                     option, printable(text)));
+        throw UsageError(
+            fmt::format("{}: '{}' is neither a duration back from now (24h, 30m) nor a "
+                        "time (now, YYYY-MM-DD, 'YYYY-MM-DD HH:MM[:SS[.mmm]]' with a "
+                        "space or T, an optional Z or +HH:MM, or @SECONDS)",
+                        option, printable(text)));
     }
 }
 
@@ -238,14 +239,22 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
     std::vector<std::string> names = unique(args.names);
+    if (args.follow && names.size() != 1) {
+        // Said before anything is printed: XREAD would refuse histories on several slots.
+        bool cluster = false;
+        connection.for_each_primary([&](const Endpoint* node) { cluster = cluster || node; });
+        if (cluster) {
+            throw UsageError("on a Redis Cluster, --follow takes one NAME (the histories are on "
+                             "different hash slots); without --follow, log reads them all");
+        }
+    }
     if (names.empty()) {
         names = scan_names(connection, prefix, "log");
     }
     const std::string clock_key = args.names.size() == 1 ? Keys::make(prefix, names[0]).log : "";
     const long long now_ms = server_time_ms(connection, clock_key);
     const long long from_ms = args.since ? resolve_when(*args.since, "--since", now_ms) : 0;
-    const long long to_ms =
-        args.until ? resolve_when(*args.until, "--until", now_ms) : (1LL << 53);
+    const long long to_ms = args.until ? resolve_when(*args.until, "--until", now_ms) : (1LL << 53);
     if (to_ms < from_ms) {
         throw UsageError("--until is before --since");
     }
@@ -271,7 +280,7 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
         }
         readable.push_back(name);
         // With nothing read, every entry from --since on that comes later is new.
-        last_ids.push_back(!own.empty() ? own.back().id
+        last_ids.push_back(!own.empty()  ? own.back().id
                            : from_ms > 0 ? fmt::format("{}-{}", from_ms - 1, k_last_sequence)
                                          : std::string("0-0"));
         events.insert(events.end(), std::make_move_iterator(own.begin()),

@@ -475,3 +475,28 @@ TEST_CASE("cluster: a database in the URL is a usage error that says why", "[clu
                               "of the URL") != std::string::npos);
     }
 }
+
+TEST_CASE("cluster: log --follow of all or several semaphores is refused before printing",
+          "[cluster]") {
+    RedisCluster cluster;
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    const EnvChanges env{{"REDSEM_URL", cluster.url(primaries.at(0))}};
+    const std::string a = cluster.name_on(primaries.at(0), "f");
+    const std::string b = cluster.name_on(primaries.at(1), "f");
+    for (const std::string& name : {a, b}) {
+        cluster.mark_in_use(name);
+        REQUIRE(run_redsem({"acquire", name, "--ttl", "10m"}, env).exit_code == 0);
+    }
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"log", "-f"}, std::vector<std::string>{"log", "-f", a, b}}) {
+        const ProcessResult result = run_redsem(args, env);
+        INFO(result.err);
+        CHECK(result.exit_code == 64);
+        CHECK(result.out.empty());
+        CHECK(result.err.find("on a Redis Cluster, --follow takes one NAME") != std::string::npos);
+    }
+    // Without --follow, its history is read as usual.
+    const ProcessResult one = run_redsem({"log", a}, env);
+    CHECK(one.exit_code == 0);
+    CHECK(one.out.find("acquired") != std::string::npos);
+}
