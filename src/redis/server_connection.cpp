@@ -33,7 +33,11 @@ std::string without_secret(std::string text, const std::string& password) {
 // that does not take AUTH as Redis does (renamed away, or not Redis at all).
 [[noreturn]] void throw_auth_error(const RedisUrl& url, const std::string& error) {
     const ReplyErrorMeaning meaning = classify_reply_error(error);
-    if (meaning.code == ExitCode::denied || meaning.transience == Transience::transient) {
+    if (meaning.code == ExitCode::denied) {
+        // Named: on a Redis Cluster it may be a node a MOVED reply sent us to.
+        throw Error(meaning.code, fmt::format("{}: {}", url.describe(), meaning.message));
+    }
+    if (meaning.transience == Transience::transient) {
         throw Error(meaning.code, meaning.message, meaning.transience);
     }
     throw UnavailableError(fmt::format("{} did not accept AUTH as Redis does (is AUTH renamed "

@@ -500,3 +500,22 @@ TEST_CASE("cluster: log --follow of all or several semaphores is refused before 
     CHECK(one.exit_code == 0);
     CHECK(one.out.find("acquired") != std::string::npos);
 }
+
+TEST_CASE("cluster: a node that refuses the login after a MOVED is named", "[cluster]") {
+    RedisCluster cluster;
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    // The user exists on the seed's node only.
+    cluster.node(primaries.at(0))
+        .admin()
+        .call({"ACL", "SETUSER", "seedonly", "on", ">pw", "~*", "&*", "+@all"});
+    const std::string port = std::to_string(cluster.node(primaries.at(1)).port());
+    const std::string name = cluster.name_on(primaries.at(1), "pw");
+    const EnvChanges env{{"REDSEM_URL", "redis://seedonly@127.0.0.1:" +
+                                            std::to_string(cluster.node(primaries.at(0)).port())},
+                         {"REDSEM_PASSWORD", "pw"}};
+    const ProcessResult result = run_redsem({"acquire", name, "-w", "0"}, env);
+    INFO(result.err);
+    CHECK(result.exit_code == 77);
+    CHECK(result.err.rfind("redsem: error: redis://seedonly@127.0.0.1:" + port + ": ", 0) == 0);
+    CHECK(result.err.find("pw\n") == std::string::npos);
+}
