@@ -4,8 +4,9 @@
 # /usr/share/fish/vendor_completions.d/redsem.fish.
 #
 # Semaphore names are read live with
-#   redsem [--url URL] [--prefix P] status --names --connect-timeout 300ms
-# (URL and prefix copied from the command line), bounded by `timeout 1`.
+#   redsem [--url URL] [--prefix P] [how to connect] status --names --connect-timeout 300ms
+# (URL, prefix, and the password file and TLS options copied from the command line), bounded
+# by `timeout 1`.
 
 # Options that take a value, for subcommand $argv[1] (empty before the subcommand).
 function __redsem_value_opts
@@ -33,6 +34,8 @@ end
 #   sub     the subcommand (nothing when there is none yet)
 #   npos    how many positionals follow the subcommand
 #   url     the value of -u/--url, prefix: the value of --prefix
+#   connect the options that say how to connect (--password-file F, --cacert F, --insecure,
+#           ...), one word per line
 #   incmd   "1" when completing the COMMAND of `run` (after "--" or after NAME)
 #   cmd     the COMMAND words typed so far, one per line
 function __redsem_info --argument-names field
@@ -42,6 +45,8 @@ function __redsem_info --argument-names field
     set -l npos 0
     set -l url
     set -l prefix
+    set -l connect
+    set -l pending 0
     set -l ddash 0
     set -l has_c 0
     set -l incmd 0
@@ -74,11 +79,16 @@ function __redsem_info --argument-names field
                     set prefix $kv[2]
                 case --command
                     set has_c 1
+                case --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni
+                    set -a connect $t
             end
+        else if test "$t" = --insecure
+            set -a connect $t
         else if string match -q -- '-?*' $t
             set -l vopts (__redsem_value_opts $sub)
             if contains -- $t $vopts
                 set i (math $i + 1)
+                test $i -gt $n; and set pending 1 # the word being completed is its value
                 if test $i -le $n
                     switch $t
                         case -u --url
@@ -87,6 +97,8 @@ function __redsem_info --argument-names field
                             set prefix $tokens[$i]
                         case -c --command
                             set has_c 1
+                        case --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni
+                            set -a connect $t $tokens[$i]
                     end
                 end
             else if not string match -q -- '--*' $t; and contains -- (string sub -l 2 -- $t) $vopts
@@ -110,8 +122,12 @@ function __redsem_info --argument-names field
         end
         set i (math $i + 1)
     end
-    if test "$sub" = run; and test $has_c -eq 0; and test $npos -ge 1; and test $ddash -eq 1
-        set incmd 1
+    # run NAME COMMAND...: the word after NAME starts COMMAND, "--" or not, unless it is the
+    # value of an option, or an option itself (it starts with '-' and no "--" came).
+    if test "$sub" = run; and test $has_c -eq 0; and test $npos -ge 1; and test $pending -eq 0
+        if test $ddash -eq 1; or not string match -q -- '-*' (commandline -ct)
+            set incmd 1
+        end
     end
     switch $field
         case sub
@@ -122,6 +138,8 @@ function __redsem_info --argument-names field
             test -n "$url"; and echo $url
         case prefix
             test -n "$prefix"; and echo $prefix
+        case connect
+            test (count $connect) -gt 0; and printf '%s\n' $connect
         case incmd
             echo $incmd
         case cmd
@@ -174,6 +192,7 @@ function __redsem_names
     set -l prefix (__redsem_info prefix)
     test -n "$url"; and set -a cmd --url $url
     test -n "$prefix"; and set -a cmd --prefix $prefix
+    set -a cmd (__redsem_info connect)
     set -a cmd status --names --connect-timeout 300ms
     set -l names
     if command -q timeout

@@ -19,6 +19,14 @@ url="unix://$dir/r.sock"
 # A brand-new server: admission is closed for the loss grace unless told otherwise.
 export REDSEM_LOSS_GRACE=0
 redsem --url "$url" acquire alpha >/dev/null && redsem --url "$url" acquire beta >/dev/null || exit 1
+# A server with a password: its names are listed only with the --password-file given.
+redis-server --port 0 --unixsocket "$dir/p.sock" --requirepass secret --save "" --appendonly no \
+    --dir "$dir" --daemonize yes --pidfile "$dir/p.pid" --logfile "$dir/p.log"
+trap 'kill "$(cat "$dir/redis.pid")" "$(cat "$dir/p.pid")" 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 100); do [ -S "$dir/p.sock" ] && break; sleep 0.05; done
+purl="unix://$dir/p.sock"
+(umask 077; echo secret > "$dir/pw")
+redsem --url "$purl" --password-file "$dir/pw" acquire gamma >/dev/null || exit 1
 
 failures=0
 expect() { # expect SHELL "LINE" "EXPECTED (space-separated, sorted)" ACTUAL
@@ -66,11 +74,15 @@ expect bash "redsem limit --hi" "--history" "$(bash_complete redsem limit --hi)"
 expect bash "redsem doc" "doctor" "$(bash_complete redsem doc)"
 expect bash "redsem doctor --j" "--json" "$(bash_complete redsem doctor --j)"
 expect bash "redsem --url URL doctor " "" "$(bash_complete redsem --url "$url" doctor '')"
+expect bash "redsem --url PURL --password-file F status " "gamma" "$(bash_complete redsem --url "$purl" --password-file "$dir/pw" status '')"
 
 expect fish "redsem st" "status" "$(fish_complete 'redsem st')"
 expect fish "redsem li" "limit" "$(fish_complete 'redsem li')"
 expect fish "redsem acquire --on-lost K" "KILL" "$(fish_complete 'redsem acquire --on-lost K')"
 expect fish "redsem run x --on-lost " "ignore term" "$(fish_complete 'redsem run x --on-lost ')"
+expect fish "redsem run x ech" "echo" "$(fish_complete 'redsem run x ech')"
+expect fish "redsem run x -- ech" "echo" "$(fish_complete 'redsem run x -- ech')"
+expect fish "redsem run x --kill-a" "--kill-after" "$(fish_complete 'redsem run x --kill-a')"
 expect fish "redsem --url URL status " "alpha beta" "$(fish_complete "redsem --url $url status ")"
 expect fish "redsem status -u URL " "alpha beta" "$(fish_complete "redsem status -u $url ")"
 expect fish "redsem lo" "log" "$(fish_complete 'redsem lo')"
@@ -79,6 +91,8 @@ expect fish "redsem --url URL log " "alpha beta" "$(fish_complete "redsem --url 
 expect fish "redsem doc" "doctor" "$(fish_complete 'redsem doc')"
 expect fish "redsem doctor --j" "--json" "$(fish_complete 'redsem doctor --j')"
 expect fish "redsem --url URL doctor " "" "$(fish_complete "redsem --url $url doctor ")"
+expect fish "redsem --url PURL --password-file F status " "gamma" "$(fish_complete "redsem --url $purl --password-file $dir/pw status ")"
+expect fish "redsem --url PURL --password-file=F status " "gamma" "$(fish_complete "redsem --url $purl --password-file=$dir/pw status ")"
 fish_acquire=$(fish_complete 'redsem acquire --')
 for option in --limit --ttl --wait --json --url --while-pid --on-lost --cacert --password-file --insecure; do
     echo "$fish_acquire" | grep -q -- "^$option" || { echo "FAIL fish: acquire -- lacks $option"; failures=$((failures + 1)); }
@@ -99,6 +113,7 @@ expect zsh "redsem limit x --hi" "--history" "$(zsh_complete 'redsem limit x --h
 expect zsh "redsem doc" "doctor" "$(zsh_complete 'redsem doc')"
 expect zsh "redsem doctor --j" "--json" "$(zsh_complete 'redsem doctor --j')"
 # zsh lists the options on an empty word; doctor takes no NAME, so nothing else may come.
+expect zsh "redsem --url PURL --password-file F status " "gamma" "$(zsh_complete "redsem --url $purl --password-file $dir/pw status ")"
 expect zsh "redsem --url URL doctor (no options)" "" "$(zsh_complete "redsem --url $url doctor " | grep -v -- '^-')"
 
 # Redis down: no names, nothing on stderr, no hang.
