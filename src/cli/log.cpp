@@ -30,6 +30,8 @@ using nlohmann::json;
 // How long one XREAD of --follow blocks; without NAME, how often a SCAN looks for semaphores
 // whose history began since (they join with all their events, later by up to this).
 constexpr Milliseconds k_follow_block{10'000};
+// How often --follow looks for Redis again while it is away (as status --watch redraws).
+constexpr Milliseconds k_follow_retry{1000};
 constexpr Milliseconds k_rescan_every{2'000};
 // The highest sequence number of a stream entry ID ("MS-SEQ").
 constexpr std::uint64_t k_last_sequence = std::numeric_limits<std::uint64_t>::max();
@@ -229,6 +231,10 @@ std::vector<std::string> unique(const std::vector<std::string>& names) {
     return out;
 }
 
+bool follow_round(Connection& connection, const std::string& prefix, bool all,
+                  std::vector<std::string>& names, std::vector<std::string>& last_ids,
+                  const std::set<std::string>& unreadable, Printer& printer, int interrupt_fd);
+
 int run_log(const LogArgs& args, const GlobalOptions& global) {
     for (const auto& name : args.names) {
         check_name(name);
@@ -306,34 +312,64 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
     // nothing of its status; SIGPIPE (a closed pipe) ends the process quietly.
     SignalWatch signals({SIGINT, SIGTERM, SIGHUP});
     const bool all = args.names.empty();
+    // Redis away (a restart, a failover): told once, then looked for again every
+    // k_follow_retry, as status --watch does; following resumes after the last event printed.
+    bool away = false;
     for (;;) {
-        if (all) {
-            // New semaphores join at each round.
-            for (const auto& name : scan_names(connection, prefix, "log")) {
-                if (std::find(names.begin(), names.end(), name) == names.end() &&
-                    !unreadable.contains(name)) {
-                    names.push_back(name);
-                    last_ids.emplace_back("0-0");
-                }
-            }
-            if (names.empty()) {
-                pollfd signal_fd{signals.fd(), POLLIN, 0};
-                if (poll(&signal_fd, 1, static_cast<int>(k_rescan_every.count())) > 0) {
-                    return 0;
-                }
-                continue;
-            }
-        }
         try {
-            if (!printer.print(follow_history(connection, prefix, names, last_ids,
-                                              all ? k_rescan_every : k_follow_block,
-                                              signals.fd()))) {
-                return 0; // nobody reads any more (`redsem log -f | head`)
+            if (!follow_round(connection, prefix, all, names, last_ids, unreadable, printer,
+                              signals.fd())) {
+                return 0;
             }
         } catch (const WaitInterrupted&) {
             return 0;
+        } catch (const Error& error) {
+            const bool unreachable = error.exit_code() == static_cast<int>(ExitCode::unavailable) &&
+                                     error.transience() != Transience::permanent;
+            if (!unreachable) {
+                throw;
+            }
+            if (!away) {
+                std::cerr << fmt::format("redsem: warning: {}; trying again every {}\n",
+                                         error.what(), format_duration(k_follow_retry));
+                away = true;
+            }
+            pollfd signal_fd{signals.fd(), POLLIN, 0};
+            if (poll(&signal_fd, 1, static_cast<int>(k_follow_retry.count())) > 0) {
+                return 0;
+            }
+            continue;
+        }
+        if (away) {
+            std::cerr << "redsem: Redis answers again; following on from the last event shown\n";
+            away = false;
         }
     }
+}
+
+// One round of --follow: new semaphores joined (without NAME), then one XREAD, its events
+// printed. False when nobody reads the output any more, or on a signal while no semaphore has a
+// history yet.
+bool follow_round(Connection& connection, const std::string& prefix, bool all,
+                  std::vector<std::string>& names, std::vector<std::string>& last_ids,
+                  const std::set<std::string>& unreadable, Printer& printer, int interrupt_fd) {
+    if (all) {
+        // New semaphores join at each round.
+        for (const auto& name : scan_names(connection, prefix, "log")) {
+            if (std::find(names.begin(), names.end(), name) == names.end() &&
+                !unreadable.contains(name)) {
+                names.push_back(name);
+                last_ids.emplace_back("0-0");
+            }
+        }
+        if (names.empty()) {
+            pollfd signal_fd{interrupt_fd, POLLIN, 0};
+            return poll(&signal_fd, 1, static_cast<int>(k_rescan_every.count())) <= 0;
+        }
+    }
+    // false: nobody reads any more (`redsem log -f | head`)
+    return printer.print(follow_history(connection, prefix, names, last_ids,
+                                        all ? k_rescan_every : k_follow_block, interrupt_fd));
 }
 
 } // namespace

@@ -649,3 +649,38 @@ TEST_CASE("lost: a renew of a token that holds nothing logs nothing, a run whose
           Events{{"acquired", token}, {"released", token}, {"lost", token}});
     CHECK(admin.call({"HGET", "redsem:{gone}:state", "lost_total"}).as_string() == "1");
 }
+
+TEST_CASE("log --follow rides out a Redis restart and goes on after the last event it printed") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    REQUIRE(run_redsem({"limit", "r", "5"}, env).exit_code == 0);
+    Child follower({"log", "r", "--json", "--follow"}, env);
+    REQUIRE(follower.wait_for_line(10s));
+    server.restart(300ms); // without persistence: the history is gone too
+    // After the restart (its own loss grace 0: a fresh server admits nobody for a minute).
+    REQUIRE(run_redsem({"acquire", "r", "--label", "after", "--loss-grace", "0"}, env).exit_code ==
+            0);
+    const auto followed_on = [&] {
+        for (const json& event : json_lines(follower.out_so_far())) {
+            if (event["event"] == "acquired" && event["label"] == "after") {
+                return true;
+            }
+        }
+        return false;
+    };
+    REQUIRE(wait_until(followed_on, 30s));
+    CHECK_FALSE(follower.finished());
+    follower.signal(SIGINT);
+    const ProcessResult result = follower.wait();
+    CHECK(result.exit_code == 0);
+    CHECK(result.err.find("; trying again every 1s\n") != std::string::npos);
+    CHECK(
+        result.err.find("redsem: Redis answers again; following on from the last event shown\n") !=
+        std::string::npos);
+    // The event from before the restart was printed once, not again.
+    INFO(result.out);
+    const auto events = json_lines(result.out);
+    CHECK(std::count_if(events.begin(), events.end(), [](const json& event) {
+              return event["event"] == "limit" && event["to"] == 5;
+          }) == 1);
+}
