@@ -206,7 +206,8 @@ void add_name_and_token(CLI::App& command, std::string& name, std::string& token
 void add_global_options(CLI::App& app, GlobalOptions& options) {
     app.add_option("-u,--url", options.url,
                    fmt::format("Redis URL: redis://[[user]:password@]host[:port][/db], "
-                               "rediss://... for TLS, unix:///path.sock[?db=N], or "
+                               "rediss://... for TLS, redis://host1:port1,host2:port2,... for "
+                               "the nodes of one Redis Cluster, unix:///path.sock[?db=N], or "
                                "redis-sentinel://[[user]:password@]host[:port][,host[:port]...]"
                                "[/db]#MASTER (rediss-sentinel:// for TLS) (default: "
                                "$REDSEM_URL, $REDIS_URL, {})",

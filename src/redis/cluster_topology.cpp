@@ -1,5 +1,7 @@
 #include "redis/cluster_topology.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace redsem {
@@ -35,8 +37,13 @@ std::optional<Endpoint> ClusterTopology::destination(std::string_view key) const
 }
 
 void ClusterTopology::connect() {
-    if (!m_link.is_open()) {
-        m_link.open(m_home ? m_options.url.at(*m_home) : m_options.url);
+    if (m_link.is_open()) {
+        return;
+    }
+    if (m_home) {
+        m_link.open(m_options.url.at(*m_home));
+    } else {
+        open_url();
     }
 }
 
@@ -97,9 +104,14 @@ void ClusterTopology::pin(const Endpoint& node) {
 }
 
 void ClusterTopology::refresh_slots() {
-    std::vector<Endpoint> candidates{Endpoint{m_options.url.host, m_options.url.port}};
+    // The URL's nodes first (every seed), then those the cluster named.
+    std::vector<Endpoint> candidates = m_options.url.seeds;
+    if (candidates.empty()) {
+        candidates.push_back(Endpoint{m_options.url.host, m_options.url.port});
+    }
     for (const Endpoint& node : m_slots.nodes()) {
-        if (!same_node(node, candidates.front())) {
+        if (std::none_of(candidates.begin(), candidates.end(),
+                         [&](const Endpoint& known) { return same_node(node, known); })) {
             candidates.push_back(node);
         }
     }

@@ -96,14 +96,18 @@ void ServerConnection::close() noexcept {
 }
 
 void ServerConnection::open(const RedisUrl& server) {
+    open(server, m_connect_timeout);
+}
+
+void ServerConnection::open(const RedisUrl& server, Milliseconds connect_timeout) {
     close();
     m_server = server;
-    m_first_reply_by = Clock::now() + m_connect_timeout;
+    m_first_reply_by = Clock::now() + connect_timeout;
     ReaderPtr reader(redisReaderCreate(), redisReaderFree);
     if (!reader) {
         throw InternalError("out of memory while connecting to Redis");
     }
-    m_transport = m_open_transport(server, m_tls, m_connect_timeout);
+    m_transport = m_open_transport(server, m_tls, connect_timeout);
     m_reader = std::move(reader);
     try {
         handshake();

@@ -31,7 +31,7 @@ struct ConnectOptions {
     RedisUrl url;
     Milliseconds connect_timeout = k_default_connect_timeout;
     Milliseconds command_timeout = k_default_command_timeout;
-    TlsOptions tls = {}; // for a rediss:// URL
+    TlsOptions tls = {};                               // for a rediss:// URL
     std::optional<std::string> sentinel_password = {}; // a sentinel URL: AUTH to the sentinels
     TransportOpener open_transport = Transport::open;
 };
@@ -55,6 +55,8 @@ public:
     // database. Throws UnavailableError when it cannot be reached, DeniedError when AUTH is
     // refused, UsageError for a database the server does not have.
     void open(const RedisUrl& server);
+    // The same, within `connect_timeout` instead of the options' (one seed's share of it).
+    void open(const RedisUrl& server, Milliseconds connect_timeout);
     void close() noexcept;
     bool is_open() const noexcept { return m_transport != nullptr; }
 
@@ -68,8 +70,8 @@ public:
     // timeout plus `blocking_for` (for BLPOP). When `interrupt_fd` (>= 0) becomes readable
     // first, closes and throws WaitInterrupted. Throws ConnectionLost when the connection broke
     // after sending, UnavailableError when a new connection's server never answered.
-    Reply exchange(const std::vector<std::string>& argv, Milliseconds blocking_for = Milliseconds{0},
-                   int interrupt_fd = -1);
+    Reply exchange(const std::vector<std::string>& argv,
+                   Milliseconds blocking_for = Milliseconds{0}, int interrupt_fd = -1);
 
     // A batch: append() formats commands, flush() sends them in one write, read_reply() reads
     // one reply each, in order, with the deadlines of exchange().

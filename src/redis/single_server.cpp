@@ -18,7 +18,7 @@ std::optional<Endpoint> SingleServer::destination(std::string_view /*key*/) cons
 
 void SingleServer::connect() {
     if (!m_link.is_open()) {
-        m_link.open(m_options.url);
+        open_url();
     }
 }
 

@@ -3,6 +3,11 @@
 #include "redis/cluster.hpp"
 #include "redis/sentinel_topology.hpp"
 #include "redis/single_server.hpp"
+#include "util/duration.hpp"
+#include "util/errors.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace redsem {
 
@@ -22,6 +27,52 @@ void Topology::go_to(const std::optional<Endpoint>& node) {
         return;
     }
     m_link.open(m_options.url.at(*node));
+}
+
+void Topology::open_url() {
+    const RedisUrl& url = m_options.url;
+    if (url.seeds.size() <= 1) {
+        m_link.open(url);
+        return;
+    }
+    using Clock = std::chrono::steady_clock;
+    const auto give_up_at = Clock::now() + m_options.connect_timeout;
+    std::vector<std::string> failures;
+    for (std::size_t i = 0; i < url.seeds.size(); ++i) {
+        const Endpoint& seed = url.seeds[i];
+        // What is left, shared by the seeds not tried yet: a seed that never answers cannot
+        // use up the others' time.
+        const auto left = std::chrono::duration_cast<Milliseconds>(give_up_at - Clock::now());
+        const auto share = left / static_cast<long long>(url.seeds.size() - i);
+        if (share <= Milliseconds{0}) {
+            failures.push_back(fmt::format("{}: not tried, the connect timeout ({}) ran out",
+                                           seed.describe(),
+                                           format_duration(m_options.connect_timeout)));
+            continue;
+        }
+        std::optional<std::string> mode;
+        try {
+            m_link.open(url.at(seed), share);
+            mode = m_link.hello_field("mode"); // nullopt where HELLO is refused: not checked
+        } catch (const Error& error) {
+            if (error.transience() == Transience::permanent) {
+                throw; // a refused login, a TLS file: the same at every node
+            }
+            m_link.close();
+            failures.push_back(error.what());
+            continue;
+        }
+        if (mode && *mode != "cluster") {
+            m_link.close();
+            throw UsageError(fmt::format("{} names several servers, which only the nodes of one "
+                                         "Redis Cluster may be; {} is a {} server (give one "
+                                         "server, or redis-sentinel://...#MASTER)",
+                                         url.describe(), seed.describe(), *mode));
+        }
+        return;
+    }
+    throw UnavailableError(
+        fmt::format("no node of {} answered: {}", url.describe(), fmt::join(failures, "; ")));
 }
 
 void Topology::failed(const std::optional<Endpoint>& /*node*/) {

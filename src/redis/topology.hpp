@@ -107,6 +107,12 @@ public:
     }
 
 protected:
+    // Opens the link to the URL's server; with several seeds (a Redis Cluster), to the first
+    // that answers and is a cluster node, the seeds sharing one connect timeout. Throws
+    // UsageError when a seed is no cluster node (several independent servers would each admit
+    // their own holders).
+    void open_url();
+
     ConnectOptions m_options;
     ServerConnection m_link;
     std::unique_ptr<Topology> m_successor;

@@ -52,7 +52,8 @@ std::string percent_encode(std::string_view text, std::string_view also_keep = {
     std::string out;
     for (const char c : text) {
         const auto byte = static_cast<unsigned char>(c);
-        const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        const bool alnum =
+            (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
         if (alnum || kept.find(c) != std::string_view::npos ||
             also_keep.find(c) != std::string_view::npos) {
             out += c;
@@ -164,7 +165,18 @@ std::string_view take_userinfo_and_db(std::string_view rest, RedisUrl& url) {
 void parse_tcp(std::string_view rest, RedisUrl& url) {
     rest = take_userinfo_and_db(rest, url);
     if (rest.find(',') != std::string_view::npos) {
-        fail("several hosts are only understood in redis-sentinel:// URLs");
+        // Seeds of one Redis Cluster (checked when connecting: each must be a cluster node).
+        for (;;) {
+            const std::size_t comma = rest.find(',');
+            url.seeds.push_back(parse_endpoint(rest.substr(0, comma), k_default_redis_port));
+            if (comma == std::string_view::npos) {
+                break;
+            }
+            rest = rest.substr(comma + 1);
+        }
+        url.host = url.seeds.front().host;
+        url.port = url.seeds.front().port;
+        return;
     }
     const Endpoint endpoint = parse_endpoint(rest, k_default_redis_port);
     url.host = endpoint.host;
@@ -288,8 +300,11 @@ std::string RedisUrl::describe() const {
     case Kind::tcp:
         break;
     }
-    return fmt::format("{}://{}{}{}", tls ? "rediss" : "redis", user_part,
-                       Endpoint{host, port}.describe(), db_part);
+    std::string hosts = Endpoint{host, port}.describe();
+    for (std::size_t i = 1; i < seeds.size(); ++i) {
+        hosts += "," + seeds[i].describe();
+    }
+    return fmt::format("{}://{}{}{}", tls ? "rediss" : "redis", user_part, hosts, db_part);
 }
 
 RedisUrl RedisUrl::at(const Endpoint& server) const {
@@ -297,6 +312,7 @@ RedisUrl RedisUrl::at(const Endpoint& server) const {
     url.kind = Kind::tcp;
     url.host = server.host;
     url.port = server.port;
+    url.seeds.clear();
     url.sentinels.clear();
     url.master_name.clear();
     return url;

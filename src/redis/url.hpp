@@ -34,6 +34,8 @@ struct RedisUrl {
     int db = 0;
     std::optional<std::string> user; // of Redis (for a sentinel URL: of the master)
     std::optional<std::string> password;
+    std::vector<Endpoint> seeds;     // tcp with several hosts: the nodes of one Redis
+                                     // Cluster, tried in this order (host:port is the first)
     std::vector<Endpoint> sentinels; // sentinel: whom to ask, in this order
     std::string master_name;         // sentinel
 
@@ -41,11 +43,13 @@ struct RedisUrl {
     // socket path and master name percent-encoded where needed): "redis://alice@[::1]:6380/2",
     // "rediss://host:6380", "redis-sentinel://s1:26379,s2:26379#mymaster".
     std::string describe() const;
-    // The same URL pointing at one server (for a sentinel URL: that master's address).
+    // The same URL pointing at one server (for a sentinel URL: that master's address; for
+    // several seeds: that node).
     RedisUrl at(const Endpoint& server) const;
 };
 
 // Parses redis://[[user]:password@]host[:port][/db], redis://[::1]:6380, rediss://... (TLS),
+// redis://host1[:port1],host2[:port2]... (seeds of one Redis Cluster),
 // unix://[[user]:password@]/path/to.sock[?db=N] (also redis+unix://), and Lettuce's form for
 // Sentinel: redis-sentinel://[[user]:password@]host1[:port1][,host2[:port2]...][/db]#MASTER
 // (port 26379 by default; rediss-sentinel:// for TLS to the sentinels and the master). User and

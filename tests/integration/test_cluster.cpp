@@ -8,10 +8,14 @@
 #include "support/redis_cluster.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <csignal>
 #include <map>
+#include <netinet/in.h>
 #include <set>
 #include <sstream>
+#include <sys/socket.h>
+#include <unistd.h>
 
 using namespace redsem;
 using namespace redsem::test;
@@ -518,4 +522,53 @@ TEST_CASE("cluster: a node that refuses the login after a MOVED is named", "[clu
     CHECK(result.exit_code == 77);
     CHECK(result.err.rfind("redsem: error: redis://seedonly@127.0.0.1:" + port + ": ", 0) == 0);
     CHECK(result.err.find("pw\n") == std::string::npos);
+}
+
+TEST_CASE("cluster: a URL with several seeds goes on past a seed that is down", "[cluster]") {
+    RedisCluster cluster;
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    // A port nobody listens on, first.
+    const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(listener >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    socklen_t length = sizeof address;
+    REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    const std::string dead = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+    close(listener); // bound, then closed: connections are refused
+    const std::string url =
+        "redis://" + dead + ",127.0.0.1:" + std::to_string(cluster.node(primaries.at(1)).port());
+    const EnvChanges env{{"REDSEM_URL", url}};
+    const std::string name = cluster.name_on(primaries.at(2), "seeds");
+    cluster.mark_in_use(name);
+    const ProcessResult acquired = run_redsem({"acquire", name, "--ttl", "10m"}, env);
+    INFO(acquired.err);
+    REQUIRE(acquired.exit_code == 0);
+    const ProcessResult status = run_redsem({"status"}, env);
+    CHECK(status.exit_code == 0);
+    CHECK(status.out.find(name) != std::string::npos);
+    CHECK(run_redsem({"release", name, first_line(acquired.out)}, env).exit_code == 0);
+
+    // Every seed down: one line naming each.
+    const ProcessResult none =
+        run_redsem({"acquire", name, "-w", "0"}, {{"REDSEM_URL", "redis://" + dead + "," + dead}});
+    CHECK(none.exit_code == 69);
+    CHECK(none.err.rfind("redsem: error: no node of redis://" + dead + "," + dead + " answered: ",
+                         0) == 0);
+}
+
+TEST_CASE("several hosts in a redis:// URL that are no cluster nodes are refused") {
+    RedisServer::Options tcp;
+    tcp.tcp = true;
+    RedisServer one(tcp);
+    RedisServer two(tcp);
+    const std::string url = "redis://127.0.0.1:" + std::to_string(one.port()) +
+                            ",127.0.0.1:" + std::to_string(two.port());
+    const ProcessResult result = run_redsem({"acquire", "x", "-w", "0"}, {{"REDSEM_URL", url}});
+    CHECK(result.exit_code == 64);
+    CHECK(result.err.find("names several servers, which only the nodes of one Redis Cluster may "
+                          "be") != std::string::npos);
+    CHECK(one.admin().call({"EXISTS", "redsem:{x}:state"}).as_integer() == 0);
 }

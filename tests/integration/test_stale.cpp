@@ -437,7 +437,7 @@ TEST_CASE("run renews and ends normally with its wall clock an hour off (libfake
     }
 }
 
-TEST_CASE("--replicas: a grant whose confirming renewal finds the token queued (a new master "
+TEST_CASE("with --replicas, a grant whose confirming renewal finds the token queued (a new master "
           "after a failover) keeps its place and waits again") {
     RedisServer::Options tcp;
     tcp.tcp = true;

@@ -120,6 +120,23 @@ TEST_CASE("redis-sentinel:// URLs: sentinels, default port, db, credentials, mas
     CHECK(master.password == "pw");
 }
 
+TEST_CASE("redis:// URLs with several hosts: the seeds of one Redis Cluster, in order") {
+    const RedisUrl url = parse_redis_url("redis://alice:pw@h1:7000,h2,[::1]:7002/0");
+    CHECK(url.kind == RedisUrl::Kind::tcp);
+    REQUIRE(url.seeds.size() == 3);
+    CHECK(url.seeds[0].describe() == "h1:7000");
+    CHECK(url.seeds[1].describe() == "h2:6379");
+    CHECK(url.seeds[2].describe() == "[::1]:7002");
+    CHECK(url.host == "h1");
+    CHECK(url.port == 7000);
+    CHECK(url.describe() == "redis://alice@h1:7000,h2:6379,[::1]:7002");
+    CHECK(parse_redis_url(url.describe()).seeds.size() == 3);
+    const RedisUrl one = url.at(url.seeds[1]);
+    CHECK(one.seeds.empty());
+    CHECK(one.describe() == "redis://alice@h2:6379");
+    CHECK(parse_redis_url("redis://h1:7000").seeds.empty());
+}
+
 TEST_CASE("describe() never shows the password") {
     const RedisUrl url = parse_redis_url("redis://alice:hunter2@db.example:7000/2");
     CHECK(url.describe() == "redis://alice@db.example:7000/2");
@@ -146,7 +163,7 @@ TEST_CASE("malformed URLs are usage errors that do not echo the password") {
         "redis://host/-1",
         "redis://[::1",
         "redis://[::1]6380",
-        "redis://[[]",      // found by fuzz_url: a host "[" that described itself unparseably
+        "redis://[[]", // found by fuzz_url: a host "[" that described itself unparseably
         "redis://[a]b]:1",
         "redis://h[x]:1",
         "redis://host?db=1",
@@ -157,7 +174,9 @@ TEST_CASE("malformed URLs are usage errors that do not echo the password") {
         "unix:///tmp/r.sock?timeout=1",
         "unix:///",
         "redis://:hunter2%zz@host",
-        "redis://h1,h2:6380",
+        "redis://h1,,h2:6380",
+        "redis://h1,",
+        "redis://:hunter2@h1,h2:0",
         "redis-sentinel://h1,h2",
         "redis-sentinel://h1#",
         "redis-sentinel://#mymaster",
