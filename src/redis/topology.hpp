@@ -109,9 +109,12 @@ public:
 protected:
     // Opens the link to the URL's server; with several seeds (a Redis Cluster), to the first
     // that answers and is a cluster node, the seeds sharing one connect timeout. Throws
-    // UsageError when a seed is no cluster node (several independent servers would each admit
-    // their own holders).
+    // UsageError when a seed is no cluster node, or not a node of the same cluster (several
+    // independent servers would each admit their own holders).
     void open_url();
+    // With several seeds: throws UsageError unless CLUSTER NODES at `reached`, the seed the
+    // link is open to, lists every seed of the URL.
+    void check_seeds_known(const Endpoint& reached);
 
     ConnectOptions m_options;
     ServerConnection m_link;

@@ -8,14 +8,10 @@
 #include "support/redis_cluster.hpp"
 
 #include <algorithm>
-#include <arpa/inet.h>
 #include <csignal>
 #include <map>
-#include <netinet/in.h>
 #include <set>
 #include <sstream>
-#include <sys/socket.h>
-#include <unistd.h>
 
 using namespace redsem;
 using namespace redsem::test;
@@ -524,25 +520,22 @@ TEST_CASE("cluster: a node that refuses the login after a MOVED is named", "[clu
     CHECK(result.err.find("pw\n") == std::string::npos);
 }
 
-TEST_CASE("cluster: a URL with several seeds goes on past a seed that is down", "[cluster]") {
-    RedisCluster cluster;
+TEST_CASE("cluster: a URL with several seeds goes on past a seed that is down, and names "
+          "only nodes of one cluster",
+          "[cluster]") {
+    RedisCluster cluster(RedisCluster::Options{.primaries = 3, .replicas = 1});
     const std::vector<std::size_t> primaries = cluster.primaries();
-    // A port nobody listens on, first.
-    const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(listener >= 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-    socklen_t length = sizeof address;
-    REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-    const std::string dead = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
-    close(listener); // bound, then closed: connections are refused
-    const std::string url =
-        "redis://" + dead + ",127.0.0.1:" + std::to_string(cluster.node(primaries.at(1)).port());
+    const std::size_t seed = primaries.at(0);
+    const std::string seed_address = "127.0.0.1:" + std::to_string(cluster.node(seed).port());
+    const std::string other_address =
+        "127.0.0.1:" + std::to_string(cluster.node(primaries.at(1)).port());
+    const std::string url = "redis://" + seed_address + "," + other_address;
     const EnvChanges env{{"REDSEM_URL", url}};
     const std::string name = cluster.name_on(primaries.at(2), "seeds");
     cluster.mark_in_use(name);
+    // The first seed dies, and its replica takes over.
+    cluster.node(seed).kill();
+    cluster.wait_for_failover(seed);
     const ProcessResult acquired = run_redsem({"acquire", name, "--ttl", "10m"}, env);
     INFO(acquired.err);
     REQUIRE(acquired.exit_code == 0);
@@ -551,12 +544,29 @@ TEST_CASE("cluster: a URL with several seeds goes on past a seed that is down", 
     CHECK(status.out.find(name) != std::string::npos);
     CHECK(run_redsem({"release", name, first_line(acquired.out)}, env).exit_code == 0);
 
+    // A seed the cluster does not know (another server, another cluster) is refused, whichever
+    // seed answers: falling through to it would let another set of holders in.
+    RedisServer::Options tcp;
+    tcp.tcp = true;
+    RedisServer stranger(tcp);
+    const std::string stranger_address = "127.0.0.1:" + std::to_string(stranger.port());
+    for (const std::string& mixed :
+         {"redis://" + other_address + "," + stranger_address,
+          "redis://" + seed_address + "," + other_address + "," + stranger_address}) {
+        const ProcessResult refused =
+            run_redsem({"acquire", name, "-w", "0"}, {{"REDSEM_URL", mixed}});
+        INFO(mixed << ": " << refused.err);
+        CHECK(refused.exit_code == 64);
+        CHECK(refused.err.find(stranger_address + " is no node of the Redis Cluster") !=
+              std::string::npos);
+    }
+    CHECK(stranger.admin().call({"EXISTS", "redsem:{" + name + "}:state"}).as_integer() == 0);
+
     // Every seed down: one line naming each.
-    const ProcessResult none =
-        run_redsem({"acquire", name, "-w", "0"}, {{"REDSEM_URL", "redis://" + dead + "," + dead}});
+    const std::string dead = "redis://" + seed_address + "," + seed_address;
+    const ProcessResult none = run_redsem({"acquire", name, "-w", "0"}, {{"REDSEM_URL", dead}});
     CHECK(none.exit_code == 69);
-    CHECK(none.err.rfind("redsem: error: no node of redis://" + dead + "," + dead + " answered: ",
-                         0) == 0);
+    CHECK(none.err.rfind("redsem: error: no node of " + dead + " answered: ", 0) == 0);
 }
 
 TEST_CASE("several hosts in a redis:// URL that are no cluster nodes are refused") {
