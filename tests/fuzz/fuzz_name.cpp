@@ -2,7 +2,8 @@
 // printable() and is_valid_utf8().
 //
 // Contract checked: an accepted name or prefix is 1..200 bytes of valid UTF-8 without braces,
-// whitespace, control bytes, C1 controls or bidirectional formatting characters; is_valid_utf8()
+// whitespace (ASCII's or Unicode's), invisible characters, control bytes, C1 controls or
+// bidirectional formatting characters; is_valid_utf8()
 // agrees with an independent decoder written from the Unicode standard (Table 3-7); check_name()
 // throws exactly when name_problem() complains; printable() output is printable ASCII and bounded
 // in length.
@@ -83,9 +84,11 @@ bool forbidden_byte(char c) {
            c == '\f' || byte < 0x20 || byte == 0x7F;
 }
 
-// Whether valid UTF-8 `text` holds a C1 control (U+0080..U+009F) or a bidirectional
-// formatting character (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069): written
-// from the code points, apart from the code under test.
+// Whether valid UTF-8 `text` holds a C1 control (U+0080..U+009F), a bidirectional
+// formatting character (U+061C, U+200E, U+200F, U+202A..U+202E, U+2066..U+2069), a space
+// beyond ASCII's (Unicode's White_Space: U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029,
+// U+202F, U+205F, U+3000) or an invisible character (U+200B..U+200D, U+2060, U+FEFF):
+// written from the code points, apart from the code under test.
 bool forbidden_code_point(std::string_view text) {
     std::size_t i = 0;
     while (i < text.size()) {
@@ -95,8 +98,14 @@ bool forbidden_code_point(std::string_view text) {
         for (std::size_t k = 1; k < len && i + k < text.size(); ++k) {
             cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
         }
-        if ((cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
-            (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069)) {
+        const bool control = (cp >= 0x80 && cp <= 0x9F);
+        const bool bidi = cp == 0x061C || cp == 0x200E || cp == 0x200F ||
+                          (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+        const bool space = cp == 0x00A0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+                           cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+                           cp == 0x3000;
+        const bool invisible = (cp >= 0x200B && cp <= 0x200D) || cp == 0x2060 || cp == 0xFEFF;
+        if (control || bidi || space || invisible) {
             return true;
         }
         i += len;
@@ -117,7 +126,9 @@ void check_accepted(std::string_view text, std::string_view input) {
         }
     }
     if (forbidden_code_point(text)) {
-        violated("accepted a name with a C1 control or bidirectional formatting character", input);
+        violated("accepted a name with a C1 control, bidirectional formatting, Unicode space or "
+                 "invisible character",
+                 input);
     }
 }
 
