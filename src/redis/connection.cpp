@@ -137,8 +137,9 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch,
     std::vector<std::size_t> todo(batch.size());
     std::iota(todo.begin(), todo.end(), std::size_t{0});
     // A cluster mid-migration or mid-failover answers TRYAGAIN or CLUSTERDOWN: resent after
-    // pauses, within the command timeout.
+    // pauses, within the command timeout and the caller's deadline.
     RetryPolicy pauses(m_options.command_timeout, RetryPolicy::k_cluster_pauses, true);
+    pauses.set_deadline(m_retries_until);
     // Redirects followed since the last pause: a migration bounces a command between ASK and
     // TRYAGAIN until it ends, which only the deadline bounds.
     int redirects = 0;

@@ -14,6 +14,7 @@
 #include "redis/server_connection.hpp"
 #include "redis/transport.hpp"
 #include "redis/url.hpp"
+#include "util/boot_clock.hpp"
 
 namespace redsem {
 
@@ -41,6 +42,24 @@ public:
     Connection& operator=(Connection&&) noexcept;
     Connection(const Connection&) = delete;
     Connection& operator=(const Connection&) = delete;
+
+    // While it lives, the connection's own retries (a cluster's TRYAGAIN and CLUSTERDOWN
+    // pauses) end at `deadline` (none: the command timeout bounds them alone): a caller's
+    // bounded wait (acquire -w) is not stretched by them.
+    class RetriesUntil {
+    public:
+        RetriesUntil(Connection& connection, std::optional<BootClock::time_point> deadline)
+            : m_connection(connection), m_before(connection.m_retries_until) {
+            m_connection.m_retries_until = deadline;
+        }
+        ~RetriesUntil() { m_connection.m_retries_until = m_before; }
+        RetriesUntil(const RetriesUntil&) = delete;
+        RetriesUntil& operator=(const RetriesUntil&) = delete;
+
+    private:
+        Connection& m_connection;
+        std::optional<BootClock::time_point> m_before;
+    };
 
     // redsem's calls: each names the key it routes by (see Command), so that a router for
     // Redis Cluster can send it to the right node.
@@ -165,6 +184,7 @@ private:
 
     ConnectOptions m_options;
     std::unique_ptr<Topology> m_topology;
+    std::optional<BootClock::time_point> m_retries_until; // see RetriesUntil
 };
 
 } // namespace redsem

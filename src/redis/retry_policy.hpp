@@ -69,6 +69,10 @@ public:
     // whose failovers take longer).
     void set_window(Milliseconds window) { m_window = window; }
 
+    // A time after which no failure is retried, whatever the window: a caller's own bound
+    // (acquire -w). The last delay before it ends at it, for one last try.
+    void set_deadline(std::optional<Clock::time_point> deadline) { m_deadline = deadline; }
+
     // After a failure of `transience`: how long to wait before trying again, or nullopt when
     // the failure stands.
     std::optional<Milliseconds> after(Transience transience) {
@@ -86,7 +90,12 @@ public:
         if (m_window != k_unlimited && now - m_failing_since >= m_window) {
             return std::nullopt;
         }
-        return next_delay();
+        if (m_deadline && now >= *m_deadline) {
+            return std::nullopt;
+        }
+        const Milliseconds delay = next_delay();
+        return m_deadline ? std::min(delay, std::chrono::ceil<Milliseconds>(*m_deadline - now))
+                          : delay;
     }
     std::optional<Milliseconds> after(const Error& error) { return after(error.transience()); }
 
@@ -104,6 +113,7 @@ private:
     bool m_reached; // an answer, or a failure that only a server at this address gives
     bool m_failing = false; // since m_failing_since, without an answer
     Clock::time_point m_failing_since{};
+    std::optional<Clock::time_point> m_deadline;
 };
 
 } // namespace redsem

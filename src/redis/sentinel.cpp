@@ -1,6 +1,7 @@
 #include "redis/sentinel.hpp"
 
 #include "redis/server_connection.hpp"
+#include "util/duration.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 #include "util/number.hpp"
@@ -56,23 +57,33 @@ Endpoint ask_sentinels(const ConnectOptions& options, SentinelChoice& choice, st
     std::string failures;      // why each sentinel could not say, for the message
     std::string denied;        // the first sentinel that refused our password
     bool any_answer = false;   // a sentinel answered, but did not know the master
-    for (std::size_t i = 0; i < std::min(tries, count); ++i) {
+    const std::size_t asked = std::min(tries, count);
+    const auto give_up_at = std::chrono::steady_clock::now() + timeout;
+    for (std::size_t i = 0; i < asked; ++i) {
         const std::size_t index = (first + i) % count;
         const Endpoint& sentinel = url.sentinels[index];
         // Asked next time if this one fails.
         choice.first = (index + 1) % count;
+        auto failed = [&](const std::string& why) {
+            failures += fmt::format("{}{}", failures.empty() ? "" : "; ", why);
+        };
+        const auto share = std::chrono::duration_cast<Milliseconds>(
+                               give_up_at - std::chrono::steady_clock::now()) /
+                           static_cast<long long>(asked - i);
+        if (share <= Milliseconds{0}) {
+            failed(fmt::format("the sentinel at {}: not asked, the connect timeout ({}) ran out",
+                               sentinel.describe(), format_duration(timeout)));
+            continue;
+        }
         const ConnectOptions asking = sentinel_options(options, sentinel, timeout);
         std::unique_ptr<ServerConnection> connection =
             index == first && choice.connection ? std::move(choice.connection)
                                                 : std::make_unique<ServerConnection>(asking);
-        connection->set_command_timeout(timeout); // a kept connection was opened with another
-        auto failed = [&](const std::string& why) {
-            failures += fmt::format("{}{}", failures.empty() ? "" : "; ", why);
-        };
+        connection->set_command_timeout(share); // a kept connection was opened with another
         Reply reply;
         try {
             if (!connection->is_open()) {
-                connection->open(asking.url);
+                connection->open(asking.url, share);
             }
             reply = connection->exchange({"SENTINEL", "get-master-addr-by-name", url.master_name});
         } catch (const Error& error) {

@@ -23,8 +23,9 @@ struct SentinelChoice {
 };
 
 // Asks the sentinels of `options.url` (a redis-sentinel:// URL) where its master is: up to
-// `tries` of them in turn, starting with `choice.first` (over the connection kept to it), each
-// within `timeout`, and returns the address the first one that knows the master gives.
+// `tries` of them in turn, starting with `choice.first` (over the connection kept to it), all
+// within `timeout` (each gets an even share of what is left: a silent one cannot use up the
+// others' time), and returns the address the first one that knows the master gives.
 // `choice` then keeps that sentinel and the connection to it, for the next question; after a
 // failure it points at the sentinel after the last one asked.
 //

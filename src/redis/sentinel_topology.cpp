@@ -22,7 +22,11 @@ void SentinelTopology::connect() {
             return;
         }
     }
-    open_master(find_master(m_options.url.sentinels.size(), m_options.connect_timeout));
+    // One connect timeout for the sentinels and the master together.
+    const auto give_up_at = Clock::now() + m_options.connect_timeout;
+    const Endpoint master = find_master(m_options.url.sentinels.size(), m_options.connect_timeout);
+    const auto left = std::chrono::duration_cast<Milliseconds>(give_up_at - Clock::now());
+    open_master(master, std::max(left, Milliseconds{1}));
 }
 
 bool SentinelTopology::primary_changed(Milliseconds fresh) {
@@ -52,7 +56,7 @@ Endpoint SentinelTopology::find_master(std::size_t tries, Milliseconds timeout) 
     return master;
 }
 
-void SentinelTopology::open_master(const Endpoint& master) {
+void SentinelTopology::open_master(const Endpoint& master, Milliseconds connect_timeout) {
     const std::string& name = m_options.url.master_name;
     // The sentinels may not have noticed yet that the master died, or that another took over.
     auto failover_under_way = [&](const std::string& what) {
@@ -64,7 +68,7 @@ void SentinelTopology::open_master(const Endpoint& master) {
                      Transience::transient);
     };
     try {
-        m_link.open(m_options.url.at(master));
+        m_link.open(m_options.url.at(master), connect_timeout);
     } catch (const Error& error) {
         if (error.transience() != Transience::unreachable &&
             error.transience() != Transience::broken) {

@@ -38,7 +38,8 @@ private:
 
     // The master now, as the sentinels say (see ask_sentinels()).
     Endpoint find_master(std::size_t tries, Milliseconds timeout);
-    void open_master(const Endpoint& master);
+    // Within `connect_timeout`: what the sentinels left of the connect timeout.
+    void open_master(const Endpoint& master, Milliseconds connect_timeout);
 
     SentinelChoice m_sentinel;      // whom to ask where the master is
     Clock::time_point m_checked_at; // when a sentinel last named the link's server the master

@@ -197,10 +197,16 @@ Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) 
     for (;;) {
         if (redisReaderGetReply(m_reader.get(), &raw) != REDIS_OK) {
             const std::string reason = m_reader->errstr;
+            const bool never_answered = m_first_reply_by.has_value();
             close();
-            throw ConnectionLost(fmt::format("the server at {} did not answer like a Redis "
-                                             "server ({})",
-                                             where, printable(reason, 100)));
+            const std::string message =
+                fmt::format("the server at {} did not answer like a Redis server ({})", where,
+                            printable(reason, 100));
+            if (never_answered) {
+                // Not Redis (another service, a TLS port): trying again changes nothing.
+                throw Error(ExitCode::unavailable, message, Transience::permanent);
+            }
+            throw ConnectionLost(message);
         }
         if (raw != nullptr) {
             break;

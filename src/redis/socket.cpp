@@ -2,17 +2,22 @@
 
 #include "util/duration.hpp"
 #include "util/errors.hpp"
+#include "util/name.hpp"
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <fmt/format.h>
+#include <memory>
+#include <mutex>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <thread>
 
 namespace redsem::net {
 
@@ -94,6 +99,72 @@ FileDescriptor connect_to(const sockaddr* address, socklen_t length, int family,
     return fd;
 }
 
+using Addresses = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
+
+// getaddrinfo() has no timeout of its own, and a slow DNS server must not outlast the connect
+// timeout: a name is looked up on a thread of its own, left to finish by itself (and free what
+// it found) when `deadline` comes first. A numeric address needs no lookup, and no thread.
+Addresses resolve(const RedisUrl& url, Clock::time_point deadline, Milliseconds connect_timeout) {
+    const std::string where = url.describe();
+    const std::string port = std::to_string(url.port);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST;
+    addrinfo* found = nullptr;
+    int status = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found);
+    int error = errno;
+    if (status == EAI_NONAME) {
+        struct Lookup {
+            std::mutex mutex;
+            std::condition_variable done_cv;
+            bool done = false;
+            bool abandoned = false;
+            int status = 0;
+            int error = 0;
+            addrinfo* found = nullptr;
+        };
+        auto lookup = std::make_shared<Lookup>();
+        hints.ai_flags = 0;
+        std::thread([lookup, host = url.host, port, hints] {
+            addrinfo* result = nullptr;
+            const int result_status = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
+            const int result_error = errno;
+            const std::lock_guard lock(lookup->mutex);
+            if (lookup->abandoned) {
+                if (result != nullptr) {
+                    ::freeaddrinfo(result);
+                }
+                return;
+            }
+            lookup->done = true;
+            lookup->status = result_status;
+            lookup->error = result_error;
+            lookup->found = result;
+            lookup->done_cv.notify_one();
+        }).detach();
+        std::unique_lock lock(lookup->mutex);
+        // The condition variable waits on the steady clock; `deadline` may be another's.
+        const auto left = std::max(deadline - Clock::now(), Clock::duration{0});
+        if (!lookup->done_cv.wait_for(lock, left, [&] { return lookup->done; })) {
+            lookup->abandoned = true;
+            throw UnavailableError(
+                fmt::format("cannot connect to Redis at {}: looking up '{}' took longer than {} "
+                            "(--connect-timeout; is DNS slow?)",
+                            where, printable(url.host), format_duration(connect_timeout)));
+        }
+        status = lookup->status;
+        error = lookup->error;
+        found = lookup->found;
+    }
+    if (status != 0) {
+        throw UnavailableError(
+            fmt::format("cannot connect to Redis at {}: {}", where,
+                        status == EAI_SYSTEM ? std::strerror(error) : ::gai_strerror(status)));
+    }
+    return Addresses(found, ::freeaddrinfo);
+}
+
 } // namespace
 
 FileDescriptor open_socket(const RedisUrl& url, Clock::time_point deadline,
@@ -114,19 +185,8 @@ FileDescriptor open_socket(const RedisUrl& url, Clock::time_point deadline,
             return fd;
         }
     } else {
-        addrinfo hints{};
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        addrinfo* found = nullptr;
-        const std::string port = std::to_string(url.port);
-        const int status = ::getaddrinfo(url.host.c_str(), port.c_str(), &hints, &found);
-        if (status != 0) {
-            throw UnavailableError(
-                fmt::format("cannot connect to Redis at {}: {}", where,
-                            status == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(status)));
-        }
-        std::unique_ptr<addrinfo, void (*)(addrinfo*)> addresses(found, ::freeaddrinfo);
-        for (const addrinfo* each = found; each != nullptr; each = each->ai_next) {
+        const Addresses addresses = resolve(url, deadline, connect_timeout);
+        for (const addrinfo* each = addresses.get(); each != nullptr; each = each->ai_next) {
             FileDescriptor fd =
                 connect_to(each->ai_addr, each->ai_addrlen, each->ai_family, deadline, error);
             if (fd.get() >= 0) {

@@ -137,22 +137,23 @@ AcquireReply parse_acquire_reply(const Reply& reply) {
 
 // How an acquire rides out failures: RetryPolicy's answer, for up to the connection's outage
 // window of unbroken failure (a holder gets its lease back, a waiter its place, with the same
-// token), bounded by the acquire's own wait (never below the window for a blip). The window
-// is read at each failure: it grows once the connection finds out that it talks to a Redis
-// Cluster.
+// token), and never past the acquire's own wait: -w bounds the whole command, so Redis
+// unreachable at its end is an outage (69), not "busy". The window is read at each failure:
+// it grows once the connection finds out that it talks to a Redis Cluster.
 class AcquireRetries {
 public:
-    AcquireRetries(int interrupt_fd, const Connection& connection, std::optional<Milliseconds> wait)
-        : m_interrupt_fd(interrupt_fd), m_connection(connection), m_wait(wait) {}
+    AcquireRetries(int interrupt_fd, const Connection& connection,
+                   std::optional<BootClock::time_point> give_up_at)
+        : m_interrupt_fd(interrupt_fd), m_connection(connection) {
+        m_policy.set_deadline(give_up_at);
+    }
 
     void answered() { m_policy.answered(); }
 
     // Called from a catch block: returns after the policy's delay when `error` is worth
     // retrying, else rethrows it. Throws WaitInterrupted when the interrupt fd fires first.
     void after(const Error& error) {
-        const Milliseconds outage = m_connection.outage_window();
-        m_policy.set_window(
-            m_wait ? std::clamp(*m_wait, std::min(k_reconnect_window, outage), outage) : outage);
+        m_policy.set_window(m_connection.outage_window());
         const std::optional<Milliseconds> delay = m_policy.after(error);
         if (!delay) {
             throw;
@@ -165,7 +166,6 @@ public:
 private:
     int m_interrupt_fd;
     const Connection& m_connection;
-    std::optional<Milliseconds> m_wait;
     RetryPolicy m_policy;
 };
 
@@ -427,8 +427,14 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
     const auto give_up_at = options.wait ? Clock::now() + *options.wait : Clock::time_point::max();
     bool sent = options.retry; // once sent, the server may know the token (holder or waiter)
     bool waited = false;
-    // A bounded wait bounds how long an outage (a failover) is ridden out too.
-    AcquireRetries retries(options.interrupt_fd, m_connection, options.wait);
+    // A bounded wait bounds how long an outage (a failover, a cluster's pause) is ridden out
+    // too: after it, one last try, whose connect is bounded by the connect timeout.
+    std::optional<BootClock::time_point> retry_until;
+    if (options.wait) {
+        retry_until = BootClock::now() + *options.wait;
+    }
+    const Connection::RetriesUntil bounded(m_connection, retry_until);
+    AcquireRetries retries(options.interrupt_fd, m_connection, retry_until);
     try {
         for (;;) {
             AcquireReply reply;

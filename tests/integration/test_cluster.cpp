@@ -476,6 +476,33 @@ TEST_CASE("cluster: a database in the URL is a usage error that says why", "[clu
     }
 }
 
+TEST_CASE("cluster: acquire -w 0 while the cluster is down answers at once with 69", "[cluster]") {
+    RedisCluster cluster;
+    const std::size_t home = cluster.primaries().at(0);
+    const std::string name = cluster.name_on(home, "down");
+    cluster.mark_in_use(name);
+    Connection owner = cluster.node(home).admin();
+    // The node gives up the name's slot: with cluster-require-full-coverage (the default) it
+    // answers CLUSTERDOWN to every command.
+    const long long slot = owner.call({"CLUSTER", "KEYSLOT", name}).as_integer();
+    REQUIRE(owner.call({"CLUSTER", "DELSLOTS", std::to_string(slot)}).is_error() == false);
+    auto down_replies = [&] {
+        const std::string stats = owner.call({"INFO", "errorstats"}).as_string();
+        const std::string field = "errorstat_CLUSTERDOWN:count=";
+        const std::size_t at = stats.find(field);
+        return at == std::string::npos ? 0LL : std::stoll(stats.substr(at + field.size()));
+    };
+    const long long before = down_replies();
+    const ProcessResult result =
+        run_redsem({"acquire", name, "-w", "0"}, {{"REDSEM_URL", cluster.url(home)}});
+    INFO(result.err);
+    CHECK(result.exit_code == 69);
+    CHECK(result.err.find("CLUSTERDOWN") != std::string::npos);
+    // Asked once: -w 0 is no time to wait for the cluster (pauses and retries asked it again
+    // and again for up to 9s).
+    CHECK(down_replies() - before == 1);
+}
+
 TEST_CASE("cluster: log --follow of all or several semaphores is refused before printing",
           "[cluster]") {
     RedisCluster cluster;

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <atomic>
+#include <fstream>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <thread>
@@ -43,6 +44,7 @@ public:
                 if (client < 0) {
                     return;
                 }
+                ++m_accepted;
                 char buffer[512];
                 [[maybe_unused]] auto got = read(client, buffer, sizeof(buffer));
                 const std::string answer = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
@@ -58,10 +60,13 @@ public:
         m_thread.join();
     }
     int port() const { return m_port; }
+    // How many connections it took.
+    int accepted() const { return m_accepted.load(); }
 
 private:
     int m_fd = -1;
     int m_port = 0;
+    std::atomic<int> m_accepted{0};
     std::atomic<bool> m_stop{false};
     std::thread m_thread;
 };
@@ -178,10 +183,76 @@ TEST_CASE("no server: refused port, missing socket, unknown db are clear and qui
 
 TEST_CASE("a server that does not speak Redis is reported as such, not as busy") {
     NotRedisServer http;
-    const auto result =
-        run_redsem({"acquire", "n", "-u", "redis://127.0.0.1:" + std::to_string(http.port())});
+    const std::string url = "redis://127.0.0.1:" + std::to_string(http.port());
+    const auto result = run_redsem({"acquire", "n", "-u", url});
     CHECK(result.exit_code == 69);
     CHECK(result.err.find("redsem: error: ") == 0);
+    CHECK(result.err.find("did not answer like a Redis server") != std::string::npos);
+    CHECK(line_count(result.err) == 1);
+    // Tried once: another service does not become Redis by being asked again (a retry loop
+    // took 4.5s here, -w 1s or not).
+    CHECK(http.accepted() == 1);
+    const auto bounded = run_redsem({"acquire", "n", "-u", url, "-w", "1s"});
+    CHECK(bounded.exit_code == 69);
+    CHECK(http.accepted() == 2);
+}
+
+TEST_CASE("acquire -w bounds the whole wait: Redis gone while waiting ends it at the wait, with 69 "
+          "also under -E 0") {
+    RedisServer server(tcp_server());
+    const EnvChanges env = env_for(server);
+    Connection admin = server.admin();
+    REQUIRE(run_redsem({"acquire", "gone", "--ttl", "10m"}, env).exit_code == 0);
+    Child waiter({"acquire", "gone", "-w", "2s", "-E", "0"}, env);
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{gone}:queue") == 1; }, 20s));
+    const auto killed = std::chrono::steady_clock::now();
+    server.kill();
+    const ProcessResult result = waiter.wait();
+    const auto took = std::chrono::steady_clock::now() - killed;
+    INFO(result.err);
+    // An outage, not "busy": -E 0 must not turn it into success.
+    CHECK(result.exit_code == 69);
+    CHECK(result.err.find("cannot connect") != std::string::npos);
+    // At most what was left of the 2s wait (and a connect attempt); the outage window alone,
+    // counted from the failure, was 4s.
+    CHECK(took < 3500ms);
+}
+
+TEST_CASE("a name lookup that DNS never answers ends within the connect timeout") {
+    if (geteuid() != 0 || Child::shell("exec unshare --mount true")->wait().exit_code != 0) {
+        REDSEM_SKIP("a mount namespace (root and unshare) to give redsem a DNS server that "
+                    "never answers");
+    }
+    // A DNS server that takes queries and never answers, on a loopback address of its own.
+    const int dns = socket(AF_INET, SOCK_DGRAM, 0);
+    REQUIRE(dns >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(53);
+    REQUIRE(inet_pton(AF_INET, "127.0.0.77", &address.sin_addr) == 1);
+    const int bound = bind(dns, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    if (bound != 0) {
+        close(dns);
+        REDSEM_SKIP("UDP port 53 on 127.0.0.77 for a DNS server that never answers");
+    }
+    Scratch scratch;
+    {
+        std::ofstream resolv(scratch.path("resolv.conf"));
+        resolv << "nameserver 127.0.0.77\noptions timeout:30 attempts:1\n";
+    }
+    EnvChanges env{{"REDSEM", redsem_binary()}, {"RESOLV", scratch.path("resolv.conf")}};
+    auto lookup = Child::shell(
+        "exec unshare --mount sh -c 'mount --bind \"$RESOLV\" /etc/resolv.conf && exec "
+        "\"$REDSEM\" acquire x -w 0 --connect-timeout 300ms -u "
+        "redis://never-answered.redsem-test.invalid:6390'",
+        env);
+    // Without a bound, the lookup takes the resolver's 30s: the wait fails the test.
+    const ProcessResult result = lookup->wait(15s);
+    close(dns);
+    INFO(result.err);
+    CHECK(result.exit_code == 69);
+    CHECK(result.err.find("looking up 'never-answered.redsem-test.invalid' took longer than "
+                          "300ms (--connect-timeout") != std::string::npos);
     CHECK(line_count(result.err) == 1);
 }
 

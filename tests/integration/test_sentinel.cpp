@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <csignal>
 #include <map>
+#include <memory>
 #include <netinet/in.h>
 #include <sstream>
 #include <sys/socket.h>
@@ -100,7 +101,7 @@ TEST_CASE("sentinel: every subcommand works through the sentinels, and status al
 }
 
 TEST_CASE("sentinel: sentinels unreachable or silent, an unknown master: one-line errors, 69, "
-          "within the connect timeout per sentinel",
+          "within one connect timeout for all",
           "[sentinel]") {
     const int refused_a = free_port();
     const int refused_b = free_port();
@@ -125,6 +126,23 @@ TEST_CASE("sentinel: sentinels unreachable or silent, an unknown master: one-lin
     CHECK(line_count(silent.err) == 1);
     CHECK(silent.err.find("did not answer within 300ms") != std::string::npos);
     CHECK(took < 5s); // 2 x 300ms, with room for a loaded machine
+
+    // Six silent sentinels share one connect timeout: not six times it (6s here).
+    {
+        std::vector<std::unique_ptr<SilentPort>> ports;
+        std::string sentinels;
+        for (int i = 0; i < 6; ++i) {
+            ports.push_back(std::make_unique<SilentPort>());
+            sentinels += (i == 0 ? "" : ",") + ("127.0.0.1:" + std::to_string(ports.back()->port));
+        }
+        const auto asked = std::chrono::steady_clock::now();
+        const auto none =
+            run_redsem({"acquire", "x", "-w", "0", "--connect-timeout", "1s"},
+                       {{"REDSEM_URL", "redis-sentinel://" + sentinels + "#mymaster"}});
+        CHECK(none.exit_code == 69);
+        CHECK(line_count(none.err) == 1);
+        CHECK(std::chrono::steady_clock::now() - asked < 4s);
+    }
 
     SentinelGroup group;
     std::string url = group.url();
