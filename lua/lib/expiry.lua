@@ -59,12 +59,18 @@ local function log_lapsed(call, state, now)
     end
 end
 
--- Removes holder `token`, whose lease ran out at `deadline` (server ms), logging it as expired;
--- its slot goes on as remove_holder() hands it.
+-- Removes holder `token`, whose lease ran out at `deadline` (server ms), logging it as expired,
+-- or as unclaimed when it was a hand-over nobody collected (its wake list is still there: a
+-- lease shorter than the time to collect it), which was never held; its slot goes on as
+-- remove_holder() hands it.
 local function expire_holder(call, state, token, deadline, now)
     local info = parse_info(redis.call('HGET', call.k_info, token))
     if state.history > 0 then
-        log_entry(call, state, now, 'expired', token, info, info and info.since and deadline - info.since)
+        if redis.call('EXISTS', call.wake_prefix .. token) == 1 then
+            log_entry(call, state, now, 'unclaimed', token, info, nil)
+        else
+            log_entry(call, state, now, 'expired', token, info, info and info.since and deadline - info.since)
+        end
     end
     return remove_holder(call, state, token, info, now, true)
 end

@@ -650,6 +650,42 @@ TEST_CASE("lost: a renew of a token that holds nothing logs nothing, a run whose
     CHECK(admin.call({"HGET", "redsem:{gone}:state", "lost_total"}).as_string() == "1");
 }
 
+TEST_CASE("history: a grant nobody collected before its short lease ran out is unclaimed, not "
+          "expired") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    std::size_t seen = 0;
+    const json held = acquire_json(server, {"u", "--ttl", "10m"});
+    const std::string token_a = held["token"];
+    // A waiter that never collects what it is handed (a process stopped, say), with a lease
+    // (300ms) shorter than the time a hand-over waits to be collected (3s).
+    Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
+    const Keys keys = Keys::make("redsem", "u");
+    const std::string stopped = "00000000000000000000000000570p01";
+    REQUIRE(client
+                .eval({scripts::k_acquire_script,
+                       keys.script_keys(),
+                       {keys.wake_prefix, stopped, "1", "300", "wait", "60000",
+                        R"({"host":"asleep","pid":4242,"user":"nobody","label":"stopped"})", "0",
+                        "", ""}})
+                .at(0)
+                .as_string() == "wait");
+    new_events(server, "u", seen);
+    REQUIRE(run_redsem({"release", "u", token_a}, env).exit_code == 0);
+    CHECK(new_events(server, "u", seen) == Events{{"released", token_a}, {"acquired", stopped}});
+    const long long lease_end = history(server, "u").back()["time_ms"].get<long long>() + 300;
+    Connection observer = server.admin();
+    REQUIRE(wait_until([&] { return server_time_ms(observer) > lease_end; }, 10s));
+    const json next = acquire_json(server, {"u", "-w", "0"});
+    // Never held, so no "held" time: the waiter never had the slot.
+    CHECK(new_events(server, "u", seen) ==
+          Events{{"unclaimed", stopped}, {"acquired", next["token"]}});
+    const json unclaimed = history(server, "u").at(history(server, "u").size() - 2);
+    CHECK_FALSE(unclaimed.contains("held_ms"));
+    CHECK(unclaimed["duration_ms"].is_null());
+    CHECK(unclaimed["label"] == "stopped");
+}
+
 TEST_CASE("log --follow rides out a Redis restart and goes on after the last event it printed") {
     RedisServer server;
     const EnvChanges env = env_for(server);
