@@ -27,7 +27,12 @@ namespace redsem::net {
                     X(X509_VERIFY_PARAM_set1_ip_asc) X(X509_VERIFY_PARAM_set1_host) X(SSL_connect) \
                         X(SSL_get_error) X(SSL_write) X(SSL_read) X(SSL_pending)                   \
                             X(SSL_get_verify_result) X(X509_verify_cert_error_string)              \
-                                X(ERR_get_error) X(ERR_clear_error) X(ERR_reason_error_string)
+                                X(ERR_get_error) X(ERR_clear_error) X(ERR_reason_error_string)     \
+                                    X(SSL_get_peer_cert_chain) X(OPENSSL_sk_num)                   \
+                                        X(OPENSSL_sk_value) X(X509_get_ext_d2i)                    \
+                                            X(GENERAL_NAMES_free) X(ASN1_STRING_get0_data)         \
+                                                X(ASN1_STRING_length) X(X509_get_subject_name)     \
+                                                    X(X509_NAME_get_text_by_NID)
 
 struct OpenSsl {
 #define REDSEM_DECLARE(name) decltype(&::name) name = nullptr;

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <poll.h>
+#include <string_view>
+#include <vector>
 
 namespace redsem::net {
 
@@ -130,7 +132,7 @@ public:
         : m_openssl(openssl()), m_fd(std::move(fd)), m_where(url.describe()),
           m_context(std::move(context)),
           m_ssl(m_openssl.SSL_new(m_context.get()), m_openssl.SSL_free),
-          m_have_cert(tls.cert_file.has_value()) {
+          m_have_cert(tls.cert_file.has_value()), m_trusted(trusted_cas(tls)) {
         if (!m_ssl || m_openssl.SSL_set_fd(m_ssl.get(), m_fd.get()) != 1) {
             throw InternalError("cannot set up TLS: " + openssl_error());
         }
@@ -171,7 +173,7 @@ public:
             if (wait_for(m_fd.get(), events, deadline) != Ready::ready) {
                 throw UnavailableError(fmt::format(
                     "no TLS handshake with Redis at {} within {} (--connect-timeout); is it a "
-                    "TLS port?",
+                    "TLS port? (a plain port never answers one: use redis:// for it)",
                     m_where, format_duration(connect_timeout)));
             }
         }
@@ -283,10 +285,20 @@ private:
     [[noreturn]] void fail_handshake(int error) {
         const long verified = m_openssl.SSL_get_verify_result(m_ssl.get());
         const std::string reason = openssl_error();
-        if (verified != X509_V_OK) {
+        if (verified == X509_V_ERR_HOSTNAME_MISMATCH ||
+            verified == X509_V_ERR_IP_ADDRESS_MISMATCH) {
+            const std::string names = certificate_names();
             throw UnavailableError(fmt::format(
-                "the TLS certificate of Redis at {} failed verification: {}{}", m_where,
-                m_openssl.X509_verify_cert_error_string(verified), verify_hint(verified)));
+                "the TLS certificate of Redis at {} failed verification: {} (it is for {}; "
+                "--sni NAME checks one of them instead)",
+                m_where, m_openssl.X509_verify_cert_error_string(verified),
+                names.empty() ? "no name" : names));
+        }
+        if (verified != X509_V_OK) {
+            throw UnavailableError(
+                fmt::format("the TLS certificate of Redis at {} failed verification: {}{}", m_where,
+                            m_openssl.X509_verify_cert_error_string(verified),
+                            verify_hint(verified, m_trusted)));
         }
         if (refuses_our_identity(reason)) {
             refused_identity(m_where, reason, m_have_cert);
@@ -310,17 +322,83 @@ private:
             fmt::format("TLS handshake with Redis at {} failed: {}", m_where, reason));
     }
 
-    static std::string verify_hint(long verified) {
+    // The names the server's certificate is for, as "a, b": its DNS and IP subject
+    // alternative names, or its common name when it has none; at most 8, printable. (After a
+    // failed verification only the chain the server sent is kept, its own certificate first.)
+    std::string certificate_names() const {
+        const auto* chain =
+            reinterpret_cast<const OPENSSL_STACK*>(m_openssl.SSL_get_peer_cert_chain(m_ssl.get()));
+        if (chain == nullptr || m_openssl.OPENSSL_sk_num(chain) < 1) {
+            return {};
+        }
+        auto* leaf = static_cast<X509*>(m_openssl.OPENSSL_sk_value(chain, 0));
+        std::vector<std::string> names;
+        auto* alternatives = static_cast<GENERAL_NAMES*>(
+            m_openssl.X509_get_ext_d2i(leaf, NID_subject_alt_name, nullptr, nullptr));
+        if (alternatives != nullptr) {
+            const auto* stack = reinterpret_cast<const OPENSSL_STACK*>(alternatives);
+            for (int i = 0; i < m_openssl.OPENSSL_sk_num(stack); ++i) {
+                const auto* name =
+                    static_cast<const GENERAL_NAME*>(m_openssl.OPENSSL_sk_value(stack, i));
+                if (name->type == GEN_DNS) {
+                    const auto* text = m_openssl.ASN1_STRING_get0_data(name->d.dNSName);
+                    names.push_back(printable(std::string_view(
+                        reinterpret_cast<const char*>(text),
+                        static_cast<std::size_t>(m_openssl.ASN1_STRING_length(name->d.dNSName)))));
+                } else if (name->type == GEN_IPADD) {
+                    const int length = m_openssl.ASN1_STRING_length(name->d.iPAddress);
+                    const unsigned char* bytes = m_openssl.ASN1_STRING_get0_data(name->d.iPAddress);
+                    char text[INET6_ADDRSTRLEN] = {};
+                    if ((length == 4 || length == 16) &&
+                        ::inet_ntop(length == 4 ? AF_INET : AF_INET6, bytes, text, sizeof(text))) {
+                        names.emplace_back(text);
+                    }
+                }
+            }
+            m_openssl.GENERAL_NAMES_free(alternatives);
+        }
+        if (names.empty()) {
+            char common_name[256] = {};
+            if (m_openssl.X509_NAME_get_text_by_NID(m_openssl.X509_get_subject_name(leaf),
+                                                    NID_commonName, common_name,
+                                                    sizeof(common_name)) > 0) {
+                names.push_back(printable(common_name));
+            }
+        }
+        if (names.size() > 8) {
+            names.resize(8);
+            names.emplace_back("...");
+        }
+        std::string joined;
+        for (const std::string& name : names) {
+            joined += (joined.empty() ? "" : ", ") + name;
+        }
+        return joined;
+    }
+
+    // Where the trusted CAs came from, for messages: "--cacert 'FILE'", "--cacertdir 'DIR'",
+    // or empty for the system's.
+    static std::string trusted_cas(const TlsOptions& tls) {
+        if (tls.ca_file) {
+            return fmt::format("--cacert '{}'", printable(*tls.ca_file));
+        }
+        if (tls.ca_dir) {
+            return fmt::format("--cacertdir '{}'", printable(*tls.ca_dir));
+        }
+        return {};
+    }
+
+    static std::string verify_hint(long verified, const std::string& trusted) {
         switch (verified) {
         case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
         case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
         case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
         case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
         case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+            if (!trusted.empty()) {
+                return fmt::format(" (no CA in {} signed it: is it the server's CA?)", trusted);
+            }
             return " (an unknown CA: give the server's CA with --cacert)";
-        case X509_V_ERR_HOSTNAME_MISMATCH:
-        case X509_V_ERR_IP_ADDRESS_MISMATCH:
-            return " (the certificate is for another name; --sni NAME checks another)";
         default:
             return "";
         }
@@ -332,6 +410,7 @@ private:
     SslCtxPtr m_context;
     SslPtr m_ssl;
     bool m_have_cert;
+    std::string m_trusted; // see trusted_cas()
 };
 
 } // namespace
