@@ -34,7 +34,7 @@ _redsem_all_opts() {
         status) opts+=' --json --format --watch --names' ;;
         log) opts+=' --since --until --json -f --follow' ;;
         gc) opts+=' --dry-run --json' ;;
-        limit) opts+=' --history --json' ;;
+        limit) opts+=' --history --unset --json' ;;
         doctor) opts+=' --json' ;;
     esac
     printf '%s' "$opts"

@@ -258,6 +258,7 @@ complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l json -d 'Print 
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l while-pid -x -a '(__fish_complete_pids)' -d 'Hold the slot for the life of process PID'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l on-lost -x -a 'TERM INT HUP KILL USR1 USR2 QUIT ALRM none' -d 'Signal for PID when the lease is lost'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l history -x -d 'Events the history of NAME keeps (0: none)'
+complete -c redsem -n '__redsem_seen_subcommand_from limit' -l unset -d 'Give up the limit and history length set here'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l json -d 'Print JSON'
 
 # run

@@ -118,7 +118,9 @@ if state.limit ~= limit then
     -- caller's, not an operator's (limit_by; see limit.lua).
     redis.call('HSET', call.k_state, 'limit', limit, 'limit_by', 'caller')
     redis.call('DEL', call.k_slots)
-    expire_new(state, call.k_state)
+    if not state.kept then
+        expire_new(state, call.k_state)
+    end
     local from = state.limit
     state.limit, state.raw_limit = limit, tostring(limit)
     log_limit(call, state, now, from, limit)

@@ -14,7 +14,8 @@
 -- never touched, even one renewing right now: each call runs atomically, by the server's clock.
 -- Reply: {next_phase, next_position, deleted, holders, queued, entry, entry, ...};
 --   next_phase '' when done. On the last call, deleted is 1 when the semaphore's keys were
---   deleted (never in a dry run), and holders/queued count what is there now (in a dry run the
+--   deleted (never in a dry run), -1 when an operator's settings keep it (see limit.lua: only
+--   its empty keys go), and holders/queued count what is there now (in a dry run the
 --   caller subtracts what it would have removed). Each entry is {kind, token, record,
 --   dead_for_ms} with kind 'holder', 'waiter', 'handover' or 'orphan', record the raw info
 --   entry ('' if none), and dead_for_ms how long ago the lease or liveness ran out (0 for
@@ -136,15 +137,22 @@ if phase == 'orphans' then
     end
 end
 
--- Done: delete the semaphore when nobody holds or waits.
+-- Done: delete the semaphore when nobody holds or waits; one whose settings an operator
+-- stored (`redsem limit`) keeps its state hash, and so stays.
 local deleted = 0
+local first = state.kept and 2 or 1
 if not dry_run and redis.call('ZCARD', call.k_holders) == 0 and redis.call('ZCARD', call.k_queue) == 0 and
-    exist_count(call, unpack(call.keys, 1, SEMAPHORE_KEYS)) > 0 then
+    exist_count(call, unpack(call.keys, first, SEMAPHORE_KEYS)) > 0 then
     if state.pinned then
         unpin_keys(call, state) -- the history and epoch that outlive the keys expire again
     end
-    del_keys(call, unpack(call.keys, 1, SEMAPHORE_KEYS))
-    state.raw_limit = nil -- nothing left to settle (see settle_expiry())
-    deleted = 1
+    del_keys(call, unpack(call.keys, first, SEMAPHORE_KEYS))
+    if not state.kept then
+        state.raw_limit = nil -- nothing left to settle (see settle_expiry())
+        deleted = 1
+    end
+end
+if state.kept then
+    deleted = -1 -- (also in a dry run: it would not be deleted either)
 end
 return reply('', 0, deleted)

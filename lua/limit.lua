@@ -1,7 +1,7 @@
 -- limit.lua: reads or changes a semaphore's limit, and the length of its history, while it is
 -- in use.
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
--- ARGV[2] the new limit, or '' to keep it
+-- ARGV[2] the new limit, '' to keep it, or 'unset' to give up the operator's settings
 -- ARGV[3] how many events the history keeps from now on (0: none), or '' to keep it
 -- Reply: {limit, stored, held, queued, history, set_by}: the limit in force now (1 for a new
 -- semaphore), stored 1 when the semaphore has one (0: new), how many hold and wait, the
@@ -9,6 +9,10 @@
 -- 'caller' (the first acquire's -n, or the default 1, on a new or idle semaphore), '' (not
 -- known: stored by an older redsem, or none stored). {'prove', marker} without INFO, for a
 -- new limit: call again proving this epoch marker (see epoch.lua); nothing changed.
+-- What an operator sets here stays (the state's field kept: see expiring_keys() in
+-- state.lua): gc leaves the state hash, and it has no expiry, so an idle semaphore keeps its
+-- limit and history length until 'unset' gives them up: the limit becomes a caller's (an idle
+-- semaphore is then deleted, as gc would), the history length the default.
 -- A higher limit hands the new slots to the queue at once, in FIFO order. A lower one takes
 -- no slot away: holders keep theirs, and nobody is admitted until fewer than the limit hold
 -- (see fill_free_slots()). New holders always get a slot below the limit.
@@ -17,6 +21,38 @@ local state, bad = load_state(call)
 if not state then
     return bad
 end
+-- Keeps what the operator stores from now on (see above).
+local function keep_settings()
+    if not state.kept then
+        redis.call('HSET', call.k_state, 'kept', '1')
+        redis.call('PERSIST', call.k_state)
+        if call.own_epoch then
+            redis.pcall('PERSIST', call.k_epoch)
+        end
+        state.kept = true
+    end
+end
+
+if ARGV[2] == 'unset' then
+    local held, queued = redis.call('ZCARD', call.k_holders), redis.call('ZCARD', call.k_queue)
+    if not state.raw_limit and not state.kept then
+        return {1, 0, held, queued, state.history, ''}
+    end
+    redis.call('HDEL', call.k_state, 'kept', 'history')
+    state.kept, state.history = false, DEFAULT_HISTORY
+    if held == 0 and queued == 0 then
+        -- Idle: deleted as gc deletes an empty semaphore (its history and epoch expire).
+        unpin_keys(call, state)
+        del_keys(call, unpack(call.keys, 1, SEMAPHORE_KEYS))
+        state.raw_limit = nil -- nothing left to settle (see settle_expiry())
+        return {1, 0, 0, 0, DEFAULT_HISTORY, ''}
+    end
+    -- In use: the limit stays in force, as a caller's; the keys expire again once idle.
+    redis.call('HSET', call.k_state, 'limit_by', 'caller')
+    return {state.limit or 1, state.limit and 1 or 0, held, queued, state.history,
+            state.limit and 'caller' or ''}
+end
+
 local wanted = tonumber(ARGV[2])
 local now
 if wanted then
@@ -27,6 +63,9 @@ if wanted then
     end
 end
 local history = #ARGV > 3 and tonumber(ARGV[3]) -- (the last ARGV is the flags)
+if history then
+    keep_settings()
+end
 if history and history ~= state.history then
     store_setting(call, state, 'history', history)
     state.history = history
@@ -40,6 +79,7 @@ end
 local from = state.limit
 -- The new limit first: pruning hands freed slots on, and must do so under it.
 redis.call('HSET', call.k_state, 'limit', wanted, 'limit_by', 'operator')
+keep_settings()
 state.limit, state.raw_limit = wanted, tostring(wanted)
 prune(call, state, now)
 touch(call, state, now) -- a new semaphore's state expires like the rest

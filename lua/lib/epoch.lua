@@ -200,8 +200,9 @@ local function read_epoch(call, now)
         if call.own_epoch then
             redis.call('HSET', k_epoch, 'node', redis.call('CLUSTER', 'MYID'))
             -- Outlives the semaphore's keys, and the loss grace (gc leaves it).
-            -- (None while the semaphore's keys are pinned: see settle_expiry().)
-            if not call.state.pinned then
+            -- (None while the semaphore's keys are pinned, see settle_expiry(), nor while an
+            -- operator's settings keep its state, see expiring_keys().)
+            if not call.state.pinned and not call.state.kept then
                 redis.call('PEXPIREAT', k_epoch, int_str(math.max(call.state.keep, now + KEEP_STEP_MS)))
             end
         end

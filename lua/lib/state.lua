@@ -39,7 +39,7 @@ local KEEPER_MARK = '"keeper":true'
 local function load_state(call)
     local k_state, k_log = call.k_state, call.k_log
     local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'due', 'history',
-                            'acquired_total', 'closed_logged', 'limit_by', 'pinned')
+                            'acquired_total', 'closed_logged', 'limit_by', 'pinned', 'kept')
     if got.err then
         return nil, {'wrongtype', k_state, redis.call('TYPE', k_state).ok, 'hash'}
     end
@@ -58,7 +58,8 @@ local function load_state(call)
     local state = {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
                    keep = tonumber(got[3]) or 0, due = tonumber(got[4]) or 0,
                    history = tonumber(got[5]) or DEFAULT_HISTORY, acquired_total = tonumber(got[6]) or 0,
-                   closed_logged = tonumber(got[7]), limit_by = got[8], pinned = got[9] == '1'}
+                   closed_logged = tonumber(got[7]), limit_by = got[8], pinned = got[9] == '1',
+                   kept = got[10] == '1'}
     call.state = state
     return state
 end
@@ -89,16 +90,18 @@ local function next_fence(call, state)
 end
 
 -- The semaphore's keys that expire together: its own six, its history (when it is one: never
--- a foreign key), and on a Redis Cluster its own epoch key.
-local function expiring_keys(call)
+-- a foreign key), and on a Redis Cluster its own epoch key. Settings an operator stored
+-- (`redsem limit`: the state's field kept is '1') never expire: the state hash, and the epoch
+-- key that vouches for it, stay until the operator unsets them (see limit.lua).
+local function expiring_keys(call, state)
     local keys = {}
-    for i = 1, SEMAPHORE_KEYS do
-        keys[i] = call.keys[i]
+    for i = state.kept and 2 or 1, SEMAPHORE_KEYS do
+        keys[#keys + 1] = call.keys[i]
     end
     if call.k_log and redis.call('TYPE', call.k_log).ok == 'stream' then
         keys[#keys + 1] = call.k_log
     end
-    if call.own_epoch then
+    if call.own_epoch and not state.kept then
         keys[#keys + 1] = call.k_epoch
     end
     return keys
@@ -114,7 +117,7 @@ local function touch(call, state, deadline)
     local keep = int_str(state.keep)
     redis.call('HSET', call.k_state, 'keep', keep)
     if not state.pinned then
-        for _, key in ipairs(expiring_keys(call)) do
+        for _, key in ipairs(expiring_keys(call, state)) do
             redis.call('PEXPIREAT', key, keep)
         end
     end
@@ -129,7 +132,7 @@ local function unpin_keys(call, state)
     state.keep = math.max(state.keep, now + KEEP_MIN_MS)
     local keep = int_str(state.keep)
     redis.call('HSET', call.k_state, 'keep', keep)
-    for _, key in ipairs(expiring_keys(call)) do
+    for _, key in ipairs(expiring_keys(call, state)) do
         redis.call('PEXPIREAT', key, keep)
     end
 end
@@ -145,10 +148,11 @@ local function settle_expiry(call, state)
     local occupied = redis.call('ZCARD', call.k_holders) > 0 or
                      redis.call('ZCARD', call.k_queue) > 0
     if occupied then
-        if state.pinned and redis.call('PTTL', call.k_state) == -1 then
+        -- (An operator's kept state never has an expiry: the holders tell then.)
+        if state.pinned and redis.call('PTTL', state.kept and call.k_holders or call.k_state) == -1 then
             return
         end
-        for _, key in ipairs(expiring_keys(call)) do
+        for _, key in ipairs(expiring_keys(call, state)) do
             redis.call('PERSIST', key)
         end
         redis.call('HSET', call.k_state, 'pinned', '1')
@@ -185,7 +189,7 @@ end
 -- expires after KEEP_MIN_MS unless touch() moves it on.
 local function store_setting(call, state, field, value)
     redis.call('HSET', call.k_state, field, value)
-    if state.keep == 0 then
+    if state.keep == 0 and not state.kept then
         redis.call('PEXPIRE', call.k_state, KEEP_MIN_MS)
     end
 end

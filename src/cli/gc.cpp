@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -71,9 +72,13 @@ void print_text(const GcReport& report, bool dry_run) {
     std::cout << fmt::format("{} {} dead entr{}", verb, report.removed.size(),
                              report.removed.size() == 1 ? "y" : "ies");
     if (!report.deleted.empty()) {
-        std::cout << fmt::format("; {} the keys of {} empty semaphore{}",
+        std::vector<std::string> names;
+        for (const std::string& name : report.deleted) {
+            names.push_back(printable(name));
+        }
+        std::cout << fmt::format("; {} the keys of {} empty semaphore{}: {}",
                                  dry_run ? "would delete" : "deleted", report.deleted.size(),
-                                 report.deleted.size() == 1 ? "" : "s");
+                                 report.deleted.size() == 1 ? "" : "s", fmt::join(names, ", "));
     }
     std::cout << "\n";
 }

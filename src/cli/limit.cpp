@@ -16,6 +16,7 @@ struct LimitArgs {
     std::string name;
     std::optional<std::string> limit;
     std::optional<std::string> history;
+    bool unset = false;
     bool json = false;
 };
 
@@ -32,7 +33,7 @@ int run_limit(const LimitArgs& args, const GlobalOptions& global) {
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
     Semaphore semaphore(connection, prefix, args.name);
-    const LimitInfo info = semaphore.limit(new_limit, history);
+    const LimitInfo info = args.unset ? semaphore.unset_limit() : semaphore.limit(new_limit, history);
     if (args.json) {
         const nlohmann::json out{{"name", args.name},
                                  {"limit", info.limit},
@@ -44,7 +45,7 @@ int run_limit(const LimitArgs& args, const GlobalOptions& global) {
                                                                 : nlohmann::json(info.set_by)},
                                  {"admission", admission_json(semaphore.admission())}};
         print_json(out);
-    } else if (!new_limit && !history) {
+    } else if (!new_limit && !history && !args.unset) {
         std::cout << info.limit << "\n";
     }
     return 0;
@@ -57,14 +58,22 @@ Runner setup_limit(CLI::App& command, const GlobalOptions& global) {
     command.description(
         "Print the limit of semaphore NAME (1 for a new one), or set it to N at once, while in "
         "use: a higher limit hands the new slots to waiters in FIFO order; after a lower one, "
-        "holders keep their slots and nobody new gets one until fewer than N hold.");
+        "holders keep their slots and nobody new gets one until fewer than N hold. What is set "
+        "here stays, also while nobody uses NAME (gc and key expiry keep it), until --unset.");
     command.add_option("NAME", args->name, "Semaphore name")->required();
-    command.add_option("N", args->limit, "The new limit (1-100000)");
+    CLI::Option* limit = command.add_option("N", args->limit, "The new limit (1-100000)");
+    CLI::Option* history =
+        command
+            .add_option("--history", args->history,
+                        "Keep N entries in NAME's history from now on (0-10000000; 0: none; "
+                        "default 10000)")
+            ->type_name("N");
     command
-        .add_option("--history", args->history,
-                    "Keep N entries in NAME's history from now on (0-10000000; 0: none; default "
-                    "10000)")
-        ->type_name("N");
+        .add_flag("--unset", args->unset,
+                  "Give up the limit and history length set here: in use, the limit stays as "
+                  "the callers'; idle, NAME is deleted and the next acquire's -n applies")
+        ->excludes(limit)
+        ->excludes(history);
     command.add_flag("--json", args->json,
                      "Print name, limit, stored (false: a new semaphore), held, queued, history "
                      "and admission (closed after a possible loss of data?) as JSON");

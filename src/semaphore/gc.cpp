@@ -72,10 +72,13 @@ GcCursor collect_reply(const std::string& name, const Reply& reply, SemaphoreGc&
         progress.removed.push_back(std::move(removed));
     }
     if (next.phase.empty()) {
-        // A dry run deletes nothing: the semaphore would go if nothing were left after it.
-        const bool deleted = dry_run ? reply.at(3).as_integer() - progress.holders_removed <= 0 &&
-                                           reply.at(4).as_integer() - progress.waiters_removed <= 0
-                                     : reply.at(2).as_integer() == 1;
+        // A dry run deletes nothing: the semaphore would go if nothing were left after it,
+        // unless an operator's settings keep it (-1).
+        const long long outcome = reply.at(2).as_integer();
+        const bool deleted = outcome != -1 &&
+                             (dry_run ? reply.at(3).as_integer() - progress.holders_removed <= 0 &&
+                                            reply.at(4).as_integer() - progress.waiters_removed <= 0
+                                      : outcome == 1);
         if (deleted) {
             report.deleted.push_back(name);
         }

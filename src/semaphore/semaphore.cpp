@@ -604,17 +604,28 @@ Milliseconds Semaphore::replica_wait(Milliseconds ttl) const {
     return std::clamp(ttl / 4, Milliseconds{1}, m_connection.options().command_timeout);
 }
 
-LimitInfo Semaphore::limit(std::optional<long long> new_limit, std::optional<long long> history) {
-    const Reply reply =
-        run(scripts::k_limit_script,
-            {new_limit ? std::to_string(*new_limit) : "", history ? std::to_string(*history) : ""},
-            new_limit ? Proof::admits : Proof::none);
+namespace {
+
+LimitInfo limit_info(const Reply& reply) {
     return LimitInfo{.limit = reply.at(0).as_integer(),
                      .stored = reply.at(1).as_integer() == 1,
                      .held = reply.at(2).as_integer(),
                      .queued = reply.at(3).as_integer(),
                      .history = reply.at(4).as_integer(),
                      .set_by = reply.as_array().size() > 5 ? reply.at(5).as_string() : ""};
+}
+
+} // namespace
+
+LimitInfo Semaphore::limit(std::optional<long long> new_limit, std::optional<long long> history) {
+    return limit_info(
+        run(scripts::k_limit_script,
+            {new_limit ? std::to_string(*new_limit) : "", history ? std::to_string(*history) : ""},
+            new_limit ? Proof::admits : Proof::none));
+}
+
+LimitInfo Semaphore::unset_limit() {
+    return limit_info(run(scripts::k_limit_script, {"unset", ""}, Proof::none));
 }
 
 AdmissionState Semaphore::admission() {

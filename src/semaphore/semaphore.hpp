@@ -199,9 +199,14 @@ public:
     // Reads the limit, or with `new_limit` changes it at once, in use or not: a higher limit
     // hands the new slots to waiters in FIFO order; after a lower one, holders keep their slots
     // and nobody is admitted until fewer than the limit hold.
-    // With `history`, the history keeps that many events from now on (0: none).
+    // With `history`, the history keeps that many events from now on (0: none). What is set
+    // here stays, also on an idle semaphore (gc and key expiry keep it), until unset_limit().
     LimitInfo limit(std::optional<long long> new_limit = std::nullopt,
                     std::optional<long long> history = std::nullopt);
+    // Gives up what limit() set: in use, the limit stays in force as a caller's (the next
+    // acquire of an idle semaphore sets its own); idle, the semaphore is deleted as gc does. The
+    // history's length is the default again.
+    LimitInfo unset_limit();
 
     // Whether admission is closed after a possible loss of data. Changes nothing.
     AdmissionState admission();

@@ -380,3 +380,71 @@ TEST_CASE("status without NAME lists the semaphores it can read and names a fore
     const ProcessResult named = run_redsem({"status", "bad"}, env);
     CHECK(named.exit_code == 65);
 }
+
+TEST_CASE("an operator's limit and history length stay through gc and key expiry until "
+          "limit --unset") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    Connection admin = server.admin();
+    auto pttl = [&](const std::string& key) {
+        return admin.call({"PTTL", key}).as_integer();
+    };
+    REQUIRE(run_redsem({"limit", "op", "1"}, env).exit_code == 0);
+    REQUIRE(run_redsem({"limit", "hist", "--history", "5"}, env).exit_code == 0);
+    CHECK(pttl("redsem:{op}:state") == -1);
+    CHECK(pttl("redsem:{hist}:state") == -1);
+
+    // Used and idle again: the other keys expire, the state does not; gc leaves it.
+    const json held = acquire_json(server, {"op", "--ttl", "30s"});
+    REQUIRE(run_redsem({"release", "op", held["token"].get<std::string>()}, env).exit_code == 0);
+    CHECK(pttl("redsem:{op}:state") == -1);
+    const json other = acquire_json(server, {"gone", "--ttl", "30s"});
+    REQUIRE(run_redsem({"release", "gone", other["token"].get<std::string>()}, env).exit_code == 0);
+    const ProcessResult gc = run_redsem({"gc"}, env);
+    CHECK(gc.exit_code == 0);
+    // The table names what it deleted, and only that.
+    CHECK(gc.out == "removed 0 dead entries; deleted the keys of 1 empty semaphore: gone\n");
+    CHECK(admin.call({"HGET", "redsem:{op}:state", "limit"}).as_string() == "1");
+    CHECK(admin.call({"EXISTS", "redsem:{op}:slots"}).as_integer() == 0); // empty keys do go
+    CHECK(admin.call({"HGET", "redsem:{hist}:state", "history"}).as_string() == "5");
+    const json dry = json::parse(run_redsem({"gc", "--dry-run", "--json"}, env).out);
+    CHECK(dry["deleted"] == json::array());
+
+    // Listed while nobody is in it, and still the operator's: a caller's -n does not reset it.
+    const ProcessResult status = run_redsem({"status"}, env);
+    CHECK(status.out.find("\nop ") != std::string::npos);
+    const ProcessResult other_n = run_redsem({"acquire", "op", "-n", "5", "-w", "0"}, env);
+    CHECK(other_n.exit_code == 65);
+    const json info = json::parse(run_redsem({"limit", "op", "--json"}, env).out);
+    CHECK(info["limit"] == 1);
+    CHECK(info["set_by"] == "operator");
+
+    // Unset while idle: gone, as gc would delete it; the next acquire's -n applies.
+    const json unset = json::parse(run_redsem({"limit", "op", "--unset", "--json"}, env).out);
+    CHECK(unset["stored"] == false);
+    CHECK(admin.call({"EXISTS", "redsem:{op}:state"}).as_integer() == 0);
+    const json five = acquire_json(server, {"op", "-n", "5", "--ttl", "30s"});
+    CHECK(five["limit"] == 5);
+
+    // Unset while in use: the limit stays in force, as the callers'; the keys expire again
+    // once idle.
+    REQUIRE(run_redsem({"limit", "busy", "2"}, env).exit_code == 0);
+    const json busy = acquire_json(server, {"busy", "--ttl", "30s"});
+    const json in_use = json::parse(run_redsem({"limit", "busy", "--unset", "--json"}, env).out);
+    CHECK(in_use["limit"] == 2);
+    CHECK(in_use["set_by"] == "caller");
+    CHECK(in_use["held"] == 1);
+    REQUIRE(run_redsem({"release", "busy", busy["token"].get<std::string>()}, env).exit_code == 0);
+    CHECK(pttl("redsem:{busy}:state") > 0);
+    CHECK(run_redsem({"limit", "hist", "--unset"}, env).exit_code == 0);
+    CHECK(admin.call({"EXISTS", "redsem:{hist}:state"}).as_integer() == 0);
+
+    // --unset takes no new value.
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"limit", "op", "3", "--unset"},
+          std::vector<std::string>{"limit", "op", "--unset", "--history", "5"}}) {
+        const ProcessResult refused = run_redsem(args, env);
+        CHECK(refused.exit_code == 64);
+        CHECK(refused.err.rfind("redsem: ", 0) == 0);
+    }
+}
