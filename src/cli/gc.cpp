@@ -100,7 +100,11 @@ int run_gc(const GcArgs& args, const GlobalOptions& global) {
         std::cerr << "redsem: error: gc of '" << printable(failure.name) << "': " << failure.message
                   << "\n";
     }
-    return report.failed.empty() ? 0 : static_cast<int>(report.failed.front().code);
+    warn_unlisted(report.unlisted);
+    if (!report.failed.empty()) {
+        return static_cast<int>(report.failed.front().code);
+    }
+    return report.unlisted.empty() ? 0 : static_cast<int>(ExitCode::unavailable);
 }
 
 } // namespace

@@ -170,6 +170,14 @@ TlsOptions resolve_tls(const GlobalOptions& options, const RedisUrl& url) {
 
 } // namespace
 
+void warn_unlisted(const std::vector<UnlistedNode>& unlisted) {
+    for (const UnlistedNode& node : unlisted) {
+        std::cerr << fmt::format("redsem: warning: the semaphores of the cluster primary {} are "
+                                 "not listed: {}\n",
+                                 node.node, node.why);
+    }
+}
+
 void print_json(const nlohmann::json& value) {
     std::cout << value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "redis/connection.hpp"
 
@@ -9,6 +10,10 @@
 
 namespace CLI {
 class App;
+}
+
+namespace redsem {
+struct UnlistedNode;
 }
 
 namespace redsem::cli {
@@ -28,6 +33,9 @@ struct GlobalOptions {
     std::optional<std::string> sni;
     bool insecure = false;
 };
+
+// Warns on stderr, one line each, of the cluster primaries a listing could not reach.
+void warn_unlisted(const std::vector<UnlistedNode>& unlisted);
 
 // Prints `value` on stdout as one line of JSON (--json). Text from Redis that is not valid
 // UTF-8 is shown with U+FFFD rather than failing.

@@ -264,7 +264,12 @@ std::vector<SemaphoreSummary> readable_only(std::vector<SemaphoreSummary> summar
 }
 
 int show_all(Connection& connection, const std::string& prefix, bool as_json) {
-    const auto summaries = readable_only(list_semaphores(connection, prefix), std::cerr);
+    // A cluster primary that is down leaves out its semaphores, with a warning and exit 69 (so
+    // that a script notices): the rest is still listed.
+    std::vector<UnlistedNode> unlisted;
+    const auto summaries =
+        readable_only(list_semaphores(connection, prefix, true, &unlisted), std::cerr);
+    const int status = unlisted.empty() ? 0 : static_cast<int>(ExitCode::unavailable);
     if (as_json) {
         json out = json::array();
         for (const auto& summary : summaries) {
@@ -284,10 +289,12 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
                            {"admission", admission_json(summary.admission)}});
         }
         print_json(out);
-        return 0;
+        warn_unlisted(unlisted);
+        return status;
     }
     print_summaries(std::cout, summaries, prefix, terminal_width());
-    return 0;
+    warn_unlisted(unlisted);
+    return status;
 }
 
 // How often --watch redraws (lease countdowns) when no event comes first.

@@ -106,8 +106,9 @@ std::string_view kind_name(GcEntry::Kind kind) {
 
 GcReport collect_garbage(Connection& connection, std::string_view prefix,
                          const std::vector<std::string>& names, bool dry_run) {
-    std::vector<std::string> targets = names.empty() ? scan_names(connection, prefix) : names;
     GcReport report;
+    std::vector<std::string> targets =
+        names.empty() ? scan_names(connection, prefix, "state", &report.unlisted) : names;
     for (std::size_t first = 0; first < targets.size(); first += k_gc_batch) {
         const std::size_t last = std::min(targets.size(), first + k_gc_batch);
         // The first call of each semaphore is pipelined: most finish in it.

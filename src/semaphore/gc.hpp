@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "redis/connection.hpp"
+#include "semaphore/inspect.hpp"
 #include "semaphore/record.hpp"
 
 namespace redsem {
@@ -30,6 +31,7 @@ struct GcReport {
     std::vector<GcEntry> removed;
     std::vector<std::string> deleted; // semaphores whose keys were deleted (nothing was left)
     std::vector<GcFailure> failed;    // semaphores that could not be cleaned (others were)
+    std::vector<UnlistedNode> unlisted; // cluster primaries not reached (without names)
 };
 
 // How many semaphores one pipelined round trip starts cleaning.

@@ -184,10 +184,39 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
     return view;
 }
 
+namespace {
+
+// Calls `visit` on every primary (see Connection::for_each_primary()); on a Redis Cluster,
+// with `unlisted`, a primary that cannot be reached is noted there and `undo` called, instead
+// of failing the whole listing. A refusal (a password, NOPERM) still fails it: it would be the
+// same on every node.
+template <typename Visit, typename Undo>
+void visit_reachable(Connection& connection, std::vector<UnlistedNode>* unlisted, Visit visit,
+                     Undo undo) {
+    connection.for_each_primary([&](const Endpoint* node) {
+        if (node == nullptr || unlisted == nullptr) {
+            visit();
+            return;
+        }
+        try {
+            visit();
+        } catch (const Error& error) {
+            if (error.exit_code() != static_cast<int>(ExitCode::unavailable)) {
+                throw;
+            }
+            undo();
+            unlisted->push_back(UnlistedNode{.node = node->describe(), .why = error.what()});
+        }
+    });
+}
+
+} // namespace
+
 std::vector<std::string> scan_names(Connection& connection, std::string_view prefix,
-                                    std::string_view part) {
+                                    std::string_view part, std::vector<UnlistedNode>* unlisted) {
     std::set<std::string> names; // SCAN may return a key more than once
-    connection.for_each_primary([&] { scan_node(connection, prefix, part, names); });
+    visit_reachable(
+        connection, unlisted, [&] { scan_node(connection, prefix, part, names); }, [] {});
     return {names.begin(), names.end()};
 }
 
@@ -223,14 +252,16 @@ SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std:
 }
 
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
-                                              bool with_admission) {
+                                              bool with_admission,
+                                              std::vector<UnlistedNode>* unlisted) {
     std::vector<SemaphoreSummary> summaries;
-    connection.for_each_primary([&] {
+    std::size_t first = 0; // the first summary of the node being read
+    auto visit = [&] {
         std::set<std::string> found; // SCAN may return a key more than once
+        first = summaries.size();
         scan_node(connection, prefix, "state", found);
         // One clock per server: the one its semaphores' scripts read.
         const long long now = server_time_ms(connection, "");
-        const std::size_t first = summaries.size();
         summarize(connection, prefix, {found.begin(), found.end()}, now, summaries);
         // (One script call each: on a Redis Cluster every semaphore has its own epoch.)
         for (std::size_t i = first; with_admission && i < summaries.size(); ++i) {
@@ -239,7 +270,9 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
             }
             summaries[i].admission = Semaphore(connection, prefix, summaries[i].name).admission();
         }
-    });
+    };
+    // A node lost half-way is not listed in part.
+    visit_reachable(connection, unlisted, visit, [&] { summaries.resize(first); });
     std::sort(summaries.begin(), summaries.end(),
               [](const SemaphoreSummary& a, const SemaphoreSummary& b) { return a.name < b.name; });
     return summaries;

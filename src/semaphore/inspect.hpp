@@ -64,6 +64,13 @@ struct SemaphoreSummary {
     std::string unreadable;
 };
 
+// A primary of a Redis Cluster that a listing could not reach (down, or cut off): the listing
+// goes on without the semaphores it holds.
+struct UnlistedNode {
+    std::string node; // its address
+    std::string why;  // the error
+};
+
 // Reads one semaphore with read-only commands, in pages (so that no single call is long on a
 // big semaphore); changes nothing. A page-by-page read is not one atomic snapshot.
 SemaphoreView inspect(Connection& connection, std::string_view prefix, std::string_view name);
@@ -73,17 +80,22 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
 // A semaphore with a key of another type at one of its names is listed with `unreadable` set.
 // Changes nothing but, `with_admission`, the proof of the epoch that a user without INFO
 // writes and removes (Semaphore::admission()); without, `admission` is left open.
+// With `unlisted`, a cluster primary that cannot be reached is noted there, and the others are
+// listed; without, it fails the listing.
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
-                                              bool with_admission = true);
+                                              bool with_admission = true,
+                                              std::vector<UnlistedNode>* unlisted = nullptr);
 
 // One semaphore's line of list_semaphores(), timed by the clock of the server that holds it.
 SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std::string_view name,
                            bool with_admission = true);
 
 // The names of every semaphore under `prefix` that has key `part` ("state": every one;
-// "log": those with a history), sorted, found with SCAN (on a Redis Cluster, on every primary).
+// "log": those with a history), sorted, found with SCAN (on a Redis Cluster, on every primary;
+// `unlisted` as for list_semaphores()).
 std::vector<std::string> scan_names(Connection& connection, std::string_view prefix,
-                                    std::string_view part = "state");
+                                    std::string_view part = "state",
+                                    std::vector<UnlistedNode>* unlisted = nullptr);
 
 // The tokens of holders and waiters of `name` that start with `start` (a short token, as
 // `status` prints), found with HSCAN. Changes nothing.

@@ -503,6 +503,39 @@ TEST_CASE("cluster: acquire -w 0 while the cluster is down answers at once with 
     CHECK(down_replies() - before == 1);
 }
 
+TEST_CASE("cluster: status and gc without a name list what they reach, warn of a primary that "
+          "is down, and exit 69",
+          "[cluster]") {
+    RedisCluster cluster;
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    const EnvChanges env{{"REDSEM_URL", cluster.url(primaries.at(0))}};
+    std::vector<std::string> names;
+    for (const std::size_t primary : primaries) {
+        names.push_back(cluster.name_on(primary, "part"));
+        cluster.mark_in_use(names.back());
+        REQUIRE(run_redsem({"acquire", names.back(), "--ttl", "10m"}, env).exit_code == 0);
+    }
+    const std::string down_port = std::to_string(cluster.node(primaries.at(2)).port());
+    cluster.node(primaries.at(2)).kill();
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"status"}, std::vector<std::string>{"status", "--json"},
+          std::vector<std::string>{"gc", "--dry-run"}}) {
+        const ProcessResult result = run_redsem(args, env);
+        INFO(args.front() << ": " << result.err);
+        CHECK(result.exit_code == 69);
+        CHECK(result.err.rfind("redsem: warning: the semaphores of the cluster primary "
+                               "127.0.0.1:" +
+                                   down_port + " are not listed: ",
+                               0) == 0);
+        CHECK(line_count(result.err) == 1);
+        if (args.front() == "status") {
+            CHECK(result.out.find(names.at(0)) != std::string::npos);
+            CHECK(result.out.find(names.at(1)) != std::string::npos);
+            CHECK(result.out.find(names.at(2)) == std::string::npos);
+        }
+    }
+}
+
 TEST_CASE("cluster: log --follow of all or several semaphores is refused before printing",
           "[cluster]") {
     RedisCluster cluster;

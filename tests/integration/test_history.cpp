@@ -188,6 +188,8 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     while (real_now_ns() / 1'000'000 <= deadline_ms + 50) {
         std::this_thread::sleep_for(10ms);
     }
+    // (The operator's limit given up first, which logs nothing: it would keep the state.)
+    REQUIRE(run_redsem({"limit", "h", "--unset"}, env).exit_code == 0);
     REQUIRE(run_redsem({"gc", "h"}, env).exit_code == 0);
     CHECK(new_events(server, "h", seen) == Events{{"gc", d["token"]}});
     CHECK(history(server, "h").back()["held_ms"].get<long long>() >= 4000);
@@ -219,11 +221,13 @@ TEST_CASE("history: the stream stays capped, expires with the semaphore, and is 
     const auto events = history(server, "capped");
     REQUIRE(events.size() == 5);
     CHECK(events.back()["event"] == "released"); // the newest are kept
-    // The same expiry as the semaphore's other keys (set together; a second apart at most).
+    // The same expiry as the semaphore's other keys (set together; a second apart at most),
+    // but for the state that keeps the operator's setting: it has none.
     const long long log_ttl = admin.call({"PTTL", keys.log}).as_integer();
-    const long long state_ttl = admin.call({"PTTL", keys.state}).as_integer();
+    const long long slots_ttl = admin.call({"PTTL", keys.slots}).as_integer();
     CHECK(log_ttl > 0);
-    CHECK(std::abs(log_ttl - state_ttl) < 1000);
+    CHECK(std::abs(log_ttl - slots_ttl) < 1000);
+    CHECK(admin.call({"PTTL", keys.state}).as_integer() == -1);
     // Shorter at once, down to none.
     REQUIRE(run_redsem({"limit", "capped", "--history", "2"}, env).exit_code == 0);
     CHECK(admin.call({"XLEN", keys.log}).as_integer() == 2);
