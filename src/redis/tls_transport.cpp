@@ -10,6 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <poll.h>
 #include <string_view>
 #include <vector>
@@ -18,7 +21,7 @@ namespace redsem::net {
 
 namespace {
 
-using SslCtxPtr = std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)>;
+using SslCtxPtr = std::shared_ptr<SSL_CTX>;
 using SslPtr = std::unique_ptr<SSL, void (*)(SSL*)>;
 
 // The reason of the oldest error in OpenSSL's queue (empty when there is none); clears it.
@@ -67,7 +70,7 @@ bool refuses_our_identity(const std::string& reason) {
 SslCtxPtr make_context(const TlsOptions& tls) {
     const OpenSsl& ssl = openssl();
     SslCtxPtr context(ssl.SSL_CTX_new(ssl.TLS_client_method()), ssl.SSL_CTX_free);
-    if (!context) {
+    if (!context.get()) {
         throw InternalError("cannot set up TLS: " + openssl_error());
     }
     ssl.SSL_CTX_ctrl(context.get(), SSL_CTRL_SET_MIN_PROTO_VERSION, TLS1_2_VERSION, nullptr);
@@ -122,6 +125,31 @@ SslCtxPtr make_context(const TlsOptions& tls) {
             throw UsageError(fmt::format("--key '{}' is not the key of --cert '{}'",
                                          printable(*tls.key_file), printable(*tls.cert_file)));
         }
+    }
+    return context;
+}
+
+// The context for `tls`, made once per process and shared by every connection that uses the
+// same files (a run's heartbeat connects as its main connection did): the CA bundle is parsed
+// once, and a reconnect later needs none of the files any more. (SSL_CTX may be shared by the
+// connections of several threads.)
+SslCtxPtr shared_context(const TlsOptions& tls) {
+    static std::mutex mutex;
+    static std::map<std::string, SslCtxPtr> contexts;
+    auto part = [](const std::optional<std::string>& value) {
+        return value ? "+" + *value : std::string("-");
+    };
+    // The parts that make the context (not --sni, which each connection sets), each kept
+    // apart by a NUL, which no path holds.
+    std::string key = part(tls.ca_file);
+    for (const auto* each : {&tls.ca_dir, &tls.cert_file, &tls.key_file}) {
+        key += '\0' + part(*each);
+    }
+    key += tls.insecure ? "\0insecure" : "\0verify";
+    const std::lock_guard lock(mutex);
+    SslCtxPtr& context = contexts[key];
+    if (!context) {
+        context = make_context(tls); // a failure leaves nothing behind: the next one tries again
     }
     return context;
 }
@@ -417,7 +445,7 @@ private:
 
 std::unique_ptr<Transport> open_tls(const RedisUrl& url, const TlsOptions& tls,
                                     Clock::time_point deadline, Milliseconds connect_timeout) {
-    SslCtxPtr context = make_context(tls); // a bad file is reported before connecting
+    SslCtxPtr context = shared_context(tls); // a bad file is reported before connecting
     auto transport = std::make_unique<TlsTransport>(open_socket(url, deadline, connect_timeout),
                                                     url, tls, std::move(context));
     transport->handshake(deadline, connect_timeout);

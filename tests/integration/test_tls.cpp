@@ -2,6 +2,8 @@
 // files.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include "support/helpers.hpp"
 #include "support/loopback_proxy.hpp"
 #include "support/skip.hpp"
@@ -161,6 +163,32 @@ TEST_CASE("every subcommand works over TLS, run's heartbeat across several renew
                       files.path("ca.crt")},
                      {{"REDSEM_LOSS_GRACE", "0"}})
               .exit_code == 0);
+}
+
+TEST_CASE("a run's TLS settings are read once: its heartbeat reconnects with them after the CA "
+          "file is gone") {
+    const TlsFiles files;
+    const TlsServer server(files);
+    Scratch scratch;
+    // A copy of the CA that the command removes: a connection made after that can only use
+    // what was read before (one TLS context per process).
+    const std::string ca = scratch.path("ca.crt");
+    std::filesystem::copy_file(files.path("ca.crt"), ca);
+    EnvChanges env = tls_env(files, server);
+    env["REDSEM_CACERT"] = ca;
+    env["CA"] = ca;
+    env["REMOVED"] = scratch.path("removed");
+    Child run({"run", "once", "--ttl", "600ms", "--", "sh", "-c",
+               "rm \"$CA\" && touch \"$REMOVED\" && sleep 2 && echo done"},
+              env);
+    REQUIRE(wait_for_file(scratch.path("removed"), 20s));
+    // Every TLS client is cut off: the heartbeat must connect anew to renew the 600ms lease.
+    Connection admin = server.server().admin();
+    admin.call({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+    const ProcessResult ran = run.wait();
+    INFO(ran.err);
+    CHECK(ran.exit_code == 0);
+    CHECK(ran.out == "done\n");
 }
 
 TEST_CASE("big pipelined replies over TLS arrive whole") {
