@@ -194,8 +194,12 @@ local function store_setting(call, state, field, value)
     end
 end
 
+-- The highest limit (the client refuses more), so slots are below it.
+local MAX_LIMIT = 100000
+
 -- An info entry (KEYS[3]) as a table {kind, slot, fence, since, ttl, json}, and for a waiter
--- `grace`, the loss grace it asked for (nil: the default); nil when missing or malformed.
+-- `grace`, the loss grace it asked for (nil: the default); nil when missing or malformed. A
+-- slot that is no slot number (a record edited by hand) is nil: never a bit to set or clear.
 local function parse_info(raw)
     if not raw then
         return nil
@@ -204,7 +208,11 @@ local function parse_info(raw)
     if not kind then
         return nil
     end
-    return {kind = kind, slot = tonumber(slot), fence = fence, since = tonumber(since),
+    slot = tonumber(slot)
+    if slot and (slot < 0 or slot >= MAX_LIMIT or slot ~= math.floor(slot)) then
+        slot = nil
+    end
+    return {kind = kind, slot = slot, fence = fence, since = tonumber(since),
             ttl = tonumber(ttl), json = json, grace = kind == 'w' and tonumber(fence) or nil}
 end
 

@@ -62,6 +62,9 @@ long long resolve_when(const std::string& text, const char* option, long long no
     try {
         return std::max(0LL, now_ms - parse_duration(text, option).count());
     } catch (const UsageError&) {
+        if (!text.empty() && text.front() >= '0' && text.front() <= '9') {
+            throw; // a duration, as its own error says what is wrong with it (too long, say)
+        }
         throw UsageError(
             fmt::format("{}: '{}' is neither a duration back from now (24h, 30m) nor a "
                         "time (now, YYYY-MM-DD, 'YYYY-MM-DD HH:MM[:SS[.mmm]]' with a "

@@ -134,7 +134,7 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
         .add_option("--on-lost", args->on_lost,
                     "When the slot is lost: 'term' stops COMMAND, 'ignore' lets it run on")
         ->type_name("ACTION")
-        ->check(CLI::IsMember({"term", "ignore"}))
+        ->check(CLI::IsMember({"term", "ignore"}, CLI::ignore_case))
         ->capture_default_str();
     command
         .add_option("--kill-after", args->kill_after,

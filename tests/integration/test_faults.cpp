@@ -200,6 +200,26 @@ TEST_CASE("hand-corrupted keys: clear errors, no crash, no over-admission, and g
     CHECK(admin.call({"EXISTS", "redsem:{badlimit}:state"}).as_integer() == 0);
     CHECK(run_redsem({"acquire", "badlimit", "-w", "0"}, env_for(server)).exit_code == 0);
 
+    // A slot number out of range in a holder's record: released all the same (it was a
+    // script error, exit 70), and the semaphore admits again.
+    for (const char* slot : {"1e12", "-3", "2.5"}) {
+        INFO(slot);
+        const auto odd = acquire_json(server, {"oddslot", "--ttl", "30s"});
+        const std::string token = odd["token"];
+        std::string record = admin.call({"HGET", "redsem:{oddslot}:info", token}).as_string();
+        const std::size_t first = record.find(' ');
+        const std::size_t second = record.find(' ', first + 1);
+        record = record.substr(0, first + 1) + std::string(slot) + record.substr(second);
+        admin.call({"HSET", "redsem:{oddslot}:info", token, record});
+        const ProcessResult released = run_redsem({"release", "oddslot", token}, env_for(server));
+        INFO(released.err);
+        CHECK(released.exit_code == 0);
+        CHECK(run_redsem({"acquire", "oddslot", "-w", "0"}, env_for(server)).exit_code == 0);
+        REQUIRE(run_redsem({"gc", "oddslot"}, env_for(server)).exit_code == 0);
+        admin.call({"DEL", "redsem:{oddslot}:holders", "redsem:{oddslot}:info",
+                    "redsem:{oddslot}:slots", "redsem:{oddslot}:state"});
+    }
+
     // Garbage in a record: status and gc survive it.
     acquire_json(server, {"garbage"});
     admin.call({"HSET", "redsem:{garbage}:info", std::string(32, 'd'), "\xff\x00 not a record"});

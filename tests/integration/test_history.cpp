@@ -443,6 +443,10 @@ TEST_CASE("log, --history and status --format/--watch: bad input is a usage erro
         CHECK(result.err.rfind("redsem: error: ", 0) == 0);
         CHECK(line_count(result.err) == 2); // the error, and where to find help
     }
+    // A duration's own error says what is wrong with it.
+    const ProcessResult too_long = run_redsem({"log", "x", "--since", "1000000d"}, env);
+    CHECK(too_long.exit_code == 64);
+    CHECK(too_long.err.find("longer than the maximum") != std::string::npos);
     // Nothing was written by any of them.
     Connection admin = server.admin();
     CHECK(admin.call({"EXISTS", Keys::make("redsem", "x").state}).as_integer() == 0);

@@ -296,6 +296,9 @@ TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, -
         CHECK(result.exit_code == 64);
         CHECK(result.err.rfind("redsem: error: ", 0) == 0);
     }
+    // Its words in any case, as acquire's signals.
+    CHECK(run_redsem({"run", "b", "--on-lost", "TERM", "--", "true"}, env_for(server)).exit_code ==
+          0);
 }
 
 TEST_CASE("on a terminal the child gets the terminal, and Ctrl-C reaches it once") {
