@@ -523,21 +523,31 @@ int run_status(const StatusArgs& given, const GlobalOptions& global) {
     if (args.names.empty()) {
         return show_all(connection, prefix, format == "json");
     }
+    // A semaphore that cannot be read (a foreign key in its place) is named on stderr after the
+    // others are shown, and sets the exit status.
     std::vector<SemaphoreView> views;
+    std::vector<std::string> unreadable;
     for (const auto& name : args.names) {
-        views.push_back(inspect(connection, prefix, name));
+        try {
+            views.push_back(inspect(connection, prefix, name));
+        } catch (const ConflictError& error) {
+            unreadable.emplace_back(error.what());
+        }
     }
-    if (format == "json") {
+    if (format == "json" && !views.empty()) {
         json out = json::array();
         for (const auto& view : views) {
             out.push_back(view_json(view));
         }
-        const json& shown = views.size() == 1 ? out[0] : out;
+        const json& shown = args.names.size() == 1 ? out[0] : out;
         print_json(shown);
-        return 0;
+    } else if (format != "json") {
+        print_views(std::cout, views, terminal_width());
     }
-    print_views(std::cout, views, terminal_width());
-    return 0;
+    for (const std::string& message : unreadable) {
+        std::cerr << "redsem: error: " << message << "\n";
+    }
+    return unreadable.empty() ? 0 : static_cast<int>(ExitCode::conflict);
 }
 
 } // namespace

@@ -136,8 +136,17 @@ GcReport collect_garbage(Connection& connection, std::string_view prefix,
                 if (error.transience() == Transience::unreachable) {
                     throw; // the connection failed: not this semaphore's fault
                 }
+                std::string message = error.what();
+                if (message.find("WRONGTYPE") != std::string::npos) {
+                    try {
+                        throw_foreign_key(connection, Keys::make(prefix, name), name,
+                                          "gc left it alone");
+                    } catch (const ConflictError& named) {
+                        message = named.what();
+                    }
+                }
                 report.failed.push_back(
-                    GcFailure{name, static_cast<ExitCode>(error.exit_code()), error.what()});
+                    GcFailure{name, static_cast<ExitCode>(error.exit_code()), message});
             }
         }
     }

@@ -90,7 +90,25 @@ long long server_time_ms(Connection& connection, const std::string& key) {
     return to_number(time.at(0).as_string()) * 1000 + to_number(time.at(1).as_string()) / 1000;
 }
 
+namespace {
+SemaphoreView read_view(Connection& connection, std::string_view prefix, std::string_view name);
+} // namespace
+
 SemaphoreView inspect(Connection& connection, std::string_view prefix, std::string_view name) {
+    try {
+        return read_view(connection, prefix, name);
+    } catch (const Error& error) {
+        if (std::string_view(error.what()).find("WRONGTYPE") == std::string_view::npos) {
+            throw;
+        }
+        throw_foreign_key(connection, Keys::make(prefix, name), name,
+                          "status cannot show it (delete the key, or choose another --prefix)");
+    }
+}
+
+namespace {
+
+SemaphoreView read_view(Connection& connection, std::string_view prefix, std::string_view name) {
     const Keys keys = Keys::make(prefix, name);
     SemaphoreView view;
     view.name = name;
@@ -183,6 +201,8 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
     view.admission = Semaphore(connection, prefix, name).admission();
     return view;
 }
+
+} // namespace
 
 namespace {
 

@@ -1,5 +1,6 @@
 #include "semaphore/keys.hpp"
 
+#include "redis/connection.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
@@ -38,6 +39,30 @@ void check_key_types(const Reply& reply, std::string_view name, std::string_view
                                     "keeps there; {}",
                                     printable(reply.at(1).as_string(), 300), printable(name),
                                     reply.at(2).as_string(), reply.at(3).as_string(), consequence));
+}
+
+void throw_foreign_key(Connection& connection, const Keys& keys, std::string_view name,
+                       std::string_view consequence) {
+    const std::pair<const std::string*, std::string_view> expected[] = {
+        {&keys.state, "hash"}, {&keys.holders, "zset"}, {&keys.info, "hash"}, {&keys.queue, "zset"},
+        {&keys.alive, "zset"}, {&keys.slots, "string"}, {&keys.log, "stream"}};
+    std::vector<Command> types;
+    for (const auto& [key, type] : expected) {
+        types.push_back(Command{*key, {"TYPE", *key}});
+    }
+    const std::vector<Reply> found = connection.pipeline(types);
+    for (std::size_t i = 0; i < found.size(); ++i) {
+        const Reply& type = found[i];
+        if (type.type == Reply::Type::status && type.text != "none" &&
+            type.text != expected[i].second) {
+            throw ConflictError(fmt::format("key '{}' of semaphore '{}' holds a {}, not the {} "
+                                            "redsem keeps there (made by hand?); {}",
+                                            printable(*expected[i].first, 300), printable(name),
+                                            printable(type.text), expected[i].second, consequence));
+        }
+    }
+    throw ConflictError(fmt::format("a key of semaphore '{}' held the wrong kind of value; {}",
+                                    printable(name), consequence));
 }
 
 } // namespace redsem

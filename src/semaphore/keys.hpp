@@ -8,6 +8,8 @@
 
 namespace redsem {
 
+class Connection;
+
 inline constexpr std::string_view k_default_prefix = "redsem";
 
 // The Redis keys of one semaphore. All share the hash tag {name}, so every script touches one
@@ -37,5 +39,12 @@ struct Keys {
 // place holds another kind of value (load_state() in lua/lib/state.lua). Throws that reply as a
 // ConflictError that ends with `consequence`; any other reply passes.
 void check_key_types(const Reply& reply, std::string_view name, std::string_view consequence);
+
+// After a WRONGTYPE error about semaphore `name` (a key of another type appeared after the
+// semaphore was made): throws a ConflictError naming the first of its keys that holds another
+// kind of value than redsem keeps there (asked with TYPE), ending with `consequence`; the
+// generic conflict when none does any more.
+[[noreturn]] void throw_foreign_key(Connection& connection, const Keys& keys, std::string_view name,
+                                    std::string_view consequence);
 
 } // namespace redsem

@@ -269,6 +269,10 @@ Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof 
             if (declares) {
                 m_epoch_marker = fresh; // the script wrote it (see demand_proof())
             }
+            if (reply.is_error() && reply.text.find("WRONGTYPE") != std::string::npos) {
+                throw_foreign_key(m_connection, m_keys, m_name,
+                                  "delete it, or choose another --prefix");
+            }
             return checked_reply(script, std::move(reply), m_name);
         }
         if (round == k_proof_rounds) {

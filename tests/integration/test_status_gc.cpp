@@ -376,9 +376,37 @@ TEST_CASE("status without NAME lists the semaphores it can read and names a fore
               "redsem: warning: semaphore 'bad2' is left out: key 'redsem:{bad2}:queue' holds a "
               "string, not what redsem keeps there\n");
     }
-    // Named, the foreign key is the error.
-    const ProcessResult named = run_redsem({"status", "bad"}, env);
+    // Named, the foreign key is the error, named; the other names are still shown.
+    const ProcessResult named = run_redsem({"status", "bad2", "good"}, env);
     CHECK(named.exit_code == 65);
+    CHECK(named.out.find("good") != std::string::npos);
+    CHECK(named.err.rfind("redsem: error: key 'redsem:{bad2}:queue' of semaphore 'bad2' holds a "
+                          "string, not the zset redsem keeps there",
+                          0) == 0);
+    CHECK(line_count(named.err) == 1);
+}
+
+TEST_CASE("a foreign key that appears in a semaphore in use: one code and one message naming "
+          "it, for every subcommand") {
+    RedisServer server;
+    const auto env = env_for(server);
+    const json held = acquire_json(server, {"used", "--ttl", "10m"});
+    const std::string token = held["token"];
+    Connection admin = server.admin();
+    admin.call({"DEL", "redsem:{used}:holders"});
+    admin.call({"SET", "redsem:{used}:holders", "by hand"});
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"release", "used", token},
+          std::vector<std::string>{"renew", "used", token},
+          std::vector<std::string>{"acquire", "used", "-w", "0"},
+          std::vector<std::string>{"status", "used"}, std::vector<std::string>{"gc", "used"}}) {
+        const ProcessResult result = run_redsem(args, env);
+        INFO(args.front() << ": " << result.err);
+        CHECK(result.exit_code == 65);
+        CHECK(result.err.find("key 'redsem:{used}:holders' of semaphore 'used' holds a string, "
+                              "not the zset redsem keeps there") != std::string::npos);
+        CHECK(line_count(result.err) == 1);
+    }
 }
 
 TEST_CASE("an operator's limit and history length stay through gc and key expiry until "
