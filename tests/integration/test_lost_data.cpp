@@ -127,6 +127,14 @@ TEST_CASE("a failback: a node promoted again after its replacement took writes i
     const std::string token = used.out.substr(0, used.out.find('\n'));
     REQUIRE(run_redsem({"release", "fb", token}, env_for(first)).exit_code == 0);
     REQUIRE(first_admin.call({"WAIT", "1", "10000"}).as_integer() == 1);
+    // ... all of it, to the last byte of the stream: the second node's promotion then keeps
+    // the first node's whole history, and the first node resyncs with it in part.
+    REQUIRE(wait_until(
+        [&] {
+            return info_field(second_admin, "replication", "slave_repl_offset") ==
+                   info_field(first_admin, "replication", "master_repl_offset");
+        },
+        20s));
 
     // Failover: the second node becomes master, the first its replica, through a proxy that
     // then passes nothing more: the first node never receives what the second one writes.
