@@ -11,6 +11,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fstream>
+#include <optional>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -51,12 +53,45 @@ int exec_problem(const std::string& file) {
     return 0;
 }
 
+// The interpreter that the "#!" line of executable `file` names, when it is not there to run
+// (execve() would fail with ENOENT or EACCES after the slot was taken); nullopt otherwise, or
+// when `file` is no script.
+std::optional<std::string> missing_interpreter(const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::string line;
+    if (!in || in.get() != '#' || in.get() != '!' || !std::getline(in, line)) {
+        return std::nullopt;
+    }
+    const std::size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos) {
+        return std::nullopt;
+    }
+    const std::string interpreter = line.substr(start, line.find_first_of(" \t\r", start) - start);
+    if (interpreter.empty() || exec_problem(interpreter) == 0) {
+        return std::nullopt;
+    }
+    return interpreter;
+}
+
+// Throws when the script `file` (found runnable) names an interpreter that is missing.
+void check_interpreter(const std::string& file, const std::string& command) {
+    if (const auto interpreter = missing_interpreter(file)) {
+        throw CommandError(k_not_found,
+                           fmt::format("cannot run '{}': its interpreter '{}' (the #! line) is "
+                                       "missing or not executable",
+                                       printable(command, 200), printable(*interpreter, 200)));
+    }
+}
+
 } // namespace
 
 void check_runnable(const std::string& command) {
     int problem = ENOENT;
     if (command.find('/') != std::string::npos) {
         problem = exec_problem(command);
+        if (problem == 0) {
+            check_interpreter(command, command);
+        }
     } else if (!command.empty()) {
         // As execvp() searches: each directory of $PATH in turn (an empty entry is the
         // current directory); a file found but not executable is remembered, and the search
@@ -67,8 +102,10 @@ void check_runnable(const std::string& command) {
         for (;;) {
             const std::size_t end = std::min(dirs.find(':', start), dirs.size());
             const std::string dir = dirs.substr(start, end - start);
-            const int found = exec_problem((dir.empty() ? "." : dir) + "/" + command);
+            const std::string file = (dir.empty() ? "." : dir) + "/" + command;
+            const int found = exec_problem(file);
             if (found == 0) {
+                check_interpreter(file, command);
                 return;
             }
             if (found == EACCES) {

@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -164,6 +166,24 @@ TEST_CASE("run: a command that cannot run fails with 127/126 before queueing") {
     CHECK(directory.exit_code == 126);
     const auto no_file = run_redsem({"run", "busy", "/no/such/file"}, env);
     CHECK(no_file.exit_code == 127);
+    // A script whose #! interpreter is missing: found at once too, by path and on $PATH.
+    Scratch scratch;
+    const std::string script = scratch.path("orphan-script");
+    {
+        std::ofstream out(script);
+        out << "#!/no/such/interpreter -e\necho never\n";
+    }
+    ::chmod(script.c_str(), 0755);
+    EnvChanges on_path = env;
+    on_path["PATH"] = scratch.dir() + ":/usr/bin:/bin";
+    for (const auto& [command, changes] :
+         {std::pair{script, env}, std::pair{std::string("orphan-script"), on_path}}) {
+        const auto orphan = run_redsem({"run", "busy", command}, changes);
+        CHECK(orphan.exit_code == 127);
+        CHECK(orphan.err == "redsem: error: cannot run '" + command +
+                                "': its interpreter '/no/such/interpreter' (the #! line) is "
+                                "missing or not executable\n");
+    }
     CHECK(Clock::now() - started < 10s); // none of them waited for the slot
     const json status = status_json(server, {"busy"});
     CHECK(status["holders"].size() == 1);
