@@ -74,7 +74,7 @@ void print_text(const GcReport& report, bool dry_run) {
     if (!report.deleted.empty()) {
         std::vector<std::string> names;
         for (const std::string& name : report.deleted) {
-            names.push_back(printable(name));
+            names.push_back(terminal_safe(name));
         }
         std::cout << fmt::format("; {} the keys of {} empty semaphore{}: {}",
                                  dry_run ? "would delete" : "deleted", report.deleted.size(),

@@ -502,23 +502,47 @@ int run_status(const StatusArgs& given, const GlobalOptions& global) {
     if (args.watch) {
         return watch(connection, prefix, args.names);
     }
+    // A cluster primary that is down leaves out its semaphores: the rest is listed, with a
+    // warning, and the exit status says so.
+    std::vector<UnlistedNode> unlisted;
+    const int listed = static_cast<int>(ExitCode::unavailable);
     if (args.names_only) {
-        for (const auto& name : scan_names(connection, prefix)) {
+        for (const auto& name : scan_names(connection, prefix, "state", &unlisted)) {
             std::cout << terminal_safe(name) << "\n";
         }
-        return 0;
+        warn_unlisted(unlisted);
+        return unlisted.empty() ? 0 : listed;
     }
     if (format == "prometheus") {
         std::vector<SemaphoreSummary> summaries;
+        int status = 0;
         if (args.names.empty()) {
-            summaries = list_semaphores(connection, prefix);
+            summaries =
+                readable_only(list_semaphores(connection, prefix, true, &unlisted), std::cerr);
+            status = unlisted.empty() ? 0 : listed;
         } else {
+            // Named, one that cannot be read is an error (65), as in the tables.
             for (const auto& name : args.names) {
                 summaries.push_back(summarize(connection, prefix, name));
             }
+            std::vector<std::string> unreadable;
+            std::erase_if(summaries, [&](const SemaphoreSummary& summary) {
+                if (summary.unreadable.empty()) {
+                    return false;
+                }
+                unreadable.push_back(fmt::format("semaphore '{}' cannot be read: {}",
+                                                 terminal_safe(summary.name), summary.unreadable));
+                return true;
+            });
+            print_prometheus(summaries, prefix);
+            for (const std::string& message : unreadable) {
+                std::cerr << "redsem: error: " << message << "\n";
+            }
+            return unreadable.empty() ? 0 : static_cast<int>(ExitCode::conflict);
         }
-        print_prometheus(readable_only(std::move(summaries), std::cerr), prefix);
-        return 0;
+        print_prometheus(summaries, prefix);
+        warn_unlisted(unlisted);
+        return status;
     }
     if (args.names.empty()) {
         return show_all(connection, prefix, format == "json");

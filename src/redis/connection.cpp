@@ -130,6 +130,23 @@ long long Connection::wait_for_replicas(long long replicas, Milliseconds timeout
     return reply.as_integer();
 }
 
+std::optional<std::chrono::steady_clock::time_point> Connection::latest_reply() const {
+    if (!m_retries_until) {
+        return std::nullopt;
+    }
+    // The caller's deadline, and one connect timeout for the last request's answer.
+    return std::chrono::steady_clock::now() +
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(*m_retries_until -
+                                                                           BootClock::now()) +
+           m_options.connect_timeout;
+}
+
+void Connection::bound_replies() noexcept {
+    if (m_topology) {
+        m_topology->link().set_latest_reply(latest_reply());
+    }
+}
+
 std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch,
                                         Milliseconds blocking_for, int interrupt_fd) {
     std::vector<Reply> replies(batch.size());
@@ -212,6 +229,7 @@ std::vector<Reply> Connection::send_group(const std::vector<Outgoing>& batch,
                                           const std::vector<std::optional<Hop>>& hops,
                                           Milliseconds blocking_for, int interrupt_fd) {
     ServerConnection& link = m_topology->link();
+    bound_replies();
     // A blocking command first: make sure the server answers at all.
     link.check_answers(blocking_for, interrupt_fd);
     const auto asking = [&](std::size_t i) { return hops[i] && hops[i]->asking; };
@@ -248,6 +266,7 @@ std::vector<Reply> Connection::send_group(const std::vector<Outgoing>& batch,
 Reply Connection::send_transaction(const std::vector<std::vector<std::string>>& commands,
                                    bool asking, int interrupt_fd) {
     ServerConnection& link = m_topology->link();
+    bound_replies();
     // MULTI on its own first: were it refused (an ACL without it), the commands sent behind it
     // would run one by one, not as one.
     if (asking) {

@@ -44,15 +44,19 @@ public:
     Connection& operator=(const Connection&) = delete;
 
     // While it lives, the connection's own retries (a cluster's TRYAGAIN and CLUSTERDOWN
-    // pauses) end at `deadline` (none: the command timeout bounds them alone): a caller's
-    // bounded wait (acquire -w) is not stretched by them.
+    // pauses) end at `deadline` (none: the command timeout bounds them alone), and no reply is
+    // waited for past `deadline` and one connect timeout: a caller's bounded wait (acquire -w)
+    // is not stretched by them, nor by a server that stopped answering.
     class RetriesUntil {
     public:
         RetriesUntil(Connection& connection, std::optional<BootClock::time_point> deadline)
             : m_connection(connection), m_before(connection.m_retries_until) {
             m_connection.m_retries_until = deadline;
         }
-        ~RetriesUntil() { m_connection.m_retries_until = m_before; }
+        ~RetriesUntil() {
+            m_connection.m_retries_until = m_before;
+            m_connection.bound_replies();
+        }
         RetriesUntil(const RetriesUntil&) = delete;
         RetriesUntil& operator=(const RetriesUntil&) = delete;
 
@@ -179,6 +183,10 @@ private:
                            int interrupt_fd);
     std::vector<Endpoint> primaries();
     void pin(const Endpoint& node);
+    // The latest time a reply is waited for (see RetriesUntil); none without a deadline.
+    std::optional<std::chrono::steady_clock::time_point> latest_reply() const;
+    // Tells the link latest_reply() (when a RetriesUntil ends: no bound left behind).
+    void bound_replies() noexcept;
     // The topology, replaced by its successor when it found out that it is another.
     Topology& topology();
 

@@ -298,7 +298,10 @@ std::string_view ServerConnection::closed_hint() const {
 
 ServerConnection::Clock::time_point
 ServerConnection::reply_deadline(Milliseconds blocking_for) const {
-    const auto deadline = Clock::now() + m_command_timeout + blocking_for;
+    auto deadline = Clock::now() + m_command_timeout + blocking_for;
+    if (m_latest_reply) {
+        deadline = std::min(deadline, *m_latest_reply);
+    }
     return m_first_reply_by ? std::min(deadline, *m_first_reply_by) : deadline;
 }
 

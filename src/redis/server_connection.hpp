@@ -65,6 +65,11 @@ public:
     Endpoint endpoint() const { return Endpoint{m_server.host, m_server.port}; }
     Milliseconds command_timeout() const noexcept { return m_command_timeout; }
     void set_command_timeout(Milliseconds timeout) noexcept { m_command_timeout = timeout; }
+    // No reply is waited for past `latest` (none: the timeouts alone decide): a caller's
+    // bounded wait (acquire -w) is not stretched by a server that stopped answering.
+    void set_latest_reply(std::optional<std::chrono::steady_clock::time_point> latest) noexcept {
+        m_latest_reply = latest;
+    }
 
     // Sends one command and reads its reply, error replies included. Waits up to the command
     // timeout plus `blocking_for` (for BLPOP). When `interrupt_fd` (>= 0) becomes readable
@@ -111,6 +116,7 @@ private:
     // handshake, up to the first reply, so a server that accepts connections but never
     // answers is reported as unreachable within it.
     std::optional<Clock::time_point> m_first_reply_by;
+    std::optional<Clock::time_point> m_latest_reply; // see set_latest_reply()
 };
 
 // The hiredis version redsem was built with, "MAJOR.MINOR.PATCH" (for --version): only

@@ -519,6 +519,8 @@ TEST_CASE("cluster: status and gc without a name list what they reach, warn of a
     cluster.node(primaries.at(2)).kill();
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"status"}, std::vector<std::string>{"status", "--json"},
+          std::vector<std::string>{"status", "--format", "prometheus"},
+          std::vector<std::string>{"status", "--names"},
           std::vector<std::string>{"gc", "--dry-run"}}) {
         const ProcessResult result = run_redsem(args, env);
         INFO(args.front() << ": " << result.err);

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <atomic>
+#include <csignal>
 #include <fstream>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -216,6 +217,26 @@ TEST_CASE("acquire -w bounds the whole wait: Redis gone while waiting ends it at
     // At most what was left of the 2s wait (and a connect attempt); the outage window alone,
     // counted from the failure, was 4s.
     CHECK(took < 3500ms);
+}
+
+TEST_CASE("acquire -w bounds the whole wait: a Redis that stops answering while it waits ends "
+          "it at the wait and one connect timeout") {
+    RedisServer server(tcp_server());
+    const EnvChanges env = env_for(server);
+    Connection admin = server.admin();
+    REQUIRE(run_redsem({"acquire", "stuck", "--ttl", "10m"}, env).exit_code == 0);
+    Child waiter({"acquire", "stuck", "-w", "2s", "-E", "0", "--connect-timeout", "500ms"}, env);
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{stuck}:queue") == 1; }, 20s));
+    const auto stopped = std::chrono::steady_clock::now();
+    server.signal(SIGSTOP);
+    const ProcessResult result = waiter.wait();
+    const auto took = std::chrono::steady_clock::now() - stopped;
+    server.signal(SIGCONT);
+    INFO(result.err);
+    CHECK(result.exit_code == 69);
+    // At most the rest of the 2s wait and 500ms: the blocked read waited the rest of the wait
+    // plus the 5s command timeout, then the leave as long again.
+    CHECK(took < 4s);
 }
 
 TEST_CASE("a name lookup that DNS never answers ends within the connect timeout") {

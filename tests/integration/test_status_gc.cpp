@@ -384,6 +384,14 @@ TEST_CASE("status without NAME lists the semaphores it can read and names a fore
                           "string, not the zset redsem keeps there",
                           0) == 0);
     CHECK(line_count(named.err) == 1);
+    // So in the Prometheus format.
+    const ProcessResult metrics =
+        run_redsem({"status", "bad2", "good", "--format", "prometheus"}, env);
+    CHECK(metrics.exit_code == 65);
+    CHECK(metrics.out.find("name=\"good\"") != std::string::npos);
+    CHECK(metrics.err.rfind("redsem: error: semaphore 'bad2' cannot be read: key "
+                            "'redsem:{bad2}:queue' holds a string",
+                            0) == 0);
 }
 
 TEST_CASE("a foreign key that appears in a semaphore in use: one code and one message naming "
