@@ -183,6 +183,13 @@ void ServerConnection::append(const std::vector<std::string>& args) {
 void ServerConnection::flush() {
     try {
         m_transport->write_all(m_output, Clock::now() + m_command_timeout);
+    } catch (const ConnectionLost&) {
+        if (!m_first_reply_by) {
+            close();
+            throw;
+        }
+        // Before its first answer: a server that turns us away (maxclients) writes why and
+        // closes, which may fail this write; read_reply() then reads why, or the close.
     } catch (...) {
         close();
         throw;
@@ -251,8 +258,11 @@ Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) 
                 where));
         }
         case ReadResult::Status::timed_out: {
-            // The connect timeout ran out, not the command's own (which may be the shorter).
-            const bool never_answered = m_first_reply_by && deadline >= *m_first_reply_by;
+            // The connect timeout ran out (or a caller's deadline, which ends it sooner: see
+            // set_latest_reply()), not the command's own (which may be the shorter).
+            const bool never_answered =
+                m_first_reply_by &&
+                (deadline >= *m_first_reply_by || (m_latest_reply && deadline >= *m_latest_reply));
             close();
             if (never_answered) {
                 throw UnavailableError(
