@@ -167,7 +167,9 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
     const long long now = view.server_now_ms;
     const std::string closed = admission_line(view.admission);
     if (view.holders.empty() && view.waiters.empty()) {
-        out << terminal_safe(view.name) << ": no holders and no waiters\n";
+        // A stored limit is shown: an idle semaphore keeps one an operator set.
+        out << terminal_safe(view.name) << ": no holders and no waiters"
+            << (view.limit ? fmt::format(" (limit {})", *view.limit) : "") << "\n";
         if (!closed.empty()) {
             out << closed << "\n";
         }

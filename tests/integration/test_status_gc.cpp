@@ -449,6 +449,7 @@ TEST_CASE("an operator's limit and history length stay through gc and key expiry
     // Listed while nobody is in it, and still the operator's: a caller's -n does not reset it.
     const ProcessResult status = run_redsem({"status"}, env);
     CHECK(status.out.find("\nop ") != std::string::npos);
+    CHECK(run_redsem({"status", "op"}, env).out == "op: no holders and no waiters (limit 1)\n");
     const ProcessResult other_n = run_redsem({"acquire", "op", "-n", "5", "-w", "0"}, env);
     CHECK(other_n.exit_code == 65);
     const json info = json::parse(run_redsem({"limit", "op", "--json"}, env).out);
