@@ -130,6 +130,10 @@ void Heartbeat::run(bool renew_at_once) {
         try {
             renewal = semaphore.renew(m_token, m_ttl, m_replicas);
             gone = !renewal;
+        } catch (const NotHeldError&) {
+            // Queued, not holding: a Redis that lost the grant but kept the queue entry (a
+            // restart, a failback). The slot is gone as surely as when nothing is found.
+            gone = true;
         } catch (const std::exception& failure) {
             error = failure.what();
         }

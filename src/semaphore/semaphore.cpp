@@ -369,7 +369,15 @@ bool Semaphore::confirm(Lease& lease) {
         return true;
     }
     const auto sent = BootClock::now();
-    const std::optional<Renewal> renewal = renew(lease.token, lease.ttl);
+    std::optional<Renewal> renewal;
+    try {
+        renewal = renew(lease.token, lease.ttl);
+    } catch (const NotHeldError&) {
+        // Queued here, not holding: a Redis that lost the grant (restarted, or failed back to
+        // a replica that never had it) but kept the queue entry. Nothing is held: keep the
+        // place and wait again.
+        return false;
+    }
     if (!renewal) {
         return false;
     }

@@ -239,7 +239,7 @@ private:
                                             const QueuedReply& queued);
     // Makes sure `lease` has its ttl ahead by the local clock, less at most a safety margin:
     // true at once when it has, else after a renewal confirmed it (updating it); false when
-    // the server no longer has it.
+    // the server no longer has it as a holder (it lost the slot, or is queued again).
     bool confirm(Lease& lease);
     // Tells options.on_closed whether the reply that refused a slot found admission closed.
     void report_closed(const AcquireOptions& options, const AdmissionClosed& closed) const;

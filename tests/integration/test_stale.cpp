@@ -31,6 +31,14 @@ std::string only_holder(Connection& admin, const std::string& name) {
     return holders.as_array().size() == 1 ? holders.at(0).as_string() : "";
 }
 
+// What a Redis that lost a grant but kept the queue entry looks like (a restart from an older
+// snapshot, a failback to a replica that never had the grant): `token` queued behind "other".
+void roll_back_to_queued(Connection& admin, const Keys& keys, const std::string& token) {
+    REQUIRE(release_by_script(admin, keys, token).as_integer() == 1);
+    REQUIRE(acquire_by_script(admin, keys, "other", "600000", "0").at(0).as_string() == "ok");
+    REQUIRE(acquire_by_script(admin, keys, token, "600000", "1").at(0).as_string() == "wait");
+}
+
 } // namespace
 
 TEST_CASE("a run stopped while its grant arrives never starts its command on a lost lease") {
@@ -469,11 +477,7 @@ TEST_CASE("with --replicas, a grant whose confirming renewal finds the token que
     REQUIRE(run_redsem({"release", "moved", holder["token"].get<std::string>()}, env).exit_code ==
             0);
     REQUIRE(only_holder(admin, "moved") == token);
-    // What a new master that had the queue entry but not the grant looks like: the token
-    // queued behind another holder.
-    REQUIRE(release_by_script(admin, keys, token).as_integer() == 1);
-    REQUIRE(acquire_by_script(admin, keys, "other", "600000", "0").at(0).as_string() == "ok");
-    REQUIRE(acquire_by_script(admin, keys, token, "600000", "1").at(0).as_string() == "wait");
+    roll_back_to_queued(admin, keys, token);
     waiter.signal(SIGCONT);
     // It waits again in its place (before: it gave the place up and exited 1).
     REQUIRE(
@@ -486,4 +490,66 @@ TEST_CASE("with --replicas, a grant whose confirming renewal finds the token que
     REQUIRE(result.exit_code == 0);
     CHECK(json::parse(result.out)["token"] == token);
     CHECK(only_holder(admin, "moved") == token);
+}
+
+TEST_CASE("a hand-over collected late whose confirming renewal finds the token queued (a "
+          "failback) keeps its place and waits again") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const auto env = env_for(server);
+    const Keys keys = Keys::make("redsem", "rolled");
+    const auto holder = acquire_json(server, {"rolled", "--ttl", "60s"});
+    Child waiter({"acquire", "rolled", "--ttl", "1s", "-w", "60s", "--json"}, env);
+    // Blocked on its wake list, so that the hand-over's grant goes straight to its socket.
+    REQUIRE(wait_until(
+        [&] {
+            return zcard(admin, keys.queue) == 1 &&
+                   info_field(admin, "clients", "blocked_clients") == "1";
+        },
+        20s));
+    const std::string token = admin.call({"ZRANGE", keys.queue, "0", "0"}).at(0).as_string();
+    waiter.signal(SIGSTOP);
+    REQUIRE(run_redsem({"release", "rolled", holder["token"].get<std::string>()}, env).exit_code ==
+            0);
+    REQUIRE(only_holder(admin, "rolled") == token);
+    roll_back_to_queued(admin, keys, token);
+    // Stopped for more than the quarter of its 1s lease a grant may lose before it is acted on:
+    // the waiter renews the grant first, and that renewal finds the token queued.
+    std::this_thread::sleep_for(600ms);
+    waiter.signal(SIGCONT);
+    // It waits again in its place (before: exit 1, "that token is waiting for a slot").
+    REQUIRE(wait_until(
+        [&] { return waiter.finished() || info_field(admin, "clients", "blocked_clients") == "1"; },
+        20s));
+    REQUIRE_FALSE(waiter.finished());
+    CHECK(zcard(admin, keys.queue) == 1);
+    REQUIRE(release_by_script(admin, keys, "other").as_integer() == 1);
+    const ProcessResult result = waiter.wait(30s);
+    INFO(result.err);
+    REQUIRE(result.exit_code == 0);
+    CHECK(json::parse(result.out)["token"] == token);
+    CHECK(only_holder(admin, "rolled") == token);
+}
+
+TEST_CASE("a run whose renewal finds its token queued again (a failback) stops its command "
+          "for the lost slot and leaves the queue") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const auto env = env_for(server);
+    const Keys keys = Keys::make("redsem", "requeued");
+    Child run({"run", "requeued", "--ttl", "3s", "--", "sleep", "60"}, env);
+    REQUIRE(
+        wait_until([&] { return run.finished() || !only_holder(admin, "requeued").empty(); }, 20s));
+    const std::string token = only_holder(admin, "requeued");
+    REQUIRE_FALSE(token.empty());
+    roll_back_to_queued(admin, keys, token);
+    const ProcessResult result = run.wait(30s);
+    INFO(result.err);
+    CHECK(result.exit_code == 76);
+    // Told by the server at its next renewal (before: renewals failed until the lease ran out
+    // by the local clock, "no renewal was confirmed in time").
+    CHECK(result.err.find("no longer holds a slot") != std::string::npos);
+    CHECK(result.err.find("no renewal was confirmed in time") == std::string::npos);
+    CHECK(zcard(admin, keys.queue) == 0);
+    CHECK(only_holder(admin, "requeued") == "other");
 }
