@@ -13,7 +13,7 @@
 _redsem_value_opts() {
     local opts='-u --url --prefix --connect-timeout --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni'
     case $1 in
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --while-pid --on-lost' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --while-pid --on-lost --kill-after' ;;
         renew) opts+=' --ttl --replicas' ;;
         run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --on-lost --kill-after --lost-exit-code -c --command' ;;
         status) opts+=' --format' ;;
@@ -28,7 +28,7 @@ _redsem_all_opts() {
     local opts='-h --help -u --url --prefix --connect-timeout --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni --insecure'
     case $1 in
         '') opts+=' --version' ;;
-        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas -q --quiet --json --while-pid --on-lost' ;;
+        acquire) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas -q --quiet --json --while-pid --on-lost --kill-after' ;;
         renew) opts+=' --ttl --replicas' ;;
         run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
         status) opts+=' --json --format --watch --names' ;;

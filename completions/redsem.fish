@@ -15,7 +15,7 @@ function __redsem_value_opts
     switch "$argv[1]"
         case acquire
             printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
-                --replicas --while-pid --on-lost
+                --replicas --while-pid --on-lost --kill-after
         case renew
             printf '%s\n' --ttl --replicas
         case run
@@ -257,6 +257,7 @@ complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s q -l quiet 
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l json -d 'Print the result as JSON'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l while-pid -x -a '(__fish_complete_pids)' -d 'Hold the slot for the life of process PID'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l on-lost -x -a 'TERM INT HUP KILL USR1 USR2 QUIT ALRM none' -d 'Signal for PID when the lease is lost'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l kill-after -x -d 'SIGKILL PID and its descendants this long after the --on-lost signal (DUR)'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l history -x -d 'Events the history of NAME keeps (0: none)'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l unset -d 'Give up the limit and history length set here'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l json -d 'Print JSON'

@@ -4,6 +4,7 @@
 #include "process/holder_meta.hpp"
 #include "process/keeper.hpp"
 #include "process/signal_watch.hpp"
+#include "process/supervise.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
@@ -29,7 +30,14 @@ struct AcquireArgs {
     bool json = false;
     std::optional<std::string> while_pid;
     std::optional<std::string> on_lost;
+    std::optional<std::string> kill_after;
 };
+
+// Whether `signal` asks a process to end (then SIGKILL follows it by default): the others
+// (USR1, ...) may only tell it that the slot is gone.
+bool asks_to_end(int signal) {
+    return signal == SIGTERM || signal == SIGINT || signal == SIGHUP || signal == SIGQUIT;
+}
 
 // The signal --on-lost names: TERM, SIGTERM, term or 15; 0 for "none".
 int parse_signal(const std::string& text) {
@@ -109,12 +117,22 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
     HolderMeta owner = holder_meta("", getppid(), "caller");
     if (args.while_pid) {
         const int lost_signal = parse_signal(args.on_lost.value_or("TERM"));
+        std::optional<Milliseconds> kill_after;
+        if (args.kill_after) {
+            if (lost_signal == 0 || lost_signal == SIGKILL) {
+                throw UsageError("--kill-after needs an --on-lost signal other than KILL or none");
+            }
+            kill_after = parse_duration(*args.kill_after, "--kill-after");
+        } else if (asks_to_end(lost_signal)) {
+            kill_after = k_default_kill_after;
+        }
         const long long pid = parse_pid(*args.while_pid, "--while-pid");
-        watched.emplace(static_cast<pid_t>(pid), lost_signal, "--while-pid");
+        watched.emplace(static_cast<pid_t>(pid), lost_signal, "--while-pid", kill_after);
         owner = holder_meta("", pid, "while-pid");
         owner.keeper = true;
-    } else if (args.on_lost) {
-        throw UsageError("--on-lost needs --while-pid");
+    } else if (args.on_lost || args.kill_after) {
+        throw UsageError(
+            fmt::format("{} needs --while-pid", args.on_lost ? "--on-lost" : "--kill-after"));
     }
     const ParsedRequest parsed = parse_slot_request(args.request, "", std::move(owner));
     const std::string prefix = resolve_prefix(global);
@@ -172,9 +190,16 @@ Runner setup_acquire(CLI::App& command, const GlobalOptions& global) {
         ->type_name("PID");
     command
         .add_option("--on-lost", args->on_lost,
-                    "With --while-pid: the signal the keeper sends PID if the lease is lost "
-                    "(default TERM; 'none' only logs to syslog)")
+                    "With --while-pid: the signal the keeper sends PID and its descendants if "
+                    "the lease is lost (default TERM; 'none' only logs to syslog)")
         ->type_name("SIGNAL");
+    command
+        .add_option("--kill-after", args->kill_after,
+                    fmt::format("With --while-pid: SIGKILL what is left of PID and its "
+                                "descendants this long after the --on-lost signal (default {} "
+                                "for TERM, INT, HUP and QUIT; other signals: never)",
+                                format_duration(k_default_kill_after)))
+        ->type_name("DUR");
     return [args, &global] { return run_acquire(*args, global); };
 }
 

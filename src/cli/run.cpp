@@ -104,6 +104,10 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
                      "stopped?); it may have run beside the next holder\n",
                      supervise_options.stop_on_lost ? "" : "warning: ", printable(name).c_str());
     }
+    if (result.lease_lost && supervise_options.stop_on_lost) {
+        // What the command left running in its group holds no slot either.
+        child.kill_group();
+    }
     heartbeat.stop();
     try {
         slot.release();

@@ -170,6 +170,7 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
     }
     const int tty = m_tty;
     const pid_t parent = getpid();
+    const pid_t group = m_guard.group();
 
     // vfork() rather than fork(): no copy of this process's page tables, which is most of
     // the cost of starting a short command. Signals stay blocked until the child has reset
@@ -197,13 +198,13 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
         if (g_sigpipe_saved) {
             sigaction(SIGPIPE, &g_inherited_sigpipe, nullptr);
         }
-        setpgid(0, 0);
+        setpgid(0, group);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) {
             _exit(k_cannot_execute); // redsem died already
         }
         if (tty >= 0) {
-            tcsetpgrp(tty, getpid()); // allowed from a background group: SIGTTOU is blocked
+            tcsetpgrp(tty, group); // allowed from a background group: SIGTTOU is blocked
         }
         sigprocmask(SIG_SETMASK, &original, nullptr);
         execvpe(args[0], args.data(), envp.data());
@@ -242,13 +243,17 @@ ChildProcess::~ChildProcess() {
 
 void ChildProcess::signal_group(int signal) const noexcept {
     if (m_pid > 0 && !m_exit) {
-        kill(-m_pid, signal);
+        kill(-m_guard.group(), signal);
     }
+}
+
+void ChildProcess::kill_group() noexcept {
+    m_guard.kill_group();
 }
 
 void ChildProcess::give_terminal() noexcept {
     if (m_tty >= 0) {
-        without_sigttou([&] { tcsetpgrp(m_tty, m_pid); });
+        without_sigttou([&] { tcsetpgrp(m_tty, m_guard.group()); });
     }
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "process/group_guard.hpp"
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,7 +32,7 @@ struct ChildExit {
 // A command run as a child in a process group of its own, which redsem can signal as a whole.
 // When redsem runs in the foreground of a terminal, the child's group is given the terminal
 // (so an editor or a REPL works, and Ctrl-C reaches the child once), and the terminal is
-// given back when it ends. The child is killed if redsem dies (PR_SET_PDEATHSIG).
+// given back when it ends. If redsem dies, the child's whole group is killed (GroupGuard).
 class ChildProcess {
 public:
     // Starts `argv` (searched in PATH) with environment `env` ("NAME=value" entries). Throws
@@ -42,8 +44,11 @@ public:
 
     int pid() const noexcept { return m_pid; }
 
-    // Sends `signal` to the child's process group.
+    // Sends `signal` to the child's process group, while the child runs.
     void signal_group(int signal) const noexcept;
+    // Sends SIGKILL to whatever is left of the child's process group, even once the child
+    // has ended (what it started in the background).
+    void kill_group() noexcept;
 
     // Reaps the child if it has ended; follows it through job control (Ctrl-Z) on a terminal.
     std::optional<ChildExit> poll();
@@ -52,6 +57,7 @@ private:
     void take_back_terminal() noexcept;
     void give_terminal() noexcept;
 
+    GroupGuard m_guard; // first: the group exists before the child joins it
     int m_pid = -1;
     int m_tty = -1; // the controlling terminal, when the child was given it
     std::optional<ChildExit> m_exit;

@@ -1,9 +1,12 @@
 #include "process/keeper.hpp"
 
 #include "process/boot_timer.hpp"
+#include "process/group_guard.hpp"
 #include "process/heartbeat.hpp"
+#include "process/process_tree.hpp"
 #include "process/signal_watch.hpp"
 #include "redis/retry_policy.hpp"
+#include "util/duration.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
@@ -147,6 +150,18 @@ void release(const KeptSlot& slot) {
     }
 }
 
+// After the lost signal: SIGKILL to what is left of `tree` (the process and its descendants
+// then) and of the process's descendants now, once its kill_after has passed.
+void finish_off(const WatchedProcess& process, ProcessTree& tree) {
+    if (tree.wait_for_end(*process.kill_after())) {
+        return;
+    }
+    tree.merge(ProcessTree(process.pid()));
+    tree.signal(SIGKILL);
+    syslog(LOG_WARNING, "pid %d or its descendants still ran %s after the lost slot: sent SIGKILL",
+           static_cast<int>(process.pid()), format_duration(*process.kill_after()).c_str());
+}
+
 // The keeper's life; returns its exit status.
 int keep(const WatchedProcess& process, const KeptSlot& slot, int ready_fd) {
     openlog("redsem", LOG_PID, LOG_USER);
@@ -183,18 +198,23 @@ int keep(const WatchedProcess& process, const KeptSlot& slot, int ready_fd) {
                             : "no renewal was confirmed in time" +
                                   (status.last_error.empty() ? std::string()
                                                              : " (" + status.last_error + ")");
+            ProcessTree tree(process.pid());
             if (process.lost_signal() != 0) {
-                pidfd_send_signal(process.fd(), process.lost_signal());
+                tree.signal(process.lost_signal());
             }
             syslog(LOG_WARNING, "lost the slot of '%s' held for pid %d: %s; %s",
                    printable(slot.name).c_str(), static_cast<int>(process.pid()), reason.c_str(),
-                   process.lost_signal() != 0
-                       ? fmt::format("sent it {}", strsignal(process.lost_signal())).c_str()
-                       : "sent it nothing (--on-lost none)");
+                   process.lost_signal() != 0 ? fmt::format("sent it and its descendants {}",
+                                                            strsignal(process.lost_signal()))
+                                                    .c_str()
+                                              : "sent it nothing (--on-lost none)");
             if (!status.lost) {
                 // The server may hold it still (renewals that reached too few replicas, or
                 // Redis away for a while): give it back rather than block it to the end.
                 release(slot);
+            }
+            if (process.kill_after()) {
+                finish_off(process, tree);
             }
             return 1;
         }
@@ -211,22 +231,11 @@ int keep(const WatchedProcess& process, const KeptSlot& slot, int ready_fd) {
     }
 }
 
-// Closes every file descriptor from 3 on but `keep` (ascending).
-void close_all_but(std::initializer_list<int> keep) {
-    unsigned first = 3;
-    for (const int fd : keep) {
-        if (static_cast<unsigned>(fd) > first) {
-            close_range(first, static_cast<unsigned>(fd) - 1, 0);
-        }
-        first = std::max(first, static_cast<unsigned>(fd) + 1);
-    }
-    close_range(first, ~0U, 0);
-}
-
 } // namespace
 
-WatchedProcess::WatchedProcess(pid_t pid, int lost_signal, const char* option)
-    : m_pid(pid), m_fd(-1), m_lost_signal(lost_signal) {
+WatchedProcess::WatchedProcess(pid_t pid, int lost_signal, const char* option,
+                               std::optional<Milliseconds> kill_after)
+    : m_pid(pid), m_fd(-1), m_lost_signal(lost_signal), m_kill_after(kill_after) {
     if (pid == 1 && lost_signal != 0) {
         // Init: a lost lease must not TERM a host's systemd (in a container, PID 1 ignores
         // signals it has no handler for anyway).

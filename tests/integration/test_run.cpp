@@ -428,3 +428,66 @@ TEST_CASE("the heartbeat starts only when the lease first needs renewing, then r
     CHECK(std::stoi(held.out) == 2);
 #endif
 }
+
+namespace {
+
+// The pids, one per line, that a command wrote to `path`, once there are `count` of them.
+std::vector<int> wait_for_pids(const std::string& path, std::size_t count) {
+    std::vector<int> pids;
+    wait_until(
+        [&] {
+            pids.clear();
+            std::istringstream lines(read_file(path));
+            for (int pid = 0; lines >> pid;) {
+                pids.push_back(pid);
+            }
+            return pids.size() >= count;
+        },
+        20s);
+    return pids;
+}
+
+bool all_gone(const std::vector<int>& pids) {
+    return std::all_of(pids.begin(), pids.end(), [](int pid) { return process_gone(pid); });
+}
+
+} // namespace
+
+TEST_CASE("run killed with its caller's process group (a cancelled CI job) takes the command's "
+          "whole process tree with it") {
+    RedisServer server;
+    Scratch scratch;
+    const std::string pids = scratch.path("pids");
+    // As a runner starts a job: redsem leads a process group (and session) of its own, and the
+    // cancel is SIGKILL to that group. The command's children run in the background.
+    const auto job = Child::shell(
+        fmt::format("exec setsid {} run cancelled -- sh -c 'sleep 307 & echo $! > {}; sleep 308 "
+                    "& echo $! >> {}; wait'",
+                    redsem_binary(), pids, pids),
+        env_for(server));
+    const std::vector<int> sleeps = wait_for_pids(pids, 2);
+    REQUIRE(sleeps.size() == 2);
+    REQUIRE(kill(-job->pid(), SIGKILL) == 0);
+    CHECK(job->wait(10s).signal == SIGKILL);
+    // Before: both sleeps ran on, without a slot once the lease ran out.
+    CHECK(wait_until([&] { return all_gone(sleeps); }, 10s));
+}
+
+TEST_CASE("after a lost slot, what the command left running in its group is killed too") {
+    RedisServer server;
+    Connection admin = server.admin();
+    Scratch scratch;
+    const std::string pids = scratch.path("pids");
+    // A background process that ignores SIGTERM, and a foreground one that ends on it.
+    Child run({"run", "orphans", "--ttl", "600ms", "--", "sh", "-c",
+               fmt::format("(trap '' TERM; exec sleep 300) & echo $! > {}; exec sleep 30", pids)},
+              env_for(server));
+    const std::vector<int> left = wait_for_pids(pids, 1);
+    REQUIRE(left.size() == 1);
+    admin.call({"DEL", "redsem:{orphans}:holders"});
+    const auto result = run.wait(20s);
+    INFO(result.err);
+    CHECK(result.exit_code == 76);
+    // Before: it ran on beside the next holder.
+    CHECK(wait_until([&] { return all_gone(left); }, 10s));
+}

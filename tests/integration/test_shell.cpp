@@ -651,6 +651,32 @@ TEST_CASE("a keeper whose lease is lost signals the process, as --on-lost says")
         CHECK(wait_until([&] { return process_gone(other["keeper_pid"]); }, 10s));
         CHECK_FALSE(spared->finished());
     }
+    SECTION("the process's descendants get the signal too") {
+        Scratch scratch;
+        const std::string pid_file = scratch.path("pid");
+        auto parent = Child::shell("sleep 301 & echo $! > " + pid_file + "; wait");
+        REQUIRE(wait_until([&] { return !read_file(pid_file).empty(); }, 10s));
+        const int child = std::stoi(read_file(pid_file));
+        const json lease = acquire_json(
+            server, {"lost", "--ttl", "1s", "--while-pid", std::to_string(parent->pid())});
+        admin.call({"ZREM", "redsem:{lost}:holders", lease["token"]});
+        CHECK(parent->wait(10s).signal == SIGTERM);
+        // Before: the background sleep ran on.
+        CHECK(wait_until([&] { return process_gone(child); }, 10s));
+    }
+    SECTION("what ignores the signal gets SIGKILL --kill-after later") {
+        Scratch scratch;
+        const std::string pid_file = scratch.path("pid");
+        auto stubborn = Child::shell("trap '' TERM; sleep 302 & echo $! > " + pid_file + "; wait");
+        REQUIRE(wait_until([&] { return !read_file(pid_file).empty(); }, 10s));
+        const int child = std::stoi(read_file(pid_file));
+        const json lease =
+            acquire_json(server, {"lost", "--ttl", "1s", "--while-pid",
+                                  std::to_string(stubborn->pid()), "--kill-after", "300ms"});
+        admin.call({"ZREM", "redsem:{lost}:holders", lease["token"]});
+        CHECK(stubborn->wait(20s).signal == SIGKILL);
+        CHECK(wait_until([&] { return process_gone(child); }, 10s));
+    }
     CHECK(no_keeper_of("lost"));
 }
 
@@ -670,6 +696,18 @@ TEST_CASE("acquire --while-pid refuses a process that is gone, holding nothing")
         env);
     CHECK(signal.exit_code == 64);
     CHECK(run_redsem({"acquire", "nobody", "--on-lost", "TERM"}, env).exit_code == 64);
+    const std::string self = std::to_string(getpid());
+    for (const std::vector<std::string>& bad :
+         {std::vector<std::string>{"acquire", "nobody", "--kill-after", "1s"},
+          {"acquire", "nobody", "--while-pid", self, "--kill-after", "soon"},
+          {"acquire", "nobody", "--while-pid", self, "--on-lost", "none", "--kill-after", "1s"},
+          {"acquire", "nobody", "--while-pid", self, "--on-lost", "KILL", "--kill-after", "1s"}}) {
+        const auto refused = run_redsem(bad, env);
+        INFO(refused.err);
+        CHECK(refused.exit_code == 64);
+        CHECK(refused.err.rfind("redsem: ", 0) == 0);
+        CHECK(line_count(refused.err) <= 2);
+    }
     CHECK(holders_of(server, "nobody") == 0);
     CHECK(no_keeper_of("nobody"));
 }

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <initializer_list>
+#include <sys/types.h>
+
+namespace redsem {
+
+// Closes every file descriptor from 3 on but those in `keep`.
+void close_all_but(std::initializer_list<int> keep);
+
+// The leader of a new process group, for a command that must not outlive redsem: a process
+// that ignores every signal it can and waits on a pipe only redsem writes to. When redsem
+// dies, by any signal (a CI runner's SIGKILL of redsem's own group, the OOM killer), the
+// pipe closes and the guard kills its group with SIGKILL, itself included; so the command's
+// whole process tree ends before its lease can run out and the slot be handed on. Processes
+// that left the group (setsid(), a daemon) escape it.
+class GroupGuard {
+public:
+    // Starts the guard. Throws InternalError when it could not be started.
+    GroupGuard();
+    // Ends the guard alone: the group goes on as it is.
+    ~GroupGuard();
+    GroupGuard(const GroupGuard&) = delete;
+    GroupGuard& operator=(const GroupGuard&) = delete;
+
+    // The process group to start the command in (the guard's pid).
+    pid_t group() const noexcept { return m_pid; }
+    // Sends SIGKILL to every process of the group, the guard included.
+    void kill_group() noexcept;
+
+private:
+    void reap() noexcept;
+
+    pid_t m_pid = -1;
+    int m_lifeline = -1; // the pipe's write end; closed only by redsem's death or ~GroupGuard
+    bool m_reaped = false;
+};
+
+} // namespace redsem
