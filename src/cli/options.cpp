@@ -15,12 +15,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -311,6 +313,30 @@ ConnectOptions resolve_connection(const GlobalOptions& options) {
     return connect;
 }
 
+namespace {
+
+// A read-only, private memfd holding `secret` (and a newline) that a child inherits; its
+// path as the child sees it, or nullopt when it could not be made (then the secret does not
+// reach the child at all).
+std::optional<std::string> inherited_secret(const std::string& secret, const char* name) {
+    const int fd = memfd_create(name, MFD_ALLOW_SEALING);
+    if (fd < 0) {
+        return std::nullopt;
+    }
+    const std::string content = secret + "\n";
+    const bool written =
+        fchmod(fd, 0600) == 0 &&
+        write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) == 0;
+    if (!written) {
+        close(fd);
+        return std::nullopt;
+    }
+    return "/proc/self/fd/" + std::to_string(fd);
+}
+
+} // namespace
+
 std::vector<std::string> connection_for_child(const GlobalOptions& options,
                                               const ConnectOptions& connect) {
     std::vector<std::string> entries;
@@ -327,8 +353,19 @@ std::vector<std::string> connection_for_child(const GlobalOptions& options,
     if (options.connect_timeout) {
         entries.push_back("REDSEM_CONNECT_TIMEOUT=" + *options.connect_timeout);
     }
-    file("REDSEM_PASSWORD_FILE", options.password_file);
-    file("REDSEM_SENTINEL_PASSWORD_FILE", options.sentinel_password_file);
+    auto secret = [&](const char* variable, const std::optional<std::string>& path,
+                      const std::optional<std::string>& password, const char* name) {
+        if (path) {
+            file(variable, path);
+        } else if (password) {
+            if (auto inherited = inherited_secret(*password, name)) {
+                entries.push_back(fmt::format("{}={}", variable, *inherited));
+            }
+        }
+    };
+    secret("REDSEM_PASSWORD_FILE", options.password_file, connect.url.password, "redsem-password");
+    secret("REDSEM_SENTINEL_PASSWORD_FILE", options.sentinel_password_file,
+           connect.sentinel_password, "redsem-sentinel-password");
     file("REDSEM_CACERT", options.cacert);
     file("REDSEM_CACERTDIR", options.cacertdir);
     file("REDSEM_CERT", options.cert);

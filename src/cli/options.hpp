@@ -63,8 +63,10 @@ ConnectOptions resolve_connection(const GlobalOptions& options);
 
 // How run's command reaches the same Redis, as "VARIABLE=value" entries for what was given
 // on the command line: REDSEM_URL (without its password), REDSEM_CONNECT_TIMEOUT,
-// REDSEM_PASSWORD_FILE, REDSEM_SENTINEL_PASSWORD_FILE and the TLS variables, files as absolute paths. Never a password:
-// one given any other way than a file does not reach the command.
+// REDSEM_PASSWORD_FILE, REDSEM_SENTINEL_PASSWORD_FILE and the TLS variables, files as
+// absolute paths. Never a password: one given any other way than a file (the URL, a
+// variable) reaches the command as REDSEM_PASSWORD_FILE=/proc/self/fd/N, a sealed memfd of
+// mode 0600 that it inherits, so that a nested redsem authenticates as this one does.
 std::vector<std::string> connection_for_child(const GlobalOptions& options,
                                               const ConnectOptions& connect);
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fmt/format.h>
 #include <memory>
+#include <sstream>
 #include <unistd.h>
 
 namespace redsem::cli {
@@ -42,15 +43,20 @@ std::vector<std::string> command_line(const RunArgs& args) {
     return args.command;
 }
 
+// The label a holder gets without --label: the command's name, never its arguments, which
+// may hold secrets (`--api-key=...`) and would be kept in the history. For -c, the first
+// word of CMDLINE that is not a variable assignment (`TOKEN=... deploy` gives "deploy").
 std::string label_for(const RunArgs& args, const std::vector<std::string>& argv) {
-    if (args.shell_command) {
-        return *args.shell_command;
+    if (!args.shell_command) {
+        return argv.front();
     }
-    std::string label;
-    for (const auto& arg : argv) {
-        label += (label.empty() ? "" : " ") + arg;
+    std::istringstream words(*args.shell_command);
+    for (std::string word; words >> word;) {
+        if (word.find('=') == std::string::npos) {
+            return word;
+        }
     }
-    return label;
+    return "sh -c";
 }
 
 int run_run(const RunArgs& args, const GlobalOptions& global) {

@@ -252,6 +252,22 @@ TEST_CASE("secrets: a password never shows in output, status, JSON, errors or th
         env_password));
     results.push_back(run_redsem({"run", "child", "--", "env"}, {{"REDSEM_URL", url_with}}));
     results.push_back(run_redsem({"run", "child", "--", "env"}, {{"REDIS_URL", url_with}}));
+    // A redsem inside the command authenticates as the outer one (before: 77, "set
+    // REDSEM_PASSWORD", which the user had done), two levels deep too, and the password
+    // reaches no environment on the way.
+    const std::string nested = "\"$REDSEM_BIN\" status child --json && env && \"$REDSEM_BIN\" "
+                               "run inner -- sh -c 'env; \"$REDSEM_BIN\" status inner'";
+    for (const EnvChanges& outer :
+         {env_password, EnvChanges{{"REDSEM_URL", url_with}},
+          EnvChanges{{"REDSEM_URL", url_without}, {"REDISCLI_AUTH", secret}}}) {
+        EnvChanges with_bin = outer;
+        with_bin["REDSEM_BIN"] = redsem_binary();
+        const auto inside = run_redsem({"run", "child", "-c", nested}, with_bin);
+        INFO(inside.err);
+        CHECK(inside.exit_code == 0);
+        CHECK(inside.out.find("inner: 1/1 held") != std::string::npos);
+        results.push_back(inside);
+    }
     for (const auto& result : results) {
         CHECK(result.exit_code == 0);
         CHECK(result.err.find("warning") == std::string::npos); // no password in argv

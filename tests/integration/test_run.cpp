@@ -491,3 +491,32 @@ TEST_CASE("after a lost slot, what the command left running in its group is kill
     // Before: it ran on beside the next holder.
     CHECK(wait_until([&] { return all_gone(left); }, 10s));
 }
+
+TEST_CASE("run's default label is the command's name, never its arguments (they may hold "
+          "secrets, and the history keeps labels)") {
+    RedisServer server;
+    const auto env = env_for(server);
+    REQUIRE(run_redsem({"run", "quiet", "--", "sh", "-c", "true", "--api-key=hunter2"}, env)
+                .exit_code == 0);
+    REQUIRE(
+        run_redsem({"run", "quiet", "-c", "API_KEY=hunter2 true --token hunter2"}, env).exit_code ==
+        0);
+    REQUIRE(run_redsem({"run", "quiet", "-c", "X=hunter2"}, env).exit_code == 0);
+    const auto log = run_redsem({"log", "quiet", "--json"}, env);
+    REQUIRE(log.exit_code == 0);
+    CHECK(log.out.find("hunter2") == std::string::npos);
+    std::vector<std::string> labels;
+    std::istringstream lines(log.out);
+    for (std::string line; std::getline(lines, line);) {
+        const auto event = nlohmann::json::parse(line);
+        if (event["event"] == "acquired") {
+            labels.push_back(event["label"]);
+        }
+    }
+    CHECK(labels == std::vector<std::string>{"sh", "true", "sh -c"});
+    // --label still says what it is told.
+    REQUIRE(
+        run_redsem({"run", "quiet", "--label", "nightly --full", "--", "true"}, env).exit_code ==
+        0);
+    CHECK(run_redsem({"log", "quiet"}, env).out.find("nightly --full") != std::string::npos);
+}
