@@ -59,6 +59,37 @@ std::string label_for(const RunArgs& args, const std::vector<std::string>& argv)
     return "sh -c";
 }
 
+// check_runnable(), with a hint when the mistake is likely the command line's shape: a
+// command line given as one word (`redsem run job 'echo hi'`), or no NAME at all
+// (`redsem run echo hi` takes echo for NAME).
+void check_command(const std::string& command, const RunArgs& args) {
+    try {
+        check_runnable(command);
+    } catch (const CommandError& error) {
+        if (error.exit_code() != static_cast<int>(ExitCode::not_found) || args.shell_command) {
+            throw;
+        }
+        if (command.find_first_of(" \t") != std::string::npos) {
+            throw CommandError(error.exit_code(),
+                               fmt::format("{}; to run a shell command line, use -c '{}'",
+                                           error.what(), printable(command, 200)));
+        }
+        const std::string& name = args.request.name;
+        if (name.find('/') == std::string::npos) {
+            try {
+                check_runnable(name);
+            } catch (const CommandError&) {
+                throw error;
+            }
+            throw CommandError(error.exit_code(),
+                               fmt::format("{} ('{}' was taken as the semaphore's NAME: redsem "
+                                           "run NAME [--] COMMAND [ARGS...])",
+                                           error.what(), printable(name, 100)));
+        }
+        throw;
+    }
+}
+
 int run_run(const RunArgs& args, const GlobalOptions& global) {
     const std::vector<std::string> argv = command_line(args);
     const ParsedRequest parsed =
@@ -72,7 +103,7 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     const std::string prefix = resolve_prefix(global);
     const ConnectOptions connect = resolve_connection(global);
     const std::string& name = args.request.name;
-    check_runnable(argv.front()); // 127 or 126 now, not after waiting for a slot
+    check_command(argv.front(), args); // 127 or 126 now, not after waiting for a slot
 
     Connection connection(connect);
     Semaphore semaphore(connection, prefix, name);

@@ -4,6 +4,7 @@
 
 #include "util/duration.hpp"
 #include "util/name.hpp"
+#include "util/number.hpp"
 #include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
@@ -113,7 +114,20 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
         .add_option("-n,--limit", request.limit,
                     "How many may hold NAME at once (1-100000; default: the limit NAME has, 1 "
                     "for a new semaphore). A busy semaphore refuses another: see 'redsem limit'")
-        ->type_name("N");
+        ->type_name("N")
+        // Checked while parsing, before NAME and COMMAND are counted: flock's -n is "do not
+        // wait", and `redsem run -n nightly ./backup.sh` must say so, not "no command given".
+        ->check([](const std::string& text) -> std::string {
+            if (parse_integer(text, k_min_limit, k_max_limit)) {
+                return "";
+            }
+            const bool numeric = parse_integer(text).has_value();
+            return fmt::format("'{}' is not a whole number from {} to {}{}", printable(text, 100),
+                               k_min_limit, k_max_limit,
+                               numeric ? ""
+                                       : ": -n is the limit here; to give up at once when "
+                                         "busy (flock's -n), use -w 0");
+        });
     command.add_option("--ttl", request.ttl, "Lease length; renew before it runs out")
         ->type_name("DUR")
         ->capture_default_str();

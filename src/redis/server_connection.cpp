@@ -132,13 +132,14 @@ void ServerConnection::handshake() {
         const Reply reply = exchange({"SELECT", std::to_string(url.db)});
         if (reply.is_error()) {
             if (reply.text.find("not allowed in cluster mode") != std::string::npos) {
-                throw UsageError(fmt::format("Redis at {} is a Redis Cluster node, which has "
-                                             "only database 0: leave /{} out of the URL",
-                                             url.describe(), url.db));
+                throw ServerRefusal(fmt::format("Redis at {} is a Redis Cluster node, which has "
+                                                "only database 0: leave /{} out of the URL",
+                                                url.describe(), url.db));
             }
             if (reply.text.find("DB index") != std::string::npos) {
-                throw UsageError(fmt::format("Redis at {} has no database {} ({})", url.describe(),
-                                             url.db, printable(reply.text, 100)));
+                throw ServerRefusal(fmt::format("Redis at {} has no database {} ({})",
+                                                url.describe(), url.db,
+                                                printable(reply.text, 100)));
             }
             throw_reply_error(reply.text);
         }

@@ -256,8 +256,15 @@ RedisUrl parse_redis_url(std::string_view text) {
     RedisUrl url;
     const std::size_t sep = text.find("://");
     if (sep == std::string_view::npos) {
+        std::string hint;
+        // Never echoed when it may hold a password ("user:pass@host").
+        if (!text.empty() && text.find('@') == std::string_view::npos) {
+            hint = fmt::format(" (did you mean '{}{}'?)",
+                               text.front() == '/' ? "unix://" : "redis://", printable(text, 100));
+        }
         fail("expected redis://host[:port][/db], rediss://host[:port][/db] or "
-             "unix:///path/to.sock");
+             "unix:///path/to.sock" +
+             hint);
     }
     const std::string_view scheme = text.substr(0, sep);
     const std::string_view rest = text.substr(sep + 3);

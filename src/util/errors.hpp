@@ -103,6 +103,14 @@ public:
         : UnavailableError(message, Transience::broken) {}
 };
 
+// The server turned down what the URL asks of it (a database it does not have): its answer,
+// not a mistake in the command line, and not worth retrying.
+class ServerRefusal : public UnavailableError {
+public:
+    explicit ServerRefusal(const std::string& message)
+        : UnavailableError(message, Transience::permanent) {}
+};
+
 // --replicas: fewer replicas than asked for confirmed a write in time.
 class NotReplicatedError : public UnavailableError {
 public:

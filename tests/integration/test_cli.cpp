@@ -5,6 +5,7 @@
 #include "support/helpers.hpp"
 
 #include <csignal>
+#include <fmt/format.h>
 #include <thread>
 
 using namespace redsem;
@@ -483,4 +484,48 @@ TEST_CASE("bad input is a usage error: one line on stderr, exit 64, nothing writ
     }
     Connection admin = server.admin();
     CHECK(admin.call({"KEYS", "*{*"}).as_array().empty());
+}
+
+TEST_CASE("the mistakes of new users get the message that helps: flock's -n, a missing NAME, "
+          "a command line as one word, a URL without scheme, a database the server lacks") {
+    RedisServer::Options tcp;
+    tcp.tcp = true;
+    RedisServer server(tcp);
+    const auto env = env_for(server);
+    const std::string port = std::to_string(server.port());
+    struct Case {
+        std::vector<std::string> args;
+        int exit_code;
+        std::string says;
+    };
+    const std::vector<Case> cases{
+        // Before: "no command given" and "missing NAME".
+        {{"run", "-n", "nightly", "./backup.sh"}, 64, "use -w 0"},
+        {{"acquire", "-n", "nightly"}, 64, "use -w 0"},
+        {{"acquire", "x", "-n", "0"}, 64, "'0' is not a whole number from 1 to"},
+        // Before: "'hi': command not found" alone.
+        {{"run", "echo", "hi"}, 127, "'echo' was taken as the semaphore's NAME"},
+        {{"run", "job", "echo hi"}, 127, "use -c 'echo hi'"},
+        {{"-u", "127.0.0.1:" + port, "status"}, 64, "did you mean 'redis://127.0.0.1:" + port},
+        {{"-u", "/tmp/x.sock", "status"}, 64, "did you mean 'unix:///tmp/x.sock'"},
+        // Before: 64 and "Try --help".
+        {{"-u", "redis://127.0.0.1:" + port + "/99", "status", "x"}, 69, "has no database 99"},
+        {{"-u", "redis://127.0.0.1:" + port + "/99", "run", "x", "--", "true"},
+         69,
+         "has no database 99"},
+    };
+    for (const Case& each : cases) {
+        const auto result = run_redsem(each.args, env);
+        INFO(fmt::format("{}", fmt::join(each.args, " ")));
+        INFO(result.err);
+        CHECK(result.exit_code == each.exit_code);
+        CHECK(result.err.rfind("redsem: error: ", 0) == 0);
+        CHECK(result.err.find(each.says) != std::string::npos);
+        CHECK(line_count(result.err) == (each.exit_code == 64 ? 2U : 1U));
+    }
+    // A password in a URL without scheme is never echoed back.
+    const auto secret = run_redsem({"-u", "user:hunter2@127.0.0.1:" + port, "status"}, env);
+    CHECK(secret.exit_code == 64);
+    CHECK(secret.err.find("hunter2") == std::string::npos);
+    CHECK(server.admin().call({"KEYS", "*{x}*"}).as_array().empty()); // nothing held or queued
 }

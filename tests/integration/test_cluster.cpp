@@ -462,7 +462,8 @@ TEST_CASE("cluster without INFO: the proving transaction follows MOVED and ASK, 
     CHECK(zcard(target, "redsem:{" + name + "}:holders") == 4);
 }
 
-TEST_CASE("cluster: a database in the URL is a usage error that says why", "[cluster]") {
+TEST_CASE("cluster: a database in the URL is refused with what the node answered (69)",
+          "[cluster]") {
     RedisCluster cluster;
     const std::string url = cluster.url(cluster.primaries().at(0)) + "/2";
     for (const std::vector<std::string>& args :
@@ -470,7 +471,7 @@ TEST_CASE("cluster: a database in the URL is a usage error that says why", "[clu
           std::vector<std::string>{"status"}}) {
         const ProcessResult result = run_redsem(args, {{"REDSEM_URL", url}});
         INFO(result.err);
-        CHECK(result.exit_code == 64);
+        CHECK(result.exit_code == 69);
         CHECK(result.err.find("is a Redis Cluster node, which has only database 0: leave /2 out "
                               "of the URL") != std::string::npos);
     }
