@@ -178,7 +178,7 @@ TEST_CASE("no server: refused port, missing socket, unknown db are clear and qui
 
     RedisServer server;
     const auto no_db = run_redsem({"acquire", "u", "-u", server.socket_url() + "?db=99"});
-    CHECK(no_db.exit_code == 64);
+    CHECK(no_db.exit_code == 69);
     CHECK(no_db.err.find("database 99") != std::string::npos);
 }
 
