@@ -3,6 +3,7 @@
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix   ARGV[2] token
 -- ARGV[3] 'own' when the waiter itself leaves the queue (it gave up, or was interrupted);
 --         otherwise somebody else released a waiting token, and the waiter is told so
+-- ARGV[4] (optional) the exit status of `run`'s command, kept as "exit" in the released event
 -- Reply: 1 the token held a slot and released it; 2 the token was queued and left the queue;
 --        0 the token is unknown here (expired, released already, never acquired);
 --        {'prove', marker} without INFO: call again proving this epoch marker (see
@@ -32,6 +33,12 @@ if info and info.kind == 'h' then
         return 0
     end
     if state.history > 0 and deadline then
+        local status = ARGV[4] and string.match(ARGV[4], '^%d+$')
+        if status and string.sub(info.json, -1) == '}' then
+            local json = info.json
+            info.json = string.sub(json, 1, -2) .. (json == '{}' and '' or ',') .. '"exit":' ..
+                        status .. '}'
+        end
         log_entry(call, state, now, 'released', token, info, now - (info.since or now))
     end
     if remove_holder(call, state, token, info, now, deadline ~= nil) then

@@ -142,7 +142,7 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
     std::optional<Lease> lease;
     {
         const SignalWatch signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-        lease = wait_for_slot(semaphore, args.request, parsed.options, signals,
+        lease = wait_for_slot(connection, prefix, semaphore, args.request, parsed.options, signals,
                               watched ? &*watched : nullptr);
     }
     if (!lease) {

@@ -100,11 +100,16 @@ std::string detail(const Event& event) {
                            event.limit_from ? std::to_string(*event.limit_from) : "-",
                            *event.limit_to);
     }
-    if (!event.duration_ms) {
-        return "";
+    std::string text;
+    if (event.duration_ms) {
+        text = fmt::format("{} {}", is_wait(event) ? "waited" : "held",
+                           format_duration(Milliseconds{*event.duration_ms}));
     }
-    return fmt::format("{} {}", is_wait(event) ? "waited" : "held",
-                       format_duration(Milliseconds{*event.duration_ms}));
+    if (event.exit_status) {
+        // As run reports it: 128+N for a command killed by signal N.
+        text += fmt::format("{}command exited {}", text.empty() ? "" : ", ", *event.exit_status);
+    }
+    return text;
 }
 
 json optional_json(const std::optional<long long>& value) {
@@ -140,6 +145,9 @@ json event_json(const Event& event) {
     if (event.duration_ms) {
         out[is_wait(event) ? "waited_ms" : "held_ms"] = *event.duration_ms;
     }
+    if (event.kind == "released") {
+        out["exit_status"] = optional_json(event.exit_status);
+    }
     const auto& meta = event.meta;
     out["host"] = meta ? json(meta->host) : json(nullptr);
     out["pid"] = meta ? json(meta->pid) : json(nullptr);
@@ -166,7 +174,7 @@ std::vector<std::string> event_row(const Event& event, bool with_name) {
 }
 
 std::vector<std::string> header(bool with_name) {
-    std::vector<std::string> row{"TIME"};
+    std::vector<std::string> row{"TIME (" + local_zone() + ")"};
     if (with_name) {
         row.push_back("NAME");
     }

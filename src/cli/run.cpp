@@ -108,7 +108,8 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     Connection connection(connect);
     Semaphore semaphore(connection, prefix, name);
     SignalWatch signals{k_forwarded_signals};
-    const auto lease = wait_for_slot(semaphore, args.request, parsed.options, signals);
+    const auto lease =
+        wait_for_slot(connection, prefix, semaphore, args.request, parsed.options, signals);
     if (!lease) {
         return parsed.busy_exit;
     }
@@ -147,7 +148,7 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     }
     heartbeat.stop();
     try {
-        slot.release();
+        slot.release(result.child.code);
     } catch (const Error& error) {
         std::fprintf(stderr,
                      "redsem: warning: could not release the slot of '%s' (%s); it frees "

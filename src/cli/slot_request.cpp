@@ -1,6 +1,7 @@
 #include "cli/slot_request.hpp"
 
 #include "process/any_readable.hpp"
+#include "semaphore/inspect.hpp"
 
 #include "util/duration.hpp"
 #include "util/name.hpp"
@@ -8,11 +9,13 @@
 #include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
+#include <functional>
 #include <unistd.h>
 
 namespace redsem::cli {
@@ -63,6 +66,53 @@ private:
     Clock::time_point m_started;
 };
 
+// Off a terminal (a CI log, cron's mail), waiting is told in whole lines: one when queued,
+// naming the holders; a short one now and then while the wait goes on (after 1m, 2m, 4m, 8m,
+// then every 10m); the holders again when giving up (see wait_for_slot()).
+class WaitLog {
+public:
+    WaitLog(std::string name, bool enabled, std::function<std::string()> holders)
+        : m_name(std::move(name)), m_enabled(enabled), m_holders(std::move(holders)),
+          m_started(Clock::now()) {}
+
+    void update(const QueuePosition& position) {
+        if (!m_enabled) {
+            return;
+        }
+        if (!m_told) {
+            m_told = true;
+            std::fprintf(stderr, "redsem: waiting for '%s': %s%s\n", printable(m_name).c_str(),
+                         where(position).c_str(), m_holders().c_str());
+            return;
+        }
+        const auto waited =
+            std::chrono::duration_cast<std::chrono::minutes>(Clock::now() - m_started);
+        if (waited < m_due) {
+            return;
+        }
+        m_due = std::min(m_due * 2, m_due + k_longest_interval);
+        std::fprintf(stderr, "redsem: still waiting for '%s' after %s: %s\n",
+                     printable(m_name).c_str(), format_duration(waited).c_str(),
+                     where(position).c_str());
+    }
+
+private:
+    static constexpr std::chrono::minutes k_longest_interval{10};
+
+    // Numbered as `status` numbers the queue: 1 is next.
+    static std::string where(const QueuePosition& position) {
+        return fmt::format("number {} of {} in the queue, {}/{} held", position.ahead + 1,
+                           position.queued, position.held, position.limit);
+    }
+
+    std::string m_name;
+    bool m_enabled;
+    std::function<std::string()> m_holders;
+    Clock::time_point m_started;
+    std::chrono::minutes m_due{1}; // the next line, counted from m_started
+    bool m_told = false;
+};
+
 // A time to wait, in whole seconds rounded up ("1m" for 59.99 s, as for 60 s).
 std::string seconds_up(Milliseconds duration) {
     return format_duration(Milliseconds{(duration.count() + 999) / 1000 * 1000});
@@ -72,6 +122,42 @@ std::string seconds_up(Milliseconds duration) {
 std::string seconds_ago(Milliseconds duration) {
     return duration.count() < 1000 ? "less than 1s"
                                    : format_duration(Milliseconds{duration.count() / 1000 * 1000});
+}
+
+// "; held by HOST (pid PID, 'LABEL', for DUR), ..." for the live holders of `name` (at most
+// three named), or "" when there are none or they cannot be read: said beside a wait, it
+// must never end it.
+std::string holders_of(Connection& connection, const std::string& prefix, const std::string& name) {
+    constexpr std::size_t k_named = 3;
+    try {
+        const SemaphoreView view = inspect(connection, prefix, name);
+        std::vector<std::string> named;
+        std::size_t live = 0;
+        for (const HolderView& holder : view.holders) {
+            if (holder.expired || !holder.record) {
+                continue;
+            }
+            if (++live > k_named) {
+                continue;
+            }
+            const HolderMeta& meta = holder.record->meta;
+            const Milliseconds held{std::max(0LL, view.server_now_ms - holder.record->since_ms)};
+            named.push_back(
+                fmt::format("{} (pid {}{}, for {})", printable(meta.host, 64), meta.pid,
+                            meta.label.empty() ? "" : ", '" + printable(meta.label, 80) + "'",
+                            seconds_ago(held)));
+        }
+        if (named.empty()) {
+            return "";
+        }
+        std::string text = "; held by " + fmt::format("{}", fmt::join(named, ", "));
+        if (live > k_named) {
+            text += fmt::format(" and {} more", live - k_named);
+        }
+        return text;
+    } catch (const std::exception&) {
+        return "";
+    }
 }
 
 // What a caller refused by a closed admission is told: what redsem knows of the loss, for how
@@ -194,16 +280,22 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
     return parsed;
 }
 
-std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& request,
+std::optional<Lease> wait_for_slot(Connection& connection, const std::string& prefix,
+                                   Semaphore& semaphore, const SlotRequest& request,
                                    AcquireOptions options, const SignalWatch& signals,
                                    const WatchedProcess* owner) {
     WaitFeedback feedback(request.name, !request.quiet);
+    const auto holders = [&] { return holders_of(connection, prefix, request.name); };
+    WaitLog log(request.name, !request.quiet && !feedback.enabled(), holders);
     std::optional<AnyReadable> signal_or_exit;
     if (owner != nullptr) {
         signal_or_exit.emplace(std::initializer_list<int>{signals.fd(), owner->fd()});
     }
     options.interrupt_fd = signal_or_exit ? signal_or_exit->fd() : signals.fd();
-    options.on_wait = [&feedback](const QueuePosition& position) { feedback.update(position); };
+    options.on_wait = [&](const QueuePosition& position) {
+        feedback.update(position);
+        log.update(position);
+    };
     options.live_position = feedback.enabled();
     // A closed admission is told once while waiting (-w 0 only in the error), whatever -q
     // says: it is not "busy", and the last reply says whether it was why no slot came.
@@ -252,10 +344,11 @@ std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& requ
                                       seconds_up(last_closed.opens_in)));
     }
     if (!lease && !request.quiet) {
-        std::fprintf(stderr, "redsem: no slot of '%s' free %s\n", printable(request.name).c_str(),
+        std::fprintf(stderr, "redsem: no slot of '%s' free %s%s\n", printable(request.name).c_str(),
                      options.wait && options.wait->count() > 0
                          ? ("within " + format_duration(*options.wait)).c_str()
-                         : "now");
+                         : "now",
+                     holders().c_str());
     }
     return lease;
 }

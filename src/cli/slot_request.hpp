@@ -43,13 +43,18 @@ struct ParsedRequest {
 ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label,
                                  HolderMeta owner);
 
-// Waits for a slot as the request says; while waiting longer than a second with stderr on a
-// terminal (and no -q), shows the queue position on one line. When admission is closed after a
-// possible loss of data at the server, says so once on stderr (unless -q). Returns nullopt when
-// no slot came in time, after saying so on stderr (unless -q). When a signal caught by `signals`
-// arrives, leaves the queue and throws Interrupted. When `owner` (the --while-pid process)
-// exits first, leaves the queue and throws UsageError: nobody is left to hold the slot for.
-std::optional<Lease> wait_for_slot(Semaphore& semaphore, const SlotRequest& request,
+// Waits for a slot of `semaphore` (reached by `connection` under `prefix`) as the request
+// says; while waiting longer than a second with stderr on a terminal (and no -q), shows the
+// queue position on one line. Off a terminal (and no -q) it says in whole lines when it
+// queued (position, and the holders: host, pid, label, for how long), how the wait goes on
+// after 1m, 2m, 4m, 8m and then every 10m, and names the holders when giving up. When admission is
+// closed after a possible loss of data at the server, says so once on stderr (unless -q). Returns
+// nullopt when no slot came in time, after saying so on stderr (unless -q). When a signal caught by
+// `signals` arrives, leaves the queue and throws Interrupted. When `owner` (the --while-pid
+// process) exits first, leaves the queue and throws UsageError: nobody is left to hold the slot
+// for.
+std::optional<Lease> wait_for_slot(Connection& connection, const std::string& prefix,
+                                   Semaphore& semaphore, const SlotRequest& request,
                                    AcquireOptions options, const SignalWatch& signals,
                                    const WatchedProcess* owner = nullptr);
 

@@ -18,7 +18,7 @@ HeldSlot::~HeldSlot() {
     }
 }
 
-bool HeldSlot::release() {
+bool HeldSlot::release(std::optional<int> exit_status) {
     if (m_semaphore == nullptr) {
         return false;
     }
@@ -31,7 +31,8 @@ bool HeldSlot::release() {
     RetryPolicy retries(std::max(lease_left, Milliseconds{0}));
     for (;;) {
         try {
-            return semaphore->release(m_lease.token) == ReleaseOutcome::released;
+            return semaphore->release(m_lease.token, Releaser::owner, exit_status) ==
+                   ReleaseOutcome::released;
         } catch (const Error& error) {
             // A second try after a lost reply finds nothing to release, which is fine.
             const std::optional<Milliseconds> delay = retries.after(error);

@@ -21,7 +21,8 @@ public:
     // Releases now; true when the slot was still held. Tries once more after a lost
     // connection, and keeps trying through a transient error (a failover, a slot migration)
     // while the lease lasts. Throws Error on other Redis failures.
-    bool release();
+    // `exit_status`: the status of `run`'s command, kept with the released event.
+    bool release(std::optional<int> exit_status = std::nullopt);
 
 private:
     Semaphore* m_semaphore; // null once released or moved from

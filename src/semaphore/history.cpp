@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace redsem {
 
@@ -63,6 +64,13 @@ bool parse_value(std::string_view value, Event& event) {
     event.token = parts[0];
     if (parts[4] != "{}") {
         event.meta = parse_meta(parts[4]);
+    }
+    if (event.kind == "released") {
+        const auto json = nlohmann::json::parse(parts[4], nullptr, false);
+        if (const auto status = json.is_object() ? json.find("exit") : json.end();
+            status != json.end() && status->is_number_integer()) {
+            event.exit_status = status->get<long long>();
+        }
     }
     return true;
 }

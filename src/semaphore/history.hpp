@@ -26,6 +26,7 @@ struct Event {
     std::optional<long long> fence;
     std::optional<long long> duration_ms; // waited (acquired, left, dropped) or held
     std::optional<HolderMeta> meta;       // nullopt when unknown
+    std::optional<long long> exit_status; // released by `run`: its command's exit status
     std::optional<long long> limit_from;  // limit: nullopt for a new semaphore
     std::optional<long long> limit_to;
     std::string cause;                    // closed: "start", "change" or "unproven" (see AdmissionClosed)

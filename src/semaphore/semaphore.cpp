@@ -564,16 +564,20 @@ void Semaphore::release_quietly(const std::string& token) noexcept {
     }
 }
 
-ReleaseOutcome Semaphore::release(const std::string& token, Releaser by) {
+ReleaseOutcome Semaphore::release(const std::string& token, Releaser by,
+                                  std::optional<int> exit_status) {
     // Through sentinels, not to a former master that still takes writes after a failover
     // (unless a sentinel named it just now: a quick `run` pays no extra round trip).
     m_connection.primary_changed(k_release_recheck);
-    return release_here(token, by);
+    return release_here(token, by, exit_status);
 }
 
-ReleaseOutcome Semaphore::release_here(const std::string& token, Releaser by) {
+ReleaseOutcome Semaphore::release_here(const std::string& token, Releaser by,
+                                       std::optional<int> exit_status) {
     const Reply reply = run(scripts::k_release_script,
-                            {token, by == Releaser::owner ? "own" : "other"}, Proof::admits);
+                            {token, by == Releaser::owner ? "own" : "other",
+                             exit_status ? std::to_string(*exit_status) : ""},
+                            Proof::admits);
     switch (reply.as_integer()) {
     case 1:
         return ReleaseOutcome::released;

@@ -174,7 +174,9 @@ public:
 
     // Gives the token's slot back, or takes it out of the queue; never touches another token.
     // A waiting token released by somebody else ends its waiter (PlaceReleased).
-    ReleaseOutcome release(const std::string& token, Releaser by = Releaser::owner);
+    // `exit_status`: the status of `run`'s command, kept with the released event.
+    ReleaseOutcome release(const std::string& token, Releaser by = Releaser::owner,
+                           std::optional<int> exit_status = std::nullopt);
 
     // Best-effort release, for cleaning up on a way out; ignores every failure.
     void release_quietly(const std::string& token) noexcept;
@@ -229,7 +231,8 @@ private:
     // has no marker) gives a NOSCRIPT error reply, returned as it is.
     Reply run(const Script& script, std::vector<std::string> args, Proof proof = Proof::none);
     // release() on the server this connection uses now, without asking the sentinels first.
-    ReleaseOutcome release_here(const std::string& token, Releaser by = Releaser::owner);
+    ReleaseOutcome release_here(const std::string& token, Releaser by = Releaser::owner,
+                                std::optional<int> exit_status = std::nullopt);
     Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known);
     // Blocks on the waiter's wake list; returns the slot handed over to it, if any came.
     // Throws PlaceReleased when somebody else released the waiting token.

@@ -74,6 +74,8 @@ std::string render_table(std::vector<std::vector<std::string>> rows, std::size_t
                 line.append(widths[c] - display_width(cell), ' ');
             }
         }
+        // No padding after the last cell that has text (an empty LABEL, say).
+        line.erase(line.find_last_not_of(' ') + 1);
         out += line + "\n";
     }
     return out;

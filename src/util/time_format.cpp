@@ -1,6 +1,7 @@
 #include "util/time_format.hpp"
 
 #include <charconv>
+#include <cstdlib>
 #include <ctime>
 #include <fmt/format.h>
 
@@ -28,6 +29,21 @@ std::string iso8601_utc(long long epoch_ms) {
 
 std::string local_time(long long epoch_ms) {
     return format_time(epoch_ms, localtime_r, ' ', "");
+}
+
+std::string local_zone() {
+    const std::time_t now = std::time(nullptr);
+    std::tm parts{};
+    localtime_r(&now, &parts);
+    char name[64] = "";
+    std::strftime(name, sizeof(name), "%Z", &parts);
+    // A zone given as an offset alone (TZ=<+0530>-5:30) is named by a number: say which.
+    if (name[0] != '\0' && name[0] != '+' && name[0] != '-') {
+        return name;
+    }
+    const long offset = parts.tm_gmtoff / 60;
+    return fmt::format("UTC{}{:02}:{:02}", offset < 0 ? '-' : '+', std::labs(offset) / 60,
+                       std::labs(offset) % 60);
 }
 
 namespace {

@@ -11,6 +11,8 @@ std::string iso8601_utc(long long epoch_ms);
 
 // "2026-11-21 08:16:00.123" for epoch milliseconds, in the local time zone (TZ).
 std::string local_time(long long epoch_ms);
+// The local time zone's name now ("UTC", "CET", "CEST", or "UTC+05:30" where it has none).
+std::string local_zone();
 
 // Epoch milliseconds of a point in time given as "@SECONDS" (since the epoch), "YYYY-MM-DD"
 // (its midnight), or "YYYY-MM-DD HH:MM[:SS[.FFF]]" with 'T' or a space between date and time,

@@ -529,3 +529,40 @@ TEST_CASE("the mistakes of new users get the message that helps: flock's -n, a m
     CHECK(secret.err.find("hunter2") == std::string::npos);
     CHECK(server.admin().call({"KEYS", "*{x}*"}).as_array().empty()); // nothing held or queued
 }
+
+TEST_CASE("off a terminal a wait is told in lines: when queued with the holders, and the "
+          "holders again on giving up, and -q says nothing") {
+    RedisServer server;
+    const auto env = env_for(server);
+    const auto holder = acquire_json(server, {"told", "--label", "deploy #41"});
+    Child waiter({"acquire", "told", "-w", "60s"}, env);
+    Connection admin = server.admin();
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{told}:queue") == 1; }, 20s));
+    REQUIRE(run_redsem({"release", "told", holder["token"].get<std::string>()}, env).exit_code ==
+            0);
+    const auto waited = waiter.wait(20s);
+    INFO(waited.err);
+    REQUIRE(waited.exit_code == 0);
+    // Before: nothing at all while waiting off a terminal.
+    CHECK(line_count(waited.err) == 1);
+    CHECK(waited.err.rfind("redsem: waiting for 'told': number 1 of 1 in the queue, 1/1 held; "
+                           "held by ",
+                           0) == 0);
+    CHECK(waited.err.find(fmt::format("(pid {}, 'deploy #41', for ", getpid())) !=
+          std::string::npos);
+
+    // Before: "no slot of 'told' free within 1s" without a word of who held it.
+    const auto gave_up = run_redsem({"acquire", "told", "-w", "1s"}, env);
+    INFO(gave_up.err);
+    CHECK(gave_up.exit_code == 75);
+    CHECK(gave_up.err.find("redsem: no slot of 'told' free within 1s; held by ") !=
+          std::string::npos);
+    const auto now = run_redsem({"run", "told", "-w", "0", "--", "true"}, env);
+    CHECK(now.exit_code == 75);
+    CHECK(now.err.rfind("redsem: no slot of 'told' free now; held by ", 0) == 0);
+    CHECK(line_count(now.err) == 1);
+
+    const auto quiet = run_redsem({"acquire", "told", "-w", "1s", "-q"}, env);
+    CHECK(quiet.exit_code == 75);
+    CHECK(quiet.err.empty());
+}

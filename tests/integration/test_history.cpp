@@ -728,3 +728,38 @@ TEST_CASE("log --follow rides out a Redis restart and goes on after the last eve
               return event["event"] == "limit" && event["to"] == 5;
           }) == 1);
 }
+
+TEST_CASE("log says how a run ended: a released event carries its command's exit status, and "
+          "TIME names its zone") {
+    RedisServer server;
+    EnvChanges env = env_for(server);
+    REQUIRE(run_redsem({"run", "ended", "--", "sh", "-c", "exit 3"}, env).exit_code == 3);
+    REQUIRE(run_redsem({"run", "ended", "-c", "kill -TERM $$"}, env).exit_code == 143);
+    const auto held = acquire_json(server, {"ended"});
+    REQUIRE(run_redsem({"release", "ended", held["token"].get<std::string>()}, env).exit_code == 0);
+    const auto log = run_redsem({"log", "ended", "--json"}, env);
+    REQUIRE(log.exit_code == 0);
+    std::vector<nlohmann::json> released;
+    std::istringstream lines(log.out);
+    for (std::string line; std::getline(lines, line);) {
+        const auto event = nlohmann::json::parse(line);
+        if (event["event"] == "released") {
+            released.push_back(event);
+        } else {
+            CHECK_FALSE(event.contains("exit_status"));
+        }
+    }
+    REQUIRE(released.size() == 3);
+    CHECK(released[0]["exit_status"] == 3);
+    CHECK(released[1]["exit_status"] == 143);
+    CHECK(released[2]["exit_status"].is_null());
+    CHECK(released[2]["label"] == "");
+
+    env["TZ"] = "Europe/Paris";
+    const auto table = run_redsem({"log", "ended"}, env);
+    INFO(table.out);
+    CHECK(table.out.rfind("TIME (CE", 0) == 0); // CET or CEST
+    CHECK(table.out.find("command exited 3") != std::string::npos);
+    CHECK(table.out.find("command exited 143") != std::string::npos);
+    CHECK(table.out.find(" \n") == std::string::npos); // no line ends with spaces
+}

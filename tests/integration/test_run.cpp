@@ -15,14 +15,6 @@ using namespace redsem;
 using namespace redsem::test;
 using namespace std::chrono_literals;
 
-namespace {
-
-std::size_t count_lines(const std::string& text) {
-    return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
-}
-
-} // namespace
-
 TEST_CASE("run passes on the command's exit status and frees the slot every time") {
     RedisServer server;
     Connection admin = server.admin();
@@ -279,7 +271,7 @@ TEST_CASE("a signal while waiting leaves the queue without starting the command"
     CHECK(result.exit_code == 143);
     CHECK(zcard(admin, "redsem:{waitsig}:queue") == 0);
     CHECK_FALSE(std::filesystem::exists(started));
-    CHECK(count_lines(result.err) == 0);
+    CHECK(without_wait_lines(result.err).empty());
 }
 
 TEST_CASE("run bad input: no command, both forms, bad --on-lost, --kill-after, --lost-exit-code") {

@@ -68,6 +68,21 @@ inline EnvChanges env_for(const RedisServer& server) {
     return {{"REDSEM_URL", server.socket_url()}};
 }
 
+// `err` without the lines that tell of a wait off a terminal ("redsem: waiting for ...").
+inline std::string without_wait_lines(const std::string& err) {
+    std::string kept;
+    std::size_t start = 0;
+    while (start < err.size()) {
+        const std::size_t end = std::min(err.find('\n', start), err.size());
+        const std::string line = err.substr(start, end - start);
+        if (line.rfind("redsem: waiting for '", 0) != 0) {
+            kept += line + (end < err.size() ? "\n" : "");
+        }
+        start = end + 1;
+    }
+    return kept;
+}
+
 // The number of lines in `text` (a final line without newline counts).
 inline std::size_t line_count(const std::string& text) {
     std::size_t lines = 0;

@@ -13,6 +13,12 @@ TEST_CASE("render_table aligns columns on two spaces") {
                    "10    a            deploy\n");
 }
 
+TEST_CASE("render_table ends no line with spaces, whichever cells are empty") {
+    const std::string table =
+        render_table({{"TIME", "DETAIL", "LABEL"}, {"12:00", "held 1s", ""}, {"12:01", "", ""}});
+    CHECK(table == "TIME   DETAIL   LABEL\n12:00  held 1s\n12:01\n");
+}
+
 TEST_CASE("render_table cuts the chosen column with an ellipsis to fit a width") {
     const std::string label(60, 'L');
     const std::string table = render_table({{"A", "LABEL"}, {"1", label}}, 30, 1);
