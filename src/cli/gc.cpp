@@ -51,7 +51,11 @@ void print_report_json(const GcReport& report, bool dry_run) {
 void print_text(const GcReport& report, bool dry_run) {
     const char* verb = dry_run ? "would remove" : "removed";
     if (report.removed.empty() && report.deleted.empty()) {
-        std::cout << "nothing to clean\n";
+        // A notice (stdout carries only results), and only when every primary was looked at:
+        // the warnings name those that were not.
+        if (report.unlisted.empty()) {
+            std::cerr << "redsem: nothing to clean\n";
+        }
         return;
     }
     if (!report.removed.empty()) {

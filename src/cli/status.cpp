@@ -294,7 +294,12 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
         warn_unlisted(unlisted);
         return status;
     }
-    print_summaries(std::cout, summaries, prefix, terminal_width());
+    if (summaries.empty()) {
+        // A notice, not a result: stdout stays empty (as for log and gc).
+        std::cerr << "redsem: no semaphores under prefix '" << terminal_safe(prefix) << "'\n";
+    } else {
+        print_summaries(std::cout, summaries, prefix, terminal_width());
+    }
     warn_unlisted(unlisted);
     return status;
 }

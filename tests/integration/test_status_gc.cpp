@@ -269,7 +269,8 @@ TEST_CASE("gc removes expired holders and dead waiters, and deletes what is left
 
     const auto again = run_redsem({"gc"}, env_for(server));
     CHECK(again.exit_code == 0);
-    CHECK(again.out == "nothing to clean\n");
+    CHECK(again.out.empty());
+    CHECK(again.err == "redsem: nothing to clean\n");
 }
 
 TEST_CASE("gc of named semaphores only, and of records nobody owns") {
@@ -484,4 +485,21 @@ TEST_CASE("an operator's limit and history length stay through gc and key expiry
         CHECK(refused.exit_code == 64);
         CHECK(refused.err.rfind("redsem: ", 0) == 0);
     }
+}
+
+TEST_CASE("with nothing to show, status, gc and log print a notice on stderr and nothing on "
+          "stdout") {
+    RedisServer server;
+    const auto env = env_for(server);
+    const auto status = run_redsem({"status"}, env);
+    const auto gc = run_redsem({"gc"}, env);
+    const auto log = run_redsem({"log"}, env);
+    for (const ProcessResult* result : {&status, &gc, &log}) {
+        INFO(result->err);
+        CHECK(result->exit_code == 0);
+        CHECK(result->out.empty()); // before: status and gc said so on stdout
+        CHECK(result->err.rfind("redsem: ", 0) == 0);
+        CHECK(line_count(result->err) == 1);
+    }
+    CHECK(status.err == "redsem: no semaphores under prefix 'redsem'\n");
 }
