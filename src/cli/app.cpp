@@ -1,6 +1,7 @@
 #include "cli/app.hpp"
 
 #include "cli/commands.hpp"
+#include "cli/help_format.hpp"
 #include "cli/options.hpp"
 #include "cli/pre_parse.hpp"
 #include "process/child.hpp"
@@ -192,6 +193,7 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", version_text());
     app.require_subcommand(1);
     app.footer(exit_status_text());
+    app.formatter(std::make_shared<HelpFormatter>()); // the subcommands take it over
     GlobalOptions global;
     add_global_options(app, global);
 

@@ -51,9 +51,9 @@ void print_report_json(const GcReport& report, bool dry_run) {
 void print_text(const GcReport& report, bool dry_run) {
     const char* verb = dry_run ? "would remove" : "removed";
     if (report.removed.empty() && report.deleted.empty()) {
-        // A notice (stdout carries only results), and only when every primary was looked at:
-        // the warnings name those that were not.
-        if (report.unlisted.empty()) {
+        // A notice (stdout carries only results), and only when everything was looked at:
+        // the errors and warnings name what was not.
+        if (report.unlisted.empty() && report.failed.empty()) {
             std::cerr << "redsem: nothing to clean\n";
         }
         return;

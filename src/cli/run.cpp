@@ -1,4 +1,5 @@
 #include "cli/commands.hpp"
+#include "cli/help_format.hpp"
 #include "cli/slot_request.hpp"
 #include "process/child.hpp"
 #include "process/environment.hpp"
@@ -171,6 +172,9 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
         "COMMAND ends. Exits with COMMAND's status. redsem's options come before COMMAND: the "
         "first word after NAME that is not one of them starts COMMAND, and every word from "
         "there on is COMMAND's (use -- before a COMMAND that starts with '-').");
+    command.formatter(
+        std::make_shared<HelpFormatter>("Usage: redsem run [OPTIONS] NAME [--] COMMAND [ARGS...]\n"
+                                        "       redsem run [OPTIONS] NAME -c CMDLINE"));
     add_slot_options(command, args->request);
     command
         .add_option("--on-lost", args->on_lost,

@@ -5,12 +5,14 @@
 #include "semaphore/keys.hpp"
 #include "semaphore/semaphore.hpp"
 #include "support/helpers.hpp"
+#include "util/table.hpp"
 
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <netinet/in.h>
+#include <sstream>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -235,6 +237,29 @@ TEST_CASE("subcommand --help names the global options and points at redsem(1)") 
         CHECK(help.out.find("redsem(1)") != std::string::npos);
         CHECK(help.out.find("README") == std::string::npos);
     }
+}
+
+TEST_CASE("--help off a terminal fits 80 columns, and run's usage shows both its forms") {
+    for (const char* command :
+         {"", "acquire", "release", "renew", "run", "status", "limit", "log", "gc", "doctor"}) {
+        const auto help = run_redsem(*command != '\0' ? std::vector<std::string>{command, "--help"}
+                                                      : std::vector<std::string>{"--help"});
+        INFO(command);
+        REQUIRE(help.exit_code == 0);
+        std::istringstream lines(help.out);
+        for (std::string line; std::getline(lines, line);) {
+            INFO(line);
+            // Before: lines of up to 435 columns. A word longer than a line (the sentinel URL's
+            // form) is the only exception.
+            const bool one_word =
+                line.find(' ', line.find_first_not_of(' ')) == std::string::npos ||
+                line.find("redis-sentinel://") != std::string::npos;
+            CHECK((display_width(line) <= 80 || one_word));
+        }
+    }
+    const auto run = run_redsem({"run", "--help"});
+    CHECK(run.out.find("Usage: redsem run [OPTIONS] NAME [--] COMMAND [ARGS...]\n"
+                       "       redsem run [OPTIONS] NAME -c CMDLINE\n") != std::string::npos);
 }
 
 TEST_CASE("a server that accepts connections but never answers: 69 within --connect-timeout") {
