@@ -82,7 +82,7 @@ _redsem() {
     # "--url=unix:///x.sock" is one word again. COMP_LINE, when it is there,
     # tells whether two words touch; without it, words made only of '=' and
     # ':' are taken to touch their neighbours.
-    local -a raw=("${COMP_WORDS[@]}") words=()
+    local -a raw=("${COMP_WORDS[@]}") words=() first_raw=() # first_raw: word -> its COMP_WORDS index
     local rcword=$COMP_CWORD cword=0 i w prev_sep=0 sep adjacent
     local line=${COMP_LINE-} pos=0 use_line=0 rest trimmed skipped
     [[ -n $line ]] && use_line=1
@@ -112,6 +112,7 @@ _redsem() {
         else
             ((i > 0)) && ((cword++))
             words[cword]=$w
+            first_raw[cword]=$i
         fi
         prev_sep=$sep
         if ((i == rcword)); then
@@ -298,6 +299,11 @@ _redsem() {
             fi
             ;;
         files)
+            # COMMAND's own arguments: as its own completion would, as for sudo or timeout.
+            if declare -F _command_offset >/dev/null && ((${first_raw[cmdstart]-0} > 0)); then
+                _command_offset "${first_raw[cmdstart]}"
+                return 0
+            fi
             compopt -o filenames 2>/dev/null
             mapfile -t cands < <(compgen -f -- "$cur")
             ;;

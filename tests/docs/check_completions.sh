@@ -59,6 +59,9 @@ expect bash "redsem --url URL acquire al" "alpha" "$(bash_complete redsem --url 
 expect bash "redsem run x -- ech" "echo" "$(bash_complete redsem run x -- ech)"
 expect bash "redsem run x ech" "echo" "$(bash_complete redsem run x ech)"
 expect bash "redsem run x grep -" "" "$(bash_complete redsem run x grep -q)"
+# COMMAND's arguments as COMMAND's own completion gives them (bash: _command_offset, as sudo).
+expect bash "redsem run x ls --colo" "--color --color=" "$(bash_complete redsem run x ls --colo 2>/dev/null)"
+expect bash "redsem run x -- timeout 5 ls --colo" "--color --color=" "$(bash_complete redsem run x -- timeout 5 ls --colo 2>/dev/null)"
 expect bash "redsem li" "limit" "$(bash_complete redsem li)"
 expect bash "redsem --url URL limit al" "alpha" "$(bash_complete redsem --url "$url" limit al)"
 expect bash "redsem acquire --wh" "--while-pid" "$(bash_complete redsem acquire --wh)"
@@ -83,6 +86,7 @@ expect fish "redsem run x --on-lost " "ignore term" "$(fish_complete 'redsem run
 expect fish "redsem run x ech" "echo" "$(fish_complete 'redsem run x ech')"
 expect fish "redsem run x -- ech" "echo" "$(fish_complete 'redsem run x -- ech')"
 expect fish "redsem run x --kill-a" "--kill-after" "$(fish_complete 'redsem run x --kill-a')"
+expect fish "redsem run x ls --colo" "--color --color=" "$(fish_complete 'redsem run x ls --colo')"
 expect fish "redsem --url URL status " "alpha beta" "$(fish_complete "redsem --url $url status ")"
 expect fish "redsem status -u URL " "alpha beta" "$(fish_complete "redsem status -u $url ")"
 expect fish "redsem lo" "log" "$(fish_complete 'redsem lo')"
@@ -111,6 +115,7 @@ expect zsh "redsem status --format " "json prometheus table" "$(zsh_complete 're
 expect zsh "redsem log --si" "--since" "$(zsh_complete 'redsem log --si')"
 expect zsh "redsem limit x --hi" "--history" "$(zsh_complete 'redsem limit x --hi')"
 expect zsh "redsem doc" "doctor" "$(zsh_complete 'redsem doc')"
+expect zsh "redsem run x ls --colo" "--color" "$(zsh_complete 'redsem run x ls --colo')"
 expect zsh "redsem doctor --j" "--json" "$(zsh_complete 'redsem doctor --j')"
 # zsh lists the options on an empty word; doctor takes no NAME, so nothing else may come.
 expect zsh "redsem --url PURL --password-file F status " "gamma" "$(zsh_complete "redsem --url $purl --password-file $dir/pw status ")"
