@@ -148,13 +148,12 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
          error.find("without any password") != std::string_view::npos)) {
         return {ExitCode::denied, fmt::format("Redis rejected the password ({})", shown)};
     }
-    // Redis 7 refuses long commands from a client that has not authenticated this way.
+    // Redis 7 refuses long commands from a client that has not authenticated this way: the
+    // same refusal as NOAUTH, told the same way (not as a protocol error).
     if (code == "ERR" && error.find("unauthenticated") != std::string_view::npos) {
-        return {
-            ExitCode::denied,
-            fmt::format("Redis requires a password: use --password-file, set REDSEM_PASSWORD, or "
-                        "put it in the URL ({})",
-                        shown)};
+        return {ExitCode::denied,
+                "Redis requires a password: use --password-file, set REDSEM_PASSWORD, or put it "
+                "in the URL (NOAUTH)"};
     }
     if (code == "ERR" && error.find("max number of clients reached") != std::string_view::npos) {
         return {ExitCode::unavailable,

@@ -566,3 +566,27 @@ TEST_CASE("off a terminal a wait is told in lines: when queued with the holders,
     CHECK(quiet.exit_code == 75);
     CHECK(quiet.err.empty());
 }
+
+TEST_CASE("every subcommand tells a missing password the same way, run included (not as a "
+          "protocol error)") {
+    RedisServer::Options options;
+    options.extra_args = {"--requirepass", "pw-needed"};
+    options.admin_password = "pw-needed";
+    RedisServer server(options);
+    const auto env = env_for(server);
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"run", "x", "--", "true"},
+                                                 {"acquire", "x"},
+                                                 {"status", "x"},
+                                                 {"status"},
+                                                 {"gc"},
+                                                 {"log", "x"}}) {
+        const auto result = run_redsem(args, env);
+        INFO(fmt::format("{}", fmt::join(args, " ")) << ": " << result.err);
+        CHECK(result.exit_code == 77);
+        CHECK(result.err.rfind("redsem: error: Redis requires a password: use --password-file, "
+                               "set REDSEM_PASSWORD, or put it in the URL (NOAUTH",
+                               0) == 0);
+        CHECK(result.err.find("Protocol error") == std::string::npos); // before: run's
+        CHECK(line_count(result.err) == 1);
+    }
+}
