@@ -465,6 +465,28 @@ TEST_CASE("run killed with its caller's process group (a cancelled CI job) takes
     CHECK(wait_until([&] { return all_gone(sleeps); }, 10s));
 }
 
+TEST_CASE("a runner's cancel, SIGTERM to the job's group and SIGKILL when the command ignores "
+          "it, leaves nothing of the command running") {
+    RedisServer server;
+    Scratch scratch;
+    const std::string pids = scratch.path("pids");
+    // The command and its background child ignore SIGTERM (a deploy that will not stop).
+    const auto job = Child::shell(
+        fmt::format("exec setsid {} run stubborn -- sh -c 'trap \"\" TERM; sleep 305 & echo $! > "
+                    "{}; echo $$ >> {}; wait'",
+                    redsem_binary(), pids, pids),
+        env_for(server));
+    const std::vector<int> command = wait_for_pids(pids, 2);
+    REQUIRE(command.size() == 2);
+    REQUIRE(kill(-job->pid(), SIGTERM) == 0);
+    // redsem passes the SIGTERM on once and waits for the command, which ignores it.
+    CHECK_FALSE(wait_until([&] { return job->finished(); }, 500ms));
+    CHECK_FALSE(all_gone(command));
+    REQUIRE(kill(-job->pid(), SIGKILL) == 0);
+    CHECK(job->wait(10s).signal == SIGKILL);
+    CHECK(wait_until([&] { return all_gone(command); }, 10s));
+}
+
 TEST_CASE("after a lost slot, what the command left running in its group is killed too") {
     RedisServer server;
     Connection admin = server.admin();
