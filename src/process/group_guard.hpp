@@ -18,7 +18,8 @@ class GroupGuard {
 public:
     // Starts the guard. Throws InternalError when it could not be started.
     GroupGuard();
-    // Ends the guard alone: the group goes on as it is.
+    // Ends the guard alone (SIGKILL, not waited for): the group goes on as it is. For a
+    // process about to exit, which leaves the guard to whoever reaps its orphans.
     ~GroupGuard();
     GroupGuard(const GroupGuard&) = delete;
     GroupGuard& operator=(const GroupGuard&) = delete;
