@@ -5,6 +5,7 @@
 #include "cli/options.hpp"
 #include "cli/pre_parse.hpp"
 #include "process/child.hpp"
+#include "process/secrecy.hpp"
 #include "redis/connection.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
@@ -186,6 +187,7 @@ std::span<const Command> commands() {
 }
 
 int main(int argc, char** argv) {
+    forbid_inspection();
     reserve_standard_descriptors();
     ignore_sigpipe();
     CLI::App app{"redsem: a counting semaphore on Redis for shell scripts, cron jobs and CI.",
@@ -200,6 +202,7 @@ int main(int argc, char** argv) {
     // Only the invoked command is built (building them all was most of the work of starting
     // up); all of them when the command cannot be told before parsing (redsem --help).
     std::vector<std::string> words(argv + 1, argv + argc);
+    hide_url_passwords(argc, argv); // ps shows argv: what is parsed is the copy
     const std::size_t invoked_at = find_command(app, words);
     std::map<const CLI::App*, Runner> runners;
     std::vector<std::string> names;

@@ -1,5 +1,6 @@
 #include "cli/options.hpp"
 
+#include "process/secrecy.hpp"
 #include "semaphore/inspect.hpp"
 #include "semaphore/keys.hpp"
 #include "semaphore/semaphore.hpp"
@@ -60,33 +61,102 @@ bool parse_switch(const std::string& text, const char* variable) {
     throw UsageError(fmt::format("{}: '{}' is neither 1 nor 0", variable, printable(text)));
 }
 
-// The first line of a password file. Warns when other users may read it.
-std::string read_password_file(const std::string& path, std::string_view source) {
-    if (std::filesystem::is_directory(path)) {
-        throw UsageError(
-            fmt::format("the password file '{}' ({}) is a directory", printable(path), source));
+// A password file holds a password, and nothing that could block or fill memory.
+constexpr off_t k_max_password_file = 64 * 1024;
+
+// Closes a descriptor when it goes out of scope.
+struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+};
+
+// Why redsem refuses the file `fd` was opened on, as ssh refuses a key file: one that is not
+// a regular file (a FIFO would block, a device may never end), is owned by another user than
+// this one or root, or that others may write (they could have put their own password there).
+std::optional<std::string> refusal(const struct stat& file) {
+    if (S_ISDIR(file.st_mode)) {
+        return "is a directory";
     }
-    std::ifstream file(path);
-    if (!file) {
+    if (!S_ISREG(file.st_mode)) {
+        return "is not a regular file (a FIFO, a device or a socket)";
+    }
+    if (file.st_uid != geteuid() && file.st_uid != 0) {
+        return fmt::format("is owned by another user (uid {}), who could change it", file.st_uid);
+    }
+    if ((file.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        return "can be written by other users: chmod 600 it";
+    }
+    if (file.st_size > k_max_password_file) {
+        return fmt::format("is larger than {} KiB: not a password file",
+                           k_max_password_file / 1024);
+    }
+    return std::nullopt;
+}
+
+// The first line of a password file: opened once, then what was opened is checked and read
+// (so a file swapped in between is never read unchecked). Warns when other users may read it.
+std::string read_password_file(const std::string& path, std::string_view source) {
+    const auto fail = [&](std::string_view why) {
+        return UsageError(
+            fmt::format("the password file '{}' ({}) {}", printable(path), source, why));
+    };
+    // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
         throw UsageError(fmt::format("cannot read the password file '{}' ({}): {}", printable(path),
                                      source, std::strerror(errno)));
     }
-    std::string password;
-    std::getline(file, password);
+    const FdCloser closer{fd};
+    struct stat file {};
+    if (::fstat(fd, &file) != 0) {
+        throw fail(fmt::format("cannot be examined: {}", std::strerror(errno)));
+    }
+    if (auto why = refusal(file)) {
+        throw fail(*why);
+    }
+    std::string content;
+    char buffer[4096];
+    for (;;) {
+        const ssize_t got = ::read(fd, buffer, sizeof(buffer));
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got < 0) {
+            throw fail(fmt::format("cannot be read: {}", std::strerror(errno)));
+        }
+        if (got == 0) {
+            break;
+        }
+        content.append(buffer, static_cast<std::size_t>(got));
+        if (content.size() > static_cast<std::size_t>(k_max_password_file)) {
+            throw fail(fmt::format("is larger than {} KiB: not a password file",
+                                   k_max_password_file / 1024));
+        }
+    }
+    std::string password = content.substr(0, content.find('\n'));
     if (!password.empty() && password.back() == '\r') {
         password.pop_back();
     }
     if (password.empty()) {
-        throw UsageError(fmt::format("the password file '{}' ({}) has an empty first line",
-                                     printable(path), source));
+        throw fail("has an empty first line");
     }
-    struct stat status {};
-    if (::stat(path.c_str(), &status) == 0 && (status.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+    if ((file.st_mode & (S_IRGRP | S_IROTH)) != 0) {
         std::cerr << fmt::format("redsem: warning: the password file '{}' can be read by other "
                                  "users; chmod 600 it\n",
                                  printable(path));
     }
     return password;
+}
+
+// Warns when others may read the TLS client key (OpenSSL reads it later, by its path).
+void check_key_file(const std::string& path) {
+    struct stat file {};
+    if (::stat(path.c_str(), &file) == 0 && S_ISREG(file.st_mode) &&
+        (file.st_mode & (S_IRGRP | S_IROTH)) != 0) {
+        std::cerr << fmt::format("redsem: warning: the TLS client key '{}' can be read by other "
+                                 "users; chmod 600 it\n",
+                                 printable(path));
+    }
 }
 
 std::optional<std::string> resolve_password(const GlobalOptions& options) {
@@ -160,6 +230,9 @@ TlsOptions resolve_tls(const GlobalOptions& options, const RedisUrl& url) {
     if (tls.key_file && !tls.cert_file) {
         throw UsageError(
             fmt::format("{} needs a certificate too (--cert or $REDSEM_CERT)", key_source));
+    }
+    if (tls.key_file) {
+        check_key_file(*tls.key_file);
     }
     if (tls.insecure) {
         std::cerr << fmt::format("redsem: warning: not verifying the TLS certificate of {} "
@@ -295,6 +368,7 @@ ConnectOptions resolve_connection(const GlobalOptions& options) {
     }
     TlsOptions tls = resolve_tls(options, url);
     std::optional<std::string> sentinel_password = resolve_sentinel_password(options, url);
+    hide_environment_passwords(); // read once: /proc/PID/environ shows them no more
     ConnectOptions connect{.url = std::move(url),
                            .tls = std::move(tls),
                            .sentinel_password = std::move(sentinel_password)};

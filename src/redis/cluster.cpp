@@ -36,6 +36,9 @@ std::optional<Endpoint> parse_host_port(std::string_view text, const Endpoint& f
     if (host.empty() || host == "?") {
         host = from.host;
     }
+    if (!is_host_name(host)) {
+        return std::nullopt;
+    }
     return Endpoint{.host = std::move(host), .port = static_cast<int>(*port)};
 }
 
@@ -99,6 +102,9 @@ SlotMap SlotMap::from_cluster_slots(const Reply& reply, const Endpoint& asked) {
         std::string host = entry.elements[0].text;
         if (host.empty() || host == "?") {
             host = asked.host;
+        }
+        if (!is_host_name(host)) {
+            throw malformed();
         }
         return Endpoint{.host = std::move(host), .port = static_cast<int>(entry.elements[1].integer)};
     };

@@ -20,10 +20,12 @@ namespace redsem::net {
     X(SSL_CTX_free)                                                                                \
     X(SSL_CTX_ctrl)                                                                                \
     X(SSL_CTX_set_options)                                                                         \
-    X(SSL_CTX_set_verify) X(SSL_CTX_load_verify_locations) X(SSL_CTX_set_default_verify_paths)     \
-        X(SSL_CTX_use_certificate_chain_file) X(SSL_CTX_use_PrivateKey_file)                       \
-            X(SSL_CTX_check_private_key) X(SSL_CTX_set_default_passwd_cb) X(SSL_new) X(SSL_free)   \
-                X(SSL_set_fd) X(SSL_ctrl) X(SSL_get0_param) X(X509_VERIFY_PARAM_set_hostflags)     \
+    X(SSL_CTX_set_verify)                                                                          \
+    X(SSL_CTX_load_verify_locations)                                                               \
+    X(SSL_CTX_set_default_verify_paths) X(SSL_CTX_use_certificate_chain_file)                      \
+        X(SSL_CTX_use_PrivateKey_file) X(SSL_CTX_check_private_key)                                \
+            X(SSL_CTX_set_default_passwd_cb) X(SSL_new) X(SSL_free) X(SSL_set_fd) X(SSL_ctrl)      \
+                X(SSL_get0_param) X(X509_VERIFY_PARAM_set_hostflags)                               \
                     X(X509_VERIFY_PARAM_set1_ip_asc) X(X509_VERIFY_PARAM_set1_host) X(SSL_connect) \
                         X(SSL_get_error) X(SSL_write) X(SSL_read) X(SSL_pending)                   \
                             X(SSL_get_verify_result) X(X509_verify_cert_error_string)              \
@@ -31,8 +33,7 @@ namespace redsem::net {
                                     X(SSL_get_peer_cert_chain) X(OPENSSL_sk_num)                   \
                                         X(OPENSSL_sk_value) X(X509_get_ext_d2i)                    \
                                             X(GENERAL_NAMES_free) X(ASN1_STRING_get0_data)         \
-                                                X(ASN1_STRING_length) X(X509_get_subject_name)     \
-                                                    X(X509_NAME_get_text_by_NID)
+                                                X(ASN1_STRING_length)
 
 struct OpenSsl {
 #define REDSEM_DECLARE(name) decltype(&::name) name = nullptr;

@@ -36,7 +36,7 @@ std::optional<Endpoint> address_in(const Reply& reply) {
         return std::nullopt;
     }
     const auto port = parse_integer(reply.elements[1].text, 1, 65535);
-    if (!port) {
+    if (!port || !is_host_name(reply.elements[0].text)) {
         return std::nullopt;
     }
     return Endpoint{.host = reply.elements[0].text, .port = static_cast<int>(*port)};

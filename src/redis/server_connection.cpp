@@ -10,6 +10,12 @@
 
 namespace redsem {
 
+// How many elements the reply being read has declared so far (k_max_reply_elements).
+struct ReplyBudget {
+    long long elements = 0;
+    bool exceeded = false;
+};
+
 namespace {
 
 // An error reply to AUTH without the password: Redis quotes the arguments of a command it does
@@ -41,6 +47,65 @@ std::string without_secret(std::string text, const std::string& password) {
     throw UnavailableError(fmt::format("{} did not accept AUTH as Redis does (is AUTH renamed "
                                        "away, or is this not Redis?): {}",
                                        url.describe(), printable(error, 200)));
+}
+
+// What a reply may hold. redsem's largest replies (status of a semaphore at its limit of
+// 100,000 holders, with as many waiters; a page of history; CLUSTER SLOTS) are far below
+// these, and a reply of this size is read in well under a second: what a server declares
+// beyond them is refused at once rather than allocated, buffered or walked.
+constexpr long long k_max_reply_elements = 2'000'000; // all nesting levels together
+constexpr std::size_t k_max_reply_bytes = 128 * 1024 * 1024;
+
+// hiredis's own reply constructors, which the counting ones below call.
+const redisReplyObjectFunctions* g_hiredis_functions = nullptr;
+
+// Counts an element of the reply being read against its budget (the reader's privdata);
+// false when the reply is over it, which makes hiredis fail the reply.
+bool spend(const redisReadTask* task, long long elements) {
+    auto* budget = static_cast<ReplyBudget*>(task->privdata);
+    budget->elements += elements;
+    budget->exceeded = budget->elements > k_max_reply_elements;
+    return !budget->exceeded;
+}
+
+void* counted_string(const redisReadTask* task, char* text, size_t length) {
+    return spend(task, 1) ? g_hiredis_functions->createString(task, text, length) : nullptr;
+}
+
+void* counted_array(const redisReadTask* task, int elements) {
+    // Checked before hiredis allocates `elements` pointers.
+    return spend(task, 1 + std::max(static_cast<long long>(elements), 0LL))
+               ? g_hiredis_functions->createArray(task, elements)
+               : nullptr;
+}
+
+void* counted_integer(const redisReadTask* task, long long value) {
+    return spend(task, 1) ? g_hiredis_functions->createInteger(task, value) : nullptr;
+}
+
+void* counted_nil(const redisReadTask* task) {
+    return spend(task, 1) ? g_hiredis_functions->createNil(task) : nullptr;
+}
+
+redisReplyObjectFunctions g_counting_functions{};
+
+// A reader whose replies are counted against `budget`.
+redisReader* bounded_reader(void* budget) {
+    redisReader* reader = redisReaderCreate();
+    if (reader == nullptr) {
+        return nullptr;
+    }
+    if (g_hiredis_functions == nullptr) {
+        g_hiredis_functions = reader->fn;
+        g_counting_functions = {.createString = counted_string,
+                                .createArray = counted_array,
+                                .createInteger = counted_integer,
+                                .createNil = counted_nil,
+                                .freeObject = reader->fn->freeObject};
+    }
+    reader->fn = &g_counting_functions;
+    reader->privdata = budget;
+    return reader;
 }
 
 Reply convert(const redisReply& raw) {
@@ -81,7 +146,7 @@ Reply convert(const redisReply& raw) {
 ServerConnection::ServerConnection(const ConnectOptions& options)
     : m_connect_timeout(options.connect_timeout), m_command_timeout(options.command_timeout),
       m_tls(options.tls), m_open_transport(options.open_transport), m_server(options.url),
-      m_reader(nullptr, redisReaderFree) {}
+      m_reader(nullptr, redisReaderFree), m_budget(std::make_unique<ReplyBudget>()) {}
 
 ServerConnection::~ServerConnection() = default;
 ServerConnection::ServerConnection(ServerConnection&&) noexcept = default;
@@ -101,7 +166,8 @@ void ServerConnection::open(const RedisUrl& server, Milliseconds connect_timeout
     close();
     m_server = server;
     m_first_reply_by = Clock::now() + connect_timeout;
-    ReaderPtr reader(redisReaderCreate(), redisReaderFree);
+    *m_budget = ReplyBudget{};
+    ReaderPtr reader(bounded_reader(m_budget.get()), redisReaderFree);
     if (!reader) {
         throw InternalError("out of memory while connecting to Redis");
     }
@@ -204,6 +270,9 @@ Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) 
     void* raw = nullptr;
     for (;;) {
         if (redisReaderGetReply(m_reader.get(), &raw) != REDIS_OK) {
+            if (m_budget->exceeded) {
+                refuse_reply(fmt::format("more than {} elements", k_max_reply_elements));
+            }
             const std::string reason = m_reader->errstr;
             const bool never_answered = m_first_reply_by.has_value();
             close();
@@ -241,6 +310,9 @@ Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) 
                 close();
                 throw InternalError("out of memory while reading a Redis reply");
             }
+            if (m_reader->len - m_reader->pos > k_max_reply_bytes) {
+                refuse_reply(fmt::format("more than {} MiB", k_max_reply_bytes / 1024 / 1024));
+            }
             break;
         case ReadResult::Status::interrupted:
             close();
@@ -276,6 +348,7 @@ Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) 
         }
     }
     m_first_reply_by.reset();
+    m_budget->elements = 0;
     std::unique_ptr<redisReply, void (*)(void*)> reply(static_cast<redisReply*>(raw),
                                                        freeReplyObject);
     return convert(*reply);
@@ -296,6 +369,17 @@ Reply ServerConnection::exchange(const std::vector<std::string>& argv, Milliseco
     append(argv);
     flush();
     return read_reply(blocking_for, interrupt_fd);
+}
+
+void ServerConnection::refuse_reply(std::string_view what) {
+    const std::string where = m_server.describe();
+    close();
+    // Permanent: the same server would send the same again.
+    throw Error(ExitCode::unavailable,
+                fmt::format("the server at {} sent a reply of {}, far more than redsem ever "
+                            "asks for: not a Redis server to trust",
+                            where, what),
+                Transience::permanent);
 }
 
 std::string_view ServerConnection::closed_hint() const {

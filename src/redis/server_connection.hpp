@@ -16,6 +16,8 @@ struct redisReader;
 
 namespace redsem {
 
+struct ReplyBudget; // server_connection.cpp
+
 using Milliseconds = std::chrono::milliseconds;
 
 inline constexpr Milliseconds k_default_connect_timeout{2000};
@@ -103,6 +105,8 @@ private:
     Clock::time_point reply_deadline(Milliseconds blocking_for) const;
     // Added to a connection closed before its first answer: what may have closed it.
     std::string_view closed_hint() const;
+    // Fails a reply larger than any redsem's commands get: a broken or hostile server.
+    [[noreturn]] void refuse_reply(std::string_view what);
 
     Milliseconds m_connect_timeout;
     Milliseconds m_command_timeout;
@@ -111,6 +115,7 @@ private:
     RedisUrl m_server;
     std::unique_ptr<Transport> m_transport;
     ReaderPtr m_reader;
+    std::unique_ptr<ReplyBudget> m_budget; // the reader's privdata: its address stays
     std::string m_output; // commands formatted, not sent yet
     // Set from open() until the server's first reply: the connect timeout covers the whole
     // handshake, up to the first reply, so a server that accepts connections but never

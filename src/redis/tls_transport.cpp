@@ -173,7 +173,10 @@ public:
         }
         if (!tls.insecure) {
             X509_VERIFY_PARAM* param = m_openssl.SSL_get0_param(m_ssl.get());
-            m_openssl.X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+            // Only the subjectAltName names a server (RFC 6125, as browsers and Go check): a
+            // certificate without one is not taken on its subject's CN.
+            m_openssl.X509_VERIFY_PARAM_set_hostflags(
+                param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
             const int set = by_address
                                 ? m_openssl.X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str())
                                 : m_openssl.X509_VERIFY_PARAM_set1_host(param, name.c_str(), 0);
@@ -316,11 +319,14 @@ private:
         if (verified == X509_V_ERR_HOSTNAME_MISMATCH ||
             verified == X509_V_ERR_IP_ADDRESS_MISMATCH) {
             const std::string names = certificate_names();
-            throw UnavailableError(fmt::format(
-                "the TLS certificate of Redis at {} failed verification: {} (it is for {}; "
-                "--sni NAME checks one of them instead)",
-                m_where, m_openssl.X509_verify_cert_error_string(verified),
-                names.empty() ? "no name" : names));
+            const std::string hint =
+                names.empty()
+                    ? "it names no server in a subjectAltName, and the subject's CN is "
+                      "not taken for one"
+                    : fmt::format("it is for {}; --sni NAME checks one of them instead", names);
+            throw UnavailableError(
+                fmt::format("the TLS certificate of Redis at {} failed verification: {} ({})",
+                            m_where, m_openssl.X509_verify_cert_error_string(verified), hint));
         }
         if (verified != X509_V_OK) {
             throw UnavailableError(
@@ -351,8 +357,9 @@ private:
     }
 
     // The names the server's certificate is for, as "a, b": its DNS and IP subject
-    // alternative names, or its common name when it has none; at most 8, printable. (After a
-    // failed verification only the chain the server sent is kept, its own certificate first.)
+    // alternative names (never its common name, which names no server); at most 8, printable.
+    // (After a failed verification only the chain the server sent is kept, its own certificate
+    // first.)
     std::string certificate_names() const {
         const auto* chain =
             reinterpret_cast<const OPENSSL_STACK*>(m_openssl.SSL_get_peer_cert_chain(m_ssl.get()));
@@ -384,14 +391,6 @@ private:
                 }
             }
             m_openssl.GENERAL_NAMES_free(alternatives);
-        }
-        if (names.empty()) {
-            char common_name[256] = {};
-            if (m_openssl.X509_NAME_get_text_by_NID(m_openssl.X509_get_subject_name(leaf),
-                                                    NID_commonName, common_name,
-                                                    sizeof(common_name)) > 0) {
-                names.push_back(printable(common_name));
-            }
         }
         if (names.size() > 8) {
             names.resize(8);

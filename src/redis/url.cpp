@@ -4,6 +4,8 @@
 #include "util/name.hpp"
 #include "util/number.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <fmt/format.h>
 
 namespace redsem {
@@ -134,12 +136,9 @@ Endpoint parse_endpoint(std::string_view text, int default_port) {
     if (!port.empty()) {
         auto number = parse_integer(port, 1, 65535);
         if (!number) {
-            // Not echoed unless it is digits: without its '@', "user:password" reads as
-            // "host:port".
-            const bool digits = port.find_first_not_of("0123456789") == std::string_view::npos;
-            fail(digits ? fmt::format("port '{}' is not a number from 1 to 65535", port)
-                        : std::string("the port is not a number from 1 to 65535 (a password "
-                                      "without its '@'?)"));
+            // Never echoed: without its '@', "user:password" reads as "host:port".
+            fail("the port is not a number from 1 to 65535 (not shown: it may be a password "
+                 "without its '@')");
         }
         endpoint.port = static_cast<int>(*number);
     }
@@ -284,9 +283,19 @@ RedisUrl parse_redis_url(std::string_view text) {
     return url;
 }
 
+bool is_host_name(std::string_view host) {
+    constexpr std::size_t k_max_host = 253;
+    return !host.empty() && host.size() <= k_max_host &&
+           std::all_of(host.begin(), host.end(), [](char c) {
+               return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' ||
+                      c == '_' || c == ':' || c == '%';
+           });
+}
+
 std::string Endpoint::describe() const {
+    // Escaped: a host may come from a server's reply.
     const bool ipv6 = host.find(':') != std::string::npos;
-    return fmt::format("{}{}{}:{}", ipv6 ? "[" : "", host, ipv6 ? "]" : "", port);
+    return fmt::format("{}{}{}:{}", ipv6 ? "[" : "", printable(host, 253), ipv6 ? "]" : "", port);
 }
 
 std::string RedisUrl::describe() const {

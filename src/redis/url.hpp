@@ -20,6 +20,11 @@ struct Endpoint {
     std::string describe() const;
 };
 
+// Whether a host named by a server (a MOVED or ASK reply, CLUSTER SLOTS, a sentinel) can be
+// one: a name or an address of letters, digits and ".-_:%", at most 253 bytes. Anything else
+// (terminal escapes from a hostile server) is refused, not followed.
+bool is_host_name(std::string_view host);
+
 // Where and how to reach Redis, parsed from a URL.
 struct RedisUrl {
     // sentinel: ask the sentinels where the master named `master_name` is, then connect to it

@@ -1,5 +1,6 @@
 #include "util/time_format.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <ctime>
@@ -9,16 +10,24 @@ namespace redsem {
 
 namespace {
 
+// The years ISO 8601 writes with four digits, as epoch milliseconds: a time outside them (a
+// hand-edited record) is shown as the nearest one.
+constexpr long long k_first_ms = -62'167'219'200'000; // 0000-01-01T00:00:00.000Z
+constexpr long long k_last_ms = 253'402'300'799'999;  // 9999-12-31T23:59:59.999Z
+
 // "YYYY-MM-DD<separator>HH:MM:SS.mmm<zone>" of `epoch_ms`, broken down by `breakdown`
 // (gmtime_r or localtime_r).
 std::string format_time(long long epoch_ms, std::tm* (*breakdown)(const std::time_t*, std::tm*),
                         char separator, std::string_view zone) {
-    const std::time_t seconds = static_cast<std::time_t>(epoch_ms / 1000);
+    epoch_ms = std::clamp(epoch_ms, k_first_ms, k_last_ms);
+    // Floored: -5 ms is 23:59:59.995 of the day before, not ".-05".
+    const long long millis = ((epoch_ms % 1000) + 1000) % 1000;
+    const std::time_t seconds = static_cast<std::time_t>((epoch_ms - millis) / 1000);
     std::tm parts{};
     breakdown(&seconds, &parts);
-    return fmt::format("{:04}-{:02}-{:02}{}{:02}:{:02}:{:02}.{:03}{}", parts.tm_year + 1900,
-                       parts.tm_mon + 1, parts.tm_mday, separator, parts.tm_hour, parts.tm_min,
-                       parts.tm_sec, epoch_ms % 1000, zone);
+    return fmt::format("{:04}-{:02}-{:02}{}{:02}:{:02}:{:02}.{:03}{}",
+                       std::clamp(parts.tm_year + 1900, 0, 9999), parts.tm_mon + 1, parts.tm_mday,
+                       separator, parts.tm_hour, parts.tm_min, parts.tm_sec, millis, zone);
 }
 
 } // namespace

@@ -307,6 +307,14 @@ TEST_CASE("certificates that must not be trusted are refused, each with its reas
                       {"REDSEM_LOSS_GRACE", "0"}})
               .exit_code == 0);
 
+    // A certificate that names its server only in the subject's CN is refused: only the
+    // subjectAltName counts (RFC 6125).
+    const TlsServer cn_only(files, {.cert = "cn-only"});
+    const auto by_cn = run_redsem(
+        {"acquire", "t", "-u", cn_only.url("localhost"), "--cacert", files.path("ca.crt")}, grace);
+    CHECK(by_cn.exit_code == 69);
+    CHECK(contains(by_cn.err, "mismatch (it names no server in a subjectAltName"));
+
     // --insecure connects anyway, and says so every time.
     for (int i = 0; i < 2; ++i) {
         const auto insecure =

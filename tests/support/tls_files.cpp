@@ -38,6 +38,7 @@ TlsFiles::TlsFiles() {
     leaf("wrong-name", "ca", "subjectAltName=DNS:other.example\nextendedKeyUsage=serverAuth\n");
     leaf("other-server", "other-ca", k_server_names);
     leaf("client", "ca", "extendedKeyUsage=clientAuth\n");
+    leaf("cn-only", "ca", "extendedKeyUsage=serverAuth\n", "", "localhost");
 }
 
 TlsFiles::~TlsFiles() {
@@ -53,10 +54,10 @@ void TlsFiles::run(const std::string& command) const {
 }
 
 void TlsFiles::leaf(const std::string& name, const std::string& ca, const std::string& extensions,
-                    const std::string& before) const {
+                    const std::string& before, const std::string& common_name) const {
     std::ofstream(path(name + ".ext")) << extensions;
     run(std::string("openssl req ") + k_new_key + " -keyout " + name + ".key -out " + name +
-        ".csr -subj /CN=" + name);
+        ".csr -subj /CN=" + (common_name.empty() ? name : common_name));
     run(before + "openssl x509 -req -in " + name + ".csr -CA " + ca + ".crt -CAkey " + ca +
         ".key -CAcreateserial -days 1 -out " + name + ".crt -extfile " + name + ".ext");
 }

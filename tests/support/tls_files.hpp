@@ -13,6 +13,7 @@ namespace redsem::test {
 //   wrong-name     for other.example only
 //   other-server   for localhost and 127.0.0.1, signed by another CA (other-ca)
 //   client         a client certificate (extendedKeyUsage clientAuth)
+//   cn-only        CN=localhost and no subjectAltName
 // Each NAME has NAME.crt and NAME.key; path("ca.crt") gives the full path.
 class TlsFiles {
 public:
@@ -28,7 +29,7 @@ public:
 private:
     void run(const std::string& command) const;
     void leaf(const std::string& name, const std::string& ca, const std::string& extensions,
-              const std::string& before = "") const;
+              const std::string& before = "", const std::string& common_name = "") const;
 
     std::string m_dir;
     bool m_have_expired = false;

@@ -90,4 +90,9 @@ TEST_CASE("tokens are 128-bit hex and do not repeat") {
 TEST_CASE("iso8601_utc renders epoch milliseconds") {
     CHECK(iso8601_utc(0) == "1970-01-01T00:00:00.000Z");
     CHECK(iso8601_utc(1795245772042) == "2026-11-21T07:22:52.042Z");
+    // Hand-edited records: negative and far times still give valid ISO 8601.
+    CHECK(iso8601_utc(-5) == "1969-12-31T23:59:59.995Z");
+    CHECK(iso8601_utc(-86'400'000) == "1969-12-31T00:00:00.000Z");
+    CHECK(iso8601_utc(-100'000'000'000'000'000) == "0000-01-01T00:00:00.000Z");
+    CHECK(iso8601_utc(1'000'000'000'000'000'000) == "9999-12-31T23:59:59.999Z");
 }

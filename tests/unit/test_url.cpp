@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "process/secrecy.hpp"
 #include "redis/url.hpp"
 #include "util/errors.hpp"
 
@@ -200,5 +201,34 @@ TEST_CASE("malformed URLs are usage errors that do not echo the password") {
             CHECK(message.rfind("invalid Redis URL", 0) == 0);
             CHECK(message.find("hunter2") == std::string::npos);
         }
+    }
+}
+
+TEST_CASE("url_password_span: where a URL's password is written, to cut it out of argv") {
+    // What is left once the span is cut must parse to the same URL without its password.
+    auto cut = [](std::string text) {
+        if (auto span = redsem::url_password_span(text)) {
+            text.erase(span->first, span->second - span->first);
+        }
+        return text;
+    };
+    CHECK(cut("redis://:pw@host:6380/2") == "redis://host:6380/2");
+    CHECK(cut("redis://alice:pw@host") == "redis://alice@host");
+    CHECK(cut("--url=rediss://alice:p%40w@h1,h2") == "--url=rediss://alice@h1,h2");
+    CHECK(cut("-uredis://:a:b@c@host") == "-uredis://host"); // the last '@' ends it, as parsed
+    CHECK(cut("redis-sentinel://:pw@s1,s2/0#master@x") == "redis-sentinel://s1,s2/0#master@x");
+    CHECK(cut("unix://:pw@/run/redis@1.sock") == "unix:///run/redis@1.sock");
+    CHECK(cut("unix://u:pw@/run/redis.sock?db=2") == "unix://u@/run/redis.sock?db=2");
+    // No password: nothing to cut.
+    CHECK_FALSE(redsem::url_password_span("redis://alice@host"));
+    CHECK_FALSE(redsem::url_password_span("redis://host:6379"));
+    CHECK_FALSE(redsem::url_password_span("user:pw@host"));
+    CHECK_FALSE(redsem::url_password_span("unix:///tmp/a:b@c.sock"));
+    for (const std::string url : {"redis://:pw@host:6380/2", "redis://alice:pw@host",
+                                  "unix://u:pw@/run/redis.sock?db=2"}) {
+        const RedisUrl whole = parse_redis_url(url);
+        const RedisUrl cut_url = parse_redis_url(cut(url));
+        CHECK_FALSE(cut_url.password);
+        CHECK(cut_url.describe() == whole.describe());
     }
 }
