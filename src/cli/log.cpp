@@ -154,6 +154,7 @@ json event_json(const Event& event) {
     out["pid_of"] = meta && !meta->pid_of.empty() ? json(meta->pid_of) : json(nullptr);
     out["user"] = meta ? json(meta->user) : json(nullptr);
     out["label"] = meta ? json(meta->label) : json(nullptr);
+    out["ci"] = meta ? ci_json(meta->ci) : json(nullptr);
     return out;
 }
 
@@ -169,7 +170,7 @@ std::vector<std::string> event_row(const Event& event, bool with_name) {
     row.insert(row.end(), {event.kind, number(event.slot), number(event.fence),
                            event.token.empty() ? "-" : short_token(event.token),
                            meta ? meta->host : "-", meta ? std::to_string(meta->pid) : "-",
-                           meta ? meta->user : "-", detail(event), meta ? meta->label : ""});
+                           meta ? meta->user : "-", detail(event), meta ? label_cell(*meta) : ""});
     return row;
 }
 

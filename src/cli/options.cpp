@@ -257,6 +257,19 @@ void print_json(const nlohmann::json& value) {
     std::cout << value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
+nlohmann::json ci_json(const std::optional<CiJob>& ci) {
+    if (!ci) {
+        return nullptr;
+    }
+    const auto text = [](const std::string& field) {
+        return field.empty() ? nlohmann::json(nullptr) : nlohmann::json(field);
+    };
+    return {{"system", ci->system},
+            {"url", text(ci->url)},
+            {"pipeline", text(ci->pipeline)},
+            {"job", text(ci->job)}};
+}
+
 int flush_stdout() {
     // std::cout writes through C's stdout (synchronised with stdio): the bytes wait in its
     // buffer, and a write that failed earlier (the buffer filled up) leaves its error flag set,

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "redis/connection.hpp"
+#include "semaphore/semaphore.hpp"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -40,6 +41,9 @@ void warn_unlisted(const std::vector<UnlistedNode>& unlisted);
 // Prints `value` on stdout as one line of JSON (--json). Text from Redis that is not valid
 // UTF-8 is shown with U+FFFD rather than failing.
 void print_json(const nlohmann::json& value);
+
+// A holder's CI job in JSON: {"system", "url", "pipeline", "job"} (empty ones null), or null.
+nlohmann::json ci_json(const std::optional<CiJob>& ci);
 
 // Writes out what is buffered for stdout. Returns 0 when everything printed so far reached
 // it, else the errno of the failed write (EPIPE: the reader went away).

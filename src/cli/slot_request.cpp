@@ -1,6 +1,7 @@
 #include "cli/slot_request.hpp"
 
 #include "process/any_readable.hpp"
+#include "process/ci_job.hpp"
 #include "semaphore/inspect.hpp"
 
 #include "util/duration.hpp"
@@ -228,7 +229,9 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
                                 static_cast<int>(ExitCode::timeout),
                                 static_cast<int>(ExitCode::closed)))
         ->type_name("CODE");
-    command.add_option("--label", request.label, "Text shown beside this holder in status")
+    command
+        .add_option("--label", request.label,
+                    "Text shown beside this holder in status (then no CI job is recorded)")
         ->type_name("TEXT");
     command
         .add_option("--loss-grace", request.loss_grace,
@@ -273,6 +276,9 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
                      "semaphore's setting, set with 'redsem limit NAME --history N'\n";
     }
     owner.label = request.label.value_or(default_label);
+    if (!request.label) {
+        owner.ci = current_ci_job(); // an explicit --label says all (--label '': nothing)
+    }
     if (owner.label.size() > k_max_label_bytes) {
         owner.label.resize(k_max_label_bytes);
     }

@@ -56,15 +56,16 @@ json time_fields(const char* name, long long epoch_ms) {
 
 json meta_json(const std::optional<Record>& record) {
     if (!record) {
-        return {{"host", nullptr}, {"pid", nullptr},   {"pid_of", nullptr},
-                {"user", nullptr}, {"label", nullptr}, {"keeper", false}};
+        return {{"host", nullptr},  {"pid", nullptr},  {"pid_of", nullptr}, {"user", nullptr},
+                {"label", nullptr}, {"keeper", false}, {"ci", nullptr}};
     }
     return {{"host", record->meta.host},
             {"pid", record->meta.pid},
             {"pid_of", record->meta.pid_of.empty() ? json(nullptr) : json(record->meta.pid_of)},
             {"user", record->meta.user},
             {"label", record->meta.label},
-            {"keeper", record->meta.keeper}};
+            {"keeper", record->meta.keeper},
+            {"ci", ci_json(record->meta.ci)}};
 }
 
 // The PID column: the pid, and what it is when not a `redsem run` ("caller": the script that
@@ -194,7 +195,7 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
                  r ? format_duration(Milliseconds{now - r->since_ms}) : "?",
                  r ? ago(now - (holder.deadline_ms - r->ttl_ms)) : "?",
                  left > 0 ? "in " + format_duration(Milliseconds{left}) : "expired " + ago(-left),
-                 r ? std::to_string(r->fence) : "?", r ? r->meta.label : "?"});
+                 r ? std::to_string(r->fence) : "?", r ? label_cell(r->meta) : "?"});
         }
         out << render_table(rows, width, rows[0].size() - 1);
     }
@@ -209,7 +210,7 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
             }
             rows.push_back({std::to_string(waiter.position), short_token(waiter.token),
                             r ? r->meta.host : "?", pid_cell(r), r ? r->meta.user : "?", waited,
-                            r ? r->meta.label : "?"});
+                            r ? label_cell(r->meta) : "?"});
         }
         out << render_table(rows, width, rows[0].size() - 1);
     }
@@ -233,7 +234,7 @@ void print_summaries(std::ostream& out, const std::vector<SemaphoreSummary>& sum
              std::to_string(summary.stale),
              oldest ? format_duration(Milliseconds{summary.server_now_ms - oldest->since_ms}) : "-",
              oldest ? fmt::format("{}:{}", oldest->meta.host, oldest->meta.pid) : "-",
-             oldest ? oldest->meta.label : ""});
+             oldest ? label_cell(oldest->meta) : ""});
     }
     out << render_table(rows, width, rows[0].size() - 1);
     // Admission is closed for every semaphore of a server at once (on a Redis Cluster, of a

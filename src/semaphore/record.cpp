@@ -69,8 +69,27 @@ HolderMeta parse_meta(std::string_view json) {
         if (const auto pid = meta.find("pid"); pid != meta.end() && pid->is_number_integer()) {
             out.pid = pid->get<long long>();
         }
+        if (const auto ci = meta.find("ci"); ci != meta.end() && ci->is_object()) {
+            out.ci = CiJob{.system = string_field(*ci, "system"),
+                           .url = string_field(*ci, "url"),
+                           .pipeline = string_field(*ci, "pipeline"),
+                           .job = string_field(*ci, "job")};
+        }
     }
     return out;
+}
+
+std::string label_cell(const HolderMeta& meta) {
+    if (!meta.ci) {
+        return meta.label;
+    }
+    const CiJob& ci = *meta.ci;
+    std::string job = ci.url;
+    if (job.empty()) {
+        job = "(" + ci.system + (ci.pipeline.empty() ? "" : " " + ci.pipeline) +
+              (ci.job.empty() ? "" : " " + ci.job) + ")";
+    }
+    return meta.label.empty() ? job : meta.label + " " + job;
 }
 
 } // namespace redsem

@@ -28,4 +28,8 @@ std::optional<Record> parse_record(std::string_view raw);
 // has another type (edited by hand) stays empty.
 HolderMeta parse_meta(std::string_view json);
 
+// What a table shows in its LABEL column: the label, and the CI job's URL (where a person can
+// open it), or its system, pipeline and job when it has no URL.
+std::string label_cell(const HolderMeta& meta);
+
 } // namespace redsem

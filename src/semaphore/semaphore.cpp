@@ -201,6 +201,10 @@ std::string HolderMeta::to_json() const {
     if (keeper) {
         json["keeper"] = true;
     }
+    if (ci) {
+        json["ci"] = {
+            {"system", ci->system}, {"url", ci->url}, {"pipeline", ci->pipeline}, {"job", ci->job}};
+    }
     // Labels are arbitrary bytes; invalid UTF-8 is replaced rather than refused.
     return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -33,6 +33,15 @@ inline constexpr long long k_default_history = 10'000;
 inline constexpr long long k_max_history = 10'000'000;
 
 // Who holds or waits for a slot, shown by `status`.
+// The CI job a holder runs in (see process/ci_job.hpp): its system ("github", "gitlab", ...),
+// where a person can open it, and the names of its pipeline and job, each possibly empty.
+struct CiJob {
+    std::string system;
+    std::string url;
+    std::string pipeline;
+    std::string job;
+};
+
 struct HolderMeta {
     std::string host;
     long long pid = 0;  // the process that owns the slot
@@ -40,6 +49,7 @@ struct HolderMeta {
     std::string user;
     std::string label;
     bool keeper = false; // a keeper process renews it (acquire --while-pid)
+    std::optional<CiJob> ci{}; // recorded when no --label was given
 
     std::string to_json() const;
 };

@@ -97,21 +97,21 @@ chmod +x "$dir/job/deploy.sh"
 gitlab=$(block yaml "GitLab CI:")
 line=$(echo "$gitlab" | sed -n 's/^ *- \(redsem run .*\)$/\1/p')
 [ -n "$line" ] || fail "gitlab: no script line found"
-out=$(cd "$dir/job" && env REDSEM_URL="$url" REDSEM_PASSWORD=recipe-pw CI_PROJECT_PATH=group/app \
-    CI_PIPELINE_ID=41 /bin/sh -c "$line" 2>&1)
+out=$(cd "$dir/job" && env REDSEM_URL="$url" REDSEM_PASSWORD=recipe-pw GITLAB_CI=true \
+    CI_PROJECT_PATH=group/app CI_JOB_NAME=deploy CI_JOB_URL=https://gitlab.example/group/app/-/jobs/41 \
+    /bin/sh -c "$line" 2>&1)
 status=$?
 if [ "$status" = 0 ] && [ "$out" = deployed ]; then
     ok "gitlab: the job line deploys, and deploy.sh's own redsem calls work"
 else
     fail "gitlab: exit $status: $out"
 fi
-redsem --url "$url" --password-file "$dir/password" log deploy | grep -q 'group/app #41' ||
-    fail "gitlab: the label is not in the history"
+redsem --url "$url" --password-file "$dir/password" log deploy |
+    grep -q 'deploy.sh https://gitlab.example/group/app/-/jobs/41' ||
+    fail "gitlab: the job's URL is not in the history"
 
 github=$(block yaml "GitHub Actions:")
 line=$(echo "$github" | sed -n 's/^ *run: \(.*\)$/\1/p')
-line=${line//'${{ github.repository }}'/org/app}
-line=${line//'${{ github.run_id }}'/42}
 [ -n "$line" ] && [[ $line != *'${{'* ]] || fail "github: run line not found or not substituted: $line"
 out=$(cd "$dir/job" && env REDSEM_URL="$url" REDSEM_PASSWORD=recipe-pw bash -e -c "$line" 2>&1)
 status=$?

@@ -503,3 +503,62 @@ TEST_CASE("with nothing to show, status, gc and log print a notice on stderr and
     }
     CHECK(status.err == "redsem: no semaphores under prefix 'redsem'\n");
 }
+
+TEST_CASE("holders say which CI job they are: status, status --json and log show it, an "
+          "explicit --label wins") {
+    const RedisServer server;
+    EnvChanges gitlab = env_for(server);
+    gitlab["GITLAB_CI"] = "true";
+    gitlab["CI_JOB_URL"] = "https://gitlab.example.com/acme/app/-/jobs/4711";
+    gitlab["CI_PROJECT_PATH"] = "acme/app";
+    gitlab["CI_JOB_NAME"] = "deploy \x1b[31mprod";
+    const std::string redsem = redsem_binary();
+    const ProcessResult inside =
+        run_redsem({"run", "deploy", "--", "sh", "-c",
+                    redsem + " status deploy; " + redsem + " status deploy --json"},
+                   gitlab);
+    REQUIRE(inside.exit_code == 0);
+    // The table: the label, then the job's URL.
+    CHECK(inside.out.find("sh https://gitlab.example.com/acme/app/-/jobs/4711") !=
+          std::string::npos);
+    const std::string json_line = inside.out.substr(inside.out.rfind("\n{") + 1);
+    const auto status = nlohmann::json::parse(json_line);
+    const auto& ci = status["holders"][0]["ci"];
+    CHECK(ci["system"] == "gitlab");
+    CHECK(ci["url"] == "https://gitlab.example.com/acme/app/-/jobs/4711");
+    CHECK(ci["pipeline"] == "acme/app");
+    CHECK(ci["job"] == "deploy \x1b[31mprod"); // exact in JSON
+    // The history keeps it; a table escapes what came from the environment.
+    const ProcessResult log = run_redsem({"log", "deploy", "--json"}, env_for(server));
+    REQUIRE(log.exit_code == 0);
+    int with_job = 0;
+    std::istringstream events(log.out);
+    for (std::string line; std::getline(events, line);) {
+        const auto event = nlohmann::json::parse(line);
+        if (event["event"] == "acquired" || event["event"] == "released") {
+            CHECK(event["ci"]["job"] == "deploy \x1b[31mprod");
+            ++with_job;
+        }
+    }
+    CHECK(with_job == 2);
+    gitlab.erase("CI_JOB_URL"); // no URL: the table names system, pipeline and job
+    const ProcessResult no_url =
+        run_redsem({"run", "deploy", "--", "sh", "-c", redsem + " status deploy"}, gitlab);
+    CHECK(no_url.out.find("sh (gitlab acme/app deploy \\x1b[31mprod)") != std::string::npos);
+    CHECK(no_url.out.find('\x1b') == std::string::npos);
+
+    // --label says all; --label '' records nothing.
+    for (const std::string label : {"mine", ""}) {
+        const ProcessResult labelled = run_redsem(
+            {"run", "deploy", "--label", label, "--", redsem, "status", "deploy", "--json"},
+            gitlab);
+        REQUIRE(labelled.exit_code == 0);
+        const auto holder = nlohmann::json::parse(labelled.out)["holders"][0];
+        CHECK(holder["label"] == label);
+        CHECK(holder["ci"].is_null());
+    }
+    // Outside a CI job: nothing.
+    const ProcessResult outside =
+        run_redsem({"run", "deploy", "--", redsem, "status", "deploy", "--json"}, env_for(server));
+    CHECK(nlohmann::json::parse(outside.out)["holders"][0]["ci"].is_null());
+}

@@ -20,8 +20,17 @@ namespace redsem::test {
 
 namespace {
 
+// What redsem reads: its own variables, and those that say a CI job runs (the tests may run
+// in one; a test that wants a CI job sets them).
 bool is_redsem_variable(std::string_view entry) {
-    return entry.rfind("REDSEM_", 0) == 0 || entry.rfind("REDIS_URL=", 0) == 0;
+    for (const std::string_view name :
+         {"REDSEM_", "REDIS_URL=", "REDISCLI_AUTH=", "GITHUB_ACTIONS=", "GITLAB_CI=",
+          "JENKINS_URL=", "BUILDKITE=", "CIRCLECI=", "TF_BUILD="}) {
+        if (entry.rfind(name, 0) == 0) {
+            return true;
+        }
+    }
+    return false;
 }
 
 ProcessResult decode(int status) {

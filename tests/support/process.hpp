@@ -17,8 +17,8 @@ struct ProcessResult {
 };
 
 // Environment changes for a child: a value sets the variable, nullopt removes it. The
-// variables redsem reads (REDSEM_*, REDIS_URL) are always removed first, so a test sees only
-// what it sets.
+// variables redsem reads (REDSEM_*, REDIS_URL, the CI systems' markers) are always removed first,
+// so a test sees only what it sets.
 using EnvChanges = std::map<std::string, std::optional<std::string>>;
 
 // A real child process running the redsem binary under test (redsem_binary()), with stdout and
