@@ -45,7 +45,10 @@ std::optional<std::pair<std::size_t, std::size_t>> url_password_span(std::string
             at = slash - 1;
         }
     } else {
-        at = rest.substr(0, rest.find('#')).rfind('@');
+        // Only a sentinel URL ends its hosts at '#' (the master's name follows); elsewhere a
+        // '#' may be part of the password.
+        const bool sentinel = scheme.size() >= 8 && scheme.substr(scheme.size() - 8) == "sentinel";
+        at = (sentinel ? rest.substr(0, rest.find('#')) : rest).rfind('@');
     }
     if (at == std::string_view::npos) {
         return std::nullopt;

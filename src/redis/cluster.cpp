@@ -1,6 +1,7 @@
 #include "redis/cluster.hpp"
 
 #include "util/errors.hpp"
+#include "util/name.hpp"
 #include "util/number.hpp"
 
 #include <algorithm>
@@ -84,10 +85,13 @@ bool same_node(const Endpoint& a, const Endpoint& b) {
 SlotMap::SlotMap() { m_owner.fill(-1); }
 
 SlotMap SlotMap::from_cluster_slots(const Reply& reply, const Endpoint& asked) {
+    // A broken or hostile server, not a bug of redsem's.
     const auto malformed = [&] {
-        return InternalError(fmt::format("unexpected CLUSTER SLOTS reply from the Redis Cluster "
-                                         "node at {}",
-                                         asked.describe()));
+        return Error(ExitCode::unavailable,
+                     fmt::format("the Redis Cluster node at {} answered CLUSTER SLOTS with "
+                                 "something that is not a slot map",
+                                 asked.describe()),
+                     Transience::permanent);
     };
     if (reply.type != Reply::Type::array) {
         throw malformed();
@@ -104,7 +108,11 @@ SlotMap SlotMap::from_cluster_slots(const Reply& reply, const Endpoint& asked) {
             host = asked.host;
         }
         if (!is_host_name(host)) {
-            throw malformed();
+            throw Error(ExitCode::unavailable,
+                        fmt::format("the Redis Cluster node at {} names a node '{}' in CLUSTER "
+                                    "SLOTS, which is not a host name",
+                                    asked.describe(), printable(host, 100)),
+                        Transience::permanent);
         }
         return Endpoint{.host = std::move(host), .port = static_cast<int>(entry.elements[1].integer)};
     };

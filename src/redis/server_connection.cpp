@@ -10,9 +10,10 @@
 
 namespace redsem {
 
-// How many elements the reply being read has declared so far (k_max_reply_elements).
+// What the reply being read holds so far: elements, and bytes of its strings.
 struct ReplyBudget {
     long long elements = 0;
+    std::size_t bytes = 0;
     bool exceeded = false;
 };
 
@@ -54,37 +55,43 @@ std::string without_secret(std::string text, const std::string& password) {
 // these, and a reply of this size is read in well under a second: what a server declares
 // beyond them is refused at once rather than allocated, buffered or walked.
 constexpr long long k_max_reply_elements = 2'000'000; // all nesting levels together
-constexpr std::size_t k_max_reply_bytes = 128 * 1024 * 1024;
+constexpr std::size_t k_max_reply_bytes = 128 * 1024 * 1024; // its strings together
+// A line of RESP: a status or error text, or a type and a length. hiredis looks for its end
+// from the line's start at every read, so a line that never ends would cost time squared.
+constexpr std::size_t k_max_reply_line = 1024 * 1024;
 
 // hiredis's own reply constructors, which the counting ones below call.
 const redisReplyObjectFunctions* g_hiredis_functions = nullptr;
 
-// Counts an element of the reply being read against its budget (the reader's privdata);
-// false when the reply is over it, which makes hiredis fail the reply.
-bool spend(const redisReadTask* task, long long elements) {
+// Counts an element (and `bytes` of text) of the reply being read against its budget (the
+// reader's privdata); false when the reply is over it, which makes hiredis fail the reply.
+// `declared`: elements an array announces, which must fit too, before hiredis allocates room
+// for them (they are counted as they come).
+bool spend(const redisReadTask* task, std::size_t bytes = 0, long long declared = 0) {
     auto* budget = static_cast<ReplyBudget*>(task->privdata);
-    budget->elements += elements;
-    budget->exceeded = budget->elements > k_max_reply_elements;
+    budget->elements += 1;
+    budget->bytes += bytes;
+    budget->exceeded =
+        budget->elements + declared > k_max_reply_elements || budget->bytes > k_max_reply_bytes;
     return !budget->exceeded;
 }
 
 void* counted_string(const redisReadTask* task, char* text, size_t length) {
-    return spend(task, 1) ? g_hiredis_functions->createString(task, text, length) : nullptr;
+    return spend(task, length) ? g_hiredis_functions->createString(task, text, length) : nullptr;
 }
 
 void* counted_array(const redisReadTask* task, int elements) {
-    // Checked before hiredis allocates `elements` pointers.
-    return spend(task, 1 + std::max(static_cast<long long>(elements), 0LL))
+    return spend(task, 0, std::max(static_cast<long long>(elements), 0LL))
                ? g_hiredis_functions->createArray(task, elements)
                : nullptr;
 }
 
 void* counted_integer(const redisReadTask* task, long long value) {
-    return spend(task, 1) ? g_hiredis_functions->createInteger(task, value) : nullptr;
+    return spend(task) ? g_hiredis_functions->createInteger(task, value) : nullptr;
 }
 
 void* counted_nil(const redisReadTask* task) {
-    return spend(task, 1) ? g_hiredis_functions->createNil(task) : nullptr;
+    return spend(task) ? g_hiredis_functions->createNil(task) : nullptr;
 }
 
 redisReplyObjectFunctions g_counting_functions{};
@@ -271,7 +278,9 @@ Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) 
     for (;;) {
         if (redisReaderGetReply(m_reader.get(), &raw) != REDIS_OK) {
             if (m_budget->exceeded) {
-                refuse_reply(fmt::format("more than {} elements", k_max_reply_elements));
+                refuse_reply(m_budget->bytes > k_max_reply_bytes
+                                 ? fmt::format("more than {} MiB", k_max_reply_bytes >> 20)
+                                 : fmt::format("more than {} elements", k_max_reply_elements));
             }
             const std::string reason = m_reader->errstr;
             const bool never_answered = m_first_reply_by.has_value();
@@ -310,9 +319,7 @@ Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) 
                 close();
                 throw InternalError("out of memory while reading a Redis reply");
             }
-            if (m_reader->len - m_reader->pos > k_max_reply_bytes) {
-                refuse_reply(fmt::format("more than {} MiB", k_max_reply_bytes / 1024 / 1024));
-            }
+            check_unparsed();
             break;
         case ReadResult::Status::interrupted:
             close();
@@ -348,7 +355,7 @@ Reply ServerConnection::read_reply(Milliseconds blocking_for, int interrupt_fd) 
         }
     }
     m_first_reply_by.reset();
-    m_budget->elements = 0;
+    *m_budget = ReplyBudget{};
     std::unique_ptr<redisReply, void (*)(void*)> reply(static_cast<redisReply*>(raw),
                                                        freeReplyObject);
     return convert(*reply);
@@ -369,6 +376,20 @@ Reply ServerConnection::exchange(const std::vector<std::string>& argv, Milliseco
     append(argv);
     flush();
     return read_reply(blocking_for, interrupt_fd);
+}
+
+void ServerConnection::check_unparsed() {
+    // What hiredis holds unparsed starts with the line of the element it reads now (a bulk
+    // string's payload follows its length's line): a reply that never ends a line, or holds
+    // more than a reply may, is refused here rather than scanned and buffered on and on.
+    const std::string_view unparsed(m_reader->buf + m_reader->pos, m_reader->len - m_reader->pos);
+    if (unparsed.size() > k_max_reply_bytes) {
+        refuse_reply(fmt::format("more than {} MiB", k_max_reply_bytes >> 20));
+    }
+    if (unparsed.size() > k_max_reply_line &&
+        unparsed.substr(0, k_max_reply_line).find('\n') == std::string_view::npos) {
+        refuse_reply(fmt::format("a line longer than {} MiB", k_max_reply_line >> 20));
+    }
 }
 
 void ServerConnection::refuse_reply(std::string_view what) {

@@ -107,6 +107,8 @@ private:
     std::string_view closed_hint() const;
     // Fails a reply larger than any redsem's commands get: a broken or hostile server.
     [[noreturn]] void refuse_reply(std::string_view what);
+    // After data was fed to the reader: refuses what is unparsed when it is too much.
+    void check_unparsed();
 
     Milliseconds m_connect_timeout;
     Milliseconds m_command_timeout;

@@ -256,8 +256,14 @@ RedisUrl parse_redis_url(std::string_view text) {
     const std::size_t sep = text.find("://");
     if (sep == std::string_view::npos) {
         std::string hint;
-        // Never echoed when it may hold a password ("user:pass@host").
-        if (!text.empty() && text.find('@') == std::string_view::npos) {
+        // Never echoed when it may hold a password ("user:pass@host", "user:pass"); a port
+        // is all digits after the last ':', as in "cache:6380".
+        const std::size_t colon = text.rfind(':');
+        const bool may_hold_password =
+            text.find('@') != std::string_view::npos ||
+            (colon != std::string_view::npos &&
+             text.substr(colon + 1).find_first_not_of("0123456789") != std::string_view::npos);
+        if (!text.empty() && !may_hold_password) {
             hint = fmt::format(" (did you mean '{}{}'?)",
                                text.front() == '/' ? "unix://" : "redis://", printable(text, 100));
         }

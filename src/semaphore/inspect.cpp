@@ -1,10 +1,13 @@
 #include "semaphore/inspect.hpp"
 
 #include "semaphore/keys.hpp"
+#include "semaphore/record.hpp"
 #include "util/name.hpp"
 #include "util/number.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <map>
 #include <set>
@@ -29,6 +32,21 @@ long long to_number(const std::string& text) {
     throw InternalError(fmt::format("Redis sent '{}' where a whole number belongs (a key "
                                     "changed by hand?)",
                                     printable(text)));
+}
+
+// A score that is a time, as epoch milliseconds; one edited by hand (-inf, 1e300, a
+// fraction) is clamped to what time arithmetic can take.
+long long to_time_ms(const std::string& text) {
+    if (const auto value = parse_integer(text)) {
+        return std::clamp(*value, -k_latest_time_ms, k_latest_time_ms);
+    }
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() || *end != '\0' || std::isnan(value)) {
+        return to_number(text); // says what is wrong
+    }
+    const auto limit = static_cast<double>(k_latest_time_ms);
+    return static_cast<long long>(std::clamp(value, -limit, limit));
 }
 
 std::optional<long long> optional_number(const Reply& reply) {
@@ -146,7 +164,7 @@ SemaphoreView read_view(Connection& connection, std::string_view prefix, std::st
         for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
             HolderView holder;
             holder.token = items[i].as_string();
-            holder.deadline_ms = to_number(items[i + 1].as_string());
+            holder.deadline_ms = to_time_ms(items[i + 1].as_string());
             // Dead when the lease ran out, or when a hand-over was not collected in time.
             const auto claim = optional_number(claim_until.at(i / 2));
             holder.expired = holder.deadline_ms <= view.server_now_ms;

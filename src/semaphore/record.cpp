@@ -2,6 +2,7 @@
 
 #include "util/number.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -48,8 +49,9 @@ std::optional<Record> parse_record(std::string_view raw) {
     if (!since || !ttl) {
         return std::nullopt;
     }
-    record.since_ms = *since;
-    record.ttl_ms = *ttl;
+    // Hand-edited numbers are kept within what time arithmetic can take without overflowing.
+    record.since_ms = std::clamp(*since, 0LL, k_latest_time_ms);
+    record.ttl_ms = std::clamp(*ttl, 0LL, k_latest_time_ms);
     record.meta = parse_meta(json);
     return record;
 }

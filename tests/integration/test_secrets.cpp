@@ -331,6 +331,27 @@ TEST_CASE("a reply that declares a huge string is refused once it passes 128 MiB
     CHECK(server.streamed() < 256ull << 20);
 }
 
+TEST_CASE("a reply of many large strings is refused once they pass 128 MiB together") {
+    const std::string string = "$41943040\r\n" + std::string(40 << 20, 'x') + "\r\n";
+    const HostileServer server("*10\r\n", string, 10 * string.size());
+    const ProcessResult result =
+        run_redsem({"limit", "x", "-u", server.url(), "--connect-timeout", "60s"});
+    CHECK(result.exit_code == 69);
+    CHECK(contains(result.err, "sent a reply of more than 128 MiB"));
+    CHECK(server.streamed() < 256ull << 20);
+}
+
+TEST_CASE("a reply line that never ends is refused at 1 MiB, not scanned again and again") {
+    // hiredis looks for the end of a line from its start at every read: without the bound,
+    // 64 MiB of one line costs minutes of CPU.
+    const HostileServer server("+", std::string(1 << 20, 'x'), 64ull << 20);
+    const ProcessResult result =
+        run_redsem({"limit", "x", "-u", server.url(), "--connect-timeout", "60s"});
+    CHECK(result.exit_code == 69);
+    CHECK(contains(result.err, "sent a reply of a line longer than 1 MiB"));
+    CHECK(server.streamed() < 32ull << 20);
+}
+
 TEST_CASE("replies that declare billions of elements are refused at once") {
     std::string nested;
     for (int level = 0; level < 7; ++level) {

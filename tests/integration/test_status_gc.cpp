@@ -562,3 +562,47 @@ TEST_CASE("holders say which CI job they are: status, status --json and log show
         run_redsem({"run", "deploy", "--", redsem, "status", "deploy", "--json"}, env_for(server));
     CHECK(nlohmann::json::parse(outside.out)["holders"][0]["ci"].is_null());
 }
+
+TEST_CASE("status: hand-edited times (negative, huge, -inf) give valid ISO 8601 and no "
+          "overflowing numbers") {
+    const RedisServer server;
+    const std::string token = first_line(run_redsem({"acquire", "tm"}, env_for(server)).out);
+    REQUIRE(token.size() == 32);
+    Connection admin = server.admin();
+    const Keys keys = Keys::make("redsem", "tm");
+    const std::string record = admin.call({"HGET", keys.info, token}).as_string();
+    const std::size_t json_at = record.find('{');
+    REQUIRE(json_at != std::string::npos);
+    for (const std::string& since_ttl :
+         {std::string("-5 -5"), std::string("-9223372036854775808 -9223372036854775808"),
+          std::string("9223372036854775807 9223372036854775807")}) {
+        std::istringstream fields(record);
+        std::string kind, slot, fence;
+        fields >> kind >> slot >> fence;
+        admin.call(
+            {"HSET", keys.info, token,
+             kind + " " + slot + " " + fence + " " + since_ttl + " " + record.substr(json_at)});
+        for (const std::string score : {"-inf", "+inf", "1e300", "-5"}) {
+            admin.call({"ZADD", keys.holders, score, token});
+            const ProcessResult table = run_redsem({"status", "tm"}, env_for(server));
+            INFO(since_ttl << " " << score << ": " << table.err);
+            CHECK(table.exit_code == 0);
+            CHECK(table.out.find("-1067") == std::string::npos); // no wrapped durations
+            const ProcessResult as_json = run_redsem({"status", "tm", "--json"}, env_for(server));
+            REQUIRE(as_json.exit_code == 0);
+            const auto holder = nlohmann::json::parse(as_json.out)["holders"][0];
+            for (const char* field : {"acquired", "renewed", "deadline"}) {
+                const std::string time = holder[field];
+                // YYYY-MM-DDTHH:MM:SS.mmmZ
+                CHECK(time.size() == 24);
+                CHECK(time[4] == '-');
+                CHECK(time[10] == 'T');
+                CHECK(time[19] == '.');
+                CHECK(time.back() == 'Z');
+            }
+            // Within what the clamped times allow: no wrapped 64-bit arithmetic.
+            CHECK(std::llabs(holder["held_for_ms"].get<long long>()) < 600'000'000'000'000LL);
+            CHECK(std::llabs(holder["expires_in_ms"].get<long long>()) < 600'000'000'000'000LL);
+        }
+    }
+}

@@ -217,6 +217,7 @@ TEST_CASE("url_password_span: where a URL's password is written, to cut it out o
     CHECK(cut("--url=rediss://alice:p%40w@h1,h2") == "--url=rediss://alice@h1,h2");
     CHECK(cut("-uredis://:a:b@c@host") == "-uredis://host"); // the last '@' ends it, as parsed
     CHECK(cut("redis-sentinel://:pw@s1,s2/0#master@x") == "redis-sentinel://s1,s2/0#master@x");
+    CHECK(cut("redis://:S3#cret@host:6380") == "redis://host:6380"); // '#' in a password
     CHECK(cut("unix://:pw@/run/redis@1.sock") == "unix:///run/redis@1.sock");
     CHECK(cut("unix://u:pw@/run/redis.sock?db=2") == "unix://u@/run/redis.sock?db=2");
     // No password: nothing to cut.
@@ -225,7 +226,7 @@ TEST_CASE("url_password_span: where a URL's password is written, to cut it out o
     CHECK_FALSE(redsem::url_password_span("user:pw@host"));
     CHECK_FALSE(redsem::url_password_span("unix:///tmp/a:b@c.sock"));
     for (const std::string url : {"redis://:pw@host:6380/2", "redis://alice:pw@host",
-                                  "unix://u:pw@/run/redis.sock?db=2"}) {
+                                  "redis://:a#b@h", "unix://u:pw@/run/redis.sock?db=2"}) {
         const RedisUrl whole = parse_redis_url(url);
         const RedisUrl cut_url = parse_redis_url(cut(url));
         CHECK_FALSE(cut_url.password);
