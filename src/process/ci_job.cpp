@@ -36,7 +36,8 @@ const std::array<CiSystem, 6> k_systems{{
      "GITHUB_WORKFLOW", "GITHUB_JOB"},
     {"gitlab", "GITLAB_CI", [] { return variable("CI_JOB_URL"); }, "CI_PROJECT_PATH",
      "CI_JOB_NAME"},
-    {"jenkins", "JENKINS_URL", [] { return variable("BUILD_URL"); }, "JOB_NAME", "BUILD_DISPLAY_NAME"},
+    {"jenkins", "JENKINS_URL", [] { return variable("BUILD_URL"); }, "JOB_NAME",
+     "BUILD_DISPLAY_NAME"},
     {"buildkite", "BUILDKITE",
      [] {
          const std::string build = variable("BUILDKITE_BUILD_URL");
@@ -44,8 +45,8 @@ const std::array<CiSystem, 6> k_systems{{
          return build.empty() || job.empty() ? build : build + "#" + job;
      },
      "BUILDKITE_PIPELINE_SLUG", "BUILDKITE_LABEL"},
-    {"circleci", "CIRCLECI", [] { return variable("CIRCLE_BUILD_URL"); },
-     "CIRCLE_PROJECT_REPONAME", "CIRCLE_JOB"},
+    {"circleci", "CIRCLECI", [] { return variable("CIRCLE_BUILD_URL"); }, "CIRCLE_PROJECT_REPONAME",
+     "CIRCLE_JOB"},
     {"azure", "TF_BUILD",
      [] {
          // SYSTEM_COLLECTIONURI ends with '/'; a project name may hold spaces.

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"
+#include "support/loopback_proxy.hpp"
 #include "support/skip.hpp"
 
 #include <arpa/inet.h>
@@ -30,15 +31,7 @@ void check_no_password(const ProcessResult& result, const std::string& password)
 class NotRedisServer {
 public:
     NotRedisServer() {
-        m_fd = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t length = sizeof(address);
-        bind(m_fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-        getsockname(m_fd, reinterpret_cast<sockaddr*>(&address), &length);
-        m_port = ntohs(address.sin_port);
-        listen(m_fd, 8);
+        m_fd = listen_on_loopback(m_port);
         m_thread = std::thread([this] {
             while (!m_stop) {
                 const int client = accept(m_fd, nullptr, nullptr);

@@ -4,16 +4,15 @@
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"
+#include "support/loopback_proxy.hpp"
 #include "support/skip.hpp"
 
 #include <algorithm>
-#include <arpa/inet.h>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <thread>
@@ -98,15 +97,7 @@ class HostileServer {
 public:
     HostileServer(std::string answer, std::string stream = {}, std::size_t stream_limit = 0)
         : m_answer(std::move(answer)), m_stream(std::move(stream)), m_limit(stream_limit) {
-        m_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t length = sizeof(address);
-        bind(m_fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-        getsockname(m_fd, reinterpret_cast<sockaddr*>(&address), &length);
-        m_port = ntohs(address.sin_port);
-        listen(m_fd, 8);
+        m_fd = listen_on_loopback(m_port);
         m_thread = std::thread([this] { serve(); });
     }
     ~HostileServer() {
@@ -179,8 +170,8 @@ TEST_CASE("run's command finds no password in redsem: not in its environment, co
     for (const auto& [url_option, env] : ways) {
         EnvChanges with_grace = env;
         with_grace["REDSEM_LOSS_GRACE"] = "0";
-        auto child = Child::shell(user.redsem(url_option + " run secrets -- sh -c " + k_snoop),
-                                  with_grace);
+        auto child =
+            Child::shell(user.redsem(url_option + " run secrets -- sh -c " + k_snoop), with_grace);
         const ProcessResult result = child->wait();
         INFO(url_option << " " << result.out << result.err);
         CHECK(result.exit_code == 0);
@@ -205,10 +196,10 @@ TEST_CASE("acquire --while-pid: the keeper shows no password and cannot be inspe
         "redis://:" + k_password + "@" + server.tcp_url().substr(std::string("redis://").size());
     // The process the slot is held for lives until the test ends it.
     const std::string pid_file = user.scratch().path("pid");
-    auto holder = Child::shell(
-        user.shell("sleep 300 & echo $! >" + pid_file + "; " + user.binary() + " -u " +
-                   url_with_password + " acquire kept --while-pid $! >/dev/null"),
-        {{"REDSEM_LOSS_GRACE", "0"}, {"REDSEM_PASSWORD", k_password}});
+    auto holder =
+        Child::shell(user.shell("sleep 300 & echo $! >" + pid_file + "; " + user.binary() + " -u " +
+                                url_with_password + " acquire kept --while-pid $! >/dev/null"),
+                     {{"REDSEM_LOSS_GRACE", "0"}, {"REDSEM_PASSWORD", k_password}});
     REQUIRE(holder->wait().exit_code == 0);
     const int sleeper = std::stoi(read_file(pid_file));
     // The keeper: the process left with "--while-pid" among its arguments.
@@ -220,7 +211,8 @@ TEST_CASE("acquire --while-pid: the keeper shows no password and cannot be inspe
                 if (std::all_of(pid.begin(), pid.end(), ::isdigit) &&
                     contains(read_file(entry.path().string() + "/cmdline"), "kept")) {
                     const std::string cmdline = read_file(entry.path().string() + "/cmdline");
-                    if (contains(cmdline, "--while-pid") && contains(cmdline, user.scratch().dir())) {
+                    if (contains(cmdline, "--while-pid") &&
+                        contains(cmdline, user.scratch().dir())) {
                         keeper = std::stoi(pid);
                         return true;
                     }

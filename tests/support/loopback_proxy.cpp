@@ -33,18 +33,25 @@ int connect_to(int port) {
 
 } // namespace
 
-LoopbackProxy::LoopbackProxy(int server_port, Filter filter)
-    : m_server_port(server_port), m_filter(std::move(filter)) {
-    m_listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+int listen_on_loopback(int& port) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in address = loopback(0);
     socklen_t length = sizeof(address);
-    if (bind(m_listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-        getsockname(m_listener, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
-        listen(m_listener, 16) != 0) {
-        close(m_listener);
-        throw std::runtime_error("proxy cannot listen");
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0 ||
+        listen(fd, 16) != 0) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        throw std::runtime_error("cannot listen on a loopback port");
     }
-    m_port = ntohs(address.sin_port);
+    port = ntohs(address.sin_port);
+    return fd;
+}
+
+LoopbackProxy::LoopbackProxy(int server_port, Filter filter)
+    : m_server_port(server_port), m_filter(std::move(filter)) {
+    m_listener = listen_on_loopback(m_port);
     m_thread = std::thread([this] { serve(); });
 }
 

@@ -6,6 +6,10 @@
 
 namespace redsem::test {
 
+// A socket listening on a free port of 127.0.0.1 (stored in `port`), for the fake servers and
+// proxies of the tests; throws when none can be had.
+int listen_on_loopback(int& port);
+
 // A loopback TCP proxy in front of a server's port on 127.0.0.1: it relays every connection
 // both ways, and a filter decides what becomes of the bytes the server sends.
 class LoopbackProxy {
