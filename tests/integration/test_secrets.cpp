@@ -152,7 +152,7 @@ private:
 // What redsem says when it refuses a reply of 128 MiB: `message`. A sanitized binary may take
 // longer than the command timeout (5s) to read that much; then it gives up on the reply as
 // unanswered first (still 69, and no further than the bound, which the callers check).
-std::string refused_as(const std::string& message) {
+std::string refused_as([[maybe_unused]] const std::string& message) {
 #ifdef REDSEM_SANITIZED
     return "127.0.0.1";
 #else
