@@ -6,11 +6,12 @@
 -- Needs: call.lua (new_call()), cluster.lua (refuse_while_migrating()), state.lua
 --   (settle_expiry()), history.lua (write_history()).
 --
--- The build (cmake/embed_lua.cmake) ends each script with
---     local function script_body(call) <the script> end
+-- The build (cmake/embed_lua.cmake) ends each script sent by EVAL with
+--     local function script_body(call, KEYS, ARGV) <the script> end
 --     return run(KEYS, ARGV, script_body)
--- so a script's body sees its call context as `call`, and every return it takes goes
--- through finish().
+-- and registers each as a function of the library (FCALL) that calls run(keys, argv, <its
+-- body>); so a script's body sees its call context as `call`, KEYS and ARGV as its own
+-- locals (a function has no such globals), and every return it takes goes through finish().
 
 -- The commands the scripts run, checked against the user's ACL before anything is written: a
 -- script that a refusal stopped half-way would leave its first writes behind (Redis does not
@@ -66,5 +67,5 @@ local function run(keys, argv, body)
     if refused then
         return refused
     end
-    return finish(call, body(call))
+    return finish(call, body(call, keys, argv))
 end

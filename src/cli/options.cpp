@@ -397,6 +397,9 @@ ConnectOptions resolve_connection(const GlobalOptions& options) {
             throw UsageError(fmt::format("{} must be longer than 0", timeout_source));
         }
     }
+    if (const std::optional<std::string> functions = env("REDSEM_FUNCTIONS")) {
+        connect.functions = parse_switch(*functions, "$REDSEM_FUNCTIONS");
+    }
     return connect;
 }
 

@@ -17,6 +17,9 @@ namespace {
 // How many redirects (MOVED, ASK) one command follows before its last reply stands: a slot map
 // that changes this often is a cluster being reconfigured faster than it settles.
 constexpr int k_max_redirects = 16;
+// How many times one script call is sent: FCALL, FCALL after loading the library, EVALSHA,
+// EVAL, and once more with a cluster's keys.
+constexpr int k_script_rounds = 5;
 // The flags a script gets as its last argument (see lua/lib/call.lua).
 enum ScriptFlag : int {
     by_body = 1,        // sent with EVAL: its text, not its SHA1
@@ -31,18 +34,46 @@ bool span_slots(const std::vector<std::string>& keys) {
     });
 }
 
-// EVALSHA (by_sha) or EVAL of `call` with `keys` (its keys or its cluster keys), and a last
+// How a script call is sent: as a function of redsem's library (FCALL), by its SHA1
+// (EVALSHA), or by its text (EVAL).
+enum class Way { function, sha, body };
+
+Way first_way(const ScriptCall& call, bool functions) {
+    switch (call.send) {
+    case ScriptCall::Send::body_only:
+        return Way::body;
+    case ScriptCall::Send::sha_only:
+        return Way::sha;
+    case ScriptCall::Send::sha_then_body:
+        break;
+    }
+    return functions && call.script.function != nullptr ? Way::function : Way::sha;
+}
+
+// FCALL, EVALSHA or EVAL of `call` with `keys` (its keys or its cluster keys), and a last
 // argument of flags (ScriptFlag).
 std::vector<std::string> script_argv(const ScriptCall& call, const std::vector<std::string>& keys,
-                                     bool by_sha) {
+                                     Way way) {
     std::vector<std::string> argv;
     argv.reserve(4 + keys.size() + call.args.size());
-    argv.emplace_back(by_sha ? "EVALSHA" : "EVAL");
-    argv.emplace_back(by_sha ? call.script.sha1 : call.script.body);
+    switch (way) {
+    case Way::function:
+        argv.emplace_back("FCALL");
+        argv.emplace_back(call.script.function);
+        break;
+    case Way::sha:
+        argv.emplace_back("EVALSHA");
+        argv.emplace_back(call.script.sha1);
+        break;
+    case Way::body:
+        argv.emplace_back("EVAL");
+        argv.emplace_back(call.script.body);
+        break;
+    }
     argv.push_back(std::to_string(keys.size()));
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), call.args.begin(), call.args.end());
-    const int flags = (span_slots(keys) ? keys_span_slots : 0) | (by_sha ? 0 : by_body);
+    const int flags = (span_slots(keys) ? keys_span_slots : 0) | (way == Way::body ? by_body : 0);
     argv.push_back(call.flags_note.empty() ? std::to_string(flags)
                                            : fmt::format("{} {}", flags, call.flags_note));
     return argv;
@@ -52,7 +83,8 @@ std::vector<std::string> script_argv(const ScriptCall& call, const std::vector<s
 // its last argument that keys it builds itself may still be on the node the slot comes from.
 std::vector<std::string> mark_asked(const std::vector<std::string>& argv) {
     std::vector<std::string> marked = argv;
-    if (!marked.empty() && (marked[0] == "EVALSHA" || marked[0] == "EVAL")) {
+    if (!marked.empty() &&
+        (marked[0] == "FCALL" || marked[0] == "EVALSHA" || marked[0] == "EVAL")) {
         std::string& flags = marked.back();
         const std::size_t end = flags.find(' ');
         const std::string rest = end == std::string::npos ? "" : flags.substr(end);
@@ -61,10 +93,25 @@ std::vector<std::string> mark_asked(const std::vector<std::string>& argv) {
     return marked;
 }
 
+// The server lacks the function called (it never loaded redsem's library, or lost it).
+bool is_missing_function(const Reply& reply) {
+    return reply.is_error() && reply.text.rfind("ERR Function not found", 0) == 0;
+}
+
+// FCALL itself is refused: the user's ACL lacks it, or the server has no such command (before
+// Redis 7, or renamed away). Not a refusal from inside a function, which names another command.
+bool is_fcall_refused(const Reply& reply) {
+    return reply.is_error() &&
+           (is_error_code(reply, "NOPERM") || reply.text.find("unknown command") != std::string::npos) &&
+           (reply.text.find("'fcall'") != std::string::npos ||
+            reply.text.find("'FCALL'") != std::string::npos);
+}
+
 } // namespace
 
 Connection::Connection(ConnectOptions options)
-    : m_options(std::move(options)), m_topology(make_topology(m_options)) {}
+    : m_options(std::move(options)), m_topology(make_topology(m_options)),
+      m_functions(m_options.functions) {}
 
 Connection::~Connection() = default;
 Connection::Connection(Connection&&) noexcept = default;
@@ -354,18 +401,72 @@ Reply Connection::eval(ScriptCall call) {
     return reply;
 }
 
+struct Connection::Attempt {
+    Way way;
+    bool loaded = false;       // the library was loaded for it (FUNCTION LOAD)
+    bool cluster_keys = false; // sent with its cluster keys
+};
+
+bool Connection::retry_script(const ScriptCall& call, Attempt& attempt, const Reply& reply,
+                              const std::string& route) {
+    if (attempt.way == Way::function) {
+        if (is_fcall_refused(reply)) {
+            m_functions = false;
+            attempt.way = Way::sha;
+            return true;
+        }
+        if (is_error_code(reply, "READONLY")) {
+            // A replica (status may read there) refuses every function that may write; a
+            // script sent by EVAL runs until it writes.
+            attempt.way = Way::sha;
+            return true;
+        }
+        if (is_missing_function(reply)) {
+            // Where loading does not help (the library is refused, or a node importing the
+            // slot lacks it while the load went to the slot's owner), the script itself goes.
+            if (attempt.loaded || !load_library(*call.script.library, route)) {
+                attempt.way = Way::sha;
+            }
+            attempt.loaded = true;
+            return true;
+        }
+        return false;
+    }
+    if (attempt.way == Way::sha && is_error_code(reply, "NOSCRIPT") &&
+        call.send == ScriptCall::Send::sha_then_body) {
+        attempt.way = Way::body;
+        return true;
+    }
+    return false;
+}
+
+bool Connection::load_library(const FunctionLibrary& library, const std::string& route) {
+    const std::vector<std::string> argv{"FUNCTION", "LOAD", library.code};
+    const Reply reply = std::move(send_all({Outgoing{&route, &argv}}).front());
+    if (!reply.is_error() || reply.text.find("already exists") != std::string::npos) {
+        return true; // loaded now, or by another client meanwhile
+    }
+    if (is_error_code(reply, "NOPERM") || reply.text.find("unknown") != std::string::npos) {
+        m_functions = false; // no FUNCTION LOAD for this user, or no Functions at all
+    }
+    // Anything else (out of memory, a read-only replica) the script meets as well, and
+    // reports.
+    return false;
+}
+
 std::vector<Reply> Connection::eval_pipeline(const std::vector<ScriptCall>& calls) {
     std::vector<Reply> replies(calls.size());
-    std::vector<bool> by_body(calls.size(), false);
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-        by_body[i] = calls[i].send == ScriptCall::Send::body_only;
+    std::vector<Attempt> attempts;
+    attempts.reserve(calls.size());
+    for (const ScriptCall& call : calls) {
+        attempts.push_back(Attempt{first_way(call, m_functions)});
     }
-    std::vector<bool> by_cluster_keys(calls.size(), false);
     std::vector<std::size_t> todo(calls.size());
     std::iota(todo.begin(), todo.end(), std::size_t{0});
-    // At most three rounds: EVALSHA; with the cluster's keys after CROSSSLOT; with the body
-    // after NOSCRIPT (the server lacks the script: it restarted, or never ran it).
-    for (int round = 0; round < 3 && !todo.empty(); ++round) {
+    // At most k_script_rounds: with the cluster's keys after CROSSSLOT; after "Function not
+    // found", once more with the library loaded, then by EVALSHA; with the body after
+    // NOSCRIPT (the server lacks the script: it restarted, or never ran it).
+    for (int round = 0; round < k_script_rounds && !todo.empty(); ++round) {
         std::vector<std::vector<std::string>> argvs;
         argvs.reserve(todo.size());
         std::vector<Outgoing> batch;
@@ -373,9 +474,9 @@ std::vector<Reply> Connection::eval_pipeline(const std::vector<ScriptCall>& call
         for (const std::size_t i : todo) {
             const ScriptCall& call = calls[i];
             const bool cluster = topology().wants_cluster_keys() && !call.cluster_keys.empty();
-            by_cluster_keys[i] = cluster;
+            attempts[i].cluster_keys = cluster;
             const std::vector<std::string>& keys = cluster ? call.cluster_keys : call.keys;
-            argvs.push_back(script_argv(call, keys, !by_body[i]));
+            argvs.push_back(script_argv(call, keys, attempts[i].way));
             batch.push_back(Outgoing{&keys.front(), &argvs.back()});
         }
         std::vector<Reply> got = send_all(batch);
@@ -387,13 +488,11 @@ std::vector<Reply> Connection::eval_pipeline(const std::vector<ScriptCall>& call
             if (!reply.is_error()) {
                 continue;
             }
-            if (is_error_code(reply, "CROSSSLOT") && !by_cluster_keys[i] &&
+            if (is_error_code(reply, "CROSSSLOT") && !attempts[i].cluster_keys &&
                 topology().wants_cluster_keys() && !calls[i].cluster_keys.empty()) {
                 // A cluster after all (send_all() handed over): its keys from now on.
                 again.push_back(i);
-            } else if (is_error_code(reply, "NOSCRIPT") && !by_body[i] &&
-                       calls[i].send == ScriptCall::Send::sha_then_body) {
-                by_body[i] = true;
+            } else if (retry_script(calls[i], attempts[i], reply, *batch[k].key)) {
                 again.push_back(i);
             }
         }
@@ -403,14 +502,14 @@ std::vector<Reply> Connection::eval_pipeline(const std::vector<ScriptCall>& call
 }
 
 std::vector<Reply> Connection::eval_atomically(const std::vector<ScriptCall>& calls) {
-    std::vector<bool> by_body(calls.size(), false);
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-        by_body[i] = calls[i].send == ScriptCall::Send::body_only;
+    std::vector<Attempt> attempts;
+    attempts.reserve(calls.size());
+    for (const ScriptCall& call : calls) {
+        attempts.push_back(Attempt{first_way(call, m_functions)});
     }
-    // At most three rounds, as in eval_pipeline(): after CROSSSLOT, with the cluster's keys;
-    // after NOSCRIPT, with the body.
+    // At most k_script_rounds, as in eval_pipeline().
     bool cluster_keys_tried = false;
-    for (int round = 0;; ++round) {
+    for (int round = 1;; ++round) {
         const bool cluster = topology().wants_cluster_keys() && !calls.front().cluster_keys.empty();
         cluster_keys_tried = cluster_keys_tried || cluster;
         std::vector<std::vector<std::string>> argvs;
@@ -418,15 +517,24 @@ std::vector<Reply> Connection::eval_atomically(const std::vector<ScriptCall>& ca
         for (std::size_t i = 0; i < calls.size(); ++i) {
             const ScriptCall& call = calls[i];
             const bool own = cluster && !call.cluster_keys.empty();
-            argvs.push_back(script_argv(call, own ? call.cluster_keys : call.keys, !by_body[i]));
+            argvs.push_back(script_argv(call, own ? call.cluster_keys : call.keys, attempts[i].way));
         }
         const std::string& route = cluster ? calls.front().cluster_keys.front()
                                            : calls.front().keys.front();
         Reply reply = std::move(send_all({Outgoing{&route, nullptr, &argvs}}).front());
         if (reply.is_error()) {
-            if (is_error_code(reply, "CROSSSLOT") && !cluster_keys_tried && round < 2 &&
-                topology().wants_cluster_keys() && !calls.front().cluster_keys.empty()) {
+            if (round < k_script_rounds && is_error_code(reply, "CROSSSLOT") &&
+                !cluster_keys_tried && topology().wants_cluster_keys() &&
+                !calls.front().cluster_keys.empty()) {
                 continue; // a cluster after all (send_all() handed over)
+            }
+            // FCALL refused as the transaction was queued: none of it ran.
+            bool again = false;
+            for (std::size_t i = 0; i < calls.size(); ++i) {
+                again = retry_script(calls[i], attempts[i], reply, route) || again;
+            }
+            if (again && round < k_script_rounds && is_fcall_refused(reply)) {
+                continue;
             }
             return std::vector<Reply>(calls.size(), reply);
         }
@@ -437,13 +545,10 @@ std::vector<Reply> Connection::eval_atomically(const std::vector<ScriptCall>& ca
         }
         bool again = false;
         for (std::size_t i = 0; i < calls.size(); ++i) {
-            if (is_error_code(replies[i], "NOSCRIPT") && !by_body[i] &&
-                calls[i].send == ScriptCall::Send::sha_then_body) {
-                by_body[i] = true;
-                again = true;
-            }
+            again = (replies[i].is_error() && retry_script(calls[i], attempts[i], replies[i], route)) ||
+                    again;
         }
-        if (!again || round == 2) {
+        if (!again || round == k_script_rounds) {
             return replies;
         }
     }

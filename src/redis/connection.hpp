@@ -82,20 +82,23 @@ public:
     // included: one round trip for a batch of reads.
     std::vector<Reply> pipeline(const std::vector<Command>& commands);
 
-    // Runs a script: EVALSHA, and on NOSCRIPT the body with EVAL (which also caches it), or as
-    // call.send says.
+    // Runs a script: as a function of redsem's library (FCALL), loading the library where the
+    // server lacks it (FUNCTION LOAD); where functions are refused (Redis before 7, an ACL
+    // without FCALL or FUNCTION LOAD, ConnectOptions::functions off) by EVALSHA, and on
+    // NOSCRIPT by its body with EVAL (which also caches it); or as call.send says (a call
+    // that is not sha_then_body is never an FCALL).
     // Appends one last argument of flags (see lua/lib/call.lua). An error reply is thrown by
     // throw_script_error().
     Reply eval(ScriptCall call);
 
-    // Runs every call in one round trip (two when the server lacks the script), as eval()
+    // Runs every call in one round trip (more when the server lacks the script), as eval()
     // does, and returns the replies in order, error replies included.
     std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 
     // Runs the calls as one transaction (MULTI ... EXEC) on the server of the first call's
     // first key: nothing runs between them. Returns the replies in order, error replies
     // included; when the transaction did not run (a call was refused: NOPERM, OOM, ...), each
-    // reply is that refusal. A call by SHA1 that the server lacks is resent by its body with
+    // reply is that refusal. A call that the server lacks is resent (see eval()) with
     // the whole transaction, so the calls before it run again: each must be harmless to
     // repeat.
     std::vector<Reply> eval_atomically(const std::vector<ScriptCall>& calls);
@@ -183,6 +186,17 @@ private:
                            int interrupt_fd);
     std::vector<Endpoint> primaries();
     void pin(const Endpoint& node);
+    // How one script call was sent last (see eval_pipeline()).
+    struct Attempt;
+    // After `reply` to `call`, sent as `attempt` says, whether to send it again, and how
+    // (`attempt` is updated): FCALL after loading the library (routed by `route`) where the
+    // server lacks it, EVALSHA where functions are refused or loading does not help, EVAL
+    // after NOSCRIPT.
+    bool retry_script(const ScriptCall& call, Attempt& attempt, const Reply& reply,
+                      const std::string& route);
+    // Loads `library` on the server of `route`; false when it could not be loaded (and, when
+    // the user or the server refuses Functions, no FCALL is tried again).
+    bool load_library(const FunctionLibrary& library, const std::string& route);
     // The latest time a reply is waited for (see RetriesUntil); none without a deadline.
     std::optional<std::chrono::steady_clock::time_point> latest_reply() const;
     // Tells the link latest_reply() (when a RetriesUntil ends: no bound left behind).
@@ -193,6 +207,7 @@ private:
     ConnectOptions m_options;
     std::unique_ptr<Topology> m_topology;
     std::optional<BootClock::time_point> m_retries_until; // see RetriesUntil
+    bool m_functions;                                     // scripts go by FCALL first
 };
 
 } // namespace redsem

@@ -36,6 +36,9 @@ struct ConnectOptions {
     TlsOptions tls = {};                               // for a rediss:// URL
     std::optional<std::string> sentinel_password = {}; // a sentinel URL: AUTH to the sentinels
     TransportOpener open_transport = Transport::open;
+    // redsem's scripts are called as functions of its library (FCALL, Redis 7), where the
+    // server and the user allow; false: by EVALSHA and EVAL only (REDSEM_FUNCTIONS=0).
+    bool functions = true;
 };
 
 // One connection to one Redis server: commands formatted and replies parsed by hiredis, the

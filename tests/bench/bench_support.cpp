@@ -52,9 +52,12 @@ CommandStats command_stats(Connection& admin) {
             line.starts_with("cmdstat_info")) {
             continue;
         }
-        stats.commands += std::stoll(line.substr(calls + 7));
-        if (line.starts_with("cmdstat_evalsha:")) {
-            stats.evalsha_us += std::stod(line.substr(usec + 6));
+        const long long count = std::stoll(line.substr(calls + 7));
+        stats.commands += count;
+        if (line.starts_with("cmdstat_fcall:") || line.starts_with("cmdstat_evalsha:") ||
+            line.starts_with("cmdstat_eval:")) {
+            stats.scripts += count;
+            stats.script_us += std::stod(line.substr(usec + 6));
         }
     }
     return stats;

@@ -24,10 +24,12 @@ ScriptCall acquire_call(const std::string& name, const std::string& token, long 
 void run_batched(Connection& connection, std::vector<ScriptCall>& calls);
 
 // What Redis ran since its statistics were last reset (CONFIG RESETSTAT): commands, scripts'
-// inner calls included (less CONFIG and INFO), and the microseconds EVALSHA took.
+// inner calls included (less CONFIG and INFO), and the script calls (FCALL, EVALSHA, EVAL)
+// and the microseconds they took.
 struct CommandStats {
     long long commands = 0;
-    double evalsha_us = 0;
+    long long scripts = 0;
+    double script_us = 0;
 };
 CommandStats command_stats(Connection& admin);
 

@@ -52,8 +52,8 @@ public:
         const CommandStats ran = command_stats(m_admin);
         ScriptStats& stats = m_stats[call.script.name];
         stats.round_trip_us.push_back(elapsed.count());
-        stats.redis_us.push_back(ran.evalsha_us);
-        stats.inner_calls += ran.commands - 1; // less the EVALSHA itself
+        stats.redis_us.push_back(ran.script_us);
+        stats.inner_calls += ran.commands - ran.scripts; // less the FCALL or EVALSHA itself
         return reply;
     }
 
