@@ -8,9 +8,10 @@
 -- only modules before it. The modules hold functions and constants only: whatever a call reads
 -- or learns as it runs (its keys and flags, the server clock, the epoch, the events to log)
 -- lives in the table new_call() makes, and passes as an argument. So no flag one script sets
--- can change what a shared function does in another, and the modules could become one Redis
--- Functions library, loaded once and shared by all calls. main.lua runs each script's body
--- (see run()).
+-- can change what a shared function does in another, and the modules are also one Redis
+-- Functions library, loaded once and shared by all calls (cmake/embed_lua.cmake). The one
+-- exception is a fact of the server process that no call can change: its run_id (PROCESS, see
+-- epoch.lua). main.lua runs each script's body (see run()).
 --
 -- KEYS, the same for every script; all share the hash tag {name}, so a script stays on one
 -- Redis Cluster slot:
@@ -63,9 +64,10 @@
 -- in microseconds at its grant (next_fence()).
 --
 -- Every redis.call costs microseconds, and these scripts run on every acquire and release:
--- the hot paths keep the number of calls small on purpose. So does each call's start: every
--- function of these modules is created anew on each call (EVAL runs the whole text), and Lua
--- pays for each local a function captures; the call table keeps those few.
+-- the hot paths keep the number of calls small on purpose. So does each call's start: sent by
+-- EVAL, every function of these modules is created anew on each call (EVAL runs the whole
+-- text), and Lua pays for each local a function captures; the call table keeps those few. As
+-- a function (FCALL), the library's functions are created once, when it is loaded.
 
 local SEMAPHORE_KEYS = 6 -- KEYS[1..6] belong to the semaphore; the epoch key may be shared
 

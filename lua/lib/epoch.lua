@@ -2,11 +2,12 @@
 -- is the Redis process, in the replication history, that last wrote the epoch key (KEYS[7]);
 -- when it may have lost data; and until when nobody new is admitted.
 -- Provides: admission(call, state, now, grace), admission_now(call, now),
---   demand_proof(call, now), refuse_if_evicting(call), LOSS_GRACE_MS; within: server_identity(denied_ok), identify(call),
+--   demand_proof(call, now), refuse_if_evicting(call), LOSS_GRACE_MS; within: PROCESS,
+--   server_identity(denied_ok, now), identify(call),
 --   marker_ran(call), judge_by_marker(call, now), judge_epoch(call, now, me),
 --   read_epoch(call, now), evicting_policy(call).
 -- Needs: call.lua (call.k_epoch, call.own_epoch; keeps call.epoch), cluster.lua
---   (came_by_migration()), state.lua (KEEP_STEP_MS, state.closed_logged), history.lua
+--   (came_by_migration()), state.lua (KEEP_STEP_MS, server_now(), state.closed_logged), history.lua
 --   (log_event()).
 --
 -- Lost data: Redis may come back from a restart without the latest writes (no persistence, an
@@ -49,24 +50,39 @@
 -- lease gone: well inside this.
 local LOSS_GRACE_MS = 60000
 
--- {run, replid, replid2, promoted, uptime_ms} of this server process, from INFO; promoted:
--- its replid2 names a replication history it followed before this one. (A server that does
--- not report them gives '': taken as one process that never restarted nor changed role.)
--- nil when INFO is denied and `denied_ok`; else a denial fails the call as INFO's error.
-local function server_identity(denied_ok)
-    local server = redis.pcall('INFO', 'server')
-    if type(server) == 'table' and server.err then
+-- The server process this code runs in, as INFO server named it to an earlier call:
+-- {run, started_ms}. Only a function library (FCALL) keeps it from one call to the next: it
+-- lives in the process's memory, so a restarted server (a new run_id) never has it, nor does
+-- a library loaded anew (FUNCTION FLUSH, a replica's full sync); a script sent by EVAL runs
+-- this file anew at each call, and so starts without it every time. A process's run_id never
+-- changes while it runs, so a call that finds it here skips INFO server; the replication
+-- history can change under a running process (a promotion), so INFO replication is read at
+-- every call. (The one value these modules keep between calls.)
+local PROCESS = {}
+
+-- {run, replid, replid2, promoted, uptime_ms} of this server process, from INFO (or PROCESS);
+-- promoted: its replid2 names a replication history it followed before this one. (A server
+-- that does not report them gives '': taken as one process that never restarted nor changed
+-- role.) nil when INFO is denied and `denied_ok`; else a denial fails the call as INFO's
+-- error. `now`: the server time (ms).
+local function server_identity(denied_ok, now)
+    local replication = redis.pcall('INFO', 'replication')
+    if type(replication) == 'table' and replication.err then
         if denied_ok then
             return nil
         end
-        error(server)
+        error(replication)
     end
-    local replication = redis.call('INFO', 'replication')
+    if not PROCESS.run then
+        local server = redis.call('INFO', 'server')
+        PROCESS.run = string.match(server, 'run_id:(%x+)') or ''
+        PROCESS.started_ms = now - (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000
+    end
     local replid2 = string.match(replication, 'master_replid2:(%x+)') or ''
-    return {run = string.match(server, 'run_id:(%x+)') or '',
+    return {run = PROCESS.run,
             replid = string.match(replication, 'master_replid:(%x+)') or '',
             replid2 = replid2, promoted = string.match(replid2, '^0*$') == nil,
-            uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000}
+            uptime_ms = now - PROCESS.started_ms}
 end
 
 -- Whether the marker's script ran just before this call, in its transaction (see the top):
@@ -91,7 +107,8 @@ local function identify(call)
         if call.marker then
             marker_ran(call)
         end
-        call.me = server_identity(true) or {marker = call.marker}
+        local now = call.now_us and math.floor(call.now_us / 1000) or server_now(call)
+        call.me = server_identity(true, now) or {marker = call.marker}
     end
     return call.me
 end

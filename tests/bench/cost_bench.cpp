@@ -1,7 +1,7 @@
 // redsem-cost-bench: what each script costs Redis, and whether that grows with the semaphore.
 // Prints one JSON object; asserts nothing.
 //
-//   redsem-cost-bench --url URL [--sizes 10,10000] [--cycles 2000]
+//   redsem-cost-bench --url URL [--sizes 10,10000] [--cycles 2000] [--eval]
 //
 // For each size N, one semaphore (limit N) is filled with N holders and N waiters through the
 // real acquire script, then one client runs cycles of: release the oldest holder (its slot
@@ -11,7 +11,9 @@
 //
 // Redis's own time per script call (the time the command runs, its inner calls included, not
 // its network I/O) and the calls it makes inside Redis are read from INFO commandstats,
-// reset before each call. Round trips are timed by the client. (SLOWLOG would log each inner
+// reset before each call. Round trips are timed by the client. "bare" is the floor: a script
+// that only returns 1, by EVALSHA and by FCALL. --eval sends redsem's scripts by EVALSHA (as
+// REDSEM_FUNCTIONS=0 does), for a comparison with the same build. (SLOWLOG would log each inner
 // call too, which slows down the scripts it measures.) Resets the server's statistics: point
 // it at a private server.
 #include "bench_support.hpp"
@@ -145,6 +147,38 @@ nlohmann::json free_semaphore(Connection& client, Connection& admin, int cycles)
     return {{"cycles", cycles}, {"scripts", summary(runner.stats())}};
 }
 
+// Redis's time for a script that does nothing but return 1, called as redsem's scripts are
+// (8 keys, 3 arguments): by EVALSHA, and as a function (FCALL). The floor a script call pays.
+nlohmann::json bare_calls(Connection& client, Connection& admin, int cycles) {
+    const Keys keys = Keys::make("redsem", "costbare");
+    std::vector<std::string> argv = keys.script_keys();
+    argv.insert(argv.begin(), std::to_string(argv.size()));
+    for (const char* arg : {"prefix", "token", "0"}) {
+        argv.emplace_back(arg);
+    }
+    const std::string body = "return 1";
+    const std::string sha = client.call({"SCRIPT", "LOAD", body}).as_string();
+    client.call({"FUNCTION", "LOAD", "REPLACE",
+                 "#!lua name=redsem_bench_bare\n"
+                 "redis.register_function('redsem_bench_bare', function() return 1 end)"});
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [label, head] :
+         {std::pair{"evalsha", std::vector<std::string>{"EVALSHA", sha}},
+          std::pair{"fcall", std::vector<std::string>{"FCALL", "redsem_bench_bare"}}}) {
+        std::vector<std::string> command = head;
+        command.insert(command.end(), argv.begin(), argv.end());
+        std::vector<double> redis_us;
+        for (int i = 0; i < cycles; ++i) {
+            admin.call({"CONFIG", "RESETSTAT"});
+            client.call(command);
+            redis_us.push_back(command_stats(admin).script_us);
+        }
+        out[label] = {{"redis_us_p50", percentile(redis_us, 0.5)}, {"redis_us_mean", mean(redis_us)}};
+    }
+    client.call({"FUNCTION", "DELETE", "redsem_bench_bare"});
+    return out;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -155,9 +189,11 @@ int main(int argc, char** argv) {
     app.add_option("--url", url, "Redis URL of a private server")->required();
     app.add_option("--sizes", sizes, "Holders (and as many waiters) per semaphore")->delimiter(',');
     app.add_option("--cycles", cycles, "Cycles per size")->check(CLI::Range(1, 1'000'000));
+    bool eval_only = false;
+    app.add_flag("--eval", eval_only, "Send the scripts by EVALSHA, not as functions (FCALL)");
     CLI11_PARSE(app, argc, argv);
 
-    const ConnectOptions connect{parse_redis_url(url)};
+    const ConnectOptions connect{.url = parse_redis_url(url), .functions = !eval_only};
     Connection admin(connect);
     Connection client(connect);
     nlohmann::json results = nlohmann::json::array();
@@ -165,6 +201,7 @@ int main(int argc, char** argv) {
         results.push_back(full_semaphore(client, admin, size, cycles));
     }
     const nlohmann::json free = free_semaphore(client, admin, cycles);
+    const nlohmann::json bare = bare_calls(client, admin, cycles);
 
     // The largest size against the smallest, per script.
     nlohmann::json growth = nlohmann::json::object();
@@ -176,8 +213,13 @@ int main(int argc, char** argv) {
                           {"round_trip_us_p50", large[script]["round_trip_us_p50"].get<double>() /
                                                     stats["round_trip_us_p50"].get<double>()}};
     }
-    std::cout << nlohmann::json{{"sizes", results},
+    std::cout << nlohmann::json{{"sent_by", eval_only ? "EVALSHA" : "FCALL"},
+                                {"sizes", results},
                                 {"free", free},
+                                {"bare", bare},
+                                {"renew_over_bare_evalsha",
+                                 small["renew"]["redis_us_p50"].get<double>() /
+                                     bare["evalsha"]["redis_us_p50"].get<double>()},
                                 {"largest_over_smallest", growth}}
                      .dump(2)
               << "\n";

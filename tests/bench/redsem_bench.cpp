@@ -55,12 +55,14 @@ int main(int argc, char** argv) {
     app.add_option("--limit", limit, "Semaphore limit")->check(CLI::Range(1, 100000));
     app.add_option("--seconds", seconds, "Run time")->check(CLI::Range(0.1, 3600.0));
     app.add_option("--name", name, "Semaphore name");
+    bool eval_only = false;
+    app.add_flag("--eval", eval_only, "Send the scripts by EVALSHA, not as functions (FCALL)");
     app.add_option("--history", history, "Events the semaphore's history keeps (0: none; default: "
                                          "redsem's default)")
         ->check(CLI::Range(0LL, k_max_history));
     CLI11_PARSE(app, argc, argv);
 
-    ConnectOptions connect{parse_redis_url(url)};
+    ConnectOptions connect{.url = parse_redis_url(url), .functions = !eval_only};
     {
         Connection cleanup(connect);
         Semaphore semaphore(cleanup, k_default_prefix, name);

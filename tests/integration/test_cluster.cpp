@@ -18,25 +18,6 @@ using namespace redsem::test;
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 
-namespace {
-
-// How many times the server ran `command` since its statistics were reset (scripts' inner
-// calls included), from INFO commandstats.
-long long command_calls(Connection& admin, const std::string& command) {
-    const std::string stats = admin.call({"INFO", "commandstats"}).as_string();
-    const std::string field = "cmdstat_" + command + ":calls=";
-    const std::size_t at = stats.find(field);
-    return at == std::string::npos ? 0 : std::stoll(stats.substr(at + field.size()));
-}
-
-// How many scripts the server ran: as functions (FCALL) or by EVALSHA or EVAL.
-long long script_calls(Connection& admin) {
-    return command_calls(admin, "fcall") + command_calls(admin, "evalsha") +
-           command_calls(admin, "eval");
-}
-
-} // namespace
-
 TEST_CASE("cluster: every subcommand works on names that live on each of the three primaries, "
           "through any node",
           "[cluster]") {

@@ -162,6 +162,21 @@ inline long long zcard(Connection& admin, const std::string& key) {
     return admin.call({"ZCARD", key}).as_integer();
 }
 
+// How many times the server ran `command` ("fcall", "function|load") since its statistics were
+// reset (scripts' inner calls included), from INFO commandstats.
+inline long long command_calls(Connection& admin, const std::string& command) {
+    const std::string stats = admin.call({"INFO", "commandstats"}).as_string();
+    const std::string field = "cmdstat_" + command + ":calls=";
+    const std::size_t at = stats.find(field);
+    return at == std::string::npos ? 0 : std::stoll(stats.substr(at + field.size()));
+}
+
+// How many scripts the server ran: as functions (FCALL) or by EVALSHA or EVAL.
+inline long long script_calls(Connection& admin) {
+    return command_calls(admin, "fcall") + command_calls(admin, "evalsha") +
+           command_calls(admin, "eval");
+}
+
 // One field of INFO `section` ("blocked_clients" of "clients"), or "" when it is not there.
 inline std::string info_field(Connection& admin, const std::string& section,
                               const std::string& field) {
