@@ -3,8 +3,9 @@
 # one private redis-server (loopback, a free port). Prints four sections with their ratios:
 #   1. startup: `redsem run bench -- true` against `flock FILE true` (hyperfine), for the
 #      default build and, when given, a REDSEM_STATIC=ON build;
-#   2. contended throughput: redsem-bench (50 clients, limit 5) against redis-benchmark's PING
-#      and npm's redis-semaphore (when node is present), with Redis calls and time per cycle;
+#   2. contended throughput: redsem-bench (50 clients, limit 5), its scripts as functions
+#      (FCALL) and by EVALSHA, against redis-benchmark's PING and npm's redis-semaphore (when
+#      node is present), with Redis calls and time per cycle;
 #   3. idle waiters: commands/s and Redis CPU of 100 and of 10,000 waiting redsem clients,
 #      and of 100 redis-semaphore ones;
 #   4. scale: each script's Redis time and round trip at 10 and at 10,000 holders and waiters.
@@ -53,37 +54,60 @@ echo
 echo "== 2. Contended throughput: 50 clients, limit 5"
 ping=$(redis-benchmark -p "$port" -c 50 -n 200000 -t ping --csv | awk -F'","' '/PING_MBULK/ {print $2}')
 echo "redis-benchmark -c 50 -n 200000 -t ping: $ping requests/s"
+# Redis's time per cycle, from INFO commandstats over `cycles` cycles (less CONFIG and INFO).
+redis_us_per_cycle() {
+    redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v cycles="$1" '
+        /^cmdstat_/ && $1 !~ /config|info/ { total += $5 } END { printf "%.1f", total / cycles }'
+}
+for way in FCALL EVALSHA; do
+    redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
+    bench=$("$build/tests/bench/redsem-bench" --url "$url" --clients 50 --limit 5 \
+        --seconds "$contended_seconds" $([ "$way" = EVALSHA ] && echo --eval) --name "bench$way")
+    total_cycles=$(field cycles <<<"$bench")
+    printf -v "cycles_$way" '%s' "$(field cycles_per_second <<<"$bench")"
+    printf -v "redis_us_$way" '%s' "$(redis_us_per_cycle "$total_cycles")"
+    echo "redsem-bench, scripts by $way: $(printf '%.0f' "$(field cycles_per_second <<<"$bench")") cycles/s," \
+        "hand-off p50 $(field handoff_p50_ms <<<"$bench") ms (target <= 0.35)," \
+        "p99 $(field handoff_p99_ms <<<"$bench") ms, at most $(field max_concurrent_holders <<<"$bench") holders at once"
+    redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v cycles="$total_cycles" '
+        /^cmdstat_/ && $1 !~ /config|info/ {
+            name = substr($1, 9); calls[name] = $3; usec[name] = $5
+            if (name != "fcall" && name != "evalsha" && name != "eval" && name != "blpop") { inner += $3 }
+            total_usec += $5
+        }
+        END {
+            scripts = calls["fcall"] + calls["evalsha"] + calls["eval"]
+            printf "  per cycle: %.2f scripts (%.1f us each, inner calls included), %.2f BLPOP, %.1f calls inside scripts (%.1f of them INFO), %.1f us of Redis time\n",
+                scripts / cycles, (usec["fcall"] + usec["evalsha"] + usec["eval"]) / scripts,
+                calls["blpop"] / cycles, inner / cycles, calls["info"] / cycles, total_usec / cycles
+        }'
+done
+echo "redsem over PING: $(ratio "$cycles_FCALL" "$ping") (target >= 0.35)"
+echo "FCALL over EVALSHA: cycles/s $(ratio "$cycles_FCALL" "$cycles_EVALSHA"), Redis time per cycle $(ratio "$redis_us_FCALL" "$redis_us_EVALSHA")"
 redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
-bench=$("$build/tests/bench/redsem-bench" --url "$url" --clients 50 --limit 5 --seconds "$contended_seconds")
-cycles=$(field cycles_per_second <<<"$bench")
-total_cycles=$(field cycles <<<"$bench")
-echo "redsem-bench: $(printf '%.0f' "$cycles") cycles/s, hand-off p50 $(field handoff_p50_ms <<<"$bench") ms," \
-    "p99 $(field handoff_p99_ms <<<"$bench") ms, at most $(field max_concurrent_holders <<<"$bench") holders at once"
-redis-cli -p "$port" INFO commandstats | tr -d '\r' | awk -F'[:,=]' -v cycles="$total_cycles" '
-    /^cmdstat_/ && $1 !~ /config|info/ {
-        name = substr($1, 9); calls[name] = $3; usec[name] = $5
-        if (name != "evalsha" && name != "blpop") { inner += $3 }
-        total_usec += $5
-    }
-    END {
-        printf "per cycle: %.2f EVALSHA (%.1f us each, inner calls included), %.2f BLPOP, %.1f calls inside scripts, %.1f us of Redis time\n",
-            calls["evalsha"] / cycles, usec["evalsha"] / calls["evalsha"], calls["blpop"] / cycles,
-            inner / cycles, total_usec / cycles
-    }'
-echo "redsem over PING: $(ratio "$cycles" "$ping") (target >= 0.35)"
 peer=$("$here/peers/run.sh" contended --url "$url" --clients 50 --limit 5 --seconds "$contended_seconds")
 echo "npm redis-semaphore: $peer" | tr '\n' ' '
 echo
 if peer_cycles=$(awk '/^cycles_per_second:/ {print $2}' <<<"$peer") && [ -n "$peer_cycles" ]; then
-    echo "redsem over redis-semaphore: $(ratio "$cycles" "$peer_cycles") (target >= 1.0)"
+    peer_redis_us=$(redis_us_per_cycle "$(awk '/^cycles:/ {print $2}' <<<"$peer")")
+    echo "  per cycle: $peer_redis_us us of Redis time"
+    echo "redsem (FCALL) over redis-semaphore: cycles/s $(ratio "$cycles_FCALL" "$peer_cycles") (target >= 0.6)," \
+        "Redis time per cycle $(ratio "$redis_us_FCALL" "$peer_redis_us") (target <= 4)"
 fi
 
 echo
 echo "== 4. Scale: each script at 10 and at 10,000 holders and waiters"
 "$build/tests/bench/redsem-cost-bench" --url "$url" --sizes 10,10000 --cycles 1000 >"$dir/cost.json"
-python3 - "$dir/cost.json" <<'PY'
+redis-cli -p "$port" FLUSHALL >/dev/null # the same semaphores again, by EVALSHA
+"$build/tests/bench/redsem-cost-bench" --url "$url" --sizes 10 --cycles 1000 --eval >"$dir/cost-eval.json"
+python3 - "$dir/cost.json" "$dir/cost-eval.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
+by_eval = json.load(open(sys.argv[2]))
+for name, s in by_eval["sizes"][0]["scripts"].items():
+    f = d["sizes"][0]["scripts"][name]
+    print(f"    10 holders and waiters, {name:8}: {s['redis_us_p50']:6.1f} us in Redis by EVALSHA, "
+          f"{f['redis_us_p50']:6.1f} us by FCALL ({f['redis_us_p50'] / s['redis_us_p50']:.2f}x)")
 def line(label, name, s):
     print(f"{label}, {name:8}: {s['redis_us_p50']:6.1f} us in Redis (p50), "
           f"{s['redis_calls_per_script']:4.1f} calls inside, round trip {s['round_trip_us_p50']:6.1f} us")
@@ -92,6 +116,9 @@ for size in d["sizes"]:
         line(f"{size['holders']:>6} holders and waiters", name, s)
 for name, s in d["free"]["scripts"].items():
     line("      nobody waiting", name, s)
+for way, b in d["bare"].items():
+    print(f"      a script that returns 1, by {way:7}: {b['redis_us_p50']:6.1f} us in Redis (p50)")
+print(f"renew (10 holders) over a bare EVALSHA: {d['renew_over_bare_evalsha']:.1f}x (target <= 20)")
 for name, g in d["largest_over_smallest"].items():
     print(f"10,000 over 10, {name}: Redis time {g['redis_us_p50']:.2f}x, "
           f"round trip {g['round_trip_us_p50']:.2f}x (target <= 2)")

@@ -163,18 +163,27 @@ inline long long zcard(Connection& admin, const std::string& key) {
 }
 
 // How many times the server ran `command` ("fcall", "function|load") since its statistics were
-// reset (scripts' inner calls included), from INFO commandstats.
-inline long long command_calls(Connection& admin, const std::string& command) {
+// reset (scripts' inner calls included), from INFO commandstats; with `field`
+// "failed_calls", how many of those failed (NOSCRIPT, an error inside a script).
+inline long long command_calls(Connection& admin, const std::string& command,
+                               const std::string& field = "calls") {
     const std::string stats = admin.call({"INFO", "commandstats"}).as_string();
-    const std::string field = "cmdstat_" + command + ":calls=";
-    const std::size_t at = stats.find(field);
-    return at == std::string::npos ? 0 : std::stoll(stats.substr(at + field.size()));
+    const std::size_t line = stats.find("cmdstat_" + command + ":");
+    if (line == std::string::npos) {
+        return 0;
+    }
+    const std::size_t at = stats.find(field + "=", line);
+    return at == std::string::npos ? 0 : std::stoll(stats.substr(at + field.size() + 1));
 }
 
-// How many scripts the server ran: as functions (FCALL) or by EVALSHA or EVAL.
+// How many scripts the server ran to their end: as functions (FCALL) or by EVALSHA or EVAL
+// (an EVALSHA answered NOSCRIPT, or FCALL "Function not found", ran nothing).
 inline long long script_calls(Connection& admin) {
-    return command_calls(admin, "fcall") + command_calls(admin, "evalsha") +
-           command_calls(admin, "eval");
+    long long ran = 0;
+    for (const char* command : {"fcall", "evalsha", "eval"}) {
+        ran += command_calls(admin, command) - command_calls(admin, command, "failed_calls");
+    }
+    return ran;
 }
 
 // One field of INFO `section` ("blocked_clients" of "clients"), or "" when it is not there.
