@@ -61,13 +61,25 @@ local token, ttl = ARGV[2], tonumber(ARGV[4])
 local limit = tonumber(ARGV[3]) or state.limit or 1
 local mode, liveness, json, known = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8] == '1'
 local now = server_now(call)
-local proof = demand_proof(call, now)
-if proof then
-    return proof
+-- A newcomer behind a queue, when nothing can have run out (prune() has nothing to do) and
+-- the limit is the stored one, admits nobody: it queues (or is busy), as FIFO wants. Such a
+-- call need not judge the epoch nor the eviction policy (INFO: about a quarter of what a
+-- queueing call costs Redis); its first refresh of its place does, before it can take a slot.
+local queued = nil
+local admits = true
+if not known and now < state.due and state.limit == limit then
+    queued = redis.call('ZCARD', call.k_queue)
+    admits = queued == 0
 end
-local evicting = refuse_if_evicting(call)
-if evicting then
-    return evicting
+if admits then
+    local proof = demand_proof(call, now)
+    if proof then
+        return proof
+    end
+    local evicting = refuse_if_evicting(call)
+    if evicting then
+        return evicting
+    end
 end
 local grace = tonumber(ARGV[9])
 prune(call, state, now)
@@ -97,7 +109,7 @@ if known then
     end
 end
 
-local queued = redis.call('ZCARD', call.k_queue)
+queued = queued or redis.call('ZCARD', call.k_queue)
 local held
 if state.raw_limit and not state.limit then
     return {'conflict', -1, redis.call('ZCARD', call.k_holders), queued}

@@ -102,15 +102,21 @@ const std::vector<Probe>& probes() {
          "redsem status --watch cannot follow the history"},
         {Need::feature, {"xread", "STREAMS", "K", "0"}, "redsem log --follow fails (77)"},
         {Need::feature, {"wait", "0", "0"}, "--replicas fails (77)"},
+        {Need::feature,
+         {"fcall", "f", "1", "K"},
+         "the scripts go by EVAL, which costs Redis more per call"},
+        {Need::feature,
+         {"function", "load", "x"},
+         "the scripts go by EVAL, which costs Redis more per call"},
         {Need::info, {"info", "server"}},
     };
     return table;
 }
 
-// The ACL rule that allows `words`: "+cluster|slots", "+setbit".
+// The ACL rule that allows `words`: "+cluster|slots", "+function|load", "+setbit".
 std::string rule_for(const std::vector<std::string>& words) {
-    if (words.front() == "cluster") {
-        return "+cluster|" + words[1];
+    if (words.front() == "cluster" || words.front() == "function") {
+        return "+" + words.front() + "|" + words[1];
     }
     return "+" + words.front();
 }

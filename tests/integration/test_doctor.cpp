@@ -292,17 +292,23 @@ TEST_CASE("doctor: ACL users: the README's, one rule short, keys out of reach, n
         }
     }
     SECTION("a rule that only turns a feature off: a warning") {
-        std::vector<std::string> rules = readme;
-        std::erase(rules, "+wait");
-        const Diagnosis diagnosis = doctor(as_user(rules));
-        INFO(diagnosis.report.dump(2));
-        CHECK_FALSE(diagnosis.any_unsafe());
-        bool named = false;
-        for (const json& finding : diagnosis.of("permissions")) {
-            named = named || (finding.at("verdict") == "warn" &&
-                              contains(finding.at("found").get<std::string>(), "--replicas"));
+        for (const auto& [rule, lost] :
+             {std::pair{"+wait", "--replicas"}, std::pair{"+fcall", "by EVAL"},
+              std::pair{"+function|load", "by EVAL"}}) {
+            std::vector<std::string> rules = readme;
+            std::erase(rules, rule);
+            REQUIRE(rules.size() + 1 == readme.size());
+            const Diagnosis diagnosis = doctor(as_user(rules));
+            INFO(rule << ": " << diagnosis.report.dump(2));
+            CHECK_FALSE(diagnosis.any_unsafe());
+            bool named = false;
+            for (const json& finding : diagnosis.of("permissions")) {
+                named = named || (finding.at("verdict") == "warn" &&
+                                  contains(finding.at("found").get<std::string>(), lost) &&
+                                  contains(finding.at("found").get<std::string>(), rule));
+            }
+            CHECK(named);
         }
-        CHECK(named);
     }
     SECTION("keys of another prefix only: unsafe, naming the key pattern") {
         std::vector<std::string> rules = readme;
