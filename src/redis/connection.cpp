@@ -101,10 +101,18 @@ bool is_missing_function(const Reply& reply) {
 // FCALL itself is refused: the user's ACL lacks it, or the server has no such command (before
 // Redis 7, or renamed away). Not a refusal from inside a function, which names another command.
 bool is_fcall_refused(const Reply& reply) {
-    return reply.is_error() &&
-           (is_error_code(reply, "NOPERM") || reply.text.find("unknown command") != std::string::npos) &&
-           (reply.text.find("'fcall'") != std::string::npos ||
-            reply.text.find("'FCALL'") != std::string::npos);
+    if (!reply.is_error() || !(is_error_code(reply, "NOPERM") ||
+                               reply.text.find("unknown command") != std::string::npos)) {
+        return false;
+    }
+    // "... run the 'fcall' command" (ACL); "unknown command 'FCALL'" (Redis 7, renamed away),
+    // "unknown command `FCALL`" (Redis 6.2).
+    for (const std::string_view name : {"'fcall'", "'FCALL'", "`FCALL`"}) {
+        if (reply.text.find(name) != std::string::npos) {
+            return true;
+        }
+    }
+    return false;
 }
 
 } // namespace

@@ -26,8 +26,9 @@ std::string get(Connection& connection, const std::string& key) {
 // A CLUSTER SLOTS reply: the first half of the slots on :7000, the second on :7001.
 std::string two_primaries() {
     auto range = [](long long from, long long to, int port) {
-        return array({integer(from), integer(to),
-                      array({bulk("127.0.0.1"), integer(port), bulk("id" + std::to_string(port))})});
+        return array(
+            {integer(from), integer(to),
+             array({bulk("127.0.0.1"), integer(port), bulk("id" + std::to_string(port))})});
     };
     return array({range(0, 8191, 7000), range(8192, 16383, 7001)});
 }
@@ -49,7 +50,8 @@ TEST_CASE("topology: one server gets every command and no command of redsem's ow
     CHECK_FALSE(connection.primary_changed());
 }
 
-TEST_CASE("topology: a server that answers MOVED is a cluster node, and the slot's commands follow") {
+TEST_CASE(
+    "topology: a server that answers MOVED is a cluster node, and the slot's commands follow") {
     FakeNetwork network;
     FakeServer& seed = network.add("127.0.0.1:7000", [](const Words&) {
         return error("MOVED " + std::to_string(key_slot(k_key)) + " 127.0.0.1:7001");
@@ -88,7 +90,8 @@ TEST_CASE("topology: ASK resends one command after ASKING, and the slot map stay
     CHECK(seed.received.size() == 4); // HELLO, CLUSTER SLOTS, GET (ASK), GET
 }
 
-TEST_CASE("topology: TRYAGAIN is resent after a pause, and stands once the command timeout ran out") {
+TEST_CASE(
+    "topology: TRYAGAIN is resent after a pause, and stands once the command timeout ran out") {
     FakeNetwork network;
     int tries = 0;
     FakeServer& node = network.add("127.0.0.1:7000", [&](const Words&) {
@@ -142,9 +145,8 @@ TEST_CASE("topology: for_each_primary visits every primary of a cluster, one ser
     CHECK(second.received == std::vector<Words>{{"DBSIZE"}});
 
     FakeServer& single = network.add("127.0.0.1:7002", [](const Words& command) {
-        return command[0] == "CLUSTER"
-                   ? error("ERR This instance has cluster support disabled")
-                   : integer(1);
+        return command[0] == "CLUSTER" ? error("ERR This instance has cluster support disabled")
+                                       : integer(1);
     });
     Connection one(options_for("redis://127.0.0.1:7002", network));
     visits = 0;
@@ -169,8 +171,8 @@ std::string sentinel_answer(int& asked, const Words& command) {
 
 std::string master_answer(const Words& command, const std::string& get_reply) {
     if (command[0] == "HELLO") {
-        return array({bulk("server"), bulk("redis"), bulk("mode"), bulk("standalone"),
-                      bulk("role"), bulk("master")});
+        return array({bulk("server"), bulk("redis"), bulk("mode"), bulk("standalone"), bulk("role"),
+                      bulk("master")});
     }
     return get_reply;
 }
@@ -180,10 +182,10 @@ std::string master_answer(const Words& command, const std::string& get_reply) {
 TEST_CASE("topology: through sentinels, the master they name after HELLO confirms it") {
     FakeNetwork network;
     int asked = 0;
-    network.add("127.0.0.1:26379", [&](const Words& command) { return sentinel_answer(asked, command); });
-    FakeServer& master = network.add("127.0.0.1:7000", [](const Words& command) {
-        return master_answer(command, bulk("v"));
-    });
+    network.add("127.0.0.1:26379",
+                [&](const Words& command) { return sentinel_answer(asked, command); });
+    FakeServer& master = network.add(
+        "127.0.0.1:7000", [](const Words& command) { return master_answer(command, bulk("v")); });
     Connection connection(options_for("redis-sentinel://127.0.0.1:26379#mymaster", network));
     CHECK(get(connection, k_key) == "v");
     CHECK(master.received == std::vector<Words>{{"HELLO"}, {"GET", k_key}});
@@ -191,7 +193,8 @@ TEST_CASE("topology: through sentinels, the master they name after HELLO confirm
     CHECK(connection.outage_window() == k_failover_window);
     CHECK(connection.describe().find("'mymaster'") != std::string::npos);
     // Asked anew, the sentinel names :7001: the primary changed, and commands go there.
-    network.add("127.0.0.1:7001", [](const Words& command) { return master_answer(command, bulk("w")); });
+    network.add("127.0.0.1:7001",
+                [](const Words& command) { return master_answer(command, bulk("w")); });
     CHECK(connection.primary_changed());
     CHECK(get(connection, k_key) == "w");
 }
@@ -200,7 +203,8 @@ TEST_CASE("topology: through sentinels, a named master whose HELLO says replica 
           "where HELLO is renamed, ROLE tells, and where neither answers, nothing does") {
     FakeNetwork network;
     int asked = 0;
-    network.add("127.0.0.1:26379", [&](const Words& command) { return sentinel_answer(asked, command); });
+    network.add("127.0.0.1:26379",
+                [&](const Words& command) { return sentinel_answer(asked, command); });
     std::string role = "replica";
     bool hello = true;
     bool role_allowed = true;
@@ -240,13 +244,14 @@ TEST_CASE("topology: through sentinels, a named master whose HELLO says replica 
 TEST_CASE("topology: through sentinels, READONLY is resent once to the master named anew") {
     FakeNetwork network;
     int asked = 0;
-    network.add("127.0.0.1:26379", [&](const Words& command) { return sentinel_answer(asked, command); });
+    network.add("127.0.0.1:26379",
+                [&](const Words& command) { return sentinel_answer(asked, command); });
     network.add("127.0.0.1:7000", [](const Words& command) {
-        return master_answer(command, error("READONLY You can't write against a read only replica."));
+        return master_answer(command,
+                             error("READONLY You can't write against a read only replica."));
     });
-    FakeServer& promoted = network.add("127.0.0.1:7001", [](const Words& command) {
-        return master_answer(command, bulk("v"));
-    });
+    FakeServer& promoted = network.add(
+        "127.0.0.1:7001", [](const Words& command) { return master_answer(command, bulk("v")); });
     Connection connection(options_for("redis-sentinel://127.0.0.1:26379#mymaster", network));
     CHECK(get(connection, k_key) == "v");
     CHECK(promoted.received.back() == Words{"GET", k_key});
@@ -255,10 +260,12 @@ TEST_CASE("topology: through sentinels, READONLY is resent once to the master na
 TEST_CASE("topology: through sentinels, a master named anew that is read-only too is a failover") {
     FakeNetwork network;
     int asked = 0;
-    network.add("127.0.0.1:26379", [&](const Words& command) { return sentinel_answer(asked, command); });
+    network.add("127.0.0.1:26379",
+                [&](const Words& command) { return sentinel_answer(asked, command); });
     for (const char* address : {"127.0.0.1:7000", "127.0.0.1:7001"}) {
         network.add(address, [](const Words& command) {
-            return master_answer(command, error("READONLY You can't write against a read only replica."));
+            return master_answer(command,
+                                 error("READONLY You can't write against a read only replica."));
         });
     }
     Connection connection(options_for("redis-sentinel://127.0.0.1:26379#mymaster", network));
@@ -268,5 +275,74 @@ TEST_CASE("topology: through sentinels, a master named anew that is read-only to
     } catch (const Error& failure) {
         CHECK(failure.transience() == Transience::transient);
         CHECK(std::string(failure.what()).find("failover under way") != std::string::npos);
+    }
+}
+
+TEST_CASE("scripts: FCALL first, the library loaded where missing, EVALSHA where FCALL is "
+          "refused, and FCALL never tried again on that connection") {
+    static const FunctionLibrary library{"redsem_test", "#!lua name=redsem_test\n"};
+    static const Script script{"test", "0123456789012345678901234567890123456789", "return 1",
+                               "redsem_test_test", &library};
+    const ScriptCall call{script, {k_key}, {"arg"}};
+
+    SECTION("a Redis 6.2 knows no FCALL: EVALSHA from then on") {
+        FakeNetwork network;
+        FakeServer& server = network.add("127.0.0.1:7000", [](const Words& words) {
+            if (words.front() == "FCALL") {
+                return error("ERR unknown command `FCALL`, with args beginning with: ");
+            }
+            return integer(1);
+        });
+        Connection connection(options_for("redis://127.0.0.1:7000", network));
+        CHECK(connection.eval(call).as_integer() == 1);
+        CHECK(connection.eval(call).as_integer() == 1);
+        std::vector<std::string> sent;
+        for (const Words& words : server.received) {
+            if (words.front() != "HELLO") { // (what the unknown command says of the server)
+                sent.push_back(words.front());
+            }
+        }
+        CHECK(sent == std::vector<std::string>{"FCALL", "EVALSHA", "EVALSHA"});
+    }
+    SECTION("a server without the library: FUNCTION LOAD, then FCALL again") {
+        FakeNetwork network;
+        bool loaded = false;
+        FakeServer& server = network.add("127.0.0.1:7000", [&](const Words& words) {
+            if (words.front() == "FUNCTION") {
+                loaded = true;
+                return bulk("redsem_test");
+            }
+            return loaded ? integer(1) : error("ERR Function not found");
+        });
+        Connection connection(options_for("redis://127.0.0.1:7000", network));
+        CHECK(connection.eval(call).as_integer() == 1);
+        REQUIRE(server.received.size() == 3);
+        CHECK(server.received[1] == Words{"FUNCTION", "LOAD", library.code});
+        CHECK(server.received[2].at(0) == "FCALL");
+        CHECK(server.received[2].at(1) == "redsem_test_test");
+    }
+    SECTION("a user who may not load it: EVALSHA, then EVAL on NOSCRIPT") {
+        FakeNetwork network;
+        FakeServer& server = network.add("127.0.0.1:7000", [](const Words& words) {
+            if (words.front() == "FUNCTION") {
+                return error("NOPERM this user has no permissions to run the 'function|load' "
+                             "command");
+            }
+            if (words.front() == "FCALL") {
+                return error("ERR Function not found");
+            }
+            return words.front() == "EVALSHA" ? error("NOSCRIPT No matching script.") : integer(1);
+        });
+        Connection connection(options_for("redis://127.0.0.1:7000", network));
+        CHECK(connection.eval(call).as_integer() == 1);
+        std::vector<std::string> sent;
+        for (const Words& words : server.received) {
+            sent.push_back(words.front());
+        }
+        CHECK(sent == std::vector<std::string>{"FCALL", "FUNCTION", "EVALSHA", "EVAL"});
+        CHECK(connection.eval(call).as_integer() == 1); // no FCALL nor FUNCTION any more
+        CHECK(std::count_if(server.received.begin(), server.received.end(), [](const Words& w) {
+                  return w.front() == "FCALL" || w.front() == "FUNCTION";
+              }) == 2);
     }
 }
