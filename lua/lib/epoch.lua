@@ -63,18 +63,28 @@ local PROCESS = {}
 -- {run, replid, replid2, promoted, uptime_ms} of this server process, from INFO (or PROCESS);
 -- promoted: its replid2 names a replication history it followed before this one. (A server
 -- that does not report them gives '': taken as one process that never restarted nor changed
--- role.) nil when INFO is denied and `denied_ok`; else a denial fails the call as INFO's
--- error. `now`: the server time (ms).
+-- role.) nil when INFO is denied (a Redis 7 ACL may allow some of its sections only: either
+-- section denied counts) and `denied_ok`; else a denial fails the call as INFO's error.
+-- `now`: the server time (ms).
 local function server_identity(denied_ok, now)
-    local replication = redis.pcall('INFO', 'replication')
-    if type(replication) == 'table' and replication.err then
-        if denied_ok then
-            return nil
+    local function denied(reply)
+        if type(reply) == 'table' and reply.err then
+            if denied_ok then
+                return true
+            end
+            error(reply)
         end
-        error(replication)
+        return false
+    end
+    local replication = redis.pcall('INFO', 'replication')
+    if denied(replication) then
+        return nil
     end
     if not PROCESS.run then
-        local server = redis.call('INFO', 'server')
+        local server = redis.pcall('INFO', 'server')
+        if denied(server) then
+            return nil
+        end
         PROCESS.run = string.match(server, 'run_id:(%x+)') or ''
         PROCESS.started_ms = now - (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000
     end
@@ -247,7 +257,10 @@ end
 local function evicting_policy(call)
     local me = identify(call)
     if me.evicting == nil and me.run then
-        local memory = redis.call('INFO', 'memory')
+        local memory = redis.pcall('INFO', 'memory')
+        if type(memory) == 'table' and memory.err then
+            memory = '' -- an ACL that allows other sections only: the policy cannot be seen
+        end
         local policy = string.match(memory, 'maxmemory_policy:([%w-]+)') or ''
         me.evicting = (tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0) > 0 and
                       string.sub(policy, 1, 8) == 'allkeys-' and policy

@@ -109,6 +109,7 @@ const std::vector<Probe>& probes() {
          {"function", "load", "x"},
          "the scripts go by EVAL, which costs Redis more per call"},
         {Need::info, {"info", "server"}},
+        {Need::info, {"info", "replication"}},
     };
     return table;
 }

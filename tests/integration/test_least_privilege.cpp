@@ -29,8 +29,8 @@ RedisServer::Options with_app_user(std::vector<std::string> extra_args = {},
     RedisServer::Options options;
     options.tcp = true;
     options.new_data_set = new_data_set;
-    options.extra_args = {"--user", "app", "on", ">app-pw", "~redsem:*", "&*", "+@all",
-                          "-@dangerous"};
+    options.extra_args = {"--user",    "app", "on",    ">app-pw",
+                          "~redsem:*", "&*",  "+@all", "-@dangerous"};
     options.extra_args.insert(options.extra_args.end(), extra_args.begin(), extra_args.end());
     return options;
 }
@@ -118,8 +118,9 @@ TEST_CASE("without INFO: every subcommand works, and admission stays open betwee
     CHECK(run_redsem({"release", "lp", token}, as_app(server)).exit_code == 0);
     CHECK(holders(admin, "lp") == 0);
     CHECK(epoch_marker(admin) == marker);
-    CHECK(json::parse(run_redsem({"status", "lp", "--json"}, as_app(server)).out)["admission"]
-                     ["closed"] == false);
+    CHECK(json::parse(
+              run_redsem({"status", "lp", "--json"}, as_app(server)).out)["admission"]["closed"] ==
+          false);
 
     // A user with INFO (monitoring, an operator) on an epoch only users without it wrote: it
     // proves the marker too, sees admission open, and takes a slot; after it, the users
@@ -130,12 +131,10 @@ TEST_CASE("without INFO: every subcommand works, and admission stays open betwee
     CHECK(json::parse(seen.out)["admission"]["closed"] == false);
     const auto with_info = run_redsem({"acquire", "lp", "-w", "0"}, env_for(server));
     CHECK(with_info.exit_code == 0);
-    CHECK(run_redsem({"release", "lp", first_line(with_info.out)}, env_for(server)).exit_code ==
-          0);
+    CHECK(run_redsem({"release", "lp", first_line(with_info.out)}, env_for(server)).exit_code == 0);
     const auto after_info = run_redsem({"acquire", "lp", "-w", "0"}, as_app(server));
     CHECK(after_info.exit_code == 0);
-    CHECK(run_redsem({"release", "lp", first_line(after_info.out)}, as_app(server)).exit_code ==
-          0);
+    CHECK(run_redsem({"release", "lp", first_line(after_info.out)}, as_app(server)).exit_code == 0);
     CHECK(epoch_marker(admin) == marker);
     CHECK(admin.call({"HEXISTS", "redsem:epoch", "run"}).as_integer() == 1);
 
@@ -202,8 +201,9 @@ TEST_CASE("without INFO: a failover, and a failback to a node that still has the
     CHECK(on_second.exit_code == k_closed);
     const std::string second_marker = epoch_marker(second_admin);
     CHECK(second_marker != first_marker);
-    REQUIRE(run_redsem({"acquire", "fo", "-w", "0", "--ttl", "5m"}, as_app(second, "0")).exit_code ==
-            0);
+    REQUIRE(
+        run_redsem({"acquire", "fo", "-w", "0", "--ttl", "5m"}, as_app(second, "0")).exit_code ==
+        0);
 
     // Failback: the first node follows the second (taking its data, and its marker), and is
     // promoted again. It still has the first marker's script cached: that proves nothing now.
@@ -223,7 +223,7 @@ TEST_CASE("without INFO: a failover, and a failback to a node that still has the
 TEST_CASE("INFO, CONFIG and CLUSTER renamed away: every subcommand works, and SCRIPT FLUSH still "
           "closes admission") {
     RedisServer::Options options;
-    options.extra_args = {"--rename-command", "INFO", "", "--rename-command", "CONFIG", "",
+    options.extra_args = {"--rename-command", "INFO",    "", "--rename-command", "CONFIG", "",
                           "--rename-command", "CLUSTER", ""};
     options.new_data_set = true; // (marking it in use would need INFO)
     RedisServer server(options);
@@ -297,6 +297,34 @@ TEST_CASE("without INFO: a newer redsem (every script another text) keeps admiss
     CHECK(holders(admin, "up") == 0);
 }
 
+TEST_CASE("INFO allowed for some sections only: every subcommand works, as with INFO or as "
+          "without it, never refused") {
+    // Redis 7 ACLs allow INFO by its first argument: each section the scripts read may be
+    // denied alone (server, replication: the server's identity; memory: the eviction policy).
+    for (const std::vector<std::string>& sections :
+         {std::vector<std::string>{"+info|replication"}, std::vector<std::string>{"+info|server"},
+          std::vector<std::string>{"+info|server", "+info|replication"}}) {
+        RedisServer::Options options;
+        options.tcp = true;
+        options.new_data_set = true;
+        options.extra_args = {"--user",    "app", "on",    ">app-pw",
+                              "~redsem:*", "&*",  "+@all", "-info"};
+        options.extra_args.insert(options.extra_args.end(), sections.begin(), sections.end());
+        RedisServer server(options);
+        Connection admin = server.admin();
+        const EnvChanges env = as_app(server, "0");
+        INFO("allowed: " << sections.front() << (sections.size() > 1 ? " and more" : ""));
+        const auto held = run_redsem({"acquire", "sec", "-n", "2", "--ttl", "5m", "-w", "0"}, env);
+        INFO(held.err);
+        REQUIRE(held.exit_code == 0);
+        CHECK(run_redsem({"run", "sec", "-w", "0", "--", "true"}, env).exit_code == 0);
+        CHECK(run_redsem({"status", "sec"}, env).exit_code == 0);
+        CHECK(run_redsem({"renew", "sec", first_line(held.out)}, env).exit_code == 0);
+        CHECK(run_redsem({"release", "sec", first_line(held.out)}, env).exit_code == 0);
+        CHECK(holders(admin, "sec") == 0);
+    }
+}
+
 TEST_CASE("without INFO and without MULTI: a call that must prove the epoch is refused, naming "
           "MULTI, and changes nothing") {
     RedisServer server(with_app_user({}, true));
@@ -329,7 +357,6 @@ TEST_CASE("a user without CLUSTER lists every semaphore of a plain server (statu
 
 namespace {
 
-
 void set_user(Connection& admin, const std::vector<std::string>& rules) {
     std::vector<std::string> command{"ACL", "SETUSER", "redsem", "reset"};
     command.insert(command.end(), rules.begin(), rules.end());
@@ -355,7 +382,8 @@ std::vector<Step> every_subcommand(const std::string& name, const EnvChanges& en
         steps.push_back({what, run_redsem(args, env)});
         return steps.back().result;
     };
-    const ProcessResult held = step("acquire", {"acquire", name, "-n", "2", "--ttl", "5m", "-w", "0"});
+    const ProcessResult held =
+        step("acquire", {"acquire", name, "-n", "2", "--ttl", "5m", "-w", "0"});
     const std::string token = first_line(held.out);
     // (A token a refused acquire did not print: the steps that need it are left out.)
     const auto with_token = [&](const std::string& what, const std::string& verb,
@@ -372,7 +400,8 @@ std::vector<Step> every_subcommand(const std::string& name, const EnvChanges& en
     step("limit NAME N", {"limit", name, "3"});
     step("limit --history", {"limit", name, "--history", "50"});
     step("log", {"log", name});
-    const ProcessResult other = step("acquire (to wait for)", {"acquire", name + "-w", "--ttl", "5m"});
+    const ProcessResult other =
+        step("acquire (to wait for)", {"acquire", name + "-w", "--ttl", "5m"});
     step("waiter", {"acquire", name + "-w", "-w", "200ms"});
     with_token("release (other)", "release", name + "-w", first_line(other.out));
     step("gc --dry-run", {"gc", "--dry-run"});
@@ -406,10 +435,10 @@ TEST_CASE("the README's least-privilege user runs every subcommand, and each rul
     const std::set<std::string> feature_only{"+xadd",  "+xtrim", "+wait",         "+select",
                                              "+xread", "+fcall", "+function|load"};
     const std::set<std::string> checked_by_scripts{
-        "+bitpos", "+del",  "+exists", "+hdel", "+hget",    "+hincrby", "+hmget",
-        "+hscan",  "+hset", "+persist", "+pexpire", "+pexpireat", "+pttl", "+rpush", "+setbit", "+time",
-        "+type",   "+zadd", "+zcard", "+zpopmin", "+zrange", "+zrangebyscore", "+zrank",
-        "+zrem",   "+zscore"};
+        "+bitpos",        "+del",   "+exists",  "+hdel",    "+hget",      "+hincrby", "+hmget",
+        "+hscan",         "+hset",  "+persist", "+pexpire", "+pexpireat", "+pttl",    "+rpush",
+        "+setbit",        "+time",  "+type",    "+zadd",    "+zcard",     "+zpopmin", "+zrange",
+        "+zrangebyscore", "+zrank", "+zrem",    "+zscore"};
     // Needed, but not by these steps: PING, only before a blocking command on a connection
     // whose server has not answered yet (a waiter after a reconnect); XREVRANGE, only by
     // status --watch, which needs a terminal.
