@@ -71,9 +71,6 @@ if not known and now < state.due and state.limit == limit then
     queued = redis.call('ZCARD', call.k_queue)
     admits = queued == 0
 end
-if not admits and call.marker then
-    marker_ran(call) -- the proof its transaction wrote is removed, as every call removes it
-end
 if admits then
     local proof = demand_proof(call, now)
     if proof then
@@ -83,6 +80,8 @@ if admits then
     if evicting then
         return evicting
     end
+elseif call.marker then
+    marker_ran(call) -- the proof its transaction wrote is removed, as every call removes it
 end
 local grace = tonumber(ARGV[9])
 prune(call, state, now)

@@ -536,12 +536,11 @@ std::vector<Reply> Connection::eval_atomically(const std::vector<ScriptCall>& ca
                 !calls.front().cluster_keys.empty()) {
                 continue; // a cluster after all (send_all() handed over)
             }
-            // FCALL refused as the transaction was queued: none of it ran.
-            bool again = false;
-            for (std::size_t i = 0; i < calls.size(); ++i) {
-                again = retry_script(calls[i], attempts[i], reply, route) || again;
-            }
-            if (again && round < k_script_rounds && is_fcall_refused(reply)) {
+            if (round < k_script_rounds && is_fcall_refused(reply)) {
+                // FCALL refused as the transaction was queued: none of it ran.
+                for (std::size_t i = 0; i < calls.size(); ++i) {
+                    retry_script(calls[i], attempts[i], reply, route);
+                }
                 continue;
             }
             return std::vector<Reply>(calls.size(), reply);

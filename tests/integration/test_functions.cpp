@@ -33,6 +33,21 @@ std::vector<std::string> redsem_libraries(Connection& admin) {
     return names;
 }
 
+// A server over TCP with user "app": redsem's keys, every command but what `rule` takes away.
+RedisServer::Options with_app_user_without(const std::string& rule) {
+    RedisServer::Options options;
+    options.tcp = true;
+    options.extra_args = {"--user", "app", "on", ">app-pw", "~redsem:*", "&*", "+@all", rule};
+    return options;
+}
+
+// The environment of a client that connects to `server` as "app", with no loss grace.
+EnvChanges as_app(const RedisServer& server) {
+    return {{"REDSEM_URL", "redis://app@127.0.0.1:" + std::to_string(server.port())},
+            {"REDSEM_PASSWORD", "app-pw"},
+            {"REDSEM_LOSS_GRACE", "0"}};
+}
+
 // Every subcommand that runs a script, against `env`: each must succeed.
 void every_subcommand_works(const EnvChanges& env, const std::string& name) {
     const auto held = run_redsem({"acquire", name, "-n", "2", "--ttl", "5m", "-w", "0"}, env);
@@ -102,30 +117,16 @@ TEST_CASE("functions: the scripts run as functions of a library named by its ver
 TEST_CASE("functions: where FCALL or FUNCTION is refused or renamed away, or with "
           "REDSEM_FUNCTIONS=0, every subcommand works by EVAL") {
     SECTION("a user without FCALL") {
-        RedisServer::Options options;
-        options.tcp = true;
-        options.extra_args = {"--user",    "app", "on",    ">app-pw",
-                              "~redsem:*", "&*",  "+@all", "-fcall"};
-        RedisServer server(options);
+        RedisServer server(with_app_user_without("-fcall"));
         Connection admin = server.admin();
-        EnvChanges env{{"REDSEM_URL", "redis://app@127.0.0.1:" + std::to_string(server.port())},
-                       {"REDSEM_PASSWORD", "app-pw"},
-                       {"REDSEM_LOSS_GRACE", "0"}};
-        every_subcommand_works(env, "nofcall");
+        every_subcommand_works(as_app(server), "nofcall");
         CHECK(command_calls(admin, "fcall") == 0);
         CHECK(command_calls(admin, "evalsha") >= 7);
     }
     SECTION("a user without FUNCTION (it may call a library it cannot load)") {
-        RedisServer::Options options;
-        options.tcp = true;
-        options.extra_args = {"--user",    "app", "on",    ">app-pw",
-                              "~redsem:*", "&*",  "+@all", "-function"};
-        RedisServer server(options);
+        RedisServer server(with_app_user_without("-function"));
         Connection admin = server.admin();
-        EnvChanges env{{"REDSEM_URL", "redis://app@127.0.0.1:" + std::to_string(server.port())},
-                       {"REDSEM_PASSWORD", "app-pw"},
-                       {"REDSEM_LOSS_GRACE", "0"}};
-        every_subcommand_works(env, "noload");
+        every_subcommand_works(as_app(server), "noload");
         CHECK(redsem_libraries(admin).empty());
         CHECK(command_calls(admin, "evalsha") >= 7);
     }

@@ -304,13 +304,7 @@ TEST_CASE("INFO allowed for some sections only: every subcommand works, as with 
     for (const std::vector<std::string>& sections :
          {std::vector<std::string>{"+info|replication"}, std::vector<std::string>{"+info|server"},
           std::vector<std::string>{"+info|server", "+info|replication"}}) {
-        RedisServer::Options options;
-        options.tcp = true;
-        options.new_data_set = true;
-        options.extra_args = {"--user",    "app", "on",    ">app-pw",
-                              "~redsem:*", "&*",  "+@all", "-info"};
-        options.extra_args.insert(options.extra_args.end(), sections.begin(), sections.end());
-        RedisServer server(options);
+        RedisServer server(with_app_user(sections, true)); // INFO is @dangerous
         Connection admin = server.admin();
         const EnvChanges env = as_app(server, "0");
         INFO("allowed: " << sections.front() << (sections.size() > 1 ? " and more" : ""));
