@@ -27,7 +27,10 @@
 --   {'busy', held, limit, queued, closed_for_ms, cause, lost_ms_ago}
 --                                                        full and ARGV[5] == 'try'
 --   closed_for_ms > 0: admission is closed for that long after a possible loss of data, of
---   `cause` ('start', 'change' or 'unproven', see epoch.lua) lost_ms_ago ms ago ('' and 0 when open).
+--   `cause` ('start', 'change' or 'unproven', see epoch.lua) lost_ms_ago ms ago ('' and 0 when open),
+--   or while paused (cause 'paused', lost_ms_ago: since it was paused). Both replies end with
+--   pause_json, paused_ms_ago, pause_ends_in_ms: the pause in force, for any waiter ('', 0, 0
+--   when none; pause_ends_in_ms -1: until resumed; see lib/pause.lua).
 --   {'conflict', stored_limit, held, queued}             another limit is in force (change
 --                                                        it with limit.lua)
 --                                                        (stored_limit -1: not a number;
@@ -67,7 +70,8 @@ local now = server_now(call)
 -- queueing call costs Redis); its first refresh of its place does, before it can take a slot.
 local queued = nil
 local admits = true
-if not known and now < state.due and state.limit == limit then
+if not known and now < state.due and state.limit == limit and
+   (not state.paused or pause_active(state, now)) then -- (a pause that ran out hands slots on)
     queued = redis.call('ZCARD', call.k_queue)
     admits = queued == 0
 end
@@ -85,6 +89,7 @@ elseif call.marker then
 end
 local grace = tonumber(ARGV[9])
 prune(call, state, now)
+settle_pause(call, state, now)
 
 local position
 if known then
@@ -130,13 +135,12 @@ if state.limit ~= limit then
     end
     -- New, or idle under a caller's limit: the caller's limit applies from now on, as a
     -- caller's, not an operator's (limit_by; see limit.lua).
-    redis.call('HSET', call.k_state, 'limit', limit, 'limit_by', 'caller')
+    local from = state.limit
+    store_limit(call, state, limit, 'caller')
     redis.call('DEL', call.k_slots)
     if not state.kept then
         expire_new(state, call.k_state)
     end
-    local from = state.limit
-    state.limit, state.raw_limit = limit, tostring(limit)
     log_limit(call, state, now, from, limit)
 end
 
@@ -194,6 +198,17 @@ local function closed_for_ms()
     return opens - now
 end
 
+-- The pause in force (see lib/pause.lua), as the last three fields of a 'wait' or 'busy'
+-- reply: its JSON, how long ago it began, and how long it lasts yet (-1: until resumed);
+-- '', 0 and 0 when admission is not paused.
+local function pause_fields()
+    if not pause_active(state, now) then
+        return '', 0, 0
+    end
+    return state.paused, now - state.paused_since,
+           state.paused_until > 0 and state.paused_until - now or -1
+end
+
 -- When a waiter at `position` should look again: for one that may take the next free slot,
 -- when the earliest lease or liveness may run out (that slot may be free then), or when a
 -- closed admission opens; -1 otherwise.
@@ -237,7 +252,7 @@ if position then
     end
     local extra = keep_waiting(position)
     return {'wait', position, held, limit, next_expiry_in(position), queued, now, closed_for, extra,
-            cause, lost_ago}
+            cause, lost_ago, pause_fields()}
 end
 
 -- While anybody is queued every slot is held, so a newcomer can only queue behind them.
@@ -255,7 +270,7 @@ end
 if mode ~= 'wait' then
     touch(call, state, now) -- a new semaphore's state (limit, history) expires like the rest
     return {'busy', held or redis.call('ZCARD', call.k_holders), limit, queued, closed_for, cause,
-            lost_ago}
+            lost_ago, pause_fields()}
 end
 local ticket = redis.call('HINCRBY', call.k_state, 'ticket', 1)
 redis.call('ZADD', call.k_queue, ticket, token)
@@ -268,4 +283,4 @@ if queued == 0 then
 end
 log_entry(call, state, now, 'queued', token, {kind = 'w', json = json}, nil)
 return {'wait', queued, held or limit, limit, next_expiry_in(queued), queued + 1, now, closed_for,
-        extra, cause, lost_ago}
+        extra, cause, lost_ago, pause_fields()}

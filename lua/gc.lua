@@ -31,6 +31,9 @@ if dry_run then
 end
 local phase, position, budget = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local now = server_now(call)
+if not dry_run then
+    settle_pause(call, state, now) -- a pause whose --for ran out leaves nothing to keep
+end
 local removed = {}
 
 -- Reports `token` as removed (and, unless in a dry run, logs it as removed by gc, with how

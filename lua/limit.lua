@@ -21,26 +21,23 @@ local state, bad = load_state(call)
 if not state then
     return bad
 end
--- Keeps what the operator stores from now on (see above).
-local function keep_settings()
-    if not state.kept then
-        redis.call('HSET', call.k_state, 'kept', '1')
-        redis.call('PERSIST', call.k_state)
-        if call.own_epoch then
-            redis.pcall('PERSIST', call.k_epoch)
-        end
-        state.kept = true
-    end
-end
 
 if ARGV[2] == 'unset' then
     local held, queued = redis.call('ZCARD', call.k_holders), redis.call('ZCARD', call.k_queue)
     if not state.raw_limit and not state.kept then
         return {1, 0, held, queued, state.history, ''}
     end
-    redis.call('HDEL', call.k_state, 'kept', 'history')
-    state.kept, state.history = false, DEFAULT_HISTORY
-    if held == 0 and queued == 0 then
+    redis.call('HDEL', call.k_state, 'history')
+    state.history = DEFAULT_HISTORY
+    if state.paused then
+        -- Kept while the pause lasts, and no longer (see lib/pause.lua).
+        redis.call('HSET', call.k_state, 'pause_kept', '1')
+        state.pause_kept = true
+    else
+        redis.call('HDEL', call.k_state, 'kept')
+        state.kept = false
+    end
+    if held == 0 and queued == 0 and not state.paused then
         -- Idle: deleted as gc deletes an empty semaphore (its history and epoch expire).
         unpin_keys(call, state)
         del_keys(call, unpack(call.keys, 1, SEMAPHORE_KEYS))
@@ -64,7 +61,7 @@ if wanted then
 end
 local history = #ARGV > 3 and tonumber(ARGV[3]) -- (the last ARGV is the flags)
 if history then
-    keep_settings()
+    keep_state(call, state, false)
 end
 if history and history ~= state.history then
     store_setting(call, state, 'history', history)
@@ -78,9 +75,8 @@ if not wanted then
 end
 local from = state.limit
 -- The new limit first: pruning hands freed slots on, and must do so under it.
-redis.call('HSET', call.k_state, 'limit', wanted, 'limit_by', 'operator')
-keep_settings()
-state.limit, state.raw_limit = wanted, tostring(wanted)
+store_limit(call, state, wanted, 'operator')
+keep_state(call, state, false)
 prune(call, state, now)
 touch(call, state, now) -- a new semaphore's state expires like the rest
 if from ~= wanted then

@@ -4,7 +4,7 @@
 -- Needs: nothing (the first module).
 --
 -- The build concatenates lua/lib/*.lua ahead of each script, in the order of REDSEM_LUA_LIB in
--- CMakeLists.txt: call, cluster, state, history, epoch, queue, expiry, main. Each module needs
+-- CMakeLists.txt: call, cluster, state, history, epoch, queue, expiry, pause, main. Each module needs
 -- only modules before it. The modules hold functions and constants only: whatever a call reads
 -- or learns as it runs (its keys and flags, the server clock, the epoch, the events to log)
 -- lives in the table new_call() makes, and passes as an argument. So no flag one script sets
@@ -19,8 +19,9 @@
 --                            ticket, keep and pinned (see touch(), settle_expiry()), due (see
 --                            prune()),
 --                            history, counters (see state.lua, history.lua), closed_logged
---                            (see epoch.lua); redsem 0.1 also stored a loss_grace, which
---                            nothing here reads
+--                            (see epoch.lua), kept and pause_kept (see keep_state()), paused,
+--                            paused_since and paused_until (see lib/pause.lua); redsem 0.1
+--                            also stored a loss_grace, which nothing here reads
 --   KEYS[2] holders  zset    token -> lease deadline (server ms)
 --   KEYS[3] info     hash    token -> "h SLOT FENCE ACQUIRED_MS TTL_MS JSON" for a holder,
 --                            "w - GRACE SINCE_MS TTL_MS JSON" for a waiter (GRACE: the loss

@@ -7,7 +7,8 @@
 --   marker_ran(call), judge_by_marker(call, now), judge_epoch(call, now, me),
 --   read_epoch(call, now), evicting_policy(call).
 -- Needs: call.lua (call.k_epoch, call.own_epoch; keeps call.epoch), cluster.lua
---   (came_by_migration()), state.lua (KEEP_STEP_MS, server_now(), state.closed_logged), history.lua
+--   (came_by_migration()), state.lua (KEEP_STEP_MS, NOTHING_DUE, server_now(), pause_active(),
+--   state.closed_logged), history.lua
 --   (log_event()).
 --
 -- Lost data: Redis may come back from a restart without the latest writes (no persistence, an
@@ -269,10 +270,18 @@ local function evicting_policy(call)
 end
 
 -- Admission after a possible loss of data, for a caller whose own loss grace is `grace` ms
--- (nil: LOSS_GRACE_MS). Returns the server time before which nobody with that grace may take
--- a slot (0: admission is open), and the epoch ({lost_at, cause}). The epoch key is read, and
--- the server's identity checked, once per call, only on paths that admit someone.
+-- (nil: LOSS_GRACE_MS), and while the semaphore is paused. Returns the server time before
+-- which nobody with that grace may take a slot (0: admission is open), and the epoch
+-- ({lost_at, cause}; while paused {cause = 'paused', lost_at = when it was paused}). The epoch
+-- key is read, and the server's identity checked, once per call, only on paths that admit
+-- someone.
 local function admission(call, now, grace)
+    local state = call.state
+    if state and pause_active(state, now) then
+        -- Nobody is admitted while paused: until the pause ends, or for ever (NOTHING_DUE).
+        local ends = state.paused_until > 0 and state.paused_until or NOTHING_DUE
+        return ends, {cause = 'paused', lost_at = state.paused_since}
+    end
     local epoch = read_epoch(call, now)
     if evicting_policy(call) then
         return now + 1, epoch -- nobody is admitted (see refuse_if_evicting())

@@ -32,6 +32,30 @@ local DEFAULT_TTL_MS = 60000
 -- field itself matches.
 local KEEPER_MARK = '"keeper":true'
 
+-- The suffix of the state's field `limit` while the semaphore is paused: "3 paused". Every
+-- redsem before pauses refuses a limit that is not a number (acquire.lua: conflict -1), so an
+-- older redsem sharing the semaphore during an upgrade cannot admit anybody while it is paused.
+local PAUSED_SUFFIX = ' paused'
+
+-- The limit that the state's field `limit` holds ("3", or "3 paused"); nil for anything else.
+local function parse_limit(raw)
+    return tonumber(raw) or (raw and tonumber(string.match(raw, '^(%d+)' .. PAUSED_SUFFIX .. '$')))
+end
+
+-- Stores `limit` as the semaphore's, set by `by` ('caller' or 'operator'), marked while it is
+-- paused (see PAUSED_SUFFIX).
+local function store_limit(call, state, limit, by)
+    redis.call('HSET', call.k_state, 'limit', limit .. (state.paused and PAUSED_SUFFIX or ''),
+               'limit_by', by)
+    state.limit, state.raw_limit = limit, tostring(limit)
+end
+
+-- Whether the semaphore is paused at server time `now` (`redsem pause`; see lib/pause.lua): a
+-- pause with --for ends by itself at paused_until.
+local function pause_active(state, now)
+    return state.paused ~= nil and (state.paused_until == 0 or now < state.paused_until)
+end
+
 -- Reads limit, fence seed and keep horizon. Returns (state table) or (nil, error reply) when
 -- a key holds a type redsem did not create. All keys are checked only when the state hash is
 -- missing (a new semaphore); a foreign key appearing later still fails with WRONGTYPE.
@@ -39,7 +63,8 @@ local KEEPER_MARK = '"keeper":true'
 local function load_state(call)
     local k_state, k_log = call.k_state, call.k_log
     local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'due', 'history',
-                            'acquired_total', 'closed_logged', 'limit_by', 'pinned', 'kept')
+                            'acquired_total', 'closed_logged', 'limit_by', 'pinned', 'kept',
+                            'paused', 'paused_since', 'paused_until', 'pause_kept')
     if got.err then
         return nil, {'wrongtype', k_state, redis.call('TYPE', k_state).ok, 'hash'}
     end
@@ -55,11 +80,13 @@ local function load_state(call)
             return nil, {'wrongtype', k_log, actual, 'stream'}
         end
     end
-    local state = {raw_limit = got[1], limit = tonumber(got[1]), fence = got[2],
+    local state = {raw_limit = got[1], limit = parse_limit(got[1]), fence = got[2],
                    keep = tonumber(got[3]) or 0, due = tonumber(got[4]) or 0,
                    history = tonumber(got[5]) or DEFAULT_HISTORY, acquired_total = tonumber(got[6]) or 0,
                    closed_logged = tonumber(got[7]), limit_by = got[8], pinned = got[9] == '1',
-                   kept = got[10] == '1'}
+                   kept = got[10] == '1', paused = got[11] or nil,
+                   paused_since = tonumber(got[12]) or 0, paused_until = tonumber(got[13]) or 0,
+                   pause_kept = got[14] == '1'}
     call.state = state
     return state
 end
@@ -135,6 +162,36 @@ local function unpin_keys(call, state)
     for _, key in ipairs(expiring_keys(call, state)) do
         redis.call('PEXPIREAT', key, keep)
     end
+end
+
+-- Keeps the state hash (and on a Cluster the epoch key that vouches for it) with no expiry:
+-- for an operator's settings (`redsem limit`), or, `by_pause`, only while a pause lasts (field
+-- pause_kept; see lib/pause.lua). gc leaves a kept state hash (see expiring_keys()).
+local function keep_state(call, state, by_pause)
+    if state.kept then
+        if state.pause_kept and not by_pause then
+            redis.call('HDEL', call.k_state, 'pause_kept') -- the operator's now: it stays
+            state.pause_kept = false
+        end
+        return
+    end
+    redis.call('HSET', call.k_state, 'kept', '1')
+    if by_pause then
+        redis.call('HSET', call.k_state, 'pause_kept', '1')
+    end
+    redis.call('PERSIST', call.k_state)
+    if call.own_epoch then
+        redis.pcall('PERSIST', call.k_epoch)
+    end
+    state.kept, state.pause_kept = true, by_pause
+end
+
+-- Gives up keeping the state hash (see keep_state()): the keys expire again at the horizon once
+-- nobody holds or waits (settle_expiry() pins them again at the call's end while somebody does).
+local function stop_keeping_state(call, state)
+    redis.call('HDEL', call.k_state, 'kept', 'pause_kept')
+    state.kept, state.pause_kept = false, false
+    unpin_keys(call, state)
 end
 
 -- At the end of a call: while anybody holds or waits, the keys have no expiry (pinned: the

@@ -1,6 +1,8 @@
 #include "cli/admission.hpp"
+#include "cli/options.hpp"
 
 #include "util/duration.hpp"
+#include "util/name.hpp"
 #include "util/time_format.hpp"
 
 #include <fmt/format.h>
@@ -72,6 +74,38 @@ std::string admission_line(const AdmissionState& admission) {
     return fmt::format("admission closed for {} more: Redis may have lost data (noticed {} ago: "
                        "it restarted, or another server took over)",
                        left, ago);
+}
+
+std::string pause_text(const std::string& name, const HolderMeta& by, Milliseconds age,
+                       std::optional<Milliseconds> ends_in) {
+    std::string who =
+        fmt::format("by {} on {}, pid {}", printable(by.user, 64), printable(by.host, 64), by.pid);
+    if (by.ci && !by.ci->url.empty()) {
+        who += ", " + printable(by.ci->url, 200);
+    }
+    const std::string why = by.label.empty() ? "no reason given" : printable(by.label, 200);
+    const std::string end = ends_in ? fmt::format("it ends in {}", seconds(ends_in->count(), true))
+                                    : fmt::format("until 'redsem resume {}'", printable(name));
+    return fmt::format("'{}' is paused ({}, {} ago): {}; {}", printable(name), who,
+                       seconds(age.count(), false), why, end);
+}
+
+json pause_json(const std::optional<Pause>& pause, long long server_now_ms) {
+    if (!pause) {
+        return nullptr;
+    }
+    const HolderMeta& by = pause->by;
+    const json who{{"user", by.user}, {"host", by.host}, {"pid", by.pid}, {"ci", ci_json(by.ci)}};
+    return {{"by", who},
+            {"reason", by.label},
+            {"since_ms", pause->since_ms},
+            {"since", time_or_null(pause->since_ms)},
+            {"until_ms", ms_or_null(pause->until_ms)},
+            {"until", time_or_null(pause->until_ms)},
+            {"age_ms", std::max(0LL, server_now_ms - pause->since_ms)},
+            {"ends_in_ms", pause->until_ms > 0
+                               ? json(std::max(0LL, pause->until_ms - server_now_ms))
+                               : json(nullptr)}};
 }
 
 } // namespace redsem::cli

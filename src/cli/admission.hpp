@@ -19,4 +19,15 @@ nlohmann::json admission_json(const AdmissionState& admission);
 // have lost data (noticed 18s ago: it restarted, or another server took over)"); "" otherwise.
 std::string admission_line(const AdmissionState& admission);
 
+// What a pause of `name` is, in one sentence: "'deploy' is paused (by alice on build-7, pid
+// 4242, 5m ago): db migration; it ends in 25m" (or "until 'redsem resume deploy'"). `age`:
+// since it began; `ends_in`: nullopt until resumed.
+std::string pause_text(const std::string& name, const HolderMeta& by, Milliseconds age,
+                       std::optional<Milliseconds> ends_in);
+
+// A pause as JSON: {"by": {"user", "host", "pid", "ci"}, "reason", "since_ms", "since",
+// "until_ms", "until", "age_ms", "ends_in_ms"}; the until fields null for a pause until
+// resumed. null when there is none.
+nlohmann::json pause_json(const std::optional<Pause>& pause, long long server_now_ms);
+
 } // namespace redsem::cli

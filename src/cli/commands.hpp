@@ -33,6 +33,9 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global);
 Runner setup_status(CLI::App& command, const GlobalOptions& global);
 Runner setup_gc(CLI::App& command, const GlobalOptions& global);
 Runner setup_limit(CLI::App& command, const GlobalOptions& global);
+Runner setup_pause(CLI::App& command, const GlobalOptions& global);
+Runner setup_resume(CLI::App& command, const GlobalOptions& global);
+Runner setup_drain(CLI::App& command, const GlobalOptions& global);
 Runner setup_log(CLI::App& command, const GlobalOptions& global);
 Runner setup_doctor(CLI::App& command, const GlobalOptions& global);
 

@@ -92,6 +92,14 @@ std::string detail(const Event& event) {
                                : "Redis restarted or another server took over",
                            local_time(*event.opens_at_ms));
     }
+    if (event.raw.empty() && event.kind == "paused") {
+        return event.until_ms ? "nobody admitted until " + local_time(*event.until_ms)
+                              : std::string("nobody admitted until resumed");
+    }
+    if (event.raw.empty() && event.kind == "resumed") {
+        return fmt::format("{} after {}", event.meta ? "resumed" : "pause ran out (--for)",
+                           format_duration(Milliseconds{*event.duration_ms}));
+    }
     if (!event.raw.empty() || (event.kind != "limit" && event.token.empty())) {
         return event.raw;
     }
@@ -134,6 +142,26 @@ json event_json(const Event& event) {
         out["opens_at"] = iso8601_utc(*event.opens_at_ms);
         return out;
     }
+    const auto& meta = event.meta;
+    const auto who = [&out, &meta] {
+        out["host"] = meta ? json(meta->host) : json(nullptr);
+        out["pid"] = meta ? json(meta->pid) : json(nullptr);
+        out["user"] = meta ? json(meta->user) : json(nullptr);
+        out["ci"] = meta ? ci_json(meta->ci) : json(nullptr);
+    };
+    if (event.kind == "paused" && event.raw.empty()) {
+        who();
+        out["reason"] = meta ? json(meta->label) : json(nullptr);
+        out["until_ms"] = optional_json(event.until_ms);
+        out["until"] = event.until_ms ? json(iso8601_utc(*event.until_ms)) : json(nullptr);
+        return out;
+    }
+    if (event.kind == "resumed" && event.raw.empty()) {
+        who(); // null when the pause ran out by itself
+        out["paused_ms"] = *event.duration_ms;
+        out["ran_out"] = !meta.has_value();
+        return out;
+    }
     if (!event.raw.empty() || event.token.empty()) {
         out["raw"] = event.raw;
         return out;
@@ -148,7 +176,6 @@ json event_json(const Event& event) {
     if (event.kind == "released") {
         out["exit_status"] = optional_json(event.exit_status);
     }
-    const auto& meta = event.meta;
     out["host"] = meta ? json(meta->host) : json(nullptr);
     out["pid"] = meta ? json(meta->pid) : json(nullptr);
     out["pid_of"] = meta && !meta->pid_of.empty() ? json(meta->pid_of) : json(nullptr);

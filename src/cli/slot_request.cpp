@@ -1,5 +1,7 @@
 #include "cli/slot_request.hpp"
 
+#include "cli/admission.hpp"
+
 #include "process/any_readable.hpp"
 #include "process/ci_job.hpp"
 #include "semaphore/inspect.hpp"
@@ -165,6 +167,10 @@ std::string holders_of(Connection& connection, const std::string& prefix, const 
 // long nobody is admitted (or this caller, with a --loss-grace of its own), and the way out.
 std::string closed_message(const std::string& name, const AdmissionClosed& closed,
                            bool own_grace) {
+    if (closed.pause) {
+        return pause_text(name, closed.pause->by, closed.pause->age, closed.pause->ends_in) +
+               "; nobody new is admitted meanwhile";
+    }
     const std::string opens_in = seconds_up(closed.opens_in);
     const std::string who = own_grace
                                 ? fmt::format("this caller's --loss-grace keeps it out for {} more",
@@ -311,13 +317,14 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
     AdmissionClosed last_closed;
     options.on_closed = [&](const AdmissionClosed& closed) {
         last_closed = closed;
-        if (closed.opens_in.count() == 0 || told_closed || try_once) {
+        if (!closed.closed() || told_closed || try_once) {
             return;
         }
         told_closed = true;
         feedback.clear();
-        std::fprintf(stderr, "redsem: %s\n",
-                     closed_message(request.name, closed, own_grace).c_str());
+        std::fprintf(stderr, "redsem: %s%s\n",
+                     closed_message(request.name, closed, own_grace).c_str(),
+                     closed.pause ? "; waiting in the queue" : "");
     };
     std::optional<Lease> lease;
     try {
@@ -339,14 +346,19 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
         throw Interrupted(signals.received());
     }
     feedback.clear(); // before any message
-    if (!lease && last_closed.opens_in.count() > 0) {
+    if (!lease && last_closed.closed()) {
         if (try_once) {
             throw ClosedError(closed_message(request.name, last_closed, own_grace));
         }
+        const std::string waited = format_duration(options.wait.value_or(Milliseconds{0}));
+        if (last_closed.pause) {
+            throw ClosedError(fmt::format("gave up on '{}' after {}: {}", printable(request.name),
+                                          waited,
+                                          closed_message(request.name, last_closed, own_grace)));
+        }
         throw ClosedError(fmt::format("gave up on '{}' after {}: admission is still closed for "
                                       "{} more",
-                                      printable(request.name),
-                                      format_duration(options.wait.value_or(Milliseconds{0})),
+                                      printable(request.name), waited,
                                       seconds_up(last_closed.opens_in)));
     }
     if (!lease && !request.quiet) {

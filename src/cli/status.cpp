@@ -159,14 +159,30 @@ json view_json(const SemaphoreView& view) {
              {"stale_waiters", counts.stale},
              {"holders", holders},
              {"waiters", waiters},
-             {"admission", admission_json(view.admission)}};
+             {"admission", admission_json(view.admission)},
+             {"paused", pause_json(view.pause, view.server_now_ms)}};
     out.update(time_fields("server_time", view.server_now_ms));
     return out;
 }
 
+// One line for a paused semaphore ("'deploy' is paused (by alice on build-7, pid 4242, 5m
+// ago): db migration; until 'redsem resume deploy'"); "" when it is not.
+std::string pause_line(const std::string& name, const std::optional<Pause>& pause, long long now) {
+    if (!pause) {
+        return "";
+    }
+    // (pause_text() makes each part printable.)
+    return pause_text(name, pause->by, Milliseconds{std::max(0LL, now - pause->since_ms)},
+                      pause->until_ms > 0 ? std::optional(Milliseconds{pause->until_ms - now})
+                                          : std::nullopt);
+}
+
 void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width) {
     const long long now = view.server_now_ms;
-    const std::string closed = admission_line(view.admission);
+    std::string closed = admission_line(view.admission);
+    if (const std::string paused = pause_line(view.name, view.pause, now); !paused.empty()) {
+        closed = closed.empty() ? paused : paused + "\n" + closed;
+    }
     if (view.holders.empty() && view.waiters.empty()) {
         // A stored limit is shown: an idle semaphore keeps one an operator set.
         out << terminal_safe(view.name) << ": no holders and no waiters"
@@ -249,6 +265,12 @@ void print_summaries(std::ostream& out, const std::vector<SemaphoreSummary>& sum
     for (const auto& line : closed) {
         out << line << "\n";
     }
+    for (const auto& summary : summaries) {
+        if (const std::string line = pause_line(summary.name, summary.pause, summary.server_now_ms);
+            !line.empty()) {
+            out << line << "\n";
+        }
+    }
 }
 
 // `summaries` without the semaphores that cannot be read (a key of another type at one of
@@ -289,7 +311,8 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
                            {"waiting", summary.waiting},
                            {"stale_waiters", summary.stale},
                            {"oldest_holder", oldest},
-                           {"admission", admission_json(summary.admission)}});
+                           {"admission", admission_json(summary.admission)},
+                           {"paused", pause_json(summary.pause, summary.server_now_ms)}});
         }
         print_json(out);
         warn_unlisted(unlisted);
@@ -361,6 +384,18 @@ void print_prometheus(const std::vector<SemaphoreSummary>& summaries, const std:
                                  1000.0
                            : 0.0);
         }
+    }
+    out.family("redsem_paused", "gauge",
+               "1 while nobody new is admitted because of 'redsem pause' or 'drain', else 0.");
+    for (const auto& summary : summaries) {
+        out.sample(labels(summary), summary.pause ? 1LL : 0LL);
+    }
+    out.family("redsem_paused_seconds", "gauge",
+               "How long the semaphore has been paused (0: it is not).");
+    for (const auto& summary : summaries) {
+        out.sample(labels(summary),
+                   seconds_since(summary, summary.pause ? std::optional(summary.pause->since_ms)
+                                                        : std::nullopt));
     }
     out.family("redsem_oldest_wait_seconds", "gauge",
                "How long the waiter at the head of the queue has waited (0: nobody waits).");

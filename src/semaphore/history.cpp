@@ -56,6 +56,20 @@ bool parse_value(std::string_view value, Event& event) {
         return number_part(parts[1], event.lost_at_ms) && event.lost_at_ms &&
                number_part(parts[2], event.opens_at_ms) && event.opens_at_ms;
     }
+    if (event.kind == "paused" || event.kind == "resumed") {
+        // "UNTIL_MS JSON" ('-': until resumed), "PAUSED_FOR_MS JSON" ('{}': it ran out).
+        const auto parts = split_spaces(value, 2);
+        std::optional<long long>& number =
+            event.kind == "paused" ? event.until_ms : event.duration_ms;
+        if (parts.size() != 2 || !number_part(parts[0], number) || parts[1].empty() ||
+            parts[1][0] != '{') {
+            return false;
+        }
+        if (parts[1] != "{}") {
+            event.meta = parse_meta(parts[1]);
+        }
+        return event.kind == "paused" || event.duration_ms;
+    }
     const auto parts = split_spaces(value, 5);
     if (parts.size() != 5 || parts[0].empty() || !number_part(parts[1], event.slot) ||
         !number_part(parts[2], event.fence) || !number_part(parts[3], event.duration_ms)) {

@@ -13,19 +13,23 @@ namespace redsem {
 // One event of a semaphore's history, as lua/lib/history.lua writes it: a field of a
 // stream entry (one entry per script call, its events in order) whose name is the kind and
 // whose value is "TOKEN SLOT FENCE DURATION_MS JSON" ('-' where a part does not apply),
-// "FROM TO" for a limit change, or "CAUSE LOST_AT_MS OPENS_AT_MS" for admission closed after a
-// possible loss of data.
+// "FROM TO" for a limit change, "CAUSE LOST_AT_MS OPENS_AT_MS" for admission closed after a
+// possible loss of data, "UNTIL_MS JSON" for a pause ('-': until resumed; JSON: who paused,
+// label the reason) and "PAUSED_FOR_MS JSON" for its end ('{}': its --for ran out).
 struct Event {
     std::string name;     // the semaphore
     std::string id;       // the stream entry's ID, "MS-SEQ" (shared by a script call's events)
     long long time_ms = 0; // server clock, from the ID
-    std::string kind;     // acquired, queued, released, expired, unclaimed, lost, left, dropped,
-                          // gc, limit, closed (or a kind this redsem does not know)
+    std::string kind;      // acquired, queued, released, expired, unclaimed, lost, left, dropped,
+                           // gc, limit, closed, paused, resumed (or a kind this redsem does
+                           // not know)
     std::string token;
     std::optional<long long> slot;
     std::optional<long long> fence;
-    std::optional<long long> duration_ms; // waited (acquired, left, dropped) or held
-    std::optional<HolderMeta> meta;       // nullopt when unknown
+    std::optional<long long> duration_ms; // waited (acquired, left, dropped), held, or paused
+                                          // (resumed)
+    std::optional<HolderMeta> meta;       // nullopt when unknown; paused, resumed: by whom
+    std::optional<long long> until_ms;    // paused: when it ends (nullopt: until resumed)
     std::optional<long long> exit_status; // released by `run`: its command's exit status
     std::optional<long long> limit_from;  // limit: nullopt for a new semaphore
     std::optional<long long> limit_to;

@@ -59,6 +59,32 @@ std::optional<long long> optional_number(const Reply& reply) {
     return parse_integer(reply.as_string()); // a field changed by hand reads as missing
 }
 
+// The limit in the state's field `limit`: "3", or "3 paused" while paused (see
+// lua/lib/state.lua).
+std::optional<long long> stored_limit(const Reply& reply) {
+    if (!reply.is_nil() && !reply.is_error() && reply.as_string().ends_with(k_paused_suffix)) {
+        const std::string& text = reply.as_string();
+        return parse_integer(text.substr(0, text.size() - k_paused_suffix.size()));
+    }
+    return optional_number(reply);
+}
+
+// The pause in force at server time `now`, from the state's fields paused, paused_since and
+// paused_until (lua/lib/pause.lua); nullopt when none, or when its --for ran out.
+std::optional<Pause> pause_in_force(const Reply& json, const Reply& since, const Reply& until,
+                                    long long now) {
+    if (json.is_nil() || json.is_error()) {
+        return std::nullopt;
+    }
+    Pause pause{.by = parse_meta(json.as_string()),
+                .since_ms = optional_number(since).value_or(0),
+                .until_ms = optional_number(until).value_or(0)};
+    if (pause.until_ms > 0 && pause.until_ms <= now) {
+        return std::nullopt;
+    }
+    return pause;
+}
+
 const Reply& checked(const Reply& reply) {
     if (reply.is_error()) {
         throw_reply_error(reply.text);
@@ -130,13 +156,17 @@ SemaphoreView read_view(Connection& connection, std::string_view prefix, std::st
     const Keys keys = Keys::make(prefix, name);
     SemaphoreView view;
     view.name = name;
-    const auto head = connection.pipeline({Command{keys.state, {"HGET", keys.state, "limit"}},
-                                           Command{keys.holders, {"ZCARD", keys.holders}},
-                                           Command{keys.queue, {"ZCARD", keys.queue}}});
+    const auto head = connection.pipeline(
+        {Command{keys.state,
+                 {"HMGET", keys.state, "limit", "paused", "paused_since", "paused_until"}},
+         Command{keys.holders, {"ZCARD", keys.holders}},
+         Command{keys.queue, {"ZCARD", keys.queue}}});
     // The clock its scripts read: its node's, on a Redis Cluster (which the reads above found
     // by their MOVED replies; TIME itself is never redirected).
     view.server_now_ms = server_time_ms(connection, keys.state);
-    view.limit = optional_number(head[0]);
+    const Reply& state = checked(head[0]);
+    view.limit = stored_limit(state.at(0));
+    view.pause = pause_in_force(state.at(1), state.at(2), state.at(3), view.server_now_ms);
     const long long holders = checked(head[1]).as_integer();
     const long long waiters = checked(head[2]).as_integer();
 
@@ -329,7 +359,8 @@ void summarize(Connection& connection, std::string_view prefix,
             const Keys keys = Keys::make(prefix, names[i]);
             commands.emplace_back(keys.state, std::vector<std::string>{
                                                   "HMGET", keys.state, "limit", "history",
-                                                  "acquired_total", "expired_total", "lost_total"});
+                                                  "acquired_total", "expired_total", "lost_total",
+                                                  "paused", "paused_since", "paused_until"});
             commands.emplace_back(keys.holders, std::vector<std::string>{"ZCARD", keys.holders});
             commands.emplace_back(keys.queue, std::vector<std::string>{"ZCARD", keys.queue});
             commands.emplace_back(keys.info, std::vector<std::string>{"HGETALL", keys.info});
@@ -417,7 +448,8 @@ void summarize(Connection& connection, std::string_view prefix,
                 continue;
             }
             const auto& state = checked(replies[at]);
-            summary.limit = optional_number(state.at(0));
+            summary.limit = stored_limit(state.at(0));
+            summary.pause = pause_in_force(state.at(5), state.at(6), state.at(7), server_now_ms);
             summary.history = optional_number(state.at(1)).value_or(k_default_history);
             if (summary.limit && summary.history > 0) {
                 summary.counters =

@@ -33,6 +33,7 @@ struct SemaphoreView {
     std::vector<HolderView> holders; // by slot
     std::vector<WaiterView> waiters; // in queue order
     AdmissionState admission;        // closed after a possible loss of data?
+    std::optional<Pause> pause{};    // paused now (redsem pause)?
 };
 
 // One line of `status` without a name. Dead entries the scripts have not pruned yet are
@@ -59,6 +60,7 @@ struct SemaphoreSummary {
     std::optional<HistoryCounters> counters;       // while its history is on
     long long server_now_ms = 0; // the clock of the server (cluster node) that holds it
     AdmissionState admission;    // closed after a possible loss of data?
+    std::optional<Pause> pause{}; // paused now (redsem pause)?
     // Set when a key of another type is at one of its names (a key made by hand): which key,
     // and what it holds. The semaphore cannot be read then, and the other fields say nothing.
     std::string unreadable;

@@ -5,6 +5,7 @@
 #include "redis/topology.hpp"
 #include "semaphore/epoch_proof.hpp"
 #include "semaphore/inspect.hpp"
+#include "semaphore/record.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
 
@@ -93,13 +94,22 @@ Milliseconds optional_ms(const Reply& reply, std::size_t index) {
     return Milliseconds{index < items.size() ? std::max(0LL, items[index].as_integer()) : 0};
 }
 
-// Reply field `closed_at` (closed_for_ms) and the two from `cause_at` (cause, lost_ms_ago) as
-// an AdmissionClosed.
+// Reply field `closed_at` (closed_for_ms), the two from `cause_at` (cause, lost_ms_ago) and
+// the three after them (pause_json, paused_ms_ago, pause_ends_in_ms) as an AdmissionClosed.
 AdmissionClosed admission_closed(const Reply& reply, std::size_t closed_at, std::size_t cause_at) {
     const auto& items = reply.as_array();
-    return {.opens_in = optional_ms(reply, closed_at),
-            .cause = cause_at < items.size() ? items[cause_at].as_string() : "",
-            .lost_ago = optional_ms(reply, cause_at + 1)};
+    AdmissionClosed closed{.opens_in = optional_ms(reply, closed_at),
+                           .cause = cause_at < items.size() ? items[cause_at].as_string() : "",
+                           .lost_ago = optional_ms(reply, cause_at + 1)};
+    const std::size_t pause_at = cause_at + 2;
+    if (pause_at + 2 < items.size() && !items[pause_at].as_string().empty()) {
+        const long long ends_in = items[pause_at + 2].as_integer();
+        closed.pause = PauseSeen{.by = parse_meta(items[pause_at].as_string()),
+                                 .age = optional_ms(reply, pause_at + 1),
+                                 .ends_in = ends_in >= 0 ? std::optional(Milliseconds{ends_in})
+                                                         : std::nullopt};
+    }
+    return closed;
 }
 
 AcquireReply parse_acquire_reply(const Reply& reply) {
@@ -665,6 +675,53 @@ AdmissionState Semaphore::admission() {
                           .lost_at_ms = reply.at(2).as_integer(),
                           .noticed = reply.at(3).as_integer() == 1,
                           .server_now_ms = reply.at(4).as_integer()};
+}
+
+namespace {
+
+PauseInfo pause_info(const Reply& reply) {
+    PauseInfo info{.held = reply.at(1).as_integer(),
+                   .queued = reply.at(2).as_integer(),
+                   .limit = reply.at(3).as_integer(),
+                   .server_now_ms = reply.at(4).as_integer(),
+                   .due_in_ms = reply.at(8).as_integer()};
+    if (reply.at(0).as_integer() == 1) {
+        info.pause = Pause{.by = parse_meta(reply.at(5).as_string()),
+                           .since_ms = reply.at(6).as_integer(),
+                           .until_ms = reply.at(7).as_integer()};
+    }
+    return info;
+}
+
+} // namespace
+
+PauseInfo Semaphore::pause(const HolderMeta& by, std::optional<Milliseconds> duration) {
+    return pause_info(
+        run(scripts::k_pause_script,
+            {"pause", by.to_json(), duration ? std::to_string(duration->count()) : ""}));
+}
+
+PauseInfo Semaphore::resume(const HolderMeta& by) {
+    return pause_info(run(scripts::k_pause_script, {"resume", by.to_json(), ""}, Proof::admits));
+}
+
+PauseInfo Semaphore::look_at_pause() {
+    return pause_info(run(scripts::k_pause_script, {"look", "{}", ""}));
+}
+
+bool Semaphore::wait_for_departure(Milliseconds timeout, int interrupt_fd) {
+    const std::string list = m_keys.wake_prefix + "drained";
+    const Reply reply = m_connection.command(
+        Command{
+            list,
+            {"BLPOP", list,
+             fmt::format("{:.3f}", static_cast<double>(std::max(timeout, Milliseconds{1}).count()) /
+                                       1000.0)}},
+        timeout, interrupt_fd);
+    if (reply.is_error()) {
+        throw_reply_error(reply.text);
+    }
+    return !reply.is_nil();
 }
 
 Milliseconds Lease::safety_margin(Milliseconds ttl) {

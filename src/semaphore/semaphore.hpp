@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "redis/connection.hpp"
 #include "semaphore/keys.hpp"
@@ -62,15 +63,38 @@ struct QueuePosition {
     long long queued = 0; // waiters in all, this one included
 };
 
-// Whether admission was closed after a possible loss of data at the server, as a reply that
-// refused a slot said (see lua/lib/epoch.lua).
+// The end of the state's field `limit` while the semaphore is paused ("3 paused"), which every
+// redsem before pauses refuses as not a number (see lua/lib/state.lua).
+inline constexpr std::string_view k_paused_suffix = " paused";
+
+// A pause of admission (`redsem pause`; see lua/lib/pause.lua) as the server holds it.
+struct Pause {
+    HolderMeta by;          // who paused; by.label is the reason
+    long long since_ms = 0; // server clock
+    long long until_ms = 0; // server clock; 0: until resumed
+};
+
+// The pause in force, as a reply that refused a slot said.
+struct PauseSeen {
+    HolderMeta by;                       // who paused; by.label is the reason
+    Milliseconds age{0};                 // since it began
+    std::optional<Milliseconds> ends_in; // nullopt: until resumed
+};
+
+// Whether admission was closed after a possible loss of data at the server, or paused, as a
+// reply that refused a slot said (see lua/lib/epoch.lua).
 struct AdmissionClosed {
-    Milliseconds opens_in{0}; // until the loss grace has passed; 0: not closed
+    Milliseconds opens_in{0}; // until the loss grace has passed; 0: not closed by a loss
     // Why: "start" (Redis has no record of redsem, and started lost_ago), "change" (it
-    // restarted, or another server took over, lost_ago), or "unproven" (for a user without
-    // INFO: the Redis process could not show that it had seen redsem's records before).
+    // restarted, or another server took over, lost_ago), "unproven" (for a user without
+    // INFO: the Redis process could not show that it had seen redsem's records before), or
+    // "paused" (see `pause`).
     std::string cause;
     Milliseconds lost_ago{0};
+    // The pause in force, told to every waiter, wherever it stands in the queue.
+    std::optional<PauseSeen> pause{};
+
+    bool closed() const noexcept { return opens_in.count() > 0 || pause.has_value(); }
 };
 
 struct AcquireOptions {
@@ -152,6 +176,17 @@ struct AdmissionState {
     bool closed() const noexcept { return opens_at_ms > 0; }
 };
 
+// What `pause`, `resume` and `drain` see (lua/pause.lua).
+struct PauseInfo {
+    // The pause in force after the call (resume: the one it ended); nullopt: none.
+    std::optional<Pause> pause{};
+    long long held = 0;
+    long long queued = 0;
+    long long limit = 1;
+    long long server_now_ms = 0;
+    long long due_in_ms = -1; // when a lease or a waiter's liveness may run out; -1: none
+};
+
 struct QueuedReply;
 struct ConflictReply;
 
@@ -222,6 +257,20 @@ public:
 
     // Whether admission is closed after a possible loss of data. Changes nothing.
     AdmissionState admission();
+
+    // Pauses admission (nobody new gets a slot; holders and waiters keep theirs) for `by`
+    // (by.label: the reason), for `duration` (nullopt: until resumed). Pausing again replaces
+    // who, why and how long; the pause keeps its start. Kept by gc and key expiry.
+    PauseInfo pause(const HolderMeta& by, std::optional<Milliseconds> duration);
+    // Ends the pause, if any (PauseInfo::pause: the one ended), handing the slots freed
+    // meanwhile to the queue in FIFO order.
+    PauseInfo resume(const HolderMeta& by);
+    // The pause and the holders now, after what ran out (`drain`); forgets the holders' past
+    // departures, so that wait_for_departure() waits for the next.
+    PauseInfo look_at_pause();
+    // Blocks until a holder leaves the paused semaphore (true), or `timeout` passes (false).
+    // Throws WaitInterrupted when `interrupt_fd` becomes readable.
+    bool wait_for_departure(Milliseconds timeout, int interrupt_fd);
 
     const std::string& name() const noexcept { return m_name; }
     const Keys& keys() const noexcept { return m_keys; }

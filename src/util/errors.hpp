@@ -14,7 +14,8 @@ enum class ExitCode : int {
     conflict = 65,        // EX_DATAERR: limit mismatch, or a foreign key in the semaphore's place
     unavailable = 69,     // EX_UNAVAILABLE: Redis unreachable, timed out, or refusing (LOADING...)
     internal = 70,        // EX_SOFTWARE: a bug in redsem or an unexpected reply
-    closed = 73,          // admission closed after a possible loss of data: -E does not change it
+    closed = 73,          // admission closed after a possible loss of data, or paused: -E does
+                          // not change it
     output = 74,          // EX_IOERR: standard output could not be written
     timeout = 75,         // EX_TEMPFAIL: no slot within --wait
     lost = 76,            // EX_PROTOCOL: run: the slot was lost and the command stopped
@@ -37,7 +38,7 @@ inline constexpr ExitCodeMeaning k_exit_codes[] = {
     {ExitCode::conflict, "conflict"},
     {ExitCode::unavailable, "Redis unavailable"},
     {ExitCode::internal, "internal error"},
-    {ExitCode::closed, "admission closed (lost data)"},
+    {ExitCode::closed, "admission closed (lost data, or paused)"},
     {ExitCode::output, "cannot write output"},
     {ExitCode::timeout, "not acquired in time"},
     {ExitCode::lost, "slot lost (run)"},
@@ -123,8 +124,8 @@ public:
     explicit InternalError(const std::string& message) : Error(ExitCode::internal, message) {}
 };
 
-// No slot came because admission was closed after a possible loss of data: not "busy", so
-// neither -E nor -q hides it.
+// No slot came because admission was closed after a possible loss of data, or paused (redsem
+// pause): not "busy", so neither -E nor -q hides it.
 class ClosedError : public Error {
 public:
     explicit ClosedError(const std::string& message) : Error(ExitCode::closed, message) {}

@@ -1,0 +1,53 @@
+-- lib/pause.lua: a pause of admission (`redsem pause`, `redsem drain`) and its end.
+-- Provides: start_pause(call, state, now, json, until_ms), end_pause(call, state, now, json),
+--   settle_pause(call, state, now).
+-- Needs: call.lua, state.lua (store_limit(), keep_state(), stop_keeping_state(),
+--   pause_active()), history.lua (log_event()), queue.lua (fill_free_slots()).
+--
+-- While a semaphore is paused nobody new is admitted (admission() in epoch.lua says so to
+-- every grant and hand-over); holders keep their slots and renew, waiters keep their places.
+-- The state hash holds the pause: paused (JSON: who paused, and why), paused_since and
+-- paused_until (server ms; 0: until resumed). It is kept with no expiry while paused
+-- (keep_state()), so gc and key expiry leave it, and its `limit` is marked (PAUSED_SUFFIX in
+-- state.lua), which every older redsem refuses. When the pause ends (end_pause(), or by
+-- itself at paused_until), the slots freed meanwhile go to the queue in FIFO order. A holder
+-- that leaves while paused tells a draining client (remove_holder() in queue.lua).
+
+-- Pauses admission for `json` (who pauses, and why) until server time `until_ms` (0: until
+-- resumed). Pausing again replaces who, why and until; the pause keeps its start.
+local function start_pause(call, state, now, json, until_ms)
+    if not pause_active(state, now) then
+        state.paused_since = now
+    end
+    state.paused, state.paused_until = json, until_ms
+    redis.call('HSET', call.k_state, 'paused', json, 'paused_since', int_str(state.paused_since),
+               'paused_until', int_str(until_ms))
+    -- Marks the limit for older redsem (a new semaphore gets the default, as a caller's).
+    store_limit(call, state, state.limit or 1, state.limit_by or 'caller')
+    keep_state(call, state, true)
+    log_event(call, state, now, 'paused', (until_ms > 0 and int_str(until_ms) or '-') .. ' ' .. json)
+end
+
+-- Ends the pause: `json` names who resumed it ('{}': it ran out by itself). The slots freed
+-- while paused go to the queue at once.
+local function end_pause(call, state, now, json)
+    local since = state.paused_since
+    redis.call('HDEL', call.k_state, 'paused', 'paused_since', 'paused_until')
+    state.paused, state.paused_since, state.paused_until = nil, 0, 0
+    if state.limit then
+        store_limit(call, state, state.limit, state.limit_by or 'caller') -- unmarked
+    end
+    if state.pause_kept then
+        stop_keeping_state(call, state)
+    end
+    log_event(call, state, now, 'resumed', int_str(math.max(now - since, 0)) .. ' ' .. json)
+    fill_free_slots(call, state, redis.call('ZCARD', call.k_holders), now)
+end
+
+-- Ends a pause whose --for ran out (nobody resumed it): at the first call that writes after
+-- it, which may be long after.
+local function settle_pause(call, state, now)
+    if state.paused and not pause_active(state, now) then
+        end_pause(call, state, now, '{}')
+    end
+end

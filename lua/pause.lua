@@ -1,0 +1,42 @@
+-- pause.lua: pauses admission to a semaphore, resumes it, or looks at a pause while draining
+-- (`redsem pause`, `resume`, `drain`; see lib/pause.lua).
+-- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
+-- ARGV[2] 'pause', 'resume', or 'look' (a draining client: changes nothing but what ran out)
+-- ARGV[3] JSON {host, pid, user, label}: who pauses or resumes (label: the reason)
+-- ARGV[4] pause: how long it lasts in ms, '' until resumed
+-- Reply: {paused, held, queued, limit, now_ms, json, since_ms, until_ms, due_in_ms}: paused 1
+-- when a pause was in force after the call (resume: before it), and that pause's json, since
+-- and until (0: until resumed; '' and 0 when none); held and queued after the call; due_in_ms
+-- when a lease or liveness may run out next (-1: none). {'prove', marker} without INFO, for a
+-- resume: call again proving this epoch marker (see epoch.lua); nothing changed.
+-- A pause of a new semaphore stores it, with the default limit 1 as a caller's (the first
+-- acquire's -n applies). Resuming a semaphore that is not paused changes nothing.
+
+local state, bad = load_state(call)
+if not state then
+    return bad
+end
+local action = ARGV[2]
+local now = server_now(call)
+if action == 'resume' then
+    local proof = demand_proof(call, now) -- the queue may be served at once
+    if proof then
+        return proof
+    end
+end
+prune(call, state, now)
+settle_pause(call, state, now)
+
+local was = {state.paused or '', state.paused_since, state.paused_until}
+if action == 'pause' then
+    local for_ms = tonumber(ARGV[4])
+    start_pause(call, state, now, ARGV[3], for_ms and now + for_ms or 0)
+    was = {state.paused, state.paused_since, state.paused_until}
+elseif action == 'resume' and state.paused then
+    end_pause(call, state, now, ARGV[3])
+elseif action == 'look' then
+    redis.call('DEL', call.wake_prefix .. DRAINED_SUFFIX) -- what is pushed from now on is news
+end
+return {was[1] ~= '' and 1 or 0, redis.call('ZCARD', call.k_holders), redis.call('ZCARD', call.k_queue),
+        state.limit or 1, now, was[1], was[2], was[3],
+        state.due < NOTHING_DUE and math.max(state.due - now, 0) or -1}
