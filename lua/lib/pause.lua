@@ -2,7 +2,7 @@
 -- Provides: start_pause(call, state, now, json, until_ms), end_pause(call, state, now, json),
 --   settle_pause(call, state, now).
 -- Needs: call.lua, state.lua (store_limit(), keep_state(), stop_keeping_state(),
---   pause_active()), history.lua (log_event()), queue.lua (fill_free_slots()).
+--   pause_active()), history.lua (log_event()), queue.lua (fill_free_slots(), tell_drainer()).
 --
 -- While a semaphore is paused nobody new is admitted (admission() in epoch.lua says so to
 -- every grant and hand-over); holders keep their slots and renew, waiters keep their places.
@@ -41,6 +41,7 @@ local function end_pause(call, state, now, json)
         stop_keeping_state(call, state)
     end
     log_event(call, state, now, 'resumed', int_str(math.max(now - since, 0)) .. ' ' .. json)
+    tell_drainer(call) -- it learns at once that the pause it waits in ended
     fill_free_slots(call, state, redis.call('ZCARD', call.k_holders), now)
 end
 

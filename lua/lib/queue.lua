@@ -1,5 +1,6 @@
 -- lib/queue.lua: the queue of waiters (KEYS[4]) and the hand-over of slots to it.
--- Provides: nudge_near_head_entrant(call, state, now), remove_waiter(call, state, token, now),
+-- Provides: tell_drainer(call), nudge_near_head_entrant(call, state, now),
+--   remove_waiter(call, state, token, now),
 --   hand_over(call, state, slot, now, bit_set), fill_free_slots(call, state, held, now),
 --   remove_holder(call, state, token, info, now, in_holders), and the constants CLAIM_MS,
 --   NEAR_HEAD, NUDGE_KEEP_MS and DRAINED_SUFFIX.
@@ -19,6 +20,17 @@ local NUDGE_KEEP_MS = 60000
 -- The list that a holder leaving a paused semaphore pushes to, after the wake-list prefix: a
 -- draining client (`redsem drain`) waits on it, and looks again (see lib/pause.lua).
 local DRAINED_SUFFIX = 'drained'
+
+-- Tells a draining client (`redsem drain`, waiting on "<wake prefix>drained") to look again:
+-- a holder left the paused semaphore, or the pause ended. (Not pushed on a Cluster node
+-- importing the slot, as nudges are not: see lib/cluster.lua.)
+local function tell_drainer(call)
+    if not call.asked then
+        local drained = call.wake_prefix .. DRAINED_SUFFIX
+        redis.call('RPUSH', drained, '1')
+        redis.call('PEXPIRE', drained, NUDGE_KEEP_MS)
+    end
+end
 
 -- The queue moved up (a waiter near the head left it): the waiter that moved up to the last
 -- place near the head (position limit + NEAR_HEAD - 1) may have last refreshed its place far
@@ -141,11 +153,8 @@ local function remove_holder(call, state, token, info, now, in_holders)
     redis.call('HDEL', call.k_info, token)
     del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. ':nudge')
     redis.call('ZREM', call.k_alive, token)
-    if state.paused and not call.asked then
-        -- (Not pushed on a Cluster node importing the slot, as nudges are not: cluster.lua.)
-        local drained = call.wake_prefix .. DRAINED_SUFFIX
-        redis.call('RPUSH', drained, '1')
-        redis.call('PEXPIRE', drained, NUDGE_KEEP_MS)
+    if state.paused then
+        tell_drainer(call)
     end
     return redis.call('ZREM', k_holders, token) == 1
 end

@@ -102,11 +102,17 @@ int run_drain(const PauseArgs& args, const GlobalOptions& global) {
     const SignalWatch signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     PauseInfo info = semaphore.pause(pauser(args), duration);
     bool told = false;
-    while (info.held > 0) {
+    for (;;) {
         if (!info.pause) {
+            // Somebody resumed it (or its --for ran out): whatever runs next would not run
+            // alone.
             throw Error(ExitCode::timeout,
-                        fmt::format("'{}' was resumed while draining, with {} still holding",
+                        fmt::format("the pause of '{}' ended while draining (resumed, or its "
+                                    "--for ran out), with {} holding",
                                     printable(args.name), info.held));
+        }
+        if (info.held == 0) {
+            break;
         }
         const auto now = Clock::now();
         if (now >= give_up_at) {

@@ -58,6 +58,28 @@ TEST_CASE("cluster: every subcommand works on names that live on each of the thr
         CHECK(woken.exit_code == 0);
         CHECK(run_redsem({"release", name, first_line(woken.out)}, env).exit_code == 0);
         CHECK(zcard(owner, "redsem:{" + name + "}:holders") == 0);
+
+        // A freeze: drain waits for the holder, woken on the node that owns the name; the
+        // pause stays until resumed.
+        const auto held = run_redsem({"acquire", name, "--ttl", "30s"}, env);
+        REQUIRE(held.exit_code == 0);
+        auto draining = std::make_unique<Child>(
+            std::vector<std::string>{"drain", name, "--reason", "c", "-w", "20s"}, env);
+        REQUIRE(wait_until(
+            [&] {
+                return owner.call({"HEXISTS", "redsem:{" + name + "}:state", "paused"})
+                           .as_integer() == 1;
+            },
+            10s));
+        CHECK(run_redsem({"acquire", name, "-w", "0"}, env).exit_code == 73);
+        CHECK(run_redsem({"release", name, first_line(held.out)}, env).exit_code == 0);
+        CHECK(draining->wait(20s).exit_code == 0);
+        const auto paused = run_redsem({"status", name, "--json"}, env);
+        CHECK(json::parse(paused.out)["paused"]["reason"] == "c");
+        CHECK(run_redsem({"resume", name}, env).exit_code == 0);
+        const auto after = run_redsem({"acquire", name, "-w", "0"}, env);
+        CHECK(after.exit_code == 0);
+        CHECK(run_redsem({"release", name, first_line(after.out)}, env).exit_code == 0);
         CHECK(run_redsem({"gc", name}, env).exit_code == 0);
     }
 }

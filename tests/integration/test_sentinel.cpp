@@ -80,6 +80,21 @@ TEST_CASE("sentinel: every subcommand works through the sentinels, and status al
     CHECK(zcard(master, "redsem:{s1}:holders") == 0);
     CHECK(run_redsem({"gc", "--dry-run"}, env).exit_code == 0);
 
+    // A pause is written to the master and shows on a replica; resume ends it.
+    CHECK(run_redsem({"pause", "s1", "--reason", "freeze"}, env).exit_code == 0);
+    CHECK(run_redsem({"acquire", "s1", "-w", "0"}, env).exit_code == 73);
+    REQUIRE(wait_until(
+        [&] { return replica.call({"HEXISTS", "redsem:{s1}:state", "paused"}).as_integer() == 1; },
+        10s));
+    const auto paused_on_replica =
+        run_redsem({"status", "s1", "--json"}, {{"REDSEM_URL", group.server(1).tcp_url()}});
+    CHECK(json::parse(paused_on_replica.out)["paused"]["reason"] == "freeze");
+    CHECK(run_redsem({"drain", "s1", "-w", "5s"}, env).exit_code == 0); // nobody holds it
+    CHECK(run_redsem({"resume", "s1"}, env).exit_code == 0);
+    const auto open = run_redsem({"acquire", "s1", "-w", "0"}, env);
+    CHECK(open.exit_code == 0);
+    CHECK(run_redsem({"release", "s1", first_line(open.out)}, env).exit_code == 0);
+
     // --replicas: one replica has it; two cannot, and the slot is given back.
     const auto replicated = run_redsem({"acquire", "s2", "--replicas", "1"}, env);
     CHECK(replicated.exit_code == 0);
