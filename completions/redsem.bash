@@ -18,6 +18,8 @@ _redsem_value_opts() {
         run) opts+=' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --on-lost --kill-after --lost-exit-code -c --command' ;;
         status) opts+=' --format' ;;
         limit) opts+=' --history' ;;
+        pause) opts+=' --reason --for' ;;
+        drain) opts+=' --reason --for -w --wait' ;;
         log) opts+=' --since --until' ;;
     esac
     printf '%s' "$opts"
@@ -35,6 +37,9 @@ _redsem_all_opts() {
         log) opts+=' --since --until --json -f --follow' ;;
         gc) opts+=' --dry-run --json' ;;
         limit) opts+=' --history --unset --json' ;;
+        pause) opts+=' --reason --for --json' ;;
+        resume) opts+=' -q --quiet --json' ;;
+        drain) opts+=' --reason --for -w --wait -q --quiet --json' ;;
         doctor) opts+=' --json' ;;
     esac
     printf '%s' "$opts"
@@ -211,6 +216,7 @@ _redsem() {
         case $sub in
             acquire) ((npos == 0)) && mode=names ;;
             release | renew | limit) ((npos == 0)) && mode=names ;; # then TOKEN or N: nothing
+            pause | resume | drain) ((npos == 0)) && mode=names ;;
             run)
                 if ((npos == 0)); then
                     mode=names
@@ -231,7 +237,7 @@ _redsem() {
 
     case $mode in
         subcommands)
-            for w in acquire release renew run status limit log gc doctor; do
+            for w in acquire release renew run status limit pause resume drain log gc doctor; do
                 [[ $w == "$cur"* ]] && cands+=("$w")
             done
             ;;

@@ -25,6 +25,10 @@ function __redsem_value_opts
             printf '%s\n' --format
         case limit
             printf '%s\n' --history
+        case pause
+            printf '%s\n' --reason --for
+        case drain
+            printf '%s\n' --reason --for -w --wait
         case log
             printf '%s\n' --since --until
     end
@@ -177,7 +181,7 @@ function __redsem_wants_name
     switch "$sub"
         case status gc log
             return 0
-        case acquire release renew run limit
+        case acquire release renew run limit pause resume drain
             set -l npos (__redsem_info npos)
             test "$npos" = 0
         case '*'
@@ -226,6 +230,9 @@ complete -c redsem -n __redsem_use_subcommand -a renew -d 'Extend the lease of t
 complete -c redsem -n __redsem_use_subcommand -a run -d 'Run COMMAND while holding a slot'
 complete -c redsem -n __redsem_use_subcommand -a status -d 'Show holders and waiters'
 complete -c redsem -n __redsem_use_subcommand -a limit -d 'Show or change how many may hold NAME'
+complete -c redsem -n __redsem_use_subcommand -a pause -d 'Admit nobody new to NAME (a freeze)'
+complete -c redsem -n __redsem_use_subcommand -a resume -d 'End the pause of NAME'
+complete -c redsem -n __redsem_use_subcommand -a drain -d 'Pause NAME, then wait until nobody holds it'
 complete -c redsem -n __redsem_use_subcommand -a log -d 'Show who held and waited, when, and for how long'
 complete -c redsem -n __redsem_use_subcommand -a gc -d 'Remove expired holders and dead waiters'
 complete -c redsem -n __redsem_use_subcommand -a doctor -d 'Check whether a Redis is safe for redsem'
@@ -261,6 +268,11 @@ complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l kill-after -x -
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l history -x -d 'Events the history of NAME keeps (0: none)'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l unset -d 'Give up the limit and history length set here'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l json -d 'Print JSON'
+complete -c redsem -n '__redsem_seen_subcommand_from pause drain' -l reason -x -d 'Why, shown to those kept out'
+complete -c redsem -n '__redsem_seen_subcommand_from pause drain' -l for -x -d 'End the pause by itself after DUR'
+complete -c redsem -n '__redsem_seen_subcommand_from drain' -s w -l wait -x -d 'Give up after DUR with holders left (75)'
+complete -c redsem -n '__redsem_seen_subcommand_from resume drain' -s q -l quiet -d 'No notice on stderr'
+complete -c redsem -n '__redsem_seen_subcommand_from pause resume drain' -l json -d 'Print JSON'
 
 # run
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l on-lost -x -a 'term ignore' -d 'What to do when the slot is lost'

@@ -48,7 +48,8 @@ bash_complete() { # bash_complete WORD... (the last word is the one being comple
         COMP_LINE=\"\${COMP_WORDS[*]}\"; COMP_POINT=\${#COMP_LINE}
         _redsem; printf '%s\n' \"\${COMPREPLY[@]}\""
 }
-fish_complete() { fish -c "source '$completions/redsem.fish'; complete -C '$1'"; }
+# Ours first: fish would autoload an installed redsem.fish (a package) over the one sourced.
+fish_complete() { fish -c "set -p fish_complete_path '$completions'; source '$completions/redsem.fish'; complete -C '$1'"; }
 zsh_complete() { COMPDIR="$completions" timeout 20 zsh -f "$here/zcomp.zsh" "$1"; }
 
 expect bash "redsem st" "status" "$(bash_complete redsem st)"
@@ -75,6 +76,9 @@ expect bash "redsem log --fo" "--follow" "$(bash_complete redsem log --fo)"
 expect bash "redsem --url URL log alpha " "beta" "$(bash_complete redsem --url "$url" log alpha '')"
 expect bash "redsem limit --hi" "--history" "$(bash_complete redsem limit --hi)"
 expect bash "redsem doc" "doctor" "$(bash_complete redsem doc)"
+expect bash "redsem d" "doctor drain" "$(bash_complete redsem d)"
+expect bash "redsem --url URL pause al" "alpha" "$(bash_complete redsem --url "$url" pause al)"
+expect bash "redsem drain x --" "--cacert --cacertdir --cert --connect-timeout --for --help --insecure --json --key --password-file --prefix --quiet --reason --sentinel-password-file --sni --url --wait" "$(bash_complete redsem drain x --)"
 expect bash "redsem doctor --j" "--json" "$(bash_complete redsem doctor --j)"
 expect bash "redsem --url URL doctor " "" "$(bash_complete redsem --url "$url" doctor '')"
 expect bash "redsem --url PURL --password-file F status " "gamma" "$(bash_complete redsem --url "$purl" --password-file "$dir/pw" status '')"
@@ -93,6 +97,9 @@ expect fish "redsem lo" "log" "$(fish_complete 'redsem lo')"
 expect fish "redsem status --format " "json prometheus table" "$(fish_complete 'redsem status --format ')"
 expect fish "redsem --url URL log " "alpha beta" "$(fish_complete "redsem --url $url log ")"
 expect fish "redsem doc" "doctor" "$(fish_complete 'redsem doc')"
+expect fish "redsem re" "release renew resume" "$(fish_complete 'redsem re')"
+expect fish "redsem --url URL resume " "alpha beta" "$(fish_complete "redsem --url $url resume ")"
+expect fish "redsem pause x --fo" "--for" "$(fish_complete 'redsem pause x --fo')"
 expect fish "redsem doctor --j" "--json" "$(fish_complete 'redsem doctor --j')"
 expect fish "redsem --url URL doctor " "" "$(fish_complete "redsem --url $url doctor ")"
 expect fish "redsem --url PURL --password-file F status " "gamma" "$(fish_complete "redsem --url $purl --password-file $dir/pw status ")"
@@ -115,6 +122,9 @@ expect zsh "redsem status --format " "json prometheus table" "$(zsh_complete 're
 expect zsh "redsem log --si" "--since" "$(zsh_complete 'redsem log --si')"
 expect zsh "redsem limit x --hi" "--history" "$(zsh_complete 'redsem limit x --hi')"
 expect zsh "redsem doc" "doctor" "$(zsh_complete 'redsem doc')"
+expect zsh "redsem pa" "pause" "$(zsh_complete 'redsem pa')"
+expect zsh "redsem --url URL drain al" "alpha" "$(zsh_complete "redsem --url $url drain al")"
+expect zsh "redsem drain x --rea" "--reason" "$(zsh_complete 'redsem drain x --rea')"
 expect zsh "redsem run x ls --colo" "--color" "$(zsh_complete 'redsem run x ls --colo')"
 expect zsh "redsem doctor --j" "--json" "$(zsh_complete 'redsem doctor --j')"
 # zsh lists the options on an empty word; doctor takes no NAME, so nothing else may come.

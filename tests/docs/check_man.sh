@@ -21,7 +21,12 @@ for width in 80 100 120; do
     fi
 done
 
-help_options=$(for sub in "" acquire release renew run status limit log gc doctor; do
+# The subcommands as `redsem --help` lists them: each has its section under COMMANDS.
+subcommands=$("$redsem" --help | sed -n '/^Subcommands:/,$p' | grep -oE '^  [a-z]+' | tr -d ' ')
+for sub in $subcommands; do
+    grep -q "^\.SS \"redsem $sub " "$page" || { echo "no section for subcommand $sub"; status=1; }
+done
+help_options=$(for sub in "" $subcommands; do
     "$redsem" $sub --help
 done | grep -o -- '--[a-z][a-z-]*' | sort -u)
 page_options=$(sed 's/\\-/-/g' "$page" | grep -o -- '--[a-z][a-z-]*' | sort -u)
