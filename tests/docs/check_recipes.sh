@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the README's recipes as written, against a private redis-server with a password: the
-# cron lines as cron would run them, the GitLab and GitHub job lines as their shells would,
+# cron lines as cron would run them, the GitLab and GitHub job lines (and the maintenance
+# window's, with its after_script) as their shells would,
 # and the systemd units checked for what systemd would misread. Only the host names and the
 # paths of the programs they start are replaced (by a test server and stubs).
 # Usage: check_recipes.sh BUILD_DIR README
@@ -129,6 +130,44 @@ status=$?
     ok "ci: a changed -n while a job holds: 65, naming 'redsem limit'" ||
     fail "ci: a changed -n while a job holds: exit $status: $out"
 redsem --url "$url" --password-file "$dir/password" release deploy "$held" >/dev/null
+
+# --- the maintenance window: drain waits for a deploy in progress and keeps new ones out,
+# after_script resumes, and deploys run again ---
+window=$(block yaml "A maintenance window")
+script_lines=$(echo "$window" | sed -n '/^  script:/,/^  after_script:/p' | sed -n 's/^ *- \(.*\)$/\1/p')
+after_line=$(echo "$window" | sed -n '/^  after_script:/,$p' | sed -n 's/^ *- \(.*\)$/\1/p' | head -1)
+[ "$(echo "$script_lines" | wc -l)" = 2 ] && [ -n "$after_line" ] ||
+    fail "maintenance: script or after_script lines not found"
+printf '%s\n' '#!/bin/sh' "redsem status deploy --json | grep -q '\"held\":0' || exit 6" \
+    'echo migrated' >"$dir/job/migrate.sh"
+chmod +x "$dir/job/migrate.sh"
+window_env=(REDSEM_URL="$url" REDSEM_PASSWORD=recipe-pw GITLAB_CI=true
+    CI_JOB_URL=https://gitlab.example/group/app/-/jobs/42)
+held=$(redsem --url "$url" --password-file "$dir/password" acquire deploy --ttl 1m)
+(
+    cd "$dir/job" || exit 1
+    env "${window_env[@]}" /bin/sh -e -c "$script_lines" >"$dir/window.out" 2>&1
+    echo $? >"$dir/window.status"
+    env "${window_env[@]}" /bin/sh -c "$after_line" >>"$dir/window.out" 2>&1
+) &
+window_job=$!
+for _ in $(seq 200); do
+    redsem --url "$url" --password-file "$dir/password" status deploy --json |
+        grep -q '"paused":{' && break
+    sleep 0.05
+done
+out=$(redsem --url "$url" --password-file "$dir/password" run deploy -w 0 -- true 2>&1)
+status=$?
+[ "$status" = 73 ] && [[ $out == *"jobs/42"* ]] ||
+    fail "maintenance: a deploy during the window: exit $status: $out"
+redsem --url "$url" --password-file "$dir/password" release deploy "$held" >/dev/null
+wait "$window_job"
+if [ "$(cat "$dir/window.status")" = 0 ] && grep -q migrated "$dir/window.out" &&
+    redsem --url "$url" --password-file "$dir/password" run deploy -w 0 -- true; then
+    ok "maintenance: drain waited for the deploy, kept new ones out (73), migrated, resumed"
+else
+    fail "maintenance: exit $(cat "$dir/window.status"): $(cat "$dir/window.out")"
+fi
 
 # --- systemd: no comment after a value (systemd reads it as part of the value) ---
 units=$(awk '$0 == "```ini" { inside = 1; next } inside && $0 == "```" { inside = 0 } inside' "$readme")
