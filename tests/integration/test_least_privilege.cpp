@@ -115,6 +115,17 @@ TEST_CASE("without INFO: every subcommand works, and admission stays open betwee
     CHECK(json::parse(status.out)["held"] == 1);
     CHECK(run_redsem({"log", "lp"}, as_app(server)).exit_code == 0);
     CHECK(run_redsem({"gc", "lp"}, as_app(server)).exit_code == 0);
+    // A pause keeps a waiter out with slots free; resume (which proves the epoch as any call
+    // that admits) lets it in.
+    CHECK(run_redsem({"pause", "lp", "--reason", "lp"}, as_app(server)).exit_code == 0);
+    CHECK(run_redsem({"run", "lp", "-w", "0", "--", "true"}, as_app(server)).exit_code ==
+          k_closed);
+    Child paused_waiter({"acquire", "lp", "-w", "30s"}, as_app(server));
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{lp}:queue") == 1; }, 10s));
+    CHECK(run_redsem({"resume", "lp"}, as_app(server)).exit_code == 0);
+    const ProcessResult admitted = paused_waiter.wait(30s);
+    CHECK(admitted.exit_code == 0);
+    CHECK(run_redsem({"release", "lp", first_line(admitted.out)}, as_app(server)).exit_code == 0);
     CHECK(run_redsem({"release", "lp", token}, as_app(server)).exit_code == 0);
     CHECK(holders(admin, "lp") == 0);
     CHECK(epoch_marker(admin) == marker);
