@@ -48,6 +48,24 @@ TEST_CASE("parse_event reads each shape the scripts write, and keeps anything el
         CHECK(raw.token.empty());
     }
     CHECK(parse_event("q", "7-0", "limit", "- -").raw == "- -");
+
+    const Event paused = parse_event("q", "8-0", "paused", R"(- {"host":"h","label":"freeze"})");
+    CHECK(paused.raw.empty());
+    CHECK(!paused.until_ms);
+    REQUIRE(paused.meta);
+    CHECK(paused.meta->label == "freeze");
+    CHECK(parse_event("q", "8-1", "paused", "1795741448134 {}").until_ms == 1795741448134);
+    const Event resumed = parse_event("q", "9-0", "resumed", R"(3526 {"user":"u"})");
+    CHECK(resumed.duration_ms == 3526);
+    REQUIRE(resumed.meta);
+    CHECK(resumed.meta->user == "u");
+    const Event ran_out = parse_event("q", "9-1", "resumed", "60000 {}");
+    CHECK(ran_out.duration_ms == 60000);
+    CHECK(!ran_out.meta);
+    for (const char* odd : {"-", "- x", "x {}", "- - {}"}) {
+        CHECK(parse_event("q", "9-2", "resumed", odd).raw == odd);
+    }
+    CHECK(parse_event("q", "9-3", "paused", "soon {}").raw == "soon {}");
 }
 
 TEST_CASE("sort_by_time merges histories by time, keeping each stream's order") {
