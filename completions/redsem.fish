@@ -14,12 +14,12 @@ function __redsem_value_opts
         --cacert --cacertdir --cert --key --sni
     switch "$argv[1]"
         case acquire
-            printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
+            printf '%s\n' -n --limit --slots --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
                 --replicas --while-pid --on-lost --kill-after
         case renew
             printf '%s\n' --ttl --replicas
         case run
-            printf '%s\n' -n --limit --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
+            printf '%s\n' -n --limit --slots --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
                 --replicas --on-lost --kill-after --lost-exit-code -c --command
         case status
             printf '%s\n' --format
@@ -254,6 +254,8 @@ complete -c redsem -n __redsem_options_ok -l insecure -d 'rediss://: do not veri
 
 # acquire and run
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s n -l limit -x -d 'How many may hold NAME at once'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l slots -x -d 'Take K slots in one grant'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l exclusive -d 'Take every slot: run alone'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run renew' -l ttl -x -d 'Lease length (DUR)'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s w -l wait -x -d 'Give up after DUR without a slot'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s E -l conflict-exit-code -x -d 'Exit status when no slot was had in time'

@@ -13,11 +13,20 @@
 --         place in the queue and never stored with the semaphore; '' for LOSS_GRACE_MS
 -- ARGV[10] 'ends' when the caller ends its wait on a {'released'} reply; an older redsem
 --         sends nothing here, and queues again after its place was released
+-- ARGV[11] how many slots the caller asks for ('' or a count; 'x': all of them, --exclusive,
+--         as many as the limit when they are granted); an older redsem sends nothing: one
 -- (redsem 0.2.0 before release sent a history length to store as ARGV[10], never 'ends': a
 -- setting only `limit --history` stores now, as an operator's action.)
 -- Reply, by first element:
---   {'ok', fence, slot, deadline_ms, limit, now_ms}      the caller holds a slot
+--   {'ok', fence, slot, deadline_ms, limit, now_ms, slots}
+--                                                        the caller holds its slots: slot the
+--                                                        lowest, slots all of them ("0,3,4")
+--   {'toolarge', limit}                                  the caller asks for more slots than
+--                                                        the limit (or asked, and the limit
+--                                                        was lowered while it waited: its
+--                                                        place is gone)
 --   {'wait', position, held, limit, next_expiry_in_ms, queued, now_ms, closed_for_ms,
+--    (held: the slots in use)
 --    refresh_extra_ms, cause, lost_ms_ago}               queued (position 0 = next);
 --                                                        next_expiry_in_ms: when a lease or
 --                                                        liveness may run out, for a waiter
@@ -91,6 +100,30 @@ local grace = tonumber(ARGV[9])
 prune(call, state, now)
 settle_pause(call, state, now)
 
+-- The reply to a caller that holds its slots: a lost reply retried, or a hand-over collected
+-- here (its wake list and claim deadline go).
+local function collected(deadline)
+    local info = parse_info(redis.call('HGET', call.k_info, token)) or {}
+    del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. ':nudge')
+    redis.call('ZREM', call.k_alive, token)
+    return {'ok', tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit, now,
+            table.concat(info.slots or {info.slot or 0}, ',')}
+end
+
+-- The reply to a caller whose place in the queue is gone because somebody ended it: released
+-- by `redsem release` ({'released'}), or refused as asking for more slots than a lowered
+-- limit ({'toolarge', limit}; see refuse_too_large()); nil when neither.
+local function left_queue()
+    for _, why in ipairs({':left', ':toolarge'}) do
+        local note = call.wake_prefix .. token .. why
+        if redis.call('EXISTS', note) == 1 then
+            redis.call('DEL', note)
+            return why == ':left' and {'released'} or {'toolarge', state.limit or limit}
+        end
+    end
+    return nil
+end
+
 local position
 if known then
     local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))
@@ -100,18 +133,13 @@ if known then
         deadline = nil
     end
     if deadline then
-        -- Already holding: a lost reply retried, or a hand-over collected here.
-        local info = parse_info(redis.call('HGET', call.k_info, token)) or {}
-        del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. ':nudge')
-        redis.call('ZREM', call.k_alive, token)
-        return {'ok', tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit, now}
+        return collected(deadline)
     end
     position = redis.call('ZRANK', call.k_queue, token)
     if not position and ARGV[10] == 'ends' then
-        local left = call.wake_prefix .. token .. ':left'
-        if redis.call('EXISTS', left) == 1 then
-            redis.call('DEL', left)
-            return {'released'}
+        local ended = left_queue()
+        if ended then
+            return ended
         end
     end
 end
@@ -144,45 +172,61 @@ if state.limit ~= limit then
     log_limit(call, state, now, from, limit)
 end
 
--- Takes the lowest free slot for `token`, which waited `waited` ms for it; nil when admission
--- is closed, or when the bitmap and the holders disagree beyond repair.
+-- How many slots the caller asks for: ARGV[11], a count, or 'x' for every slot of the limit
+-- (--exclusive); an older redsem sends none (one). (The last ARGV is always the flags.)
+local asked = #ARGV > 11 and ARGV[11] or ''
+local exclusive = asked == 'x'
+local weight = exclusive and limit or tonumber(asked) or 1
+if weight > limit and not position then
+    return {'toolarge', limit} -- (a queued one is refused when its turn comes: hand_over())
+end
+if weight > 1 or exclusive then
+    mark_weighted(call, state) -- an older redsem would count this holder as one
+end
+
+-- Takes the lowest free slots for `token`, which waited `waited` ms for them; nil when
+-- admission is closed, or when the bitmap and the holders disagree beyond repair.
 local function grant(held, waited)
     if admission(call, now, grace) > 0 then
         return nil
     end
     if held == 0 then
         redis.call('DEL', call.k_slots) -- all slots are free: forget any stale bits
+        if state.extra > 0 or state.exclusive then
+            state.extra, state.exclusive = 0, nil
+            redis.call('HDEL', call.k_state, 'extra_slots', 'exclusive')
+        end
     end
-    local slot = redis.call('BITPOS', call.k_slots, 0)
-    if slot >= limit then
+    local slots = take_slots(call, state, token, weight, limit, exclusive)
+    if not slots then
         -- Only after hand-edited keys: rebuild the bitmap from the holders' records.
         redis.call('DEL', call.k_slots)
         for _, other in ipairs(redis.call('ZRANGE', call.k_holders, 0, -1)) do
             local info = parse_info(redis.call('HGET', call.k_info, other))
-            if info and info.slot then
-                redis.call('SETBIT', call.k_slots, info.slot, 1)
+            for _, slot in ipairs(info and info.slots or {}) do
+                redis.call('SETBIT', call.k_slots, slot, 1)
             end
         end
         expire_new(state, call.k_slots)
-        slot = redis.call('BITPOS', call.k_slots, 0)
-        if slot >= limit then
+        slots = take_slots(call, state, token, weight, limit, exclusive)
+        if not slots then
             return nil
         end
     end
-    redis.call('SETBIT', call.k_slots, slot, 1)
+    local listed = table.concat(slots, ',')
     local fence = next_fence(call, state)
     local deadline = now + ttl
     redis.call('ZADD', call.k_holders, deadline, token)
     note_deadline(call, state, deadline)
-    redis.call('HSET', call.k_info, token, holder_info(slot, fence, now, ttl, json))
+    redis.call('HSET', call.k_info, token, holder_info(slots, fence, now, ttl, json))
     if held == 0 then
         expire_new(state, call.k_holders)
         expire_new(state, call.k_info)
         expire_new(state, call.k_slots)
     end
     touch(call, state, deadline)
-    log_grant(call, state, now, token, slot, fence, waited, json)
-    return {'ok', fence, slot, deadline, limit, now}
+    log_grant(call, state, now, token, listed, fence, waited, json)
+    return {'ok', fence, slots[1], deadline, limit, now, listed}
 end
 
 -- How long admission stays closed after a possible loss of data (0: open), why, and how long
@@ -235,30 +279,36 @@ local function keep_waiting(position)
 end
 
 if position then
-    -- A queued waiter refreshing its place. Slots reach the queue by hand-overs; a waiter
-    -- that fits under the limit anyway (keys changed by hand) takes its slot here.
+    -- A queued waiter refreshing its place. Slots reach the queue by hand-overs; slots free
+    -- while it waits (admission was closed, or paused; keys changed by hand) go to the queue
+    -- here, from its head, this caller perhaps among them.
     held = held or redis.call('ZCARD', call.k_holders)
-    if position < limit - held then
-        local queued_at = (parse_info(redis.call('HGET', call.k_info, token)) or {}).since or now
-        local granted = grant(held, now - queued_at)
-        if granted then
-            redis.call('ZREM', call.k_queue, token)
-            redis.call('ZREM', call.k_alive, token)
-            del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. ':nudge')
-            nudge_near_head_entrant(call, state, now)
-            return granted
+    if used_slots(state, held) < limit then
+        fill_free_slots(call, state, held, now)
+        local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))
+        if deadline then
+            return collected(deadline)
         end
-        closed_for = closed_for_ms()
+        position = redis.call('ZRANK', call.k_queue, token)
+        if not position then
+            return left_queue() or {'released'} -- (refused as asking for too many)
+        end
+        held = redis.call('ZCARD', call.k_holders)
+        queued = redis.call('ZCARD', call.k_queue)
+        if used_slots(state, held) < limit then
+            closed_for = closed_for_ms()
+        end
     end
     local extra = keep_waiting(position)
-    return {'wait', position, held, limit, next_expiry_in(position), queued, now, closed_for, extra,
-            cause, lost_ago, pause_fields()}
+    return {'wait', position, used_slots(state, held), limit, next_expiry_in(position), queued, now,
+            closed_for, extra, cause, lost_ago, pause_fields()}
 end
 
--- While anybody is queued every slot is held, so a newcomer can only queue behind them.
+-- While anybody is queued and admission is open, the slots free are fewer than the head asks
+-- for, so a newcomer can only queue behind them.
 if queued == 0 then
     held = held or redis.call('ZCARD', call.k_holders)
-    if held < limit then
+    if used_slots(state, held) + weight <= limit then
         local granted = grant(held, 0)
         if granted then
             return granted
@@ -269,18 +319,19 @@ end
 
 if mode ~= 'wait' then
     touch(call, state, now) -- a new semaphore's state (limit, history) expires like the rest
-    return {'busy', held or redis.call('ZCARD', call.k_holders), limit, queued, closed_for, cause,
-            lost_ago, pause_fields()}
+    return {'busy', used_slots(state, held or redis.call('ZCARD', call.k_holders)), limit, queued,
+            closed_for, cause, lost_ago, pause_fields()}
 end
 local ticket = redis.call('HINCRBY', call.k_state, 'ticket', 1)
 redis.call('ZADD', call.k_queue, ticket, token)
-redis.call('HSET', call.k_info, token,
-           'w - ' .. (grace and int_str(grace) or '-') .. ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json)
+local weight_field = exclusive and 'x' or (weight > 1 and tostring(weight) or '-')
+redis.call('HSET', call.k_info, token, 'w ' .. weight_field .. ' ' .. (grace and int_str(grace) or '-') ..
+           ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json)
 local extra = keep_waiting(queued)
 if queued == 0 then
     expire_new(state, call.k_queue)
     expire_new(state, call.k_alive)
 end
 log_entry(call, state, now, 'queued', token, {kind = 'w', json = json}, nil)
-return {'wait', queued, held or limit, limit, next_expiry_in(queued), queued + 1, now, closed_for,
+return {'wait', queued, held and used_slots(state, held) or limit, limit, next_expiry_in(queued), queued + 1, now, closed_for,
         extra, cause, lost_ago, pause_fields()}

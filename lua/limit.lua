@@ -21,6 +21,9 @@ local state, bad = load_state(call)
 if not state then
     return bad
 end
+if state.paused then
+    settle_pause(call, state, server_now(call)) -- one whose --for ran out keeps nothing
+end
 
 if ARGV[2] == 'unset' then
     local held, queued = redis.call('ZCARD', call.k_holders), redis.call('ZCARD', call.k_queue)

@@ -9,6 +9,7 @@
 -- and until (0: until resumed; '' and 0 when none); held and queued after the call; due_in_ms
 -- when a lease or liveness may run out next (-1: none). {'prove', marker} without INFO, for a
 -- resume: call again proving this epoch marker (see epoch.lua); nothing changed.
+-- {'conflict', -1}: the stored limit is not one this redsem reads; nothing changed.
 -- A pause of a new semaphore stores it, with the default limit 1 as a caller's (the first
 -- acquire's -n applies). Resuming a semaphore that is not paused changes nothing.
 
@@ -24,6 +25,9 @@ if action == 'resume' then
         return proof
     end
 end
+if state.raw_limit and not state.limit then
+    return {'conflict', -1} -- (a limit edited by hand, or of a newer redsem: left as it is)
+end
 prune(call, state, now)
 settle_pause(call, state, now)
 
@@ -34,8 +38,6 @@ if action == 'pause' then
     was = {state.paused, state.paused_since, state.paused_until}
 elseif action == 'resume' and state.paused then
     end_pause(call, state, now, ARGV[3])
-elseif action == 'look' then
-    redis.call('DEL', call.wake_prefix .. DRAINED_SUFFIX) -- what is pushed from now on is news
 end
 return {was[1] ~= '' and 1 or 0, redis.call('ZCARD', call.k_holders), redis.call('ZCARD', call.k_queue),
         state.limit or 1, now, was[1], was[2], was[3],

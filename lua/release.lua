@@ -24,6 +24,7 @@ local proof = demand_proof(call, now)
 if proof then
     return proof
 end
+settle_pause(call, state, now) -- a pause whose --for ran out hands slots on (see lib/pause.lua)
 local info = parse_info(redis.call('HGET', call.k_info, token))
 if info and info.kind == 'h' then
     local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))

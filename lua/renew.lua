@@ -46,8 +46,8 @@ deadline = math.max(deadline, now + ttl)
 ttl = math.max(ttl, kept_ttl)
 redis.call('ZADD', call.k_holders, 'XX', deadline, token)
 note_deadline(call, state, deadline)
-if info and info.kind == 'h' and (info.ttl ~= ttl or ARGV[4] == '1') then
-    redis.call('HSET', call.k_info, token, holder_info(info.slot, tonumber(info.fence), info.since, ttl, info.json))
+if info and info.kind == 'h' and info.slots and (info.ttl ~= ttl or ARGV[4] == '1') then
+    redis.call('HSET', call.k_info, token, holder_info(info.slots, tonumber(info.fence), info.since, ttl, info.json))
 end
 touch(call, state, deadline)
 return {1, deadline, now, ttl}

@@ -19,13 +19,17 @@
 --                            ticket, keep and pinned (see touch(), settle_expiry()), due (see
 --                            prune()),
 --                            history, counters (see state.lua, history.lua), closed_logged
---                            (see epoch.lua), kept and pause_kept (see keep_state()), paused,
+--                            (see epoch.lua), extra_slots, exclusive and weighted (holders of
+--                            several slots: see used_slots(), WEIGHTED_SUFFIX),
+--                            kept and pause_kept (see keep_state()), paused,
 --                            paused_since and paused_until (see lib/pause.lua); redsem 0.1
 --                            also stored a loss_grace, which nothing here reads
 --   KEYS[2] holders  zset    token -> lease deadline (server ms)
---   KEYS[3] info     hash    token -> "h SLOT FENCE ACQUIRED_MS TTL_MS JSON" for a holder,
---                            "w - GRACE SINCE_MS TTL_MS JSON" for a waiter (GRACE: the loss
---                            grace in ms it asked for itself, '-' for none; JSON: host,
+--   KEYS[3] info     hash    token -> "h SLOTS FENCE ACQUIRED_MS TTL_MS JSON" for a holder
+--                            (SLOTS: "3", or "0,3,4" for a holder of several: --slots),
+--                            "w WANTS GRACE SINCE_MS TTL_MS JSON" for a waiter (WANTS: '-' for
+--                            one slot, a count, or 'x' for all of them: --exclusive; GRACE: the
+--                            loss grace in ms it asked for itself, '-' for none; JSON: host,
 --                            pid, user, label)
 --   KEYS[4] queue    zset    waiter token -> ticket (arrival order, assigned here)
 --   KEYS[5] alive    zset    token -> deadline: a waiter's liveness, or for a slot handed to a
@@ -59,8 +63,10 @@
 -- hash tag, so they live on the same Cluster slot.
 --
 -- Invariants: time is the server's (TIME), never a client's, and a lease is valid while
--- now < deadline. While anybody is queued and admission is open, every slot is held: a freed
--- slot goes straight to the head of the queue (hand_over()), so FIFO needs no wake-and-race.
+-- now < deadline. While anybody is queued and admission is open, fewer slots are free than
+-- the head of the queue asks for (one, or K with --slots): a freed slot goes straight to a
+-- head that asks for one (hand_over()), or the slots wait until the head's K are free, so
+-- FIFO needs no wake-and-race and nobody passes a heavy request.
 -- Fences only grow, also across a restart that lost data: each is at least the server clock
 -- in microseconds at its grant (next_fence()).
 --

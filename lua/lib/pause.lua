@@ -14,9 +14,13 @@
 -- that leaves while paused tells a draining client (remove_holder() in queue.lua).
 
 -- Pauses admission for `json` (who pauses, and why) until server time `until_ms` (0: until
--- resumed). Pausing again replaces who, why and until; the pause keeps its start.
+-- resumed). Pausing again replaces who and why, and never shortens the pause in force (the
+-- later end of the two counts); the pause keeps its start.
 local function start_pause(call, state, now, json, until_ms)
-    if not pause_active(state, now) then
+    if pause_active(state, now) then
+        local current = state.paused_until
+        until_ms = (current == 0 or until_ms == 0) and 0 or math.max(current, until_ms)
+    else
         state.paused_since = now
     end
     state.paused, state.paused_until = json, until_ms
@@ -25,6 +29,15 @@ local function start_pause(call, state, now, json, until_ms)
     -- Marks the limit for older redsem (a new semaphore gets the default, as a caller's).
     store_limit(call, state, state.limit or 1, state.limit_by or 'caller')
     keep_state(call, state, true)
+    if state.pause_kept then
+        -- Kept for the pause alone: a pause with an end is kept until KEEP_MIN_MS after it,
+        -- so that it goes even when no call comes to settle it.
+        if until_ms > 0 then
+            redis.call('PEXPIREAT', call.k_state, int_str(until_ms + KEEP_MIN_MS))
+        else
+            redis.call('PERSIST', call.k_state)
+        end
+    end
     log_event(call, state, now, 'paused', (until_ms > 0 and int_str(until_ms) or '-') .. ' ' .. json)
 end
 
@@ -32,6 +45,8 @@ end
 -- while paused go to the queue at once.
 local function end_pause(call, state, now, json)
     local since = state.paused_since
+    -- (One that ran out lasted until its end, whenever a call comes to settle it.)
+    local ended = json == '{}' and state.paused_until > 0 and math.min(state.paused_until, now) or now
     redis.call('HDEL', call.k_state, 'paused', 'paused_since', 'paused_until')
     state.paused, state.paused_since, state.paused_until = nil, 0, 0
     if state.limit then
@@ -40,7 +55,7 @@ local function end_pause(call, state, now, json)
     if state.pause_kept then
         stop_keeping_state(call, state)
     end
-    log_event(call, state, now, 'resumed', int_str(math.max(now - since, 0)) .. ' ' .. json)
+    log_event(call, state, now, 'resumed', int_str(math.max(ended - since, 0)) .. ' ' .. json)
     tell_drainer(call) -- it learns at once that the pause it waits in ended
     fill_free_slots(call, state, redis.call('ZCARD', call.k_holders), now)
 end

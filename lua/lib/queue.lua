@@ -1,7 +1,8 @@
 -- lib/queue.lua: the queue of waiters (KEYS[4]) and the hand-over of slots to it.
 -- Provides: tell_drainer(call), nudge_near_head_entrant(call, state, now),
 --   remove_waiter(call, state, token, now),
---   hand_over(call, state, slot, now, bit_set), fill_free_slots(call, state, held, now),
+--   take_slots(...), untake_slots(...), refuse_too_large(...),
+--   hand_over(call, state, slot, now, bit_set, room), fill_free_slots(call, state, held, now),
 --   remove_holder(call, state, token, info, now, in_holders), and the constants CLAIM_MS,
 --   NEAR_HEAD, NUDGE_KEEP_MS and DRAINED_SUFFIX.
 -- Needs: call.lua, cluster.lua (del_keys()), state.lua (the state and records),
@@ -64,60 +65,135 @@ local function remove_waiter(call, state, token, now)
     end
 end
 
--- Gives free slot `slot` to the head of the queue; its bit is set here unless `bit_set` says
--- it still is (a holder's slot passed straight on). The new holder learns of it from its wake
--- list ("FENCE SLOT DEADLINE NOW LIMIT"), and must collect it within CLAIM_MS; the list lives
--- as long as the lease, so prune() can always tell a grant nobody collected.
--- Returns false, leaving the slot free, when nobody waits, or while admission is closed after
--- a loss of data (the head of the queue takes the slot when it next refreshes its place after
--- admission opens).
-local function hand_over(call, state, slot, now, bit_set)
+-- Takes `weight` free slots below `limit`, lowest first, for holder `token` (all of them for
+-- an `exclusive` one): sets their bits and counts the extra ones (state field extra_slots).
+-- Returns them as a list, or nil, taking none, when the bitmap has fewer free below the limit
+-- (keys changed by hand).
+local function take_slots(call, state, token, weight, limit, exclusive)
+    local slots = {}
+    for i = 1, weight do
+        local slot = redis.call('BITPOS', call.k_slots, 0)
+        if slot < 0 or slot >= limit then
+            for _, taken in ipairs(slots) do
+                redis.call('SETBIT', call.k_slots, taken, 0)
+            end
+            return nil
+        end
+        redis.call('SETBIT', call.k_slots, slot, 1)
+        slots[i] = slot
+    end
+    if weight > 1 then
+        state.extra = state.extra + weight - 1
+        redis.call('HSET', call.k_state, 'extra_slots', state.extra)
+    end
+    if exclusive then
+        state.exclusive = token
+        redis.call('HSET', call.k_state, 'exclusive', token)
+    end
+    return slots
+end
+
+-- Gives back what take_slots() counted for holder `token`, whose record is `info`.
+local function untake_slots(call, state, token, info, others)
+    local weight = #info.slots
+    if others == 0 then
+        state.extra = 0 -- nobody else holds: whatever the count says (an older release), none
+    else
+        state.extra = math.max(state.extra - (weight - 1), 0)
+    end
+    if weight > 1 or others == 0 then
+        redis.call('HSET', call.k_state, 'extra_slots', state.extra)
+    end
+    if state.exclusive == token or (state.exclusive and others == 0) then
+        state.exclusive = nil
+        redis.call('HDEL', call.k_state, 'exclusive')
+    end
+end
+
+-- Takes waiter `token`, whose record is `waiter`, out of the queue because it asks for more
+-- slots than the limit now allows (lowered since it queued): its acquire ends with an error
+-- (its ":toolarge" list, which its wait watches and acquire.lua answers; it holds the limit).
+local function refuse_too_large(call, state, token, waiter, now)
+    local alive_until = tonumber(redis.call('ZSCORE', call.k_alive, token)) or now
+    remove_waiter(call, state, token, now)
+    log_entry(call, state, now, 'left', token, waiter, now - (waiter.since or now))
+    if not call.asked then
+        local note = call.wake_prefix .. token .. ':toolarge'
+        redis.call('RPUSH', note, state.limit or 0)
+        redis.call('PEXPIREAT', note, int_str(math.max(alive_until, now) + NUDGE_KEEP_MS))
+    end
+end
+
+-- Gives free slots to the head of the queue, `room` of them at most: `slot` when the caller
+-- passes one straight on (room 1; its bit is set here unless `bit_set` says it still is),
+-- else the lowest free ones. The new holder learns of it from its wake list ("FENCE SLOT
+-- DEADLINE NOW LIMIT SLOTS", SLOTS: all of them, "0,3,4"), and must collect it within CLAIM_MS;
+-- the list lives as long as the lease, so prune() can always tell a grant nobody collected.
+-- Returns how many slots it gave: 0, leaving them free, when nobody waits, when the head asks
+-- for more than `room` (FIFO: nobody behind it goes first), or while admission is closed
+-- (after a loss of data, or paused: the head of the queue is served when admission opens).
+-- A head that asks for more than the limit is refused (refuse_too_large()), and the next one
+-- served.
+local function hand_over(call, state, slot, now, bit_set, room)
     local k_queue, k_info = call.k_queue, call.k_info
+    local limit = state.limit or 0
     while true do
         local head = redis.call('ZPOPMIN', k_queue)
         local token = head[1]
         if not token then
-            return false
+            return 0
         end
         local waiter = parse_info(redis.call('HGET', k_info, token))
-        if waiter and waiter.kind == 'w' and admission(call, now, waiter.grace) > 0 then
+        local weight = waiter and waiter.kind == 'w' and weight_of(waiter, limit)
+        if weight and weight > limit then
+            refuse_too_large(call, state, token, waiter, now)
+        elseif weight and (weight > room or admission(call, now, waiter.grace) > 0) then
             redis.call('ZADD', k_queue, head[2], token) -- back in its place
-            return false
-        end
-        if waiter and waiter.kind == 'w' then
-            local fence = next_fence(call, state)
-            local deadline = now + waiter.ttl
-            if not bit_set then
+            return 0
+        elseif weight then
+            local slots = {slot}
+            if not slot then
+                slots = take_slots(call, state, token, weight, limit, waiter.exclusive)
+                if not slots then
+                    redis.call('ZADD', k_queue, head[2], token)
+                    return 0
+                end
+            elseif not bit_set then
                 redis.call('SETBIT', call.k_slots, slot, 1)
             end
+            local fence = next_fence(call, state)
+            local deadline = now + waiter.ttl
+            local listed = table.concat(slots, ',')
             redis.call('ZADD', call.k_holders, deadline, token)
-            redis.call('HSET', k_info, token, holder_info(slot, fence, now, waiter.ttl, waiter.json))
+            redis.call('HSET', k_info, token, holder_info(slots, fence, now, waiter.ttl, waiter.json))
             redis.call('ZADD', call.k_alive, now + CLAIM_MS, token)
             note_deadline(call, state, math.min(deadline, now + CLAIM_MS))
             local wake = call.wake_prefix .. token
-            redis.call('RPUSH', wake, int_str(fence) .. ' ' .. slot .. ' ' .. int_str(deadline) .. ' ' .. int_str(now) .. ' ' .. state.limit)
+            redis.call('RPUSH', wake, int_str(fence) .. ' ' .. slots[1] .. ' ' .. int_str(deadline) .. ' ' ..
+                       int_str(now) .. ' ' .. limit .. ' ' .. listed)
             redis.call('PEXPIREAT', wake, int_str(math.max(deadline, now + CLAIM_MS)))
             touch(call, state, deadline)
             nudge_near_head_entrant(call, state, now)
-            log_grant(call, state, now, token, slot, fence, now - (waiter.since or now), waiter.json)
-            return true
+            log_grant(call, state, now, token, listed, fence, now - (waiter.since or now), waiter.json)
+            return weight
+        else
+            -- A queue entry without waiter metadata (changed by hand): drop it, try the next.
+            remove_waiter(call, state, token, now)
         end
-        -- A queue entry without waiter metadata (changed by hand): drop it, try the next.
-        remove_waiter(call, state, token, now)
     end
 end
 
--- Hands free slots to the queue, lowest first, while fewer than the limit hold one. `held`
--- counts the holders that stay. Every slot given is below the limit: with fewer holders than
--- the limit, one of the slots 0..limit-1 is free.
+-- Hands free slots to the queue in FIFO order, lowest first, while the head's request fits
+-- under the limit. `held` counts the holders that stay. Every slot given is below the limit:
+-- with fewer slots in use than the limit, as many of the slots 0..limit-1 are free.
 local function fill_free_slots(call, state, held, now)
-    local limit = state.limit or 0
-    while held < limit do
-        local slot = redis.call('BITPOS', call.k_slots, 0)
-        if slot >= limit or not hand_over(call, state, slot, now) then
+    local room = (state.limit or 0) - used_slots(state, held)
+    while room > 0 do
+        local given = hand_over(call, state, nil, now, false, room)
+        if given == 0 then
             return
         end
-        held = held + 1
+        room = room - given
     end
 end
 
@@ -130,7 +206,7 @@ end
 local function remove_holder(call, state, token, info, now, in_holders)
     local k_holders = call.k_holders
     info = info or parse_info(redis.call('HGET', call.k_info, token))
-    if info and info.kind == 'h' and info.slot then
+    if info and info.kind == 'h' and info.slots then
         local limit = state.limit or 0
         local others = redis.call('ZCARD', k_holders)
         if in_holders == nil then
@@ -139,13 +215,19 @@ local function remove_holder(call, state, token, info, now, in_holders)
         if in_holders then
             others = others - 1
         end
-        -- The slot goes straight to the head of the queue when the limit allows (the hot
-        -- path: its bit stays set); otherwise it is freed, and the lowest free ones filled.
-        if info.slot < limit and others < limit and hand_over(call, state, info.slot, now, true) then
+        untake_slots(call, state, token, info, others)
+        local free = used_slots(state, others) < limit
+        -- A single slot goes straight to the head of the queue when the limit allows and the
+        -- head asks for one (the hot path: its bit stays set); otherwise the slots are freed,
+        -- and the queue served from its head.
+        if #info.slots == 1 and info.slot < limit and free and
+           hand_over(call, state, info.slot, now, true, 1) > 0 then
             fill_free_slots(call, state, others + 1, now)
         else
-            redis.call('SETBIT', call.k_slots, info.slot, 0)
-            if others < limit and redis.call('ZCARD', call.k_queue) > 0 then
+            for _, slot in ipairs(info.slots) do
+                redis.call('SETBIT', call.k_slots, slot, 0)
+            end
+            if free and redis.call('ZCARD', call.k_queue) > 0 then
                 fill_free_slots(call, state, others, now)
             end
         end

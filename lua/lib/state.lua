@@ -32,22 +32,45 @@ local DEFAULT_TTL_MS = 60000
 -- field itself matches.
 local KEEPER_MARK = '"keeper":true'
 
--- The suffix of the state's field `limit` while the semaphore is paused: "3 paused". Every
--- redsem before pauses refuses a limit that is not a number (acquire.lua: conflict -1), so an
--- older redsem sharing the semaphore during an upgrade cannot admit anybody while it is paused.
+-- Words after the number in the state's field `limit` ("3 paused", "3 weighted", "3 paused
+-- weighted"): while the semaphore is paused (lib/pause.lua), and while a request for several
+-- slots (--slots, --exclusive) holds or waits, until the semaphore is next idle (see
+-- settle_expiry()). Every redsem before these refuses a limit that is not a number
+-- (acquire.lua: conflict -1), so an older redsem sharing the semaphore during an upgrade can
+-- neither admit anybody while it is paused nor count a holder of several slots as one.
 local PAUSED_SUFFIX = ' paused'
+local WEIGHTED_SUFFIX = ' weighted'
 
--- The limit that the state's field `limit` holds ("3", or "3 paused"); nil for anything else.
+-- The limit that the state's field `limit` holds ("3", or with the words above); nil for
+-- anything else.
 local function parse_limit(raw)
-    return tonumber(raw) or (raw and tonumber(string.match(raw, '^(%d+)' .. PAUSED_SUFFIX .. '$')))
+    if not raw then
+        return nil
+    end
+    local number, words = string.match(raw, '^(%d+)(.*)$')
+    if words == '' or words == PAUSED_SUFFIX or words == WEIGHTED_SUFFIX or
+       words == PAUSED_SUFFIX .. WEIGHTED_SUFFIX then
+        return tonumber(number)
+    end
+    return tonumber(raw)
 end
 
 -- Stores `limit` as the semaphore's, set by `by` ('caller' or 'operator'), marked while it is
--- paused (see PAUSED_SUFFIX).
+-- paused or weighted (see PAUSED_SUFFIX).
 local function store_limit(call, state, limit, by)
-    redis.call('HSET', call.k_state, 'limit', limit .. (state.paused and PAUSED_SUFFIX or ''),
-               'limit_by', by)
+    redis.call('HSET', call.k_state, 'limit', limit .. (state.paused and PAUSED_SUFFIX or '') ..
+               (state.weighted and WEIGHTED_SUFFIX or ''), 'limit_by', by)
     state.limit, state.raw_limit = limit, tostring(limit)
+end
+
+-- Marks the semaphore as weighted (a request for several slots came): older redsem refuse it
+-- until it is next idle (see settle_expiry()).
+local function mark_weighted(call, state, limit_by)
+    if not state.weighted then
+        state.weighted = true
+        redis.call('HSET', call.k_state, 'weighted', '1')
+        store_limit(call, state, state.limit, limit_by or state.limit_by or 'caller')
+    end
 end
 
 -- Whether the semaphore is paused at server time `now` (`redsem pause`; see lib/pause.lua): a
@@ -64,7 +87,8 @@ local function load_state(call)
     local k_state, k_log = call.k_state, call.k_log
     local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'due', 'history',
                             'acquired_total', 'closed_logged', 'limit_by', 'pinned', 'kept',
-                            'paused', 'paused_since', 'paused_until', 'pause_kept')
+                            'paused', 'paused_since', 'paused_until', 'pause_kept',
+                            'extra_slots', 'exclusive', 'weighted')
     if got.err then
         return nil, {'wrongtype', k_state, redis.call('TYPE', k_state).ok, 'hash'}
     end
@@ -86,7 +110,8 @@ local function load_state(call)
                    closed_logged = tonumber(got[7]), limit_by = got[8], pinned = got[9] == '1',
                    kept = got[10] == '1', paused = got[11] or nil,
                    paused_since = tonumber(got[12]) or 0, paused_until = tonumber(got[13]) or 0,
-                   pause_kept = got[14] == '1'}
+                   pause_kept = got[14] == '1', extra = tonumber(got[15]) or 0,
+                   exclusive = got[16] or nil, weighted = got[17] == '1'}
     call.state = state
     return state
 end
@@ -195,7 +220,8 @@ local function stop_keeping_state(call, state)
 end
 
 -- At the end of a call: while anybody holds or waits, the keys have no expiry (pinned: the
--- state's field pinned is '1'); once nobody does, they expire at the horizon again. An older
+-- state's field pinned is '1'); once nobody does, they expire at the horizon again, and a
+-- weighted semaphore is plain again (see WEIGHTED_SUFFIX). An older
 -- redsem's touch() sets an expiry without knowing of pins: a pinned state with one is pinned
 -- anew. Costs one ZCARD on most calls, two when nobody holds.
 local function settle_expiry(call, state)
@@ -214,7 +240,17 @@ local function settle_expiry(call, state)
         end
         redis.call('HSET', call.k_state, 'pinned', '1')
         state.pinned = true
-    elseif state.pinned then
+        return
+    end
+    if state.weighted then
+        -- Idle: nobody holds several slots any more; an older redsem may share it again.
+        state.weighted, state.extra, state.exclusive = false, 0, nil
+        redis.call('HDEL', call.k_state, 'weighted', 'extra_slots', 'exclusive')
+        if state.limit then
+            store_limit(call, state, state.limit, state.limit_by or 'caller')
+        end
+    end
+    if state.pinned then
         unpin_keys(call, state)
     end
 end
@@ -254,25 +290,65 @@ end
 -- The highest limit (the client refuses more), so slots are below it.
 local MAX_LIMIT = 100000
 
--- An info entry (KEYS[3]) as a table {kind, slot, fence, since, ttl, json}, and for a waiter
--- `grace`, the loss grace it asked for (nil: the default); nil when missing or malformed. A
--- slot that is no slot number (a record edited by hand) is nil: never a bit to set or clear.
+-- The slots of a holder's record: "3", or "0,3,4" for a holder of several (ascending); nil
+-- when any is no slot number (a record edited by hand: never a bit to set or clear).
+local function parse_slots(text)
+    local slots = {}
+    for piece in string.gmatch(text, '[^,]+') do
+        local slot = tonumber(piece)
+        if not slot or slot < 0 or slot >= MAX_LIMIT or slot ~= math.floor(slot) then
+            return nil
+        end
+        slots[#slots + 1] = slot
+    end
+    return #slots > 0 and slots or nil
+end
+
+-- An info entry (KEYS[3]) as a table {kind, slot, slots, fence, since, ttl, json}, and for a
+-- waiter `grace`, the loss grace it asked for (nil: the default), and `weight`: how many slots
+-- it asks for ('-': 1, 'x': all of them, --exclusive: exclusive is true and weight nil); nil
+-- when missing or malformed. slot: a holder's lowest slot, slots: all of them (nil when the
+-- record was edited by hand into something else).
 local function parse_info(raw)
     if not raw then
         return nil
     end
-    local kind, slot, fence, since, ttl, json = string.match(raw, '^(%a) (%S+) (%S+) (%S+) (%S+) (.*)$')
+    local kind, field, fence, since, ttl, json = string.match(raw, '^(%a) (%S+) (%S+) (%S+) (%S+) (.*)$')
     if not kind then
         return nil
     end
-    slot = tonumber(slot)
-    if slot and (slot < 0 or slot >= MAX_LIMIT or slot ~= math.floor(slot)) then
-        slot = nil
+    local info = {kind = kind, fence = fence, since = tonumber(since), ttl = tonumber(ttl), json = json}
+    if kind == 'w' then
+        info.grace = tonumber(fence)
+        info.exclusive = field == 'x'
+        info.weight = field == '-' and 1 or tonumber(field)
+    else
+        info.slots = parse_slots(field)
+        info.slot = info.slots and info.slots[1]
     end
-    return {kind = kind, slot = slot, fence = fence, since = tonumber(since),
-            ttl = tonumber(ttl), json = json, grace = kind == 'w' and tonumber(fence) or nil}
+    return info
 end
 
-local function holder_info(slot, fence, now, ttl, json)
-    return 'h ' .. slot .. ' ' .. int_str(fence) .. ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json
+-- How many slots the waiter `info` asks for under `limit` (all of them for --exclusive).
+local function weight_of(info, limit)
+    if info.exclusive then
+        return limit
+    end
+    return info.weight or 1
+end
+
+-- How many slots are in use, with `held` holders: every slot while an exclusive holder holds
+-- (a limit raised meanwhile gives nobody the new ones), else one per holder and the extra
+-- slots of holders of several (state field extra_slots).
+local function used_slots(state, held)
+    if state.exclusive and held > 0 then
+        return math.max(held + state.extra, state.limit or 0)
+    end
+    return held + state.extra
+end
+
+-- A holder's info entry; `slots` is a list (ascending).
+local function holder_info(slots, fence, now, ttl, json)
+    return 'h ' .. table.concat(slots, ',') .. ' ' .. int_str(fence) .. ' ' .. int_str(now) .. ' ' ..
+           ttl .. ' ' .. json
 end

@@ -168,6 +168,7 @@ json event_json(const Event& event) {
     }
     out["token"] = event.token;
     out["slot"] = optional_json(event.slot);
+    out["slots"] = event.slots.empty() ? json(nullptr) : json(event.slots);
     out["fence"] = optional_json(event.fence);
     out["duration_ms"] = optional_json(event.duration_ms);
     if (event.duration_ms) {
@@ -194,7 +195,9 @@ std::vector<std::string> event_row(const Event& event, bool with_name) {
     const auto number = [](const std::optional<long long>& value) {
         return value ? std::to_string(*value) : std::string("-");
     };
-    row.insert(row.end(), {event.kind, number(event.slot), number(event.fence),
+    const std::string slot = event.slots.size() > 1 ? fmt::format("{}", fmt::join(event.slots, ","))
+                                                    : number(event.slot);
+    row.insert(row.end(), {event.kind, slot, number(event.fence),
                            event.token.empty() ? "-" : short_token(event.token),
                            meta ? meta->host : "-", meta ? std::to_string(meta->pid) : "-",
                            meta ? meta->user : "-", detail(event), meta ? label_cell(*meta) : ""});

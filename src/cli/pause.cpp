@@ -131,6 +131,10 @@ int run_drain(const PauseArgs& args, const GlobalOptions& global) {
         if (info.due_in_ms >= 0) {
             timeout = std::min(timeout, Milliseconds{info.due_in_ms + 1});
         }
+        if (info.pause->until_ms > 0) { // its end is the end of this drain
+            timeout = std::min(timeout, Milliseconds{std::max(0LL, info.pause->until_ms -
+                                                                       info.server_now_ms + 1)});
+        }
         if (give_up_at != Clock::time_point::max()) {
             timeout = std::min(timeout, std::chrono::ceil<Milliseconds>(give_up_at - now));
         }

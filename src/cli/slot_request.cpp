@@ -221,6 +221,16 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
                                        : ": -n is the limit here; to give up at once when "
                                          "busy (flock's -n), use -w 0");
         });
+    CLI::Option* slots =
+        command
+            .add_option("--slots", request.slots,
+                        "Take K of the limit's slots in one grant (default 1): a heavy job "
+                        "counts for K. FIFO holds: nobody behind it goes first")
+            ->type_name("K");
+    command
+        .add_flag("--exclusive", request.exclusive,
+                  "Take every slot of the limit (a job that must run alone)")
+        ->excludes(slots);
     command.add_option("--ttl", request.ttl, "Lease length; renew before it runs out")
         ->type_name("DUR")
         ->capture_default_str();
@@ -262,6 +272,18 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
     if (request.limit) {
         parsed.options.limit = parse_limit(*request.limit, "--limit");
     }
+    if (request.slots) {
+        parsed.options.slots = parse_integer(*request.slots, k_min_limit, k_max_limit).value_or(0);
+        if (parsed.options.slots == 0) {
+            throw UsageError(fmt::format("--slots: '{}' is not a whole number from {} to {}",
+                                         printable(*request.slots, 100), k_min_limit, k_max_limit));
+        }
+        if (parsed.options.limit && parsed.options.slots > *parsed.options.limit) {
+            throw UsageError(fmt::format("--slots {} is more than the limit given with -n ({})",
+                                         parsed.options.slots, *parsed.options.limit));
+        }
+    }
+    parsed.options.exclusive = request.exclusive;
     parsed.options.ttl = parse_ttl(request.ttl, "--ttl");
     if (request.wait) {
         parsed.options.wait = parse_duration(*request.wait, "--wait");

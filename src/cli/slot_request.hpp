@@ -19,6 +19,8 @@ namespace redsem::cli {
 struct SlotRequest {
     std::string name;
     std::optional<std::string> limit; // nullopt: the stored limit
+    std::optional<std::string> slots; // --slots K
+    bool exclusive = false;
     std::string ttl = format_duration(k_default_ttl);
     std::optional<std::string> wait;
     std::optional<std::string> conflict_exit_code;
@@ -29,7 +31,8 @@ struct SlotRequest {
     bool quiet = false;
 };
 
-// Declares NAME, -n, --ttl, -w, -E, --label, --loss-grace, --replicas, --history and -q on
+// Declares NAME, -n, --slots, --exclusive, --ttl, -w, -E, --label, --loss-grace, --replicas,
+// --history and -q on
 // `command`.
 void add_slot_options(CLI::App& command, SlotRequest& request);
 

@@ -78,10 +78,16 @@ std::string pid_cell(const std::optional<Record>& record) {
     return std::to_string(record->meta.pid) + (of.empty() || of == "run" ? "" : " (" + of + ")");
 }
 
+// The SLOT column: "3", or "0,3,4" for a holder of several.
+std::string slot_cell(const std::vector<long long>& slots) {
+    return fmt::format("{}", fmt::join(slots, ","));
+}
+
 json holder_json(const HolderView& holder, long long now) {
     json out = meta_json(holder.record);
     out["token"] = holder.token;
     out["slot"] = holder.record ? json(holder.record->slot) : json(nullptr);
+    out["slots"] = holder.record ? json(holder.record->slots) : json(nullptr);
     out["fence"] = holder.record ? json(holder.record->fence) : json(nullptr);
     out["ttl_ms"] = holder.record ? json(holder.record->ttl_ms) : json(nullptr);
     if (holder.record) {
@@ -99,6 +105,10 @@ json waiter_json(const WaiterView& waiter, long long now) {
     json out = meta_json(waiter.record);
     out["token"] = waiter.token;
     out["position"] = waiter.position;
+    // How many slots it asks for ("all": --exclusive).
+    out["wants"] = !waiter.record              ? json(nullptr)
+                   : waiter.record->wants == 0 ? json("all")
+                                               : json(waiter.record->wants);
     out["stale"] = waiter.stale;
     if (waiter.record) {
         out.update(time_fields("since", waiter.record->since_ms));
@@ -119,7 +129,10 @@ struct Counts {
 Counts count(const SemaphoreView& view) {
     Counts counts;
     for (const auto& holder : view.holders) {
-        ++(holder.expired ? counts.expired : counts.held);
+        // Slots, not holders: one of --slots K counts for K.
+        const auto slots = static_cast<long long>(
+            holder.record && !holder.record->slots.empty() ? holder.record->slots.size() : 1);
+        (holder.expired ? counts.expired : counts.held) += slots;
     }
     for (const auto& waiter : view.waiters) {
         ++(waiter.stale ? counts.stale : counts.waiting);
@@ -206,8 +219,8 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
             const auto& r = holder.record;
             const long long left = holder.deadline_ms - now;
             rows.push_back(
-                {r ? std::to_string(r->slot) : "?", short_token(holder.token),
-                 r ? r->meta.host : "?", pid_cell(r), r ? r->meta.user : "?",
+                {r ? slot_cell(r->slots) : "?", short_token(holder.token), r ? r->meta.host : "?",
+                 pid_cell(r), r ? r->meta.user : "?",
                  r ? format_duration(Milliseconds{now - r->since_ms}) : "?",
                  r ? ago(now - (holder.deadline_ms - r->ttl_ms)) : "?",
                  left > 0 ? "in " + format_duration(Milliseconds{left}) : "expired " + ago(-left),

@@ -14,9 +14,11 @@ namespace redsem {
 namespace {
 
 // Secrets the command must not see, and what this function sets itself.
-constexpr std::array<std::string_view, 8> k_replaced{
-    "REDSEM_PASSWORD", "REDSEM_SENTINEL_PASSWORD", "REDISCLI_AUTH", "REDSEM_NAME",
-    "REDSEM_TOKEN",    "REDSEM_FENCE",             "REDSEM_SLOT",   "REDSEM_LIMIT"};
+constexpr std::array<std::string_view, 9> k_replaced{"REDSEM_PASSWORD", "REDSEM_SENTINEL_PASSWORD",
+                                                     "REDISCLI_AUTH",   "REDSEM_NAME",
+                                                     "REDSEM_TOKEN",    "REDSEM_FENCE",
+                                                     "REDSEM_SLOT",     "REDSEM_SLOTS",
+                                                     "REDSEM_LIMIT"};
 
 // The entry with any password taken out of the URL; nothing when it does not parse (it might
 // hold a password we cannot find).
@@ -68,6 +70,11 @@ std::vector<std::string> child_environment(const std::string& name, const Lease&
     env.push_back("REDSEM_TOKEN=" + lease.token);
     env.push_back("REDSEM_FENCE=" + std::to_string(lease.fence));
     env.push_back("REDSEM_SLOT=" + std::to_string(lease.slot));
+    std::string slots;
+    for (const long long slot : lease.slots.empty() ? std::vector{lease.slot} : lease.slots) {
+        slots += (slots.empty() ? "" : " ") + std::to_string(slot);
+    }
+    env.push_back("REDSEM_SLOTS=" + slots);
     env.push_back("REDSEM_LIMIT=" + std::to_string(lease.limit));
     return env;
 }

@@ -71,9 +71,18 @@ bool parse_value(std::string_view value, Event& event) {
         return event.kind == "paused" || event.duration_ms;
     }
     const auto parts = split_spaces(value, 5);
-    if (parts.size() != 5 || parts[0].empty() || !number_part(parts[1], event.slot) ||
-        !number_part(parts[2], event.fence) || !number_part(parts[3], event.duration_ms)) {
+    if (parts.size() != 5 || parts[0].empty() || !number_part(parts[2], event.fence) ||
+        !number_part(parts[3], event.duration_ms)) {
         return false;
+    }
+    if (parts[1] != "-") {
+        // "3", or "0,3,4" for a grant of several (--slots K).
+        auto slots = parse_slot_list(parts[1]);
+        if (!slots) {
+            return false;
+        }
+        event.slots = std::move(*slots);
+        event.slot = event.slots.front();
     }
     event.token = parts[0];
     if (parts[4] != "{}") {

@@ -24,7 +24,8 @@ struct Event {
                            // gc, limit, closed, paused, resumed (or a kind this redsem does
                            // not know)
     std::string token;
-    std::optional<long long> slot;
+    std::optional<long long> slot;  // the lowest of `slots`
+    std::vector<long long> slots{}; // every slot of the grant (--slots K)
     std::optional<long long> fence;
     std::optional<long long> duration_ms; // waited (acquired, left, dropped), held, or paused
                                           // (resumed)

@@ -59,12 +59,17 @@ std::optional<long long> optional_number(const Reply& reply) {
     return parse_integer(reply.as_string()); // a field changed by hand reads as missing
 }
 
-// The limit in the state's field `limit`: "3", or "3 paused" while paused (see
-// lua/lib/state.lua).
+// The limit in the state's field `limit`: "3", or with the words that keep older redsem out
+// ("3 paused", "3 weighted", "3 paused weighted": see lua/lib/state.lua).
 std::optional<long long> stored_limit(const Reply& reply) {
-    if (!reply.is_nil() && !reply.is_error() && reply.as_string().ends_with(k_paused_suffix)) {
-        const std::string& text = reply.as_string();
-        return parse_integer(text.substr(0, text.size() - k_paused_suffix.size()));
+    if (reply.is_nil() || reply.is_error()) {
+        return optional_number(reply);
+    }
+    std::string_view text = reply.as_string();
+    for (const std::string_view words : k_limit_suffixes) {
+        if (text.ends_with(words)) {
+            return parse_integer(text.substr(0, text.size() - words.size()));
+        }
     }
     return optional_number(reply);
 }

@@ -32,15 +32,21 @@ std::optional<Record> parse_record(std::string_view raw) {
 
     Record record;
     if (fields[0] == "h") {
-        auto slot = parse_integer(fields[1]);
+        auto slots = parse_slot_list(fields[1]);
         auto fence = parse_integer(fields[2]);
-        if (!slot || !fence) {
+        if (!slots || !fence) {
             return std::nullopt;
         }
-        record.slot = *slot;
+        record.slots = std::move(*slots);
+        record.slot = record.slots.front();
         record.fence = *fence;
     } else if (fields[0] == "w") {
         record.kind = Record::Kind::waiter;
+        if (fields[1] == "x") {
+            record.wants = 0;
+        } else if (fields[1] != "-") {
+            record.wants = parse_integer(fields[1], 1, k_max_limit).value_or(1);
+        }
     } else {
         return std::nullopt;
     }
@@ -54,6 +60,23 @@ std::optional<Record> parse_record(std::string_view raw) {
     record.ttl_ms = std::clamp(*ttl, 0LL, k_latest_time_ms);
     record.meta = parse_meta(json);
     return record;
+}
+
+std::optional<std::vector<long long>> parse_slot_list(std::string_view text) {
+    std::vector<long long> slots;
+    std::size_t pos = 0;
+    for (;;) {
+        const std::size_t comma = text.find(',', pos);
+        const auto slot = parse_integer(text.substr(pos, comma - pos), 0, k_max_limit - 1);
+        if (!slot) {
+            return std::nullopt;
+        }
+        slots.push_back(*slot);
+        if (comma == std::string_view::npos) {
+            return slots;
+        }
+        pos = comma + 1;
+    }
 }
 
 HolderMeta parse_meta(std::string_view json) {

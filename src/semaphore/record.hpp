@@ -3,18 +3,23 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "semaphore/semaphore.hpp"
 
 namespace redsem {
 
 // One entry of a semaphore's info hash, as the scripts write it (lua/lib/state.lua):
-// "h SLOT FENCE ACQUIRED_MS TTL_MS JSON" for a holder, "w - - SINCE_MS TTL_MS JSON" for a waiter.
+// "h SLOTS FENCE ACQUIRED_MS TTL_MS JSON" for a holder (SLOTS: "3", or "0,3,4" for a holder of
+// several), "w WANTS GRACE SINCE_MS TTL_MS JSON" for a waiter (WANTS: '-' one slot, a count, or
+// 'x' for all of them).
 struct Record {
     enum class Kind { holder, waiter };
 
     Kind kind = Kind::holder;
-    long long slot = -1;    // holders only
+    long long slot = -1;          // holders only: the lowest of `slots`
+    std::vector<long long> slots; // holders only: every slot it holds, ascending
+    long long wants = 1;          // waiters only: how many slots it asks for; 0: all (--exclusive)
     long long fence = 0;    // holders only
     long long since_ms = 0; // acquired (holder) or queued (waiter), server clock
     long long ttl_ms = 0;
@@ -27,6 +32,9 @@ inline constexpr long long k_latest_time_ms = 253'402'300'799'999;
 
 // Parses one info entry; nullopt when it is not in the format above (edited by hand).
 std::optional<Record> parse_record(std::string_view raw);
+
+// "0,3,4" (or "3") as slot numbers; nullopt when anything else.
+std::optional<std::vector<long long>> parse_slot_list(std::string_view text);
 
 // Parses the metadata JSON of an entry (HolderMeta::to_json()); a field that is missing or
 // has another type (edited by hand) stays empty.

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <poll.h>
@@ -78,6 +79,7 @@ bool interruptible_sleep(Milliseconds duration, int interrupt_fd) {
 struct Granted {
     long long fence = 0;
     long long slot = 0;
+    std::vector<long long> slots{};
     long long deadline_ms = 0;
     long long limit = 0;
     long long server_now_ms = 0;
@@ -86,7 +88,18 @@ struct Busy {
     AdmissionClosed closed;
 };
 struct Released {};
-using AcquireReply = std::variant<Granted, Busy, QueuedReply, ConflictReply, Released>;
+// The caller asks for more slots than the limit (or asked, and the limit was lowered while it
+// waited).
+struct TooLarge {
+    long long limit = 0;
+};
+using AcquireReply = std::variant<Granted, Busy, QueuedReply, ConflictReply, Released, TooLarge>;
+
+// The slots of a grant: "0,3,4"; just `slot` when the reply has none (a script of an older
+// redsem) or a malformed one.
+std::vector<long long> granted_slots(std::string_view listed, long long slot) {
+    return parse_slot_list(listed).value_or(std::vector<long long>{slot});
+}
 
 // Reply field `index` as a duration; 0 when missing (a script of an older redsem).
 Milliseconds optional_ms(const Reply& reply, std::size_t index) {
@@ -115,11 +128,17 @@ AdmissionClosed admission_closed(const Reply& reply, std::size_t closed_at, std:
 AcquireReply parse_acquire_reply(const Reply& reply) {
     const std::string& kind = reply.at(0).as_string();
     if (kind == "ok") {
+        const long long slot = reply.at(2).as_integer();
         return Granted{.fence = reply.at(1).as_integer(),
-                       .slot = reply.at(2).as_integer(),
+                       .slot = slot,
+                       .slots = granted_slots(
+                           reply.as_array().size() > 6 ? reply.at(6).as_string() : "", slot),
                        .deadline_ms = reply.at(3).as_integer(),
                        .limit = reply.at(4).as_integer(),
                        .server_now_ms = reply.at(5).as_integer()};
+    }
+    if (kind == "toolarge") {
+        return TooLarge{.limit = reply.at(1).as_integer()};
     }
     if (kind == "wait") {
         return QueuedReply{.position = {.ahead = reply.at(1).as_integer(),
@@ -307,7 +326,8 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
                 std::to_string(options.ttl.count()), queue ? "wait" : "try",
                 std::to_string(k_waiter_liveness.count()), options.meta.to_json(),
                 known ? "1" : "0",
-                options.loss_grace ? std::to_string(options.loss_grace->count()) : "", "ends"},
+                options.loss_grace ? std::to_string(options.loss_grace->count()) : "", "ends",
+                options.exclusive ? "x" : std::to_string(options.slots)},
                Proof::admits);
 }
 
@@ -318,6 +338,7 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
     const std::string wake_list = m_keys.wake_prefix + token;
     const std::string nudge_list = wake_list + ":nudge";
     const std::string left_list = wake_list + ":left";
+    const std::string too_large_list = wake_list + ":toolarge";
     auto wake_by = Clock::now() + std::max(timeout, Milliseconds{1});
     Reply reply;
     for (;;) {
@@ -327,8 +348,9 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
             fmt::format("{:.3f}", static_cast<double>(left.count()) / 1000.0);
         // The wake list first: when both have something, the grant is what counts.
         reply = m_connection.command(
-            Command{wake_list, {"BLPOP", wake_list, nudge_list, left_list, seconds}}, left,
-            options.interrupt_fd);
+            Command{wake_list,
+                    {"BLPOP", wake_list, nudge_list, left_list, too_large_list, seconds}},
+            left, options.interrupt_fd);
         if (reply.is_error()) {
             throw_reply_error(reply.text);
         }
@@ -337,6 +359,9 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
         }
         if (reply.at(0).as_string() == left_list) {
             throw_place_released(token);
+        }
+        if (reply.at(0).as_string() == too_large_list) {
+            throw_too_large(options, std::atoll(reply.at(1).as_string().c_str()));
         }
         if (reply.at(0).as_string() != nudge_list) {
             break;
@@ -365,11 +390,14 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
                 .handed_over = true,
                 .local_start = asked_at};
     long long granted_at_ms = 0;
-    const int fields = std::sscanf(grant.c_str(), "%lld %lld %lld %lld %lld", &lease.fence,
-                                   &lease.slot, &lease.deadline_ms, &granted_at_ms, &lease.limit);
-    if (fields != 4 && fields != 5) {
+    char listed[1024] = "";
+    const int fields =
+        std::sscanf(grant.c_str(), "%lld %lld %lld %lld %lld %1023s", &lease.fence, &lease.slot,
+                    &lease.deadline_ms, &granted_at_ms, &lease.limit, listed);
+    if (fields < 4) {
         throw InternalError(fmt::format("malformed hand-over '{}'", printable(grant)));
     }
+    lease.slots = granted_slots(listed, lease.slot);
     return lease;
 }
 
@@ -473,6 +501,7 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
                     Lease lease{.token = token,
                                 .fence = granted->fence,
                                 .slot = granted->slot,
+                                .slots = granted->slots,
                                 .limit = granted->limit,
                                 .ttl = options.ttl,
                                 .deadline_ms = granted->deadline_ms,
@@ -498,6 +527,9 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
             }
             if (std::holds_alternative<Released>(reply)) {
                 throw_place_released(token);
+            }
+            if (const auto* too_large = std::get_if<TooLarge>(&reply)) {
+                throw_too_large(options, too_large->limit);
             }
             const QueuedReply& queued = std::get<QueuedReply>(reply);
             waited = true;
@@ -563,6 +595,14 @@ void Semaphore::throw_conflict(const ConflictReply& conflict,
         "stored limit, or change it for everyone with 'redsem limit {} {}'",
         m_name, conflict.stored_limit, conflict.held, conflict.queued, wanted_limit.value_or(1),
         m_name, wanted_limit.value_or(1)));
+}
+
+void Semaphore::throw_too_large(const AcquireOptions& options, long long limit) const {
+    throw ConflictError(fmt::format("'{}' has limit {}, fewer than the {} slots asked for "
+                                    "(--slots); nothing is held (raise it with 'redsem limit "
+                                    "{} {}', or ask for fewer)",
+                                    printable(m_name), limit, options.slots, printable(m_name),
+                                    options.slots));
 }
 
 void Semaphore::throw_place_released(const std::string& token) const {
@@ -679,7 +719,13 @@ AdmissionState Semaphore::admission() {
 
 namespace {
 
-PauseInfo pause_info(const Reply& reply) {
+PauseInfo pause_info(const Reply& reply, const std::string& name, const Keys& keys) {
+    if (reply.at(0).type == Reply::Type::string && reply.at(0).as_string() == "conflict") {
+        throw ConflictError(fmt::format("the stored limit of '{}' is not one this redsem reads "
+                                        "(key '{}' was changed by hand, or by a newer redsem); "
+                                        "nothing was changed",
+                                        printable(name), keys.state));
+    }
     PauseInfo info{.held = reply.at(1).as_integer(),
                    .queued = reply.at(2).as_integer(),
                    .limit = reply.at(3).as_integer(),
@@ -698,15 +744,17 @@ PauseInfo pause_info(const Reply& reply) {
 PauseInfo Semaphore::pause(const HolderMeta& by, std::optional<Milliseconds> duration) {
     return pause_info(
         run(scripts::k_pause_script,
-            {"pause", by.to_json(), duration ? std::to_string(duration->count()) : ""}));
+            {"pause", by.to_json(), duration ? std::to_string(duration->count()) : ""}),
+        m_name, m_keys);
 }
 
 PauseInfo Semaphore::resume(const HolderMeta& by) {
-    return pause_info(run(scripts::k_pause_script, {"resume", by.to_json(), ""}, Proof::admits));
+    return pause_info(run(scripts::k_pause_script, {"resume", by.to_json(), ""}, Proof::admits),
+                      m_name, m_keys);
 }
 
 PauseInfo Semaphore::look_at_pause() {
-    return pause_info(run(scripts::k_pause_script, {"look", "{}", ""}));
+    return pause_info(run(scripts::k_pause_script, {"look", "{}", ""}), m_name, m_keys);
 }
 
 bool Semaphore::wait_for_departure(Milliseconds timeout, int interrupt_fd) {

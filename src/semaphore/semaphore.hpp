@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "redis/connection.hpp"
 #include "semaphore/keys.hpp"
@@ -63,9 +64,10 @@ struct QueuePosition {
     long long queued = 0; // waiters in all, this one included
 };
 
-// The end of the state's field `limit` while the semaphore is paused ("3 paused"), which every
-// redsem before pauses refuses as not a number (see lua/lib/state.lua).
-inline constexpr std::string_view k_paused_suffix = " paused";
+// The words after the state's field `limit` while the semaphore is paused, or while a request
+// for several slots holds or waits ("3 paused weighted"), which every redsem before these
+// refuses as not a number (see lua/lib/state.lua). Longest first.
+inline constexpr std::string_view k_limit_suffixes[] = {" paused weighted", " paused", " weighted"};
 
 // A pause of admission (`redsem pause`; see lua/lib/pause.lua) as the server holds it.
 struct Pause {
@@ -99,6 +101,8 @@ struct AdmissionClosed {
 
 struct AcquireOptions {
     std::optional<long long> limit; // nullopt: the stored limit (1 for a new semaphore)
+    long long slots = 1;            // how many slots one grant takes (--slots)
+    bool exclusive = false;         // all of them, as many as the limit at the grant
     Milliseconds ttl = k_default_ttl;
     std::optional<Milliseconds> wait; // nullopt: wait for ever; 0: try once
     HolderMeta meta;
@@ -125,6 +129,7 @@ struct Lease {
     std::string token;
     long long fence = 0; // strictly increasing per semaphore, so per slot too
     long long slot = 0;  // lowest free number in 0..limit-1, stable for the lease
+    std::vector<long long> slots{}; // every slot of the grant (--slots K), ascending; slot first
     long long limit = 0;
     Milliseconds ttl{0};
     long long deadline_ms = 0; // server clock, epoch milliseconds
@@ -265,10 +270,10 @@ public:
     // Ends the pause, if any (PauseInfo::pause: the one ended), handing the slots freed
     // meanwhile to the queue in FIFO order.
     PauseInfo resume(const HolderMeta& by);
-    // The pause and the holders now, after what ran out (`drain`); forgets the holders' past
-    // departures, so that wait_for_departure() waits for the next.
+    // The pause and the holders now, after what ran out (`drain`). Changes nothing else.
     PauseInfo look_at_pause();
-    // Blocks until a holder leaves the paused semaphore (true), or `timeout` passes (false).
+    // Blocks until a holder leaves the paused semaphore or the pause ends (true; a note may
+    // also be older than this drain: look again), or `timeout` passes (false).
     // Throws WaitInterrupted when `interrupt_fd` becomes readable.
     bool wait_for_departure(Milliseconds timeout, int interrupt_fd);
 
@@ -306,6 +311,8 @@ private:
     // Tells options.on_closed whether the reply that refused a slot found admission closed.
     void report_closed(const AcquireOptions& options, const AdmissionClosed& closed) const;
     [[noreturn]] void throw_place_released(const std::string& token) const;
+    // The caller asks for more slots than `limit`: ConflictError.
+    [[noreturn]] void throw_too_large(const AcquireOptions& options, long long limit) const;
     [[noreturn]] void throw_conflict(const ConflictReply& conflict,
                                      std::optional<long long> wanted_limit) const;
 

@@ -535,21 +535,22 @@ TEST_CASE("off a terminal a wait is told in lines: when queued with the holders,
     RedisServer server;
     const auto env = env_for(server);
     const auto holder = acquire_json(server, {"told", "--label", "deploy #41"});
-    Child waiter({"acquire", "told", "-w", "60s"}, env);
-    Connection admin = server.admin();
-    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{told}:queue") == 1; }, 20s));
+    // stderr into stdout, to see the line before the release: it names the holders as they
+    // are when it is written (after the release, the waiter itself).
+    auto waiter = Child::shell("exec '" + redsem_binary() + "' acquire told -w 60s 2>&1", env);
+    const std::optional<std::string> told = waiter->wait_for_line(20s);
+    REQUIRE(told);
     REQUIRE(run_redsem({"release", "told", holder["token"].get<std::string>()}, env).exit_code ==
             0);
-    const auto waited = waiter.wait(20s);
-    INFO(waited.err);
+    const auto waited = waiter->wait(20s);
+    INFO(waited.out);
     REQUIRE(waited.exit_code == 0);
-    // Before: nothing at all while waiting off a terminal.
-    CHECK(line_count(waited.err) == 1);
-    CHECK(waited.err.rfind("redsem: waiting for 'told': number 1 of 1 in the queue, 1/1 held; "
-                           "held by ",
-                           0) == 0);
-    CHECK(waited.err.find(fmt::format("(pid {}, 'deploy #41', for ", getpid())) !=
-          std::string::npos);
+    // Before: nothing at all while waiting off a terminal. (The line, then the token.)
+    CHECK(line_count(waited.out) == 2);
+    CHECK(told->rfind("redsem: waiting for 'told': number 1 of 1 in the queue, 1/1 held; "
+                      "held by ",
+                      0) == 0);
+    CHECK(told->find(fmt::format("(pid {}, 'deploy #41', for ", getpid())) != std::string::npos);
 
     // Before: "no slot of 'told' free within 1s" without a word of who held it.
     const auto gave_up = run_redsem({"acquire", "told", "-w", "1s"}, env);

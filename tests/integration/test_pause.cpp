@@ -297,3 +297,39 @@ TEST_CASE("pause, resume and drain refuse bad input with an error line and 64") 
     }
     CHECK(admin.call({"DBSIZE"}).as_integer() <= 1); // the epoch key at most
 }
+
+TEST_CASE("pause: pausing again never shortens the pause in force, a pause with --for is "
+          "kept no longer than its end, and a limit this redsem cannot read is left alone") {
+    RedisServer server;
+    const auto env = env_for(server);
+    Connection admin = server.admin();
+    REQUIRE(run_redsem({"pause", "long", "--reason", "release freeze"}, env).exit_code == 0);
+    REQUIRE(run_redsem({"drain", "long", "--reason", "quick fix", "--for", "1s"}, env).exit_code ==
+            0);
+    const json paused = status_json(server, "long")["paused"];
+    CHECK(paused["until_ms"].is_null()); // still until resumed
+    CHECK(paused["reason"] == "quick fix");
+
+    const ProcessResult brief = run_redsem({"pause", "brief", "--for", "1h", "--json"}, env);
+    REQUIRE(brief.exit_code == 0);
+    const long long until_ms = json::parse(brief.out)["paused"]["until_ms"];
+    const long long expires_at = admin.call({"PEXPIRETIME", key("brief", "state")}).as_integer();
+    CHECK(expires_at == until_ms + 12 * 3600 * 1000);
+
+    admin.call({"HSET", key("odd", "state"), "limit", "3 frozen"});
+    const ProcessResult odd = run_redsem({"pause", "odd"}, env);
+    CHECK(odd.exit_code == 65);
+    CHECK(admin.call({"HGET", key("odd", "state"), "limit"}).as_string() == "3 frozen");
+}
+
+TEST_CASE("drain ends with 75 when its --for runs out with holders left") {
+    RedisServer server;
+    const auto env = env_for(server);
+    const auto holder = acquire_json(server, {"timed", "--ttl", "1m"});
+    const ProcessResult result = run_redsem({"drain", "timed", "--for", "1s"}, env);
+    CHECK(result.exit_code == 75);
+    CHECK(result.err.find("ended while draining") != std::string::npos);
+    Connection admin = server.admin();
+    CHECK(zcard(admin, key("timed", "holders")) == 1); // the holder was never touched
+    (void)holder;
+}

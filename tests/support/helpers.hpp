@@ -288,6 +288,8 @@ public:
     }
     // The exit statuses of redsem run, one per line.
     std::string exits() const { return read_file(m_dir + "/exits"); }
+    // The commands' own log (logging_body() lines).
+    std::string inside_log() const { return read_file(m_dir + "/inside.log"); }
 
 private:
     Scratch m_scratch;
