@@ -82,7 +82,7 @@ local function log_entry(call, state, now, event, token, info, duration)
     if info then
         json = info.json
         if info.kind == 'h' then
-            slot, fence = info.slot or '-', info.fence or '-'
+            slot, fence = info.slots and table.concat(info.slots, ',') or '-', info.fence or '-'
         end
     end
     log_event(call, state, now, event, token .. ' ' .. slot .. ' ' .. fence .. ' ' ..

@@ -94,15 +94,18 @@ local function take_slots(call, state, token, weight, limit, exclusive)
 end
 
 -- Gives back what take_slots() counted for holder `token`, whose record is `info`.
+-- (Writes only what changes, and shrinks by HDEL: a release must run on a full Redis, where a
+-- script sent by EVAL is refused at its first write that may grow memory.)
 local function untake_slots(call, state, token, info, others)
-    local weight = #info.slots
-    if others == 0 then
-        state.extra = 0 -- nobody else holds: whatever the count says (an older release), none
-    else
-        state.extra = math.max(state.extra - (weight - 1), 0)
-    end
-    if weight > 1 or others == 0 then
-        redis.call('HSET', call.k_state, 'extra_slots', state.extra)
+    -- Nobody else holds: whatever the count says (an older release), none.
+    local extra = others == 0 and 0 or math.max(state.extra - (#info.slots - 1), 0)
+    if extra ~= state.extra then
+        state.extra = extra
+        if extra == 0 then
+            redis.call('HDEL', call.k_state, 'extra_slots')
+        else
+            redis.call('HSET', call.k_state, 'extra_slots', extra)
+        end
     end
     if state.exclusive == token or (state.exclusive and others == 0) then
         state.exclusive = nil

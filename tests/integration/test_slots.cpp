@@ -84,14 +84,20 @@ TEST_CASE("slots: --slots K takes K slots in one grant, with one token and fence
     const ProcessResult log = run_redsem({"log", name, "--json"}, env);
     std::istringstream lines(log.out);
     std::vector<json> granted;
+    std::vector<json> released;
     for (std::string line; std::getline(lines, line);) {
         const json event = json::parse(line);
         if (event["event"] == "acquired") {
             granted.push_back(event);
+        } else if (event["event"] == "released") {
+            released.push_back(event);
         }
     }
     REQUIRE(granted.size() == 3);
     CHECK(granted[0]["slots"] == json::array({0, 1, 2}));
+    REQUIRE(released.size() == 3);
+    CHECK(released[1]["token"] == lease["token"]);
+    CHECK(released[1]["slots"] == json::array({0, 1, 2}));
     CHECK(granted[0]["token"] == lease["token"]);
     CHECK(granted[2]["slots"] == json::array({0, 1, 2, 3}));
 }
