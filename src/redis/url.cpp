@@ -12,6 +12,9 @@ namespace redsem {
 
 namespace {
 
+// The longest host name DNS allows; an IPv6 literal (with a zone) is far shorter.
+constexpr std::size_t k_max_host = 253;
+
 [[noreturn]] void fail(std::string_view why) {
     throw UsageError(fmt::format("invalid Redis URL: {}", why));
 }
@@ -124,6 +127,9 @@ Endpoint parse_endpoint(std::string_view text, int default_port) {
     }
     if (endpoint.host.empty()) {
         fail("the host is missing (as in redis://127.0.0.1:6379)");
+    }
+    if (endpoint.host.size() > k_max_host) {
+        fail(fmt::format("the host is longer than {} characters", k_max_host));
     }
     for (const char c : endpoint.host) {
         const auto byte = static_cast<unsigned char>(c);
@@ -290,7 +296,6 @@ RedisUrl parse_redis_url(std::string_view text) {
 }
 
 bool is_host_name(std::string_view host) {
-    constexpr std::size_t k_max_host = 253;
     return !host.empty() && host.size() <= k_max_host &&
            std::all_of(host.begin(), host.end(), [](char c) {
                return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.' || c == '-' ||
@@ -301,7 +306,8 @@ bool is_host_name(std::string_view host) {
 std::string Endpoint::describe() const {
     // Escaped: a host may come from a server's reply.
     const bool ipv6 = host.find(':') != std::string::npos;
-    return fmt::format("{}{}{}:{}", ipv6 ? "[" : "", printable(host, 253), ipv6 ? "]" : "", port);
+    return fmt::format("{}{}{}:{}", ipv6 ? "[" : "", printable(host, k_max_host), ipv6 ? "]" : "",
+                       port);
 }
 
 std::string RedisUrl::describe() const {

@@ -166,6 +166,9 @@ TEST_CASE("malformed URLs are usage errors that do not echo the password") {
         "redis://[::1]6380",
         "redis://[[]", // found by fuzz_url: a host "[" that described itself unparseably
         "redis://[a]b]:1",
+        // found by fuzz_url: a host longer than a DNS name described itself cut short
+        "redis://" + std::string(254, 'a') + ":1",
+        "redis-sentinel://s1,[" + std::string(300, ':') + "1]#m",
         "redis://h[x]:1",
         "redis://host?db=1",
         "redis://ho st",
