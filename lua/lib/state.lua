@@ -47,6 +47,10 @@ local function parse_limit(raw)
     if not raw then
         return nil
     end
+    local plain = tonumber(raw)
+    if plain then
+        return plain
+    end
     local number, words = string.match(raw, '^(%d+)(.*)$')
     if words == '' or words == PAUSED_SUFFIX or words == WEIGHTED_SUFFIX or
        words == PAUSED_SUFFIX .. WEIGHTED_SUFFIX then
@@ -290,13 +294,26 @@ end
 -- The highest limit (the client refuses more), so slots are below it.
 local MAX_LIMIT = 100000
 
+-- A slot number from a record, or nil for anything else (a record edited by hand).
+local function slot_number(text)
+    local slot = tonumber(text)
+    if not slot or slot < 0 or slot >= MAX_LIMIT or slot ~= math.floor(slot) then
+        return nil
+    end
+    return slot
+end
+
 -- The slots of a holder's record: "3", or "0,3,4" for a holder of several (ascending); nil
 -- when any is no slot number (a record edited by hand: never a bit to set or clear).
 local function parse_slots(text)
+    if not string.find(text, ',', 1, true) then
+        local slot = slot_number(text) -- one slot: the common case, without a pattern
+        return slot and {slot}
+    end
     local slots = {}
     for piece in string.gmatch(text, '[^,]+') do
-        local slot = tonumber(piece)
-        if not slot or slot < 0 or slot >= MAX_LIMIT or slot ~= math.floor(slot) then
+        local slot = slot_number(piece)
+        if not slot then
             return nil
         end
         slots[#slots + 1] = slot

@@ -120,8 +120,8 @@ json waiter_json(const WaiterView& waiter, long long now) {
 
 // Live and dead entries of one semaphore, counted apart (see SemaphoreSummary).
 struct Counts {
-    long long held = 0;
-    long long expired = 0;
+    long long held = 0;    // slots of live holders
+    long long expired = 0; // holders
     long long waiting = 0;
     long long stale = 0;
 };
@@ -129,10 +129,13 @@ struct Counts {
 Counts count(const SemaphoreView& view) {
     Counts counts;
     for (const auto& holder : view.holders) {
-        // Slots, not holders: one of --slots K counts for K.
-        const auto slots = static_cast<long long>(
+        if (holder.expired) {
+            ++counts.expired;
+            continue;
+        }
+        // Held slots, not holders: one of --slots K counts for K, as against the limit.
+        counts.held += static_cast<long long>(
             holder.record && !holder.record->slots.empty() ? holder.record->slots.size() : 1);
-        (holder.expired ? counts.expired : counts.held) += slots;
     }
     for (const auto& waiter : view.waiters) {
         ++(waiter.stale ? counts.stale : counts.waiting);
@@ -370,7 +373,10 @@ void print_prometheus(const std::vector<SemaphoreSummary>& summaries, const std:
         }
     }
     const std::pair<const char*, std::pair<const char*, long long SemaphoreSummary::*>> counts[] = {
-        {"redsem_holders", {"Holders whose lease is live.", &SemaphoreSummary::held}},
+        {"redsem_holders", {"Holders whose lease is live.", &SemaphoreSummary::holders}},
+        {"redsem_held_slots",
+         {"Slots of holders whose lease is live (one of --slots K counts K).",
+          &SemaphoreSummary::held}},
         {"redsem_expired_holders",
          {"Holders whose lease ran out (or hand-over lapsed), not removed yet.",
           &SemaphoreSummary::expired}},

@@ -473,10 +473,15 @@ void summarize(Connection& connection, std::string_view prefix,
             for (const Reply& token : checked(replies[at + 5]).as_array()) {
                 lapsed.insert(token.as_string());
             }
+            // Each holder's slots beyond its first: one of --slots K counts K.
+            std::map<std::string, long long> extra_slots;
             for (std::size_t k = 0; k + 1 < info.size(); k += 2) {
                 const std::string& token = info[k].as_string();
                 auto record = record_of(info[k + 1]);
                 const bool holder = record && record->kind == Record::Kind::holder;
+                if (holder && record->slots.size() > 1) {
+                    extra_slots[token] = static_cast<long long>(record->slots.size()) - 1;
+                }
                 if (lapsed.contains(token)) {
                     if (holder) {
                         if (!collected.contains({i, token})) {
@@ -496,7 +501,13 @@ void summarize(Connection& connection, std::string_view prefix,
                 }
             }
             summary.expired = std::min<long long>(holders, dead_holders.size());
-            summary.held = holders - summary.expired;
+            summary.holders = holders - summary.expired;
+            summary.held = summary.holders;
+            for (const auto& [token, extra] : extra_slots) {
+                if (!dead_holders.contains(token)) {
+                    summary.held += extra;
+                }
+            }
             summary.stale = std::min(queued, summary.stale);
             summary.waiting = queued - summary.stale;
             summaries.push_back(std::move(summary));

@@ -50,7 +50,8 @@ struct HistoryCounters {
 struct SemaphoreSummary {
     std::string name;
     std::optional<long long> limit;
-    long long held = 0;           // live holders
+    long long held = 0;           // slots of live holders (one of --slots K counts K)
+    long long holders = 0;        // live holders
     long long expired = 0;        // holders whose lease ran out, or whose hand-over lapsed
     long long waiting = 0;        // live waiters
     long long stale = 0;          // waiters past their liveness

@@ -470,7 +470,7 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
     const ProcessResult twice =
         run_redsem({"status", "--format", "prometheus", "plain", "plain"}, env);
     CHECK(std::count(twice.out.begin(), twice.out.end(), '\n') ==
-          2 * 13 + 10); // HELP and TYPE of 13, 10 gauges
+          2 * 14 + 11); // HELP and TYPE of 14, 11 gauges
 
     const ProcessResult result = run_redsem({"status", "--format", "prometheus"}, env);
     REQUIRE(result.exit_code == 0);
@@ -512,7 +512,7 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
             CHECK((family_type != "counter" || family.ends_with("_total")));
         }
     }
-    CHECK(families.size() == 13);
+    CHECK(families.size() == 14);
     CHECK(text.find("redsem_paused" + labels + " 0\n") != std::string::npos);
 
     // promtool (Debian's prometheus package) agrees.

@@ -68,6 +68,15 @@ TEST_CASE("slots: --slots K takes K slots in one grant, with one token and fence
     REQUIRE(status["holders"].size() == 1);
     CHECK(status["holders"][0]["slots"] == json::array({0, 1, 2}));
     CHECK(run_redsem({"status", name}, env).out.find("0,1,2") != std::string::npos);
+    // The overview counts slots against the limit too; Prometheus has both.
+    const json overview = json::parse(run_redsem({"status", "--json"}, env).out);
+    REQUIRE(overview.size() == 1);
+    CHECK(overview[0]["held"] == 3);
+    CHECK(run_redsem({"status"}, env).out.find(" 3/4 ") != std::string::npos);
+    const std::string metrics = run_redsem({"status", "--format", "prometheus"}, env).out;
+    const std::string labels = R"({prefix="redsem",name="heavy"})";
+    CHECK(metrics.find("redsem_holders" + labels + " 1\n") != std::string::npos);
+    CHECK(metrics.find("redsem_held_slots" + labels + " 3\n") != std::string::npos);
 
     const ProcessResult one = run_redsem(
         {"run", name, "-w", "0", "--", "sh", "-c", "echo $REDSEM_SLOT $REDSEM_SLOTS"}, env);
