@@ -24,27 +24,11 @@ using nlohmann::json;
 
 namespace {
 
-std::vector<json> json_lines(const std::string& text) {
-    std::vector<json> out;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) {
-        out.push_back(json::parse(line));
-    }
-    return out;
-}
-
-// The history of `name`, as `redsem log NAME --json` prints it.
-std::vector<json> history(const RedisServer& server, const std::string& name) {
-    const ProcessResult result = run_redsem({"log", name, "--json"}, env_for(server));
-    REQUIRE(result.exit_code == 0);
-    return json_lines(result.out);
-}
-
 // The events of `name` after the first `seen`, as (event, token) pairs, for comparing a step's
 // events with what it must have logged.
 std::vector<std::pair<std::string, std::string>>
 new_events(const RedisServer& server, const std::string& name, std::size_t& seen) {
-    const auto events = history(server, name);
+    const auto events = history_events(server, name);
     std::vector<std::pair<std::string, std::string>> out;
     for (std::size_t i = seen; i < events.size(); ++i) {
         out.emplace_back(events[i]["event"], events[i].value("token", ""));
@@ -81,7 +65,7 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     const json a = acquire_json(server, {"h", "-n", "1", "--ttl", "30s", "--label", "first"});
     const std::string token_a = a["token"];
     CHECK(new_events(server, "h", seen) == Events{{"limit", ""}, {"acquired", token_a}});
-    auto events = history(server, "h");
+    auto events = history_events(server, "h");
     CHECK(events[0]["from"].is_null());
     CHECK(events[0]["to"] == 1);
     const json& granted = events[1];
@@ -112,7 +96,7 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     const json b = json::parse(b_result.out);
     CHECK(b["token"] == token_b);
     CHECK(new_events(server, "h", seen) == Events{{"released", token_a}, {"acquired", token_b}});
-    events = history(server, "h");
+    events = history_events(server, "h");
     const json& released = events[events.size() - 2];
     const json& handed = events.back();
     CHECK(released["slot"] == a["slot"]);
@@ -129,7 +113,7 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     REQUIRE(step.size() == 2);
     CHECK(step[0].first == "queued");
     CHECK(step[1] == std::pair<std::string, std::string>{"left", step[0].second});
-    events = history(server, "h");
+    events = history_events(server, "h");
     CHECK(events.back()["label"] == "third");
     CHECK(events.back()["waited_ms"].get<long long>() >= 250);
 
@@ -148,7 +132,7 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     REQUIRE(wait_until([&] { return server_time_ms(observer) > deadline; }, 10s));
     CHECK(run_redsem({"renew", "h", token_e}, env).exit_code == 1);
     CHECK(new_events(server, "h", seen) == Events{{"expired", token_e}, {"lost", token_e}});
-    events = history(server, "h");
+    events = history_events(server, "h");
     const json& expired = events[events.size() - 2];
     CHECK(expired["fence"] == e["fence"]);
     // From the grant to the deadline of the lease.
@@ -173,12 +157,12 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     std::this_thread::sleep_for(100ms);
     CHECK(run_redsem({"acquire", "h", "-w", "0"}, env).exit_code == 75);
     CHECK(new_events(server, "h", seen) == Events{{"dropped", dead}});
-    CHECK(history(server, "h").back()["host"] == "ghost");
+    CHECK(history_events(server, "h").back()["host"] == "ghost");
 
     // The limit changes while in use.
     REQUIRE(run_redsem({"limit", "h", "2"}, env).exit_code == 0);
     CHECK(new_events(server, "h", seen) == Events{{"limit", ""}});
-    events = history(server, "h");
+    events = history_events(server, "h");
     CHECK(events.back()["from"] == 1);
     CHECK(events.back()["to"] == 2);
 
@@ -192,7 +176,7 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     REQUIRE(run_redsem({"limit", "h", "--unset"}, env).exit_code == 0);
     REQUIRE(run_redsem({"gc", "h"}, env).exit_code == 0);
     CHECK(new_events(server, "h", seen) == Events{{"gc", d["token"]}});
-    CHECK(history(server, "h").back()["held_ms"].get<long long>() >= 4000);
+    CHECK(history_events(server, "h").back()["held_ms"].get<long long>() >= 4000);
     Connection admin = server.admin();
     CHECK(admin.call({"EXISTS", keys.state}).as_integer() == 0);
     CHECK(admin.call({"EXISTS", keys.log}).as_integer() == 1);
@@ -218,7 +202,7 @@ TEST_CASE("history: the stream stays capped, expires with the semaphore, and is 
             0);
     }
     CHECK(admin.call({"XLEN", keys.log}).as_integer() == 5);
-    const auto events = history(server, "capped");
+    const auto events = history_events(server, "capped");
     REQUIRE(events.size() == 5);
     CHECK(events.back()["event"] == "released"); // the newest are kept
     // The same expiry as the semaphore's other keys (set together; a second apart at most),
@@ -682,14 +666,15 @@ TEST_CASE("history: a grant nobody collected before its short lease ran out is u
     new_events(server, "u", seen);
     REQUIRE(run_redsem({"release", "u", token_a}, env).exit_code == 0);
     CHECK(new_events(server, "u", seen) == Events{{"released", token_a}, {"acquired", stopped}});
-    const long long lease_end = history(server, "u").back()["time_ms"].get<long long>() + 300;
+    const long long lease_end =
+        history_events(server, "u").back()["time_ms"].get<long long>() + 300;
     Connection observer = server.admin();
     REQUIRE(wait_until([&] { return server_time_ms(observer) > lease_end; }, 10s));
     const json next = acquire_json(server, {"u", "-w", "0"});
     // Never held, so no "held" time: the waiter never had the slot.
     CHECK(new_events(server, "u", seen) ==
           Events{{"unclaimed", stopped}, {"acquired", next["token"]}});
-    const json unclaimed = history(server, "u").at(history(server, "u").size() - 2);
+    const json unclaimed = history_events(server, "u").at(history_events(server, "u").size() - 2);
     CHECK_FALSE(unclaimed.contains("held_ms"));
     CHECK(unclaimed["duration_ms"].is_null());
     CHECK(unclaimed["label"] == "stopped");

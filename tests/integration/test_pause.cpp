@@ -14,10 +14,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string key(const std::string& name, const std::string& part) {
-    return "redsem:{" + name + "}:" + part;
-}
-
 json status_json(const RedisServer& server, const std::string& name) {
     const ProcessResult status = run_redsem({"status", name, "--json"}, env_for(server));
     REQUIRE(status.exit_code == 0);
@@ -27,12 +23,8 @@ json status_json(const RedisServer& server, const std::string& name) {
 // The tokens of `name`'s history events of `kind`, oldest first.
 std::vector<std::string> tokens_of(const RedisServer& server, const std::string& name,
                                    const std::string& kind) {
-    const ProcessResult log = run_redsem({"log", name, "--json"}, env_for(server));
-    REQUIRE(log.exit_code == 0);
     std::vector<std::string> tokens;
-    std::istringstream lines(log.out);
-    for (std::string line; std::getline(lines, line);) {
-        const json event = json::parse(line);
+    for (const json& event : history_events(server, name)) {
         if (event["event"] == kind) {
             tokens.push_back(event["token"]);
         }
@@ -42,7 +34,7 @@ std::vector<std::string> tokens_of(const RedisServer& server, const std::string&
 
 // The liveness deadline of waiter `token` (when it must refresh its place by), 0 when none.
 long long alive_until(Connection& admin, const std::string& name, const std::string& token) {
-    const Reply score = admin.call({"ZSCORE", key(name, "alive"), token});
+    const Reply score = admin.call({"ZSCORE", semaphore_key(name, "alive"), token});
     return score.is_nil() ? 0 : std::stoll(score.as_string());
 }
 
@@ -76,7 +68,7 @@ TEST_CASE("pause: nobody new is admitted, holders renew, waiters keep their plac
     CHECK(line_count(refused.err) == 1);
     CHECK(run_redsem({"run", name, "-w", "0", "-E", "0", "-q", "--", "true"}, env).exit_code ==
           73);
-    CHECK(zcard(admin, key(name, "holders")) == 1);
+    CHECK(zcard(admin, semaphore_key(name, "holders")) == 1);
 
     // The holder keeps its slot and renews.
     CHECK(run_redsem({"renew", name, holder_token}, env).exit_code == 0);
@@ -86,10 +78,11 @@ TEST_CASE("pause: nobody new is admitted, holders renew, waiters keep their plac
     for (int i = 0; i < 3; ++i) {
         waiters.push_back(std::make_unique<Child>(
             std::vector<std::string>{"run", name, "--", "true"}, env));
-        REQUIRE(wait_until([&] { return zcard(admin, key(name, "queue")) == i + 1; }, 10s));
+        REQUIRE(
+            wait_until([&] { return zcard(admin, semaphore_key(name, "queue")) == i + 1; }, 10s));
     }
     std::vector<std::string> queued;
-    const Reply queue = admin.call({"ZRANGE", key(name, "queue"), "0", "-1"});
+    const Reply queue = admin.call({"ZRANGE", semaphore_key(name, "queue"), "0", "-1"});
     for (const Reply& token : queue.as_array()) {
         queued.push_back(token.as_string());
     }
@@ -100,8 +93,8 @@ TEST_CASE("pause: nobody new is admitted, holders renew, waiters keep their plac
     const long long refreshed_before = alive_until(admin, name, queued[0]);
     REQUIRE(wait_until([&] { return alive_until(admin, name, queued[0]) > refreshed_before; },
                        10s));
-    CHECK(zcard(admin, key(name, "holders")) == 0);
-    CHECK(zcard(admin, key(name, "queue")) == 3);
+    CHECK(zcard(admin, semaphore_key(name, "holders")) == 0);
+    CHECK(zcard(admin, semaphore_key(name, "queue")) == 3);
     for (auto& waiter : waiters) {
         CHECK_FALSE(waiter->finished());
     }
@@ -153,13 +146,7 @@ TEST_CASE("pause: status, log and Prometheus show it, with who and why, and resu
     // Resumed and idle: the semaphore that only the pause kept is gone with it, or shows 0.
     CHECK(after.out.find("redsem_paused{prefix=\"redsem\",name=\"shown\"} 1") == std::string::npos);
 
-    const ProcessResult log = run_redsem({"log", name, "--json"}, env);
-    REQUIRE(log.exit_code == 0);
-    std::istringstream lines(log.out);
-    std::vector<json> events;
-    for (std::string line; std::getline(lines, line);) {
-        events.push_back(json::parse(line));
-    }
+    const std::vector<json> events = history_events(server, name);
     REQUIRE(events.size() == 2);
     CHECK(events[0]["event"] == "paused");
     CHECK(events[0]["reason"] == "release 4.2 freeze");
@@ -185,7 +172,7 @@ TEST_CASE("pause --for ends by itself: a waiter takes its slot when it runs out"
     // Granted by the server's clock after the pause ran out, and the stored limit is a number
     // again.
     CHECK(json::parse(waited.out)["deadline_ms"].get<long long>() - 60'000 >= until_ms);
-    CHECK(admin.call({"HGET", key(name, "state"), "limit"}).as_string() == "1");
+    CHECK(admin.call({"HGET", semaphore_key(name, "state"), "limit"}).as_string() == "1");
     const ProcessResult log = run_redsem({"log", name}, env);
     CHECK(log.out.find("pause ran out (--for)") != std::string::npos);
 }
@@ -213,7 +200,7 @@ TEST_CASE("drain: pauses, waits for the holders to leave, exits 0, or 75 on time
     REQUIRE(run_redsem({"release", name, first["token"].get<std::string>()}, env).exit_code == 0);
     const ProcessResult drained = draining->wait(30s);
     CHECK(drained.exit_code == 0);
-    CHECK(zcard(admin, key(name, "holders")) == 0);
+    CHECK(zcard(admin, semaphore_key(name, "holders")) == 0);
     // Still paused: the maintenance runs alone until resumed.
     CHECK(status_json(server, name)["paused"]["reason"] == "maintenance");
     CHECK(run_redsem({"acquire", name, "-w", "0"}, env).exit_code == 73);
@@ -253,11 +240,12 @@ TEST_CASE("a pause survives a restart, gc and limit --unset, and older redsem ca
     // whose limit is not a number (lua/acquire.lua: {'conflict', -1}); the limit in force is
     // still there for this one.
     const char* older_check = "return tostring(tonumber(redis.call('HGET', KEYS[1], 'limit')))";
-    CHECK(admin.call({"EVAL", older_check, "1", key(name, "state")}).as_string() == "nil");
+    CHECK(admin.call({"EVAL", older_check, "1", semaphore_key(name, "state")}).as_string() ==
+          "nil");
     CHECK(status_json(server, name)["limit"] == 3);
 
     // Idle, no expiry, kept by gc.
-    CHECK(admin.call({"PTTL", key(name, "state")}).as_integer() == -1);
+    CHECK(admin.call({"PTTL", semaphore_key(name, "state")}).as_integer() == -1);
     const ProcessResult gc = run_redsem({"gc", name}, env);
     CHECK(gc.exit_code == 0);
     server.restart();
@@ -270,8 +258,8 @@ TEST_CASE("a pause survives a restart, gc and limit --unset, and older redsem ca
     // Resumed: the limit reads as a number again, and the keys that only the pause kept
     // expire as an idle semaphore's do.
     REQUIRE(run_redsem({"resume", name}, env).exit_code == 0);
-    CHECK(again.call({"HGET", key(name, "state"), "limit"}).as_string() == "3");
-    CHECK(again.call({"PTTL", key(name, "state")}).as_integer() > 0);
+    CHECK(again.call({"HGET", semaphore_key(name, "state"), "limit"}).as_string() == "3");
+    CHECK(again.call({"PTTL", semaphore_key(name, "state")}).as_integer() > 0);
 }
 
 TEST_CASE("pause, resume and drain refuse bad input with an error line and 64") {
@@ -313,13 +301,14 @@ TEST_CASE("pause: pausing again never shortens the pause in force, a pause with 
     const ProcessResult brief = run_redsem({"pause", "brief", "--for", "1h", "--json"}, env);
     REQUIRE(brief.exit_code == 0);
     const long long until_ms = json::parse(brief.out)["paused"]["until_ms"];
-    const long long expires_at = admin.call({"PEXPIRETIME", key("brief", "state")}).as_integer();
+    const long long expires_at =
+        admin.call({"PEXPIRETIME", semaphore_key("brief", "state")}).as_integer();
     CHECK(expires_at == until_ms + 12 * 3600 * 1000);
 
-    admin.call({"HSET", key("odd", "state"), "limit", "3 frozen"});
+    admin.call({"HSET", semaphore_key("odd", "state"), "limit", "3 frozen"});
     const ProcessResult odd = run_redsem({"pause", "odd"}, env);
     CHECK(odd.exit_code == 65);
-    CHECK(admin.call({"HGET", key("odd", "state"), "limit"}).as_string() == "3 frozen");
+    CHECK(admin.call({"HGET", semaphore_key("odd", "state"), "limit"}).as_string() == "3 frozen");
 }
 
 TEST_CASE("drain ends with 75 when its --for runs out with holders left") {
@@ -330,6 +319,6 @@ TEST_CASE("drain ends with 75 when its --for runs out with holders left") {
     CHECK(result.exit_code == 75);
     CHECK(result.err.find("ended while draining") != std::string::npos);
     Connection admin = server.admin();
-    CHECK(zcard(admin, key("timed", "holders")) == 1); // the holder was never touched
+    CHECK(zcard(admin, semaphore_key("timed", "holders")) == 1); // the holder was never touched
     (void)holder;
 }

@@ -11,50 +11,6 @@ using namespace redsem::test;
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 
-namespace {
-
-std::string key(const std::string& name, const std::string& part) {
-    return "redsem:{" + name + "}:" + part;
-}
-
-// The most slots in use at once by the commands of `logs` (logging_body() lines), each log's
-// commands holding `weight` slots.
-int most_slots_inside(const std::vector<std::pair<std::string, int>>& logs) {
-    struct Event {
-        long long at;
-        int delta;
-    };
-    std::vector<Event> events;
-    for (const auto& [text, weight] : logs) {
-        std::map<std::string, int> open;
-        std::istringstream lines(text);
-        std::string kind;
-        std::string id;
-        long long at = 0;
-        while (lines >> kind >> id >> at) {
-            if (kind == "S") {
-                events.push_back({at, weight});
-                ++open[id];
-            } else if (kind == "E" && open[id] > 0) {
-                events.push_back({at, -weight});
-                --open[id];
-            }
-        }
-    }
-    std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
-        return a.at != b.at ? a.at < b.at : a.delta < b.delta;
-    });
-    int inside = 0;
-    int most = 0;
-    for (const Event& event : events) {
-        inside += event.delta;
-        most = std::max(most, inside);
-    }
-    return most;
-}
-
-} // namespace
-
 TEST_CASE("slots: --slots K takes K slots in one grant, with one token and fence, listed in JSON, "
           "REDSEM_SLOTS, status and the history") {
     RedisServer server;
@@ -90,12 +46,9 @@ TEST_CASE("slots: --slots K takes K slots in one grant, with one token and fence
     CHECK(four.exit_code == 0);
     CHECK(four.out == "0 1 2 3\n");
 
-    const ProcessResult log = run_redsem({"log", name, "--json"}, env);
-    std::istringstream lines(log.out);
     std::vector<json> granted;
     std::vector<json> released;
-    for (std::string line; std::getline(lines, line);) {
-        const json event = json::parse(line);
+    for (const json& event : history_events(server, name)) {
         if (event["event"] == "acquired") {
             granted.push_back(event);
         } else if (event["event"] == "released") {
@@ -121,8 +74,8 @@ TEST_CASE("slots: more than the limit is refused at once, 64 when given with -n,
     CHECK(stored.exit_code == 65);
     CHECK(stored.err.find("'k' has limit 3, fewer than the 4 slots asked for") !=
           std::string::npos);
-    CHECK(zcard(admin, key("k", "holders")) == 0);
-    CHECK(zcard(admin, key("k", "queue")) == 0);
+    CHECK(zcard(admin, semaphore_key("k", "holders")) == 0);
+    CHECK(zcard(admin, semaphore_key("k", "queue")) == 0);
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"acquire", "k", "-n", "2", "--slots", "3"},
           {"acquire", "k", "--slots", "0"},
@@ -149,20 +102,20 @@ TEST_CASE(
     const std::string body = scratch.path("body.sh");
     auto heavy = std::make_unique<Child>(
         std::vector<std::string>{"run", name, "--slots", "3", "--", "sh", body}, env);
-    REQUIRE(wait_until([&] { return zcard(admin, key(name, "queue")) == 1; }, 10s));
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key(name, "queue")) == 1; }, 10s));
     auto light =
         std::make_unique<Child>(std::vector<std::string>{"run", name, "--", "sh", body}, env);
-    REQUIRE(wait_until([&] { return zcard(admin, key(name, "queue")) == 2; }, 10s));
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key(name, "queue")) == 2; }, 10s));
     // Two slots are free, and the light request behind the heavy one does not take one: not
     // even when it refreshes its place.
-    const Reply light_token = admin.call({"ZRANGE", key(name, "queue"), "1", "1"});
+    const Reply light_token = admin.call({"ZRANGE", semaphore_key(name, "queue"), "1", "1"});
     const std::string token = light_token.as_array().at(0).as_string();
     const auto alive = [&] {
-        return std::stoll(admin.call({"ZSCORE", key(name, "alive"), token}).as_string());
+        return std::stoll(admin.call({"ZSCORE", semaphore_key(name, "alive"), token}).as_string());
     };
     const long long before = alive();
     REQUIRE(wait_until([&] { return alive() > before; }, 10s));
-    CHECK(zcard(admin, key(name, "holders")) == 1);
+    CHECK(zcard(admin, semaphore_key(name, "holders")) == 1);
     CHECK_FALSE(light->finished());
 
     REQUIRE(run_redsem({"release", name, first["token"].get<std::string>()}, env).exit_code == 0);
@@ -181,7 +134,7 @@ TEST_CASE("slots: --slots under load: loops of heavy and light runs never use mo
     REQUIRE(wait_until([&] { return heavy.entries() >= 6 && light.entries() >= 12; }, 60s));
     heavy.stop();
     light.stop();
-    CHECK(most_slots_inside({{heavy.inside_log(), 3}, {light.inside_log(), 1}}) <= 4);
+    CHECK(observe_inside({{heavy.inside_log(), 3}, {light.inside_log(), 1}}).most_inside <= 4);
     for (const RunLoops* loops : {&heavy, &light}) {
         const std::string exits = loops->exits();
         CHECK(static_cast<std::size_t>(std::count(exits.begin(), exits.end(), '0')) ==
@@ -216,10 +169,10 @@ TEST_CASE("a limit lowered below a queued --slots K ends that waiter with 65 whe
     const json holder = acquire_json(server, {name, "-n", "3"});
     auto heavy = std::make_unique<Child>(
         std::vector<std::string>{"acquire", name, "--slots", "3", "-w", "30s"}, env);
-    REQUIRE(wait_until([&] { return zcard(admin, key(name, "queue")) == 1; }, 10s));
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key(name, "queue")) == 1; }, 10s));
     auto light =
         std::make_unique<Child>(std::vector<std::string>{"acquire", name, "-w", "30s"}, env);
-    REQUIRE(wait_until([&] { return zcard(admin, key(name, "queue")) == 2; }, 10s));
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key(name, "queue")) == 2; }, 10s));
     REQUIRE(run_redsem({"limit", name, "2"}, env).exit_code == 0);
     const ProcessResult refused = heavy->wait(20s);
     CHECK(refused.exit_code == 65);
@@ -227,7 +180,7 @@ TEST_CASE("a limit lowered below a queued --slots K ends that waiter with 65 whe
           std::string::npos);
     const ProcessResult served = light->wait(20s);
     CHECK(served.exit_code == 0);
-    CHECK(zcard(admin, key(name, "holders")) == 2);
+    CHECK(zcard(admin, semaphore_key(name, "holders")) == 2);
     (void)holder;
 }
 
@@ -240,8 +193,10 @@ TEST_CASE("while a request for several slots holds or waits, older redsem cannot
     // Every redsem before --slots reads the limit with Lua's tonumber() and refuses a state
     // whose limit is not a number (lua/acquire.lua: {'conflict', -1}).
     const char* older_check = "return tostring(tonumber(redis.call('HGET', KEYS[1], 'limit')))";
-    CHECK(admin.call({"EVAL", older_check, "1", key("mark", "state")}).as_string() == "nil");
+    CHECK(admin.call({"EVAL", older_check, "1", semaphore_key("mark", "state")}).as_string() ==
+          "nil");
     CHECK(json::parse(run_redsem({"status", "mark", "--json"}, env).out)["limit"] == 3);
     REQUIRE(run_redsem({"release", "mark", lease["token"].get<std::string>()}, env).exit_code == 0);
-    CHECK(admin.call({"EVAL", older_check, "1", key("mark", "state")}).as_string() == "3");
+    CHECK(admin.call({"EVAL", older_check, "1", semaphore_key("mark", "state")}).as_string() ==
+          "3");
 }

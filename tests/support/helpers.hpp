@@ -107,6 +107,32 @@ inline nlohmann::json acquire_json(const RedisServer& server,
     return nlohmann::json::parse(result.out);
 }
 
+// One JSON value per line of `text` (`log --json`, `log -f --json`).
+inline std::vector<nlohmann::json> json_lines(const std::string& text) {
+    std::vector<nlohmann::json> values;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+        values.push_back(nlohmann::json::parse(line));
+    }
+    return values;
+}
+
+// The history of `name`, one object per event, as `redsem log NAME --json` prints it.
+inline std::vector<nlohmann::json> history_events(const RedisServer& server,
+                                                  const std::string& name) {
+    const ProcessResult result = run_redsem({"log", name, "--json"}, env_for(server));
+    if (result.exit_code != 0) {
+        throw std::runtime_error("log failed: " + result.err);
+    }
+    return json_lines(result.out);
+}
+
+// The Redis key of `part` ("state", "holders", "queue", ...) of semaphore `name` under the
+// default prefix.
+inline std::string semaphore_key(const std::string& name, const std::string& part) {
+    return "redsem:{" + name + "}:" + part;
+}
+
 // Polls until `path` exists; false when `timeout` passes first.
 inline bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout) {
     const auto give_up = std::chrono::steady_clock::now() + timeout;
@@ -215,29 +241,33 @@ struct InsideLog {
     long long entries_after = 0; // entries after the time given to observe_inside()
 };
 
-// Replays a log of logging_body() lines in time order. A command whose exit was never logged
-// counts as inside until the end.
-inline InsideLog observe_inside(const std::string& text, long long after_ns = 0) {
+// Replays logs of logging_body() lines in time order, each log's commands holding `weight`
+// slots (the second of each pair): most_inside counts slots. A command whose exit was never
+// logged counts as inside until the end.
+inline InsideLog observe_inside(const std::vector<std::pair<std::string, int>>& logs,
+                                long long after_ns = 0) {
     struct Event {
         long long at;
         int delta;
     };
     std::vector<Event> events;
-    std::map<std::string, int> open;
     InsideLog seen;
-    std::istringstream lines(text);
-    std::string kind;
-    std::string id;
-    long long at = 0;
-    while (lines >> kind >> id >> at) {
-        if (kind == "S") {
-            events.push_back({at, +1});
-            ++open[id];
-            ++seen.entries;
-            seen.entries_after += at > after_ns ? 1 : 0;
-        } else if (kind == "E" && open[id] > 0) {
-            events.push_back({at, -1});
-            --open[id];
+    for (const auto& [text, weight] : logs) {
+        std::map<std::string, int> open;
+        std::istringstream lines(text);
+        std::string kind;
+        std::string id;
+        long long at = 0;
+        while (lines >> kind >> id >> at) {
+            if (kind == "S") {
+                events.push_back({at, +weight});
+                ++open[id];
+                ++seen.entries;
+                seen.entries_after += at > after_ns ? 1 : 0;
+            } else if (kind == "E" && open[id] > 0) {
+                events.push_back({at, -weight});
+                --open[id];
+            }
         }
     }
     std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
@@ -249,6 +279,11 @@ inline InsideLog observe_inside(const std::string& text, long long after_ns = 0)
         seen.most_inside = std::max(seen.most_inside, inside);
     }
     return seen;
+}
+
+// The same for one log whose commands hold one slot each.
+inline InsideLog observe_inside(const std::string& text, long long after_ns = 0) {
+    return observe_inside({{text, 1}}, after_ns);
 }
 
 // `clients` shells that each run `redsem run NAME RUN_ARGS -q -- sh BODY` in a loop until
