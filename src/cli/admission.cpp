@@ -78,12 +78,12 @@ std::string admission_line(const AdmissionState& admission) {
 
 std::string pause_text(const std::string& name, const HolderMeta& by, Milliseconds age,
                        std::optional<Milliseconds> ends_in) {
-    std::string who =
-        fmt::format("by {} on {}, pid {}", printable(by.user, 64), printable(by.host, 64), by.pid);
+    std::string who = fmt::format("by {} on {}, pid {}", terminal_safe(by.user, 64),
+                                  terminal_safe(by.host, 64), by.pid);
     if (by.ci && !by.ci->url.empty()) {
-        who += ", " + printable(by.ci->url, 200);
+        who += ", " + terminal_safe(by.ci->url, 200);
     }
-    const std::string why = by.label.empty() ? "no reason given" : printable(by.label, 200);
+    const std::string why = by.label.empty() ? "no reason given" : terminal_safe(by.label, 200);
     const std::string end = ends_in ? fmt::format("it ends in {}", seconds(ends_in->count(), true))
                                     : fmt::format("until 'redsem resume {}'", printable(name));
     return fmt::format("'{}' is paused ({}, {} ago): {}; {}", printable(name), who,

@@ -146,8 +146,8 @@ std::string holders_of(Connection& connection, const std::string& prefix, const 
             const HolderMeta& meta = holder.record->meta;
             const Milliseconds held{std::max(0LL, view.server_now_ms - holder.record->since_ms)};
             named.push_back(
-                fmt::format("{} (pid {}{}, for {})", printable(meta.host, 64), meta.pid,
-                            meta.label.empty() ? "" : ", '" + printable(meta.label, 80) + "'",
+                fmt::format("{} (pid {}{}, for {})", terminal_safe(meta.host, 64), meta.pid,
+                            meta.label.empty() ? "" : ", '" + terminal_safe(meta.label, 80) + "'",
                             seconds_ago(held)));
         }
         if (named.empty()) {

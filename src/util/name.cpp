@@ -2,6 +2,7 @@
 
 #include "util/errors.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 
 namespace redsem {
@@ -126,11 +127,15 @@ void check_name(std::string_view name) {
     }
 }
 
-std::string terminal_safe(std::string_view text) {
+std::string terminal_safe(std::string_view text, std::size_t max_bytes) {
     std::string out;
-    out.reserve(text.size());
+    out.reserve(std::min(text.size(), max_bytes));
     std::size_t i = 0;
     while (i < text.size()) {
+        if (i >= max_bytes) {
+            out += "...";
+            break;
+        }
         const auto byte = static_cast<unsigned char>(text[i]);
         if (byte < 0x80) {
             if (byte < 0x20 || byte == 0x7F) {

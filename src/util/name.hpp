@@ -29,8 +29,9 @@ std::string printable(std::string_view text, std::size_t max_bytes = 60);
 // Renders text that came from another user (a label, a host, a command line) safe for a
 // terminal, for tables: control characters (C0, DEL, C1), bidirectional overrides and bytes
 // that are not valid UTF-8 become \xNN (or \u{NNNN}); every other character, non-ASCII
-// included, is kept. A backslash stays a backslash.
-std::string terminal_safe(std::string_view text);
+// included, is kept. A backslash stays a backslash. Characters that start at or past
+// `max_bytes` of `text` become "..." (for one-line messages; a character is never cut).
+std::string terminal_safe(std::string_view text, std::size_t max_bytes = std::string_view::npos);
 
 // Whether `text` is well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF).
 bool is_valid_utf8(std::string_view text);

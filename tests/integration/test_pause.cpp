@@ -49,11 +49,12 @@ TEST_CASE("pause: nobody new is admitted, holders renew, waiters keep their plac
     const auto holder = acquire_json(server, {name, "-n", "2", "--ttl", "30s"});
     const std::string holder_token = holder["token"];
 
-    const ProcessResult paused =
-        run_redsem({"pause", name, "--reason", "db migration", "--json"}, env);
+    // A reason in any language, and with a terminal escape that must not reach a terminal.
+    const std::string reason = "db migration – étape 2\x1b[2J";
+    const ProcessResult paused = run_redsem({"pause", name, "--reason", reason, "--json"}, env);
     REQUIRE(paused.exit_code == 0);
     const json pause = json::parse(paused.out)["paused"];
-    CHECK(pause["reason"] == "db migration");
+    CHECK(pause["reason"] == reason);
     CHECK(pause["until_ms"].is_null());
     CHECK(json::parse(paused.out)["held"] == 1);
 
@@ -63,7 +64,7 @@ TEST_CASE("pause: nobody new is admitted, holders renew, waiters keep their plac
     CHECK(refused.exit_code == 73);
     CHECK(refused.out.empty());
     CHECK(refused.err.find("'freeze' is paused") != std::string::npos);
-    CHECK(refused.err.find("db migration") != std::string::npos);
+    CHECK(refused.err.find("db migration – étape 2\\x1b[2J") != std::string::npos);
     CHECK(refused.err.find(pause["by"]["user"].get<std::string>()) != std::string::npos);
     CHECK(line_count(refused.err) == 1);
     CHECK(run_redsem({"run", name, "-w", "0", "-E", "0", "-q", "--", "true"}, env).exit_code ==

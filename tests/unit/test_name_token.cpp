@@ -96,3 +96,18 @@ TEST_CASE("iso8601_utc renders epoch milliseconds") {
     CHECK(iso8601_utc(-100'000'000'000'000'000) == "0000-01-01T00:00:00.000Z");
     CHECK(iso8601_utc(1'000'000'000'000'000'000) == "9999-12-31T23:59:59.999Z");
 }
+
+TEST_CASE("terminal_safe keeps characters, escapes what a terminal would obey, and cuts whole "
+          "characters at a bound") {
+    CHECK(redsem::terminal_safe("déploiement – étape 2") == "déploiement – étape 2");
+    CHECK(redsem::terminal_safe("a\x1b[2Jb\x7f") == "a\\x1b[2Jb\\x7f");
+    CHECK(redsem::terminal_safe("\xc3(") == "\\xc3(");               // invalid UTF-8
+    CHECK(redsem::terminal_safe("x\xe2\x80\xaey") == "x\\u{202e}y"); // a right-to-left override
+    CHECK(redsem::terminal_safe("\xc2\x9b") == "\\u{009b}");         // C1: CSI
+    // A bound: characters that start at or past it become "...", never half a character.
+    CHECK(redsem::terminal_safe("abcdef", 3) == "abc...");
+    CHECK(redsem::terminal_safe("abc", 3) == "abc");
+    CHECK(redsem::terminal_safe("aé", 2) == "aé"); // é starts at byte 1: kept whole
+    CHECK(redsem::terminal_safe("aéb", 2) == "aé...");
+    CHECK(redsem::terminal_safe("\x1b\x1b", 1) == "\\x1b...");
+}
