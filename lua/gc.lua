@@ -143,19 +143,21 @@ end
 -- Done: delete the semaphore when nobody holds or waits; one whose settings an operator
 -- stored (`redsem limit`) keeps its state hash, and so stays.
 local deleted = 0
-local first = state.kept and 2 or 1
+-- (A dry run ends no pause: one whose --for ran out keeps nothing here either.)
+local kept = state.kept and not (state.pause_kept and state.paused and not pause_active(state, now))
+local first = kept and 2 or 1
 if not dry_run and redis.call('ZCARD', call.k_holders) == 0 and redis.call('ZCARD', call.k_queue) == 0 and
     exist_count(call, unpack(call.keys, first, SEMAPHORE_KEYS)) > 0 then
     if state.pinned then
         unpin_keys(call, state) -- the history and epoch that outlive the keys expire again
     end
     del_keys(call, unpack(call.keys, first, SEMAPHORE_KEYS))
-    if not state.kept then
+    if not kept then
         state.raw_limit = nil -- nothing left to settle (see settle_expiry())
         deleted = 1
     end
 end
-if state.kept then
+if kept then
     deleted = -1 -- (also in a dry run: it would not be deleted either)
 end
 return reply('', 0, deleted)

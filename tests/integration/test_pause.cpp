@@ -323,3 +323,24 @@ TEST_CASE("drain ends with 75 when its --for runs out with holders left") {
     CHECK(zcard(admin, semaphore_key("timed", "holders")) == 1); // the holder was never touched
     (void)holder;
 }
+
+TEST_CASE("gc: a semaphore whose pause ran out is deleted, and --dry-run says so first") {
+    RedisServer server;
+    const auto env = env_for(server);
+    Connection admin = server.admin();
+    REQUIRE(run_redsem({"pause", "brief", "--for", "1s"}, env).exit_code == 0);
+    REQUIRE(run_redsem({"pause", "frozen"}, env).exit_code == 0);
+    const auto deleted_by = [&](const std::vector<std::string>& args) {
+        const ProcessResult result = run_redsem(args, env);
+        REQUIRE(result.exit_code == 0);
+        return json::parse(result.out)["deleted"];
+    };
+    CHECK(deleted_by({"gc", "--dry-run", "--json"}).empty()); // both paused: both kept
+    REQUIRE(wait_until([&] { return status_json(server, "brief")["paused"].is_null(); }, 10s));
+
+    CHECK(deleted_by({"gc", "--dry-run", "--json"}) == json::array({"brief"}));
+    CHECK(admin.call({"EXISTS", semaphore_key("brief", "state")}).as_integer() == 1);
+    CHECK(deleted_by({"gc", "--json"}) == json::array({"brief"}));
+    CHECK(admin.call({"EXISTS", semaphore_key("brief", "state")}).as_integer() == 0);
+    CHECK(status_json(server, "frozen")["paused"].is_object());
+}
