@@ -36,7 +36,10 @@ Heartbeat::Heartbeat(Connection& connection, std::string prefix, std::string nam
                      const Lease& lease, Start start, long long replicas)
     : m_connection(connection), m_prefix(std::move(prefix)), m_name(std::move(name)),
       m_token(lease.token), m_ttl(lease.ttl), m_replicas(replicas) {
-    m_status.valid_until = std::min(lease.valid_until(), valid_until(lease.local_start, m_ttl));
+    // The lease's own end, mapped onto the local clock (for a slot handed over, from the grant,
+    // which may have come long after the waiter last asked), and never more than
+    // k_max_unconfirmed after the server last answered this process.
+    m_status.valid_until = std::min(lease.valid_until(), lease.local_start + k_max_unconfirmed);
     m_status.ends_by = lease.ends_by();
     if (pipe2(m_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         throw InternalError("cannot create the heartbeat pipe");

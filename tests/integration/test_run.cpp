@@ -534,3 +534,32 @@ TEST_CASE("run's default label is the command's name, never its arguments (they 
         0);
     CHECK(run_redsem({"log", "quiet"}, env).out.find("nightly --full") != std::string::npos);
 }
+
+TEST_CASE("a slot handed over long after the waiter last refreshed its place is timed from the "
+          "grant: a short --ttl does not stop the command at once") {
+    // A waiter at the head refreshes its place every 1.5s; a release at any time between
+    // hands the slot over with the whole --ttl from then. Found by an adversarial review: run
+    // timed the lease from the last refresh, so a hand-over 0.3s or more after it (here, most
+    // of them) stopped the command at its start with 76.
+    RedisServer server;
+    const auto env = env_for(server);
+    for (int round = 0; round < 4; ++round) {
+        INFO("round " << round);
+        const std::string holder =
+            first_line(run_redsem({"acquire", "late", "--ttl", "1m"}, env).out);
+        Child run({"run", "late", "--ttl", "400ms", "-q", "--", "true"}, env);
+        REQUIRE(wait_until(
+            [&] {
+                const auto status = run_redsem({"status", "late", "--json"}, env);
+                return nlohmann::json::parse(status.out)["waiting"] == 1;
+            },
+            10s));
+        // Time must pass here, past the --ttl since the waiter last refreshed: that is the
+        // case under test (no condition to await).
+        std::this_thread::sleep_for(std::chrono::milliseconds(500 + 300 * round));
+        REQUIRE(run_redsem({"release", "late", holder}, env).exit_code == 0);
+        const ProcessResult result = run.wait();
+        INFO(result.err);
+        CHECK(result.exit_code == 0);
+    }
+}
