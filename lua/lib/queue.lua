@@ -65,6 +65,13 @@ local function remove_waiter(call, state, token, now)
     end
 end
 
+-- Records holder `token` as exclusive (--exclusive): while it holds, every slot counts as in
+-- use, also the ones a raised limit adds (see used_slots()).
+local function mark_exclusive(call, state, token)
+    state.exclusive = token
+    redis.call('HSET', call.k_state, 'exclusive', token)
+end
+
 -- Takes `weight` free slots below `limit`, lowest first, for holder `token` (all of them for
 -- an `exclusive` one): sets their bits and counts the extra ones (state field extra_slots).
 -- Returns them as a list, or nil, taking none, when the bitmap has fewer free below the limit
@@ -87,8 +94,7 @@ local function take_slots(call, state, token, weight, limit, exclusive)
         redis.call('HSET', call.k_state, 'extra_slots', state.extra)
     end
     if exclusive then
-        state.exclusive = token
-        redis.call('HSET', call.k_state, 'exclusive', token)
+        mark_exclusive(call, state, token)
     end
     return slots
 end
@@ -161,8 +167,13 @@ local function hand_over(call, state, slot, now, bit_set, room)
                     redis.call('ZADD', k_queue, head[2], token)
                     return 0
                 end
-            elseif not bit_set then
-                redis.call('SETBIT', call.k_slots, slot, 1)
+            else
+                if not bit_set then
+                    redis.call('SETBIT', call.k_slots, slot, 1)
+                end
+                if waiter.exclusive then
+                    mark_exclusive(call, state, token) -- all of a limit of 1
+                end
             end
             local fence = next_fence(call, state)
             local deadline = now + waiter.ttl

@@ -158,6 +158,23 @@ TEST_CASE("slots: --exclusive takes every slot, and stays alone when the limit i
             0);
     const json after = acquire_json(server, {name, "--exclusive"});
     CHECK(after["slots"] == json::array({0, 1, 2, 3}));
+
+    // The same for one that queued at a limit of 1 and was handed the one slot by a release
+    // (found by an adversarial review: that path did not record it as exclusive).
+    REQUIRE(run_redsem({"limit", "one", "1"}, env).exit_code == 0);
+    const json first = acquire_json(server, {"one"});
+    Child queued({"acquire", "one", "--exclusive", "--json"}, env);
+    REQUIRE(wait_until(
+        [&] {
+            return json::parse(run_redsem({"status", "one", "--json"}, env).out)["waiting"] == 1;
+        },
+        10s));
+    REQUIRE(run_redsem({"release", "one", first["token"].get<std::string>()}, env).exit_code == 0);
+    const ProcessResult handed = queued.wait();
+    REQUIRE(handed.exit_code == 0);
+    CHECK(json::parse(handed.out)["slots"] == json::array({0}));
+    REQUIRE(run_redsem({"limit", "one", "3"}, env).exit_code == 0);
+    CHECK(run_redsem({"acquire", "one", "-w", "0"}, env).exit_code == 75);
 }
 
 TEST_CASE("a limit lowered below a queued --slots K ends that waiter with 65 when its turn "
