@@ -62,9 +62,19 @@ end
 -- Stores `limit` as the semaphore's, set by `by` ('caller' or 'operator'), marked while it is
 -- paused or weighted (see PAUSED_SUFFIX).
 local function store_limit(call, state, limit, by)
-    redis.call('HSET', call.k_state, 'limit', limit .. (state.paused and PAUSED_SUFFIX or '') ..
-               (state.weighted and WEIGHTED_SUFFIX or ''), 'limit_by', by)
-    state.limit, state.raw_limit = limit, tostring(limit)
+    local text = limit .. (state.paused and PAUSED_SUFFIX or '') .. (state.weighted and WEIGHTED_SUFFIX or '')
+    redis.call('HSET', call.k_state, 'limit', text, 'limit_by', by)
+    state.limit, state.raw_limit = limit, text
+end
+
+-- Marks the stored limit again when an older redsem's `redsem limit N` wrote a plain number
+-- over its words while the semaphore is paused or weighted: older clients admit by it.
+local function remark_limit(call, state)
+    if (state.paused or state.weighted) and state.limit and
+       state.raw_limit ~= state.limit .. (state.paused and PAUSED_SUFFIX or '') ..
+                          (state.weighted and WEIGHTED_SUFFIX or '') then
+        store_limit(call, state, state.limit, state.limit_by or 'caller')
+    end
 end
 
 -- Marks the semaphore as weighted (a request for several slots came): older redsem refuse it
@@ -232,6 +242,7 @@ local function settle_expiry(call, state)
     if not state.raw_limit then
         return -- no semaphore here (refused, or only read)
     end
+    remark_limit(call, state)
     local occupied = redis.call('ZCARD', call.k_holders) > 0 or
                      redis.call('ZCARD', call.k_queue) > 0
     if occupied then

@@ -244,6 +244,12 @@ TEST_CASE("a pause survives a restart, gc and limit --unset, and older redsem ca
     CHECK(admin.call({"EVAL", older_check, "1", semaphore_key(name, "state")}).as_string() ==
           "nil");
     CHECK(status_json(server, name)["limit"] == 3);
+    // An older `redsem limit 3` writes a plain number over the mark; the next call of this
+    // redsem that writes marks it again.
+    admin.call({"HSET", semaphore_key(name, "state"), "limit", "3", "limit_by", "operator"});
+    CHECK(run_redsem({"acquire", name, "-w", "0"}, env).exit_code == 73);
+    CHECK(admin.call({"EVAL", older_check, "1", semaphore_key(name, "state")}).as_string() ==
+          "nil");
 
     // Idle, no expiry, kept by gc.
     CHECK(admin.call({"PTTL", semaphore_key(name, "state")}).as_integer() == -1);
