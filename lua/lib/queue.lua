@@ -78,8 +78,9 @@ end
 -- (keys changed by hand).
 local function take_slots(call, state, token, weight, limit, exclusive)
     local slots = {}
+    local from = 0 -- the byte to look from: the slots below the last one taken are all set
     for i = 1, weight do
-        local slot = redis.call('BITPOS', call.k_slots, 0)
+        local slot = redis.call('BITPOS', call.k_slots, 0, from)
         if slot < 0 or slot >= limit then
             for _, taken in ipairs(slots) do
                 redis.call('SETBIT', call.k_slots, taken, 0)
@@ -88,6 +89,7 @@ local function take_slots(call, state, token, weight, limit, exclusive)
         end
         redis.call('SETBIT', call.k_slots, slot, 1)
         slots[i] = slot
+        from = math.floor(slot / 8)
     end
     if weight > 1 then
         state.extra = state.extra + weight - 1
