@@ -181,8 +181,8 @@ Runner setup_acquire(CLI::App& command, const GlobalOptions& global) {
                         "renew'; with --while-pid, for as long as process PID lives.");
     add_slot_options(command, args->request);
     command.add_flag("--json", args->json,
-                     "Print name, token, fence, slot, limit, ttl_ms, deadline_ms, deadline and "
-                     "keeper_pid as JSON (see redsem(1))");
+                     "Print name, token, fence, slot, slots, limit, ttl_ms, deadline_ms, "
+                     "deadline and keeper_pid as JSON (see redsem(1))");
     command
         .add_option("--while-pid", args->while_pid,
                     "Hold the slot for the life of process PID (e.g. $$): a detached keeper "
