@@ -128,6 +128,7 @@ struct Counts {
 
 Counts count(const SemaphoreView& view) {
     Counts counts;
+    bool exclusive_held = false;
     for (const auto& holder : view.holders) {
         if (holder.expired) {
             ++counts.expired;
@@ -136,6 +137,13 @@ Counts count(const SemaphoreView& view) {
         // Held slots, not holders: one of --slots K counts for K, as against the limit.
         counts.held += static_cast<long long>(
             holder.record && !holder.record->slots.empty() ? holder.record->slots.size() : 1);
+        if (holder.token == view.exclusive && view.limit) {
+            exclusive_held = true;
+        }
+    }
+    if (exclusive_held) {
+        // It uses every slot, also those a raised limit added (nobody else gets them).
+        counts.held = std::max(counts.held, *view.limit);
     }
     for (const auto& waiter : view.waiters) {
         ++(waiter.stale ? counts.stale : counts.waiting);

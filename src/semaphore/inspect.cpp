@@ -161,17 +161,20 @@ SemaphoreView read_view(Connection& connection, std::string_view prefix, std::st
     const Keys keys = Keys::make(prefix, name);
     SemaphoreView view;
     view.name = name;
-    const auto head = connection.pipeline(
-        {Command{keys.state,
-                 {"HMGET", keys.state, "limit", "paused", "paused_since", "paused_until"}},
-         Command{keys.holders, {"ZCARD", keys.holders}},
-         Command{keys.queue, {"ZCARD", keys.queue}}});
+    const auto head = connection.pipeline({Command{keys.state,
+                                                   {"HMGET", keys.state, "limit", "paused",
+                                                    "paused_since", "paused_until", "exclusive"}},
+                                           Command{keys.holders, {"ZCARD", keys.holders}},
+                                           Command{keys.queue, {"ZCARD", keys.queue}}});
     // The clock its scripts read: its node's, on a Redis Cluster (which the reads above found
     // by their MOVED replies; TIME itself is never redirected).
     view.server_now_ms = server_time_ms(connection, keys.state);
     const Reply& state = checked(head[0]);
     view.limit = stored_limit(state.at(0));
     view.pause = pause_in_force(state.at(1), state.at(2), state.at(3), view.server_now_ms);
+    if (!state.at(4).is_nil()) {
+        view.exclusive = state.at(4).as_string();
+    }
     const long long holders = checked(head[1]).as_integer();
     const long long waiters = checked(head[2]).as_integer();
 
@@ -362,10 +365,11 @@ void summarize(Connection& connection, std::string_view prefix,
         std::vector<Command> commands;
         for (std::size_t i = first; i < last; ++i) {
             const Keys keys = Keys::make(prefix, names[i]);
-            commands.emplace_back(keys.state, std::vector<std::string>{
-                                                  "HMGET", keys.state, "limit", "history",
-                                                  "acquired_total", "expired_total", "lost_total",
-                                                  "paused", "paused_since", "paused_until"});
+            commands.emplace_back(keys.state,
+                                  std::vector<std::string>{"HMGET", keys.state, "limit", "history",
+                                                           "acquired_total", "expired_total",
+                                                           "lost_total", "paused", "paused_since",
+                                                           "paused_until", "exclusive"});
             commands.emplace_back(keys.holders, std::vector<std::string>{"ZCARD", keys.holders});
             commands.emplace_back(keys.queue, std::vector<std::string>{"ZCARD", keys.queue});
             commands.emplace_back(keys.info, std::vector<std::string>{"HGETALL", keys.info});
@@ -475,10 +479,13 @@ void summarize(Connection& connection, std::string_view prefix,
             }
             // Each holder's slots beyond its first: one of --slots K counts K.
             std::map<std::string, long long> extra_slots;
+            const std::string exclusive = state.at(8).is_nil() ? "" : state.at(8).as_string();
+            bool exclusive_holder = false;
             for (std::size_t k = 0; k + 1 < info.size(); k += 2) {
                 const std::string& token = info[k].as_string();
                 auto record = record_of(info[k + 1]);
                 const bool holder = record && record->kind == Record::Kind::holder;
+                exclusive_holder = exclusive_holder || (holder && token == exclusive);
                 if (holder && record->slots.size() > 1) {
                     extra_slots[token] = static_cast<long long>(record->slots.size()) - 1;
                 }
@@ -507,6 +514,10 @@ void summarize(Connection& connection, std::string_view prefix,
                 if (!dead_holders.contains(token)) {
                     summary.held += extra;
                 }
+            }
+            // A live --exclusive holder uses every slot, also those a raised limit added.
+            if (exclusive_holder && summary.limit && !dead_holders.contains(exclusive)) {
+                summary.held = std::max(summary.held, *summary.limit);
             }
             summary.stale = std::min(queued, summary.stale);
             summary.waiting = queued - summary.stale;

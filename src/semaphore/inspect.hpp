@@ -34,6 +34,7 @@ struct SemaphoreView {
     std::vector<WaiterView> waiters; // in queue order
     AdmissionState admission;        // closed after a possible loss of data?
     std::optional<Pause> pause{};    // paused now (redsem pause)?
+    std::string exclusive{};         // the token of an --exclusive holder ("": none)
 };
 
 // One line of `status` without a name. Dead entries the scripts have not pruned yet are

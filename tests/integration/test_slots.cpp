@@ -154,6 +154,12 @@ TEST_CASE("slots: --exclusive takes every slot, and stays alone when the limit i
     CHECK(run_redsem({"acquire", name, "-w", "0"}, env).exit_code == 75);
     const json status = json::parse(run_redsem({"status", name, "--json"}, env).out);
     CHECK(status["limit"] == 4);
+    // Every slot counts as held, in status NAME, the overview and the metrics.
+    CHECK(status["held"] == 4);
+    CHECK(json::parse(run_redsem({"status", "--json"}, env).out)[0]["held"] == 4);
+    CHECK(run_redsem({"status", "--format", "prometheus"}, env)
+              .out.find(R"(redsem_held_slots{prefix="redsem",name="alone"} 4)") !=
+          std::string::npos);
     REQUIRE(run_redsem({"release", name, exclusive["token"].get<std::string>()}, env).exit_code ==
             0);
     const json after = acquire_json(server, {name, "--exclusive"});
@@ -175,6 +181,7 @@ TEST_CASE("slots: --exclusive takes every slot, and stays alone when the limit i
     CHECK(json::parse(handed.out)["slots"] == json::array({0}));
     REQUIRE(run_redsem({"limit", "one", "3"}, env).exit_code == 0);
     CHECK(run_redsem({"acquire", "one", "-w", "0"}, env).exit_code == 75);
+    CHECK(json::parse(run_redsem({"status", "one", "--json"}, env).out)["held"] == 3);
 }
 
 TEST_CASE("a limit lowered below a queued --slots K ends that waiter with 65 when its turn "
