@@ -26,12 +26,13 @@ string(REPLACE "|" ";" SCRIPTS "${SCRIPTS}")
 # The flags of each function (see FUNCTION LOAD): none (a function that writes, refused while
 # Redis is out of memory), or allow-oom for those that free memory (release, gc) or write
 # nothing that grows (admission), as EVAL lets them run there today: a full Redis must not
-# keep a slot from being given back. Also pause: an operator's freeze (or its end) must not
-# wait for memory (it writes a few fields).
+# keep a slot from being given back. Also pause and lost: an operator's freeze (or its end),
+# or a declared loss of data, must not wait for memory (each writes a few fields).
 set(flags_release "{'allow-oom'}")
 set(flags_gc "{'allow-oom'}")
 set(flags_admission "{'allow-oom'}")
 set(flags_pause "{'allow-oom'}")
+set(flags_lost "{'allow-oom'}")
 
 set(bodies "")
 set(registrations "")

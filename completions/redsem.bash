@@ -40,6 +40,7 @@ _redsem_all_opts() {
         pause) opts+=' --reason --for --json' ;;
         resume) opts+=' -q --quiet --json' ;;
         drain) opts+=' --reason --for -w --wait -q --quiet --json' ;;
+        lost) opts+=' -q --quiet --json' ;;
         doctor) opts+=' --json' ;;
     esac
     printf '%s' "$opts"
@@ -225,7 +226,7 @@ _redsem() {
                 fi
                 ;;
             status | gc | log) mode=names ;;
-            doctor) ;; # takes no NAME
+            doctor | lost) ;; # take no NAME
         esac
     fi
 
@@ -237,7 +238,7 @@ _redsem() {
 
     case $mode in
         subcommands)
-            for w in acquire release renew run status limit pause resume drain log gc doctor; do
+            for w in acquire release renew run status limit pause resume drain lost log gc doctor; do
                 [[ $w == "$cur"* ]] && cands+=("$w")
             done
             ;;

@@ -233,6 +233,7 @@ complete -c redsem -n __redsem_use_subcommand -a limit -d 'Show or change how ma
 complete -c redsem -n __redsem_use_subcommand -a pause -d 'Admit nobody new to NAME (a freeze)'
 complete -c redsem -n __redsem_use_subcommand -a resume -d 'End the pause of NAME'
 complete -c redsem -n __redsem_use_subcommand -a drain -d 'Pause NAME, then wait until nobody holds it'
+complete -c redsem -n __redsem_use_subcommand -a lost -d 'Declare that Redis may have lost data: admit nobody for a while'
 complete -c redsem -n __redsem_use_subcommand -a log -d 'Show who held and waited, when, and for how long'
 complete -c redsem -n __redsem_use_subcommand -a gc -d 'Remove expired holders and dead waiters'
 complete -c redsem -n __redsem_use_subcommand -a doctor -d 'Check whether a Redis is safe for redsem'
@@ -273,8 +274,8 @@ complete -c redsem -n '__redsem_seen_subcommand_from limit' -l json -d 'Print JS
 complete -c redsem -n '__redsem_seen_subcommand_from pause drain' -l reason -x -d 'Why, shown to those kept out'
 complete -c redsem -n '__redsem_seen_subcommand_from pause drain' -l for -x -d 'End the pause by itself after DUR'
 complete -c redsem -n '__redsem_seen_subcommand_from drain' -s w -l wait -x -d 'Give up after DUR with holders left (75)'
-complete -c redsem -n '__redsem_seen_subcommand_from resume drain' -s q -l quiet -d 'No notice on stderr'
-complete -c redsem -n '__redsem_seen_subcommand_from pause resume drain' -l json -d 'Print JSON'
+complete -c redsem -n '__redsem_seen_subcommand_from resume drain lost' -s q -l quiet -d 'No notice on stderr'
+complete -c redsem -n '__redsem_seen_subcommand_from pause resume drain lost' -l json -d 'Print JSON'
 
 # run
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l on-lost -x -a 'term ignore' -d 'What to do when the slot is lost'

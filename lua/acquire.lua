@@ -81,7 +81,7 @@ local queued = nil
 local admits = true
 if not known and now < state.due and state.limit == limit and
    (not state.paused or pause_active(state, now)) then -- (a pause that ran out hands slots on)
-    queued = redis.call('ZCARD', call.k_queue)
+    queued = queue_length(call, state)
     admits = queued == 0
 end
 if admits then
@@ -144,7 +144,7 @@ if known then
     end
 end
 
-queued = queued or redis.call('ZCARD', call.k_queue)
+queued = queued or queue_length(call, state)
 local held
 if state.raw_limit and not state.limit then
     return {'conflict', -1, redis.call('ZCARD', call.k_holders), queued}
@@ -283,6 +283,9 @@ if position then
     -- while it waits (admission was closed, or paused; keys changed by hand) go to the queue
     -- here, from its head, this caller perhaps among them.
     held = held or redis.call('ZCARD', call.k_holders)
+    if used_slots(state, held) >= limit then
+        recount_slots(call, state, held) -- blocked while somebody waits: are the books true?
+    end
     if used_slots(state, held) < limit then
         fill_free_slots(call, state, held, now)
         local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))
@@ -294,7 +297,7 @@ if position then
             return left_queue() or {'released'} -- (refused as asking for too many)
         end
         held = redis.call('ZCARD', call.k_holders)
-        queued = redis.call('ZCARD', call.k_queue)
+        queued = queue_length(call, state)
         if used_slots(state, held) < limit then
             closed_for = closed_for_ms()
         end
@@ -308,6 +311,9 @@ end
 -- for, so a newcomer can only queue behind them.
 if queued == 0 then
     held = held or redis.call('ZCARD', call.k_holders)
+    if used_slots(state, held) + weight > limit then
+        recount_slots(call, state, held) -- blocked: are the books true?
+    end
     if used_slots(state, held) + weight <= limit then
         local granted = grant(held, 0)
         if granted then

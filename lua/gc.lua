@@ -82,7 +82,7 @@ end
 
 local function reply(next_phase, next_position, deleted)
     local out = {next_phase, tostring(next_position), deleted, redis.call('ZCARD', call.k_holders),
-                 redis.call('ZCARD', call.k_queue)}
+                 queue_length(call, state)}
     for _, entry in ipairs(removed) do
         out[#out + 1] = entry
     end
@@ -140,18 +140,30 @@ if phase == 'orphans' then
     end
 end
 
+-- The slots of holders that an older redsem removed come back (waiters take them at their
+-- next refresh of their place).
+if not dry_run then
+    recount_slots(call, state, redis.call('ZCARD', call.k_holders))
+end
+
 -- Done: delete the semaphore when nobody holds or waits; one whose settings an operator
 -- stored (`redsem limit`) keeps its state hash, and so stays.
 local deleted = 0
 -- (A dry run ends no pause: one whose --for ran out keeps nothing here either.)
 local kept = state.kept and not (state.pause_kept and state.paused and not pause_active(state, now))
 local first = kept and 2 or 1
-if not dry_run and redis.call('ZCARD', call.k_holders) == 0 and redis.call('ZCARD', call.k_queue) == 0 and
-    exist_count(call, unpack(call.keys, first, SEMAPHORE_KEYS)) > 0 then
+local doomed = {}
+for i = first, SEMAPHORE_KEYS do
+    if i ~= 4 or not kept or not state.paused then -- (the queue holds the pause's mark)
+        doomed[#doomed + 1] = call.keys[i]
+    end
+end
+if not dry_run and redis.call('ZCARD', call.k_holders) == 0 and queue_length(call, state) == 0 and
+    exist_count(call, unpack(doomed)) > 0 then
     if state.pinned then
         unpin_keys(call, state) -- the history and epoch that outlive the keys expire again
     end
-    del_keys(call, unpack(call.keys, first, SEMAPHORE_KEYS))
+    del_keys(call, unpack(doomed))
     if not kept then
         state.raw_limit = nil -- nothing left to settle (see settle_expiry())
         deleted = 1

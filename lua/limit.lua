@@ -26,7 +26,7 @@ if state.paused then
 end
 
 if ARGV[2] == 'unset' then
-    local held, queued = redis.call('ZCARD', call.k_holders), redis.call('ZCARD', call.k_queue)
+    local held, queued = redis.call('ZCARD', call.k_holders), queue_length(call, state)
     if not state.raw_limit and not state.kept then
         return {1, 0, held, queued, state.history, ''}
     end
@@ -73,7 +73,7 @@ if history and history ~= state.history then
 end
 if not wanted then
     return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', call.k_holders),
-            redis.call('ZCARD', call.k_queue), state.history,
+            queue_length(call, state), state.history,
             state.limit and redis.call('HGET', call.k_state, 'limit_by') or ''}
 end
 local from = state.limit
@@ -87,5 +87,5 @@ if from ~= wanted then
 end
 local held = redis.call('ZCARD', call.k_holders)
 fill_free_slots(call, state, held, now)
-return {wanted, 1, redis.call('ZCARD', call.k_holders), redis.call('ZCARD', call.k_queue), state.history,
+return {wanted, 1, redis.call('ZCARD', call.k_holders), queue_length(call, state), state.history,
         'operator'}

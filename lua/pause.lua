@@ -39,6 +39,6 @@ if action == 'pause' then
 elseif action == 'resume' and state.paused then
     end_pause(call, state, now, ARGV[3])
 end
-return {was[1] ~= '' and 1 or 0, redis.call('ZCARD', call.k_holders), redis.call('ZCARD', call.k_queue),
+return {was[1] ~= '' and 1 or 0, redis.call('ZCARD', call.k_holders), queue_length(call, state),
         state.limit or 1, now, was[1], was[2], was[3],
         state.due < NOTHING_DUE and math.max(state.due - now, 0) or -1}

@@ -2,10 +2,11 @@
 -- is the Redis process, in the replication history, that last wrote the epoch key (KEYS[7]);
 -- when it may have lost data; and until when nobody new is admitted.
 -- Provides: admission(call, state, now, grace), admission_now(call, now),
---   demand_proof(call, now), refuse_if_evicting(call), LOSS_GRACE_MS; within: PROCESS,
+--   demand_proof(call, now), refuse_if_evicting(call), declare_loss(call, now), LOSS_GRACE_MS;
+--   within: PROCESS,
 --   server_identity(denied_ok, now), identify(call),
 --   marker_ran(call), judge_by_marker(call, now), judge_epoch(call, now, me),
---   read_epoch(call, now), evicting_policy(call).
+--   read_epoch(call, now), evicting_policy(call), eviction_since(call, stored).
 -- Needs: call.lua (call.k_epoch, call.own_epoch; keeps call.epoch), cluster.lua
 --   (came_by_migration()), state.lua (KEEP_STEP_MS, NOTHING_DUE, server_now(), pause_active(),
 --   state.closed_logged), history.lua
@@ -147,6 +148,76 @@ local function judge_by_marker(call, now)
     return {lost_at = now, cause = 'unproven', changed = true, marker = marker.new}
 end
 
+-- Eviction: under a maxmemory-policy that may evict any key (allkeys-*, with a maxmemory) Redis
+-- may drop a semaphore's keys while its holders run; under volatile-* it evicts only keys
+-- with an expiry, and a semaphore in use has none (settle_expiry() in state.lua). A policy
+-- set to allkeys-* for a moment and set back leaves nothing in the keys to show it: so a
+-- sighting of such a policy, and any eviction that a sparing policy cannot explain, count as
+-- a possible loss of data (cause 'evicted'), and admission closes for the loss grace as
+-- after a restart. Explained: evictions while the settings stayed as they are now. INFO
+-- commandstats counts CONFIG SET, the one way to change the policy of a running server, so
+-- the epoch key stores both counters (evicted, config_sets) as last seen, and keys evicted
+-- since then with a CONFIG SET since then are not explained. (Without INFO nothing of this
+-- can be seen: README, "Least privilege"; where commandstats alone is denied, no eviction is
+-- explained.)
+
+-- The maxmemory-policy when this server may evict any key (allkeys-*, with a maxmemory),
+-- else false; nil where INFO is denied. Read once per call, and only by calls that admit
+-- (INFO memory costs about 10 us).
+local function evicting_policy(call)
+    local me = identify(call)
+    if me.evicting == nil and me.run then
+        local memory = redis.pcall('INFO', 'memory')
+        if type(memory) == 'table' and memory.err then
+            memory = '' -- an ACL that allows other sections only: the policy cannot be seen
+        end
+        local policy = string.match(memory, 'maxmemory_policy:([%w-]+)') or ''
+        me.evicting = (tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0) > 0 and
+                      string.sub(policy, 1, 8) == 'allkeys-' and policy
+    end
+    return me.evicting
+end
+
+-- A counter of INFO `section` (`pattern` captures it; 0 where the line is missing), or nil
+-- where that section is denied.
+local function info_counter(section, pattern)
+    local text = redis.pcall('INFO', section)
+    if type(text) == 'table' and text.err then
+        return nil
+    end
+    return tonumber(string.match(text, pattern)) or 0
+end
+
+-- Whether this server may have evicted a semaphore's keys since the epoch key `stored` (its
+-- fields as judge_epoch() reads them) was written, and the counters to store
+-- ({evicted, config_sets}; nil: nothing new to store).
+local function eviction_since(call, stored)
+    local policy = evicting_policy(call)
+    local evicted = call.me.run and info_counter('stats', 'evicted_keys:(%d+)')
+    if not evicted then
+        return policy and true or false, nil
+    end
+    if not policy and evicted == tonumber(stored[7]) then
+        return false, nil -- the common case: no eviction since the last look
+    end
+    -- Redis 7 counts CONFIG SET on its own; 6.2 counts every CONFIG subcommand together.
+    local sets = info_counter('commandstats', 'cmdstat_config|set:calls=(%d+)')
+    if sets == 0 then
+        sets = info_counter('commandstats', 'cmdstat_config:calls=(%d+)')
+    end
+    local counts = {evicted, sets or -1}
+    if policy then
+        return true, counts
+    end
+    if evicted == 0 then
+        return false, counts -- none since the start, or since CONFIG RESETSTAT
+    end
+    -- Evictions, under the policy in force now. Had it been in force throughout, they spared
+    -- every semaphore in use; a CONFIG SET since the last look (before the first look: ever)
+    -- may have changed it meanwhile.
+    return sets == nil or sets ~= (tonumber(stored[8]) or 0), counts
+end
+
 -- Judges the epoch key against this server's identity `me`, changing nothing: returns
 -- {lost_at, cause, changed}, with lost_at the server time of the latest possible loss of data
 -- (0: none), cause 'start' (no epoch key: the server may have started without its data at
@@ -154,9 +225,7 @@ end
 -- none: only calls without INFO wrote it), and
 -- changed true when the key must be written anew (a loss noticed now, or a first check of an
 -- epoch that an older redsem wrote).
-local function judge_epoch(call, now, me)
-    local stored = redis.call('HMGET', call.k_epoch, 'run', 'replid', 'lost_at', 'cause', 'node',
-                              'cache_marker')
+local function judge_identity(call, now, me, stored)
     local run, replid, stored_lost_at, cause, node = stored[1], stored[2], tonumber(stored[3]) or 0,
                                                    stored[4] or 'change', stored[5]
     if not run and stored[6] then
@@ -194,7 +263,31 @@ local function judge_epoch(call, now, me)
     -- take the latest possible start. On a server that has run for longer than any grace this
     -- admits at once. (A FLUSHALL of a running server is not noticed: do not flush a live
     -- Redis.)
-    return {lost_at = math.min(now, now - me.uptime_ms + 1000), cause = 'start', changed = true}
+    -- A loss an operator declared in the key (see declare_loss()) without INFO still counts.
+    local started = math.min(now, now - me.uptime_ms + 1000)
+    if stored_lost_at > started then
+        return {lost_at = stored_lost_at, cause = cause, changed = true}
+    end
+    return {lost_at = started, cause = 'start', changed = true}
+end
+
+-- Judges the epoch key against this server's identity `me`, changing nothing: as
+-- judge_identity(), and also a possible loss by eviction (see eviction_since(); cause
+-- 'evicted', lost_at now: a policy seen now closes admission for the grace after the last
+-- call that saw it). Returns {lost_at, cause, changed, counts}: counts, the eviction counters
+-- to store, or nil.
+local function judge_epoch(call, now, me)
+    local stored = redis.call('HMGET', call.k_epoch, 'run', 'replid', 'lost_at', 'cause', 'node',
+                              'cache_marker', 'evicted', 'config_sets')
+    local epoch = judge_identity(call, now, me, stored)
+    if epoch and me.run then
+        local evicted, counts = eviction_since(call, stored)
+        if evicted then
+            epoch = {lost_at = now, cause = 'evicted', changed = true}
+        end
+        epoch.counts = counts
+    end
+    return epoch
 end
 
 -- The epoch as this call sees it, after checking the server's identity, written anew when it
@@ -212,6 +305,9 @@ local function read_epoch(call, now)
         epoch = judge_by_marker(call, now)
     end
     epoch = epoch or {unknown = true}
+    if epoch.counts then
+        redis.call('HSET', call.k_epoch, 'evicted', epoch.counts[1], 'config_sets', epoch.counts[2])
+    end
     if epoch.changed then
         local k_epoch = call.k_epoch
         -- checked_at: read by redsem 0.1, which trusts an epoch checked less than 1 s ago.
@@ -250,23 +346,6 @@ local function log_closed(call, state, now, epoch)
     redis.call('HSET', call.k_state, 'closed_logged', int_str(epoch.lost_at))
     log_event(call, state, now, 'closed', epoch.cause .. ' ' .. int_str(epoch.lost_at) .. ' ' ..
               int_str(epoch.lost_at + LOSS_GRACE_MS))
-end
-
--- The maxmemory-policy when this server may evict any key (allkeys-*, with a maxmemory),
--- else false; nil where INFO is denied. Read once per call, and only by calls that admit
--- (INFO memory costs about 10 us).
-local function evicting_policy(call)
-    local me = identify(call)
-    if me.evicting == nil and me.run then
-        local memory = redis.pcall('INFO', 'memory')
-        if type(memory) == 'table' and memory.err then
-            memory = '' -- an ACL that allows other sections only: the policy cannot be seen
-        end
-        local policy = string.match(memory, 'maxmemory_policy:([%w-]+)') or ''
-        me.evicting = (tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0) > 0 and
-                      string.sub(policy, 1, 8) == 'allkeys-' and policy
-    end
-    return me.evicting
 end
 
 -- Admission after a possible loss of data, for a caller whose own loss grace is `grace` ms
@@ -350,4 +429,21 @@ local function demand_proof(call, now)
         return {'prove', redis.call('HGET', call.k_epoch, 'cache_marker') or ''}
     end
     return nil
+end
+
+-- Declares a possible loss of data at server time `now` (`redsem lost`: an operator knows of
+-- one that nothing here can see, such as a replica promoted by hand, a backup restored, or a
+-- clock stepped): the epoch's lost_at, cause 'declared', so admission closes for the loss
+-- grace as after a restart, for every semaphore the epoch key vouches for. With INFO the key
+-- first names this process, so that no later call takes it for another's; without, a later
+-- call either proves the marker the key holds and reads the loss, or declares a fresh one.
+local function declare_loss(call, now)
+    if identify(call).run then
+        read_epoch(call, now)
+    end
+    redis.call('HSET', call.k_epoch, 'lost_at', int_str(now), 'cause', 'declared',
+               'checked_at', int_str(now))
+    if call.own_epoch and not call.state.pinned and not call.state.kept then
+        redis.call('PEXPIREAT', call.k_epoch, int_str(math.max(call.state.keep, now + KEEP_STEP_MS)))
+    end
 end

@@ -29,14 +29,21 @@ local function start_pause(call, state, now, json, until_ms)
     -- Marks the limit for older redsem (a new semaphore gets the default, as a caller's).
     store_limit(call, state, state.limit or 1, state.limit_by or 'caller')
     keep_state(call, state, true)
+    -- Keeps every gc from taking the semaphore for empty (see PAUSE_MARK in state.lua); the
+    -- queue is kept as the state is.
+    redis.call('ZADD', call.k_queue, PAUSE_MARK_TICKET, PAUSE_MARK)
     if state.pause_kept then
         -- Kept for the pause alone: a pause with an end is kept until KEEP_MIN_MS after it,
         -- so that it goes even when no call comes to settle it.
-        if until_ms > 0 then
-            redis.call('PEXPIREAT', call.k_state, int_str(until_ms + KEEP_MIN_MS))
-        else
-            redis.call('PERSIST', call.k_state)
+        for _, key in ipairs({call.k_state, call.k_queue}) do
+            if until_ms > 0 then
+                redis.call('PEXPIREAT', key, int_str(until_ms + KEEP_MIN_MS))
+            else
+                redis.call('PERSIST', key)
+            end
         end
+    else
+        redis.call('PERSIST', call.k_queue)
     end
     log_event(call, state, now, 'paused', (until_ms > 0 and int_str(until_ms) or '-') .. ' ' .. json)
 end
@@ -49,6 +56,13 @@ local function end_pause(call, state, now, json)
     local ended = json == '{}' and state.paused_until > 0 and math.min(state.paused_until, now) or now
     redis.call('HDEL', call.k_state, 'paused', 'paused_since', 'paused_until')
     state.paused, state.paused_since, state.paused_until = nil, 0, 0
+    redis.call('ZREM', call.k_queue, PAUSE_MARK)
+    -- The queue expires with the other keys again (none while pinned: settle_expiry()).
+    if state.pinned then
+        redis.call('PERSIST', call.k_queue)
+    else
+        expire_new(state, call.k_queue)
+    end
     if state.limit then
         store_limit(call, state, state.limit, state.limit_by or 'caller') -- unmarked
     end

@@ -1,7 +1,7 @@
 -- lib/queue.lua: the queue of waiters (KEYS[4]) and the hand-over of slots to it.
 -- Provides: tell_drainer(call), nudge_near_head_entrant(call, state, now),
 --   remove_waiter(call, state, token, now),
---   take_slots(...), untake_slots(...), refuse_too_large(...),
+--   take_slots(...), untake_slots(...), recount_slots(call, state, held), refuse_too_large(...),
 --   hand_over(call, state, slot, now, bit_set, room), fill_free_slots(call, state, held, now),
 --   remove_holder(call, state, token, info, now, in_holders), and the constants CLAIM_MS,
 --   NEAR_HEAD, NUDGE_KEEP_MS and DRAINED_SUFFIX.
@@ -46,7 +46,7 @@ local function nudge_near_head_entrant(call, state, now)
     end
     local last_near = limit + NEAR_HEAD - 1
     local entrant = redis.call('ZRANGE', call.k_queue, last_near, last_near)[1]
-    if entrant then
+    if entrant and entrant ~= PAUSE_MARK then
         local nudge = call.wake_prefix .. entrant .. ':nudge'
         local due_in = state.due < NOTHING_DUE and int_str(math.max(state.due - now, 0)) or '-1'
         redis.call('RPUSH', nudge, due_in)
@@ -121,6 +121,56 @@ local function untake_slots(call, state, token, info, others)
     end
 end
 
+-- Brings the books of the slots in use (the bitmap, and the state's extra_slots and
+-- exclusive) back to the holders' records of `held` holders, where they disagree: a redsem
+-- before --slots that removes an expired holder of several slots (an older gc, or an older
+-- acquire's prune) cannot read its record "0,1,2", and so clears neither its bits nor its
+-- extra slots, which would otherwise stay in use for as long as anybody holds. (It clears the
+-- bit of a holder of one slot, as this one does.) Only a semaphore with extra slots or an
+-- exclusive holder on its books can be wrong so: one HGET a holder then. A holder's record that
+-- names no slots (edited by hand) leaves the books as they are. Returns true when it changed
+-- them.
+local function recount_slots(call, state, held)
+    if held == 0 or (state.extra == 0 and not state.exclusive) then
+        return false
+    end
+    local taken, extra, exclusive = {}, 0, nil
+    for _, token in ipairs(redis.call('ZRANGE', call.k_holders, 0, -1)) do
+        local info = parse_info(redis.call('HGET', call.k_info, token))
+        if not info or info.kind ~= 'h' or not info.slots then
+            return false
+        end
+        for _, slot in ipairs(info.slots) do
+            taken[#taken + 1] = slot
+        end
+        extra = extra + #info.slots - 1
+        if token == state.exclusive then
+            exclusive = token
+        end
+    end
+    if extra == state.extra and exclusive == state.exclusive then
+        return false
+    end
+    redis.call('DEL', call.k_slots)
+    for _, slot in ipairs(taken) do
+        redis.call('SETBIT', call.k_slots, slot, 1)
+    end
+    expire_new(state, call.k_slots)
+    if extra ~= state.extra then
+        state.extra = extra
+        if extra == 0 then
+            redis.call('HDEL', call.k_state, 'extra_slots')
+        else
+            redis.call('HSET', call.k_state, 'extra_slots', extra)
+        end
+    end
+    if exclusive ~= state.exclusive then
+        state.exclusive = nil
+        redis.call('HDEL', call.k_state, 'exclusive')
+    end
+    return true
+end
+
 -- Takes waiter `token`, whose record is `waiter`, out of the queue because it asks for more
 -- slots than the limit now allows (lowered since it queued): its acquire ends with an error
 -- (its ":toolarge" list, which its wait watches and acquire.lua answers; it holds the limit).
@@ -152,6 +202,13 @@ local function hand_over(call, state, slot, now, bit_set, room)
         local head = redis.call('ZPOPMIN', k_queue)
         local token = head[1]
         if not token then
+            return 0
+        end
+        if token == PAUSE_MARK then
+            -- Nobody real waits (the mark is behind everybody); it stays while paused.
+            if state.paused then
+                redis.call('ZADD', k_queue, head[2], token)
+            end
             return 0
         end
         local waiter = parse_info(redis.call('HGET', k_info, token))
@@ -243,7 +300,7 @@ local function remove_holder(call, state, token, info, now, in_holders)
             for _, slot in ipairs(info.slots) do
                 redis.call('SETBIT', call.k_slots, slot, 0)
             end
-            if free and redis.call('ZCARD', call.k_queue) > 0 then
+            if free and queue_length(call, state) > 0 then
                 fill_free_slots(call, state, others, now)
             end
         end

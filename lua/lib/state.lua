@@ -4,9 +4,9 @@
 -- Provides: load_state(call), server_now(call), next_fence(call, state),
 --   touch(call, state, deadline), settle_expiry(call, state), unpin_keys(call, state),
 --   note_deadline(call, state, deadline), expire_new(state, key),
---   store_setting(call, state, field, value), parse_info(raw), holder_info(...), and the
---   constants KEEP_MIN_MS, KEEP_STEP_MS, NOTHING_DUE, DEFAULT_HISTORY, DEFAULT_TTL_MS,
---   KEEPER_MARK.
+--   store_setting(call, state, field, value), parse_info(raw), holder_info(...),
+--   queue_length(call, state), and the constants PAUSE_MARK, PAUSE_MARK_TICKET, KEEP_MIN_MS,
+--   KEEP_STEP_MS, NOTHING_DUE, DEFAULT_HISTORY, DEFAULT_TTL_MS, KEEPER_MARK.
 -- Needs: call.lua (the call's keys; server_now() sets call.now_us, load_state() call.state).
 --
 -- `state` is the table load_state() returns: the state hash's fields as this call knows them,
@@ -40,6 +40,26 @@ local KEEPER_MARK = '"keeper":true'
 -- neither admit anybody while it is paused nor count a holder of several slots as one.
 local PAUSED_SUFFIX = ' paused'
 local WEIGHTED_SUFFIX = ' weighted'
+
+-- While the semaphore is paused its queue holds this member, behind every waiter (its ticket
+-- is above any a waiter gets): every redsem's gc, also one from before pauses, deletes only a
+-- semaphore with nobody in its holders and queue, and would take the pause with it; so a
+-- paused semaphore never looks empty. It is nobody's token (those are 32 hex digits), and
+-- redsem from before pauses hand it nothing while the limit reads "N paused". The queue key
+-- is kept with the state hash while paused (see expiring_keys()). Counted as nobody
+-- (queue_length()); written by start_pause() (lib/pause.lua), and again by settle_expiry()
+-- should an older redsem have dropped it.
+local PAUSE_MARK = 'paused'
+local PAUSE_MARK_TICKET = 2 ^ 52
+
+-- How many wait in the queue (the pause's mark is nobody).
+local function queue_length(call, state)
+    local queued = redis.call('ZCARD', call.k_queue)
+    if queued > 0 and state.paused and redis.call('ZSCORE', call.k_queue, PAUSE_MARK) then
+        return queued - 1
+    end
+    return queued
+end
 
 -- The limit that the state's field `limit` holds ("3", or with the words above); nil for
 -- anything else.
@@ -158,11 +178,14 @@ end
 -- The semaphore's keys that expire together: its own six, its history (when it is one: never
 -- a foreign key), and on a Redis Cluster its own epoch key. Settings an operator stored
 -- (`redsem limit`: the state's field kept is '1') never expire: the state hash, and the epoch
--- key that vouches for it, stay until the operator unsets them (see limit.lua).
+-- key that vouches for it, stay until the operator unsets them (see limit.lua); nor does the
+-- queue, with the pause's mark, while paused (see PAUSE_MARK).
 local function expiring_keys(call, state)
     local keys = {}
     for i = state.kept and 2 or 1, SEMAPHORE_KEYS do
-        keys[#keys + 1] = call.keys[i]
+        if i ~= 4 or not state.paused then
+            keys[#keys + 1] = call.keys[i]
+        end
     end
     if call.k_log and redis.call('TYPE', call.k_log).ok == 'stream' then
         keys[#keys + 1] = call.k_log
@@ -243,8 +266,12 @@ local function settle_expiry(call, state)
         return -- no semaphore here (refused, or only read)
     end
     remark_limit(call, state)
-    local occupied = redis.call('ZCARD', call.k_holders) > 0 or
-                     redis.call('ZCARD', call.k_queue) > 0
+    if state.paused and not redis.call('ZSCORE', call.k_queue, PAUSE_MARK) then
+        -- An older redsem dropped it (after its `limit` wrote a plain number: it handed it a
+        -- slot, found no record, and took it out as a queue entry edited by hand).
+        redis.call('ZADD', call.k_queue, PAUSE_MARK_TICKET, PAUSE_MARK)
+    end
+    local occupied = redis.call('ZCARD', call.k_holders) > 0 or queue_length(call, state) > 0
     if occupied then
         -- (An operator's kept state never has an expiry: the holders tell then.)
         if state.pinned and redis.call('PTTL', state.kept and call.k_holders or call.k_state) == -1 then

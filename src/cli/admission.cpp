@@ -66,6 +66,16 @@ std::string admission_line(const AdmissionState& admission) {
                            "ago)",
                            left, ago);
     }
+    if (admission.cause == "evicted") {
+        return fmt::format("admission closed for {} more: Redis may have evicted redsem's keys "
+                           "(an evicting maxmemory-policy, noticed {} ago)",
+                           left, ago);
+    }
+    if (admission.cause == "declared") {
+        return fmt::format("admission closed for {} more: an operator declared a possible loss "
+                           "of data {} ago (redsem lost)",
+                           left, ago);
+    }
     if (!admission.noticed) {
         return fmt::format("admission closes for {} at the next acquire: Redis restarted, or "
                            "another server took over, since redsem last looked",

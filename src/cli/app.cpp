@@ -40,6 +40,7 @@ constexpr std::array k_commands{
     Command{"pause", "Admit nobody new (a freeze)", setup_pause},
     Command{"resume", "End a pause", setup_resume},
     Command{"drain", "Pause, then wait until nobody holds", setup_drain},
+    Command{"lost", "Declare that Redis may have lost data: admit nobody for a while", setup_lost},
     Command{"log", "Show who held and waited, when, and for how long", setup_log},
     Command{"gc", "Clean up after dead holders and waiters", setup_gc},
     Command{"doctor", "Check whether a Redis is safe for redsem", setup_doctor},

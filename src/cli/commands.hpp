@@ -36,6 +36,7 @@ Runner setup_limit(CLI::App& command, const GlobalOptions& global);
 Runner setup_pause(CLI::App& command, const GlobalOptions& global);
 Runner setup_resume(CLI::App& command, const GlobalOptions& global);
 Runner setup_drain(CLI::App& command, const GlobalOptions& global);
+Runner setup_lost(CLI::App& command, const GlobalOptions& global);
 Runner setup_log(CLI::App& command, const GlobalOptions& global);
 Runner setup_doctor(CLI::App& command, const GlobalOptions& global);
 

@@ -89,6 +89,10 @@ std::string detail(const Event& event) {
                                ? "Redis has no record of redsem (started without its data?)"
                            : event.cause == "unproven"
                                ? "the Redis process could not show it had seen redsem's records"
+                           : event.cause == "evicted"
+                               ? "Redis may have evicted redsem's keys (an evicting maxmemory-policy)"
+                           : event.cause == "declared"
+                               ? "an operator declared that Redis may have lost data (redsem lost)"
                                : "Redis restarted or another server took over",
                            local_time(*event.opens_at_ms));
     }

@@ -193,6 +193,19 @@ std::string closed_message(const std::string& name, const AdmissionClosed& close
             "admits this caller at once (see Lost data in redsem(1))",
             printable(name), seconds_ago(closed.lost_ago), who);
     }
+    if (closed.cause == "evicted") {
+        return fmt::format(
+            "Redis may have evicted the keys of '{}' (noticed {} ago: a maxmemory-policy that "
+            "evicts any key was in force, or keys were evicted after the settings changed); {}, "
+            "until holders whose leases went with them have stopped. Set maxmemory-policy to "
+            "noeviction or volatile-lru (see Eviction in redsem(1))",
+            printable(name), seconds_ago(closed.lost_ago), who);
+    }
+    if (closed.cause == "declared") {
+        return fmt::format("an operator declared {} ago that Redis may have lost data ('redsem "
+                           "lost'); {}, until holders whose leases were lost have stopped",
+                           seconds_ago(closed.lost_ago), who);
+    }
     return fmt::format("Redis may have lost leases of '{}' (noticed {} ago: it restarted, or "
                        "another server took over); {}, until their holders have stopped "
                        "(see Lost data in redsem(1))",

@@ -343,7 +343,8 @@ Finding check_eviction(const ServerFacts& facts) {
     if (policy.rfind("allkeys-", 0) == 0) {
         finding.verdict = Verdict::unsafe;
         finding.found = usage + ": Redis may evict a semaphore in use and let a second holder "
-                                "in, so redsem admits nobody here (69)";
+                                "in, so redsem admits nobody here (69), nor for the loss grace "
+                                "after the policy is set back";
         finding.fix = "CONFIG SET maxmemory-policy volatile-lru (or noeviction), or a Redis of "
                       "redsem's own";
         return finding;
@@ -368,6 +369,13 @@ Finding check_eviction(const ServerFacts& facts) {
     } else if (volatile_policy) {
         finding.found = usage + ": a semaphore in use has no expiry, so it is never evicted "
                                 "(an abandoned one waits for redsem gc)";
+        const long long evicted = facts.info.number("evicted_keys").value_or(0);
+        if (evicted > 0) {
+            // Evictions after a CONFIG SET may have come under another policy (lua/lib/epoch.lua).
+            finding.found += fmt::format("; {} keys evicted since the start: after a CONFIG SET, "
+                                         "more evictions close admission for the loss grace",
+                                         evicted);
+        }
     } else {
         finding.found = usage + ": when full, Redis refuses writes and redsem exits 69; "
                                 "nothing is evicted";

@@ -41,6 +41,12 @@ bool number_part(std::string_view text, std::optional<long long>& out) {
     return out.has_value();
 }
 
+// The causes of a closed admission that lua/lib/epoch.lua writes.
+bool known_cause(std::string_view cause) {
+    return cause == "start" || cause == "change" || cause == "unproven" || cause == "evicted" ||
+           cause == "declared";
+}
+
 bool parse_value(std::string_view value, Event& event) {
     if (event.kind == "limit") {
         const auto parts = split_spaces(value, 2);
@@ -49,7 +55,7 @@ bool parse_value(std::string_view value, Event& event) {
     }
     if (event.kind == "closed") {
         const auto parts = split_spaces(value, 3);
-        if (parts.size() != 3 || (parts[0] != "start" && parts[0] != "change" && parts[0] != "unproven")) {
+        if (parts.size() != 3 || !known_cause(parts[0])) {
             return false;
         }
         event.cause = parts[0];

@@ -34,7 +34,7 @@ struct Event {
     std::optional<long long> exit_status; // released by `run`: its command's exit status
     std::optional<long long> limit_from;  // limit: nullopt for a new semaphore
     std::optional<long long> limit_to;
-    std::string cause;                    // closed: "start", "change" or "unproven" (see AdmissionClosed)
+    std::string cause;                    // closed: "start", "change", "unproven", "evicted" or "declared" (see AdmissionClosed)
     std::optional<long long> lost_at_ms;  // closed: the possible loss of data
     std::optional<long long> opens_at_ms; // closed: when admission opens (server clock)
     std::string raw; // the value as stored, when it is not in the format above

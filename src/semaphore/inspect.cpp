@@ -248,6 +248,9 @@ SemaphoreView read_view(Connection& connection, std::string_view prefix, std::st
         const Reply& records = checked(replies[0]);
         const Reply& alive_until = checked(replies[1]);
         for (std::size_t i = 0; i < tokens.size(); ++i) {
+            if (tokens[i].as_string() == k_pause_mark) {
+                continue;
+            }
             const auto until = optional_number(alive_until.at(i));
             view.waiters.push_back(
                 WaiterView{tokens[i].as_string(), static_cast<long long>(view.waiters.size()) + 1,
@@ -467,7 +470,9 @@ void summarize(Connection& connection, std::string_view prefix,
                                     .lost = optional_number(state.at(4)).value_or(0)};
             }
             const long long holders = checked(replies[at + 1]).as_integer();
-            const long long queued = checked(replies[at + 2]).as_integer();
+            // The pause's mark is nobody (while the state names a pause, the queue holds it).
+            const long long queued = std::max(0LL, checked(replies[at + 2]).as_integer() -
+                                                       (state.at(5).is_nil() ? 0 : 1));
             const auto& info = checked(replies[at + 3]).as_array();
             std::set<std::string> dead_holders;
             for (const Reply& token : checked(replies[at + 4]).as_array()) {

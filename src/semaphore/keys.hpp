@@ -12,6 +12,11 @@ class Connection;
 
 inline constexpr std::string_view k_default_prefix = "redsem";
 
+// The member a paused semaphore's queue holds behind every waiter, so that no gc (also one of
+// a release before pauses) takes it for empty: nobody's token, never a waiter (PAUSE_MARK in
+// lua/lib/state.lua; a unit test checks that both say the same).
+inline constexpr std::string_view k_pause_mark = "paused";
+
 // The Redis keys of one semaphore. All share the hash tag {name}, so every script touches one
 // Redis Cluster slot. lua/lib/call.lua documents what each holds.
 struct Keys {

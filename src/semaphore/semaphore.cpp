@@ -757,6 +757,12 @@ PauseInfo Semaphore::look_at_pause() {
     return pause_info(run(scripts::k_pause_script, {"look", "{}", ""}), m_name, m_keys);
 }
 
+LossDeclared Semaphore::declare_loss() {
+    const Reply reply = run(scripts::k_lost_script, {});
+    check_key_types(reply, m_name, "no loss was declared");
+    return {.lost_at_ms = reply.at(0).as_integer(), .opens_at_ms = reply.at(1).as_integer()};
+}
+
 bool Semaphore::wait_for_departure(Milliseconds timeout, int interrupt_fd) {
     const std::string list = m_keys.wake_prefix + "drained";
     const Reply reply = m_connection.command(

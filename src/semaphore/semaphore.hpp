@@ -89,8 +89,10 @@ struct AdmissionClosed {
     Milliseconds opens_in{0}; // until the loss grace has passed; 0: not closed by a loss
     // Why: "start" (Redis has no record of redsem, and started lost_ago), "change" (it
     // restarted, or another server took over, lost_ago), "unproven" (for a user without
-    // INFO: the Redis process could not show that it had seen redsem's records before), or
-    // "paused" (see `pause`).
+    // INFO: the Redis process could not show that it had seen redsem's records before),
+    // "evicted" (an evicting maxmemory-policy was in force, or keys were evicted after a
+    // CONFIG SET: see lua/lib/epoch.lua), "declared" (`redsem lost`), or "paused" (see
+    // `pause`).
     std::string cause;
     Milliseconds lost_ago{0};
     // The pause in force, told to every waiter, wherever it stands in the queue.
@@ -173,12 +175,18 @@ struct LimitInfo {
 struct AdmissionState {
     bool known = true;         // false: the server denies INFO, so nothing can be said
     long long opens_at_ms = 0; // server clock; 0: admission is open
-    std::string cause;        // while closed: "start", "change" or "unproven" (see AdmissionClosed)
+    std::string cause;        // while closed: "start", "change", "unproven", "evicted" or "declared" (see AdmissionClosed)
     long long lost_at_ms = 0; // the latest possible loss of data (0: none)
     bool noticed = true;      // false: the next call that may admit records the loss
     long long server_now_ms = 0;
 
     bool closed() const noexcept { return opens_at_ms > 0; }
+};
+
+// A loss of data an operator declared (`redsem lost`, lua/lost.lua), in server milliseconds.
+struct LossDeclared {
+    long long lost_at_ms = 0;
+    long long opens_at_ms = 0; // for the loss grace every client has
 };
 
 // What `pause`, `resume` and `drain` see (lua/pause.lua).
@@ -272,6 +280,11 @@ public:
     PauseInfo resume(const HolderMeta& by);
     // The pause and the holders now, after what ran out (`drain`). Changes nothing else.
     PauseInfo look_at_pause();
+    // Declares that Redis may have lost data (`redsem lost`): nobody new is admitted for the
+    // loss grace, as after a restart, to every semaphore this one's epoch key vouches for
+    // (all of the prefix on one server; this one alone on a Redis Cluster). Returns the loss
+    // as recorded: lost_at_ms, and opens_at_ms for the grace every client has.
+    LossDeclared declare_loss();
     // Blocks until a holder leaves the paused semaphore or the pause ends (true; a note may
     // also be older than this drain: look again), or `timeout` passes (false).
     // Throws WaitInterrupted when `interrupt_fd` becomes readable.

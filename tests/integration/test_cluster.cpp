@@ -661,3 +661,30 @@ TEST_CASE("several hosts in a redis:// URL that are no cluster nodes are refused
                           "be") != std::string::npos);
     CHECK(one.admin().call({"EXISTS", "redsem:{x}:state"}).as_integer() == 0);
 }
+
+TEST_CASE("cluster: `redsem lost` closes admission to the semaphores of every primary",
+          "[cluster]") {
+    RedisCluster cluster;
+    const std::vector<std::size_t> primaries = cluster.primaries();
+    REQUIRE(primaries.size() == 3);
+    const EnvChanges env{{"REDSEM_URL", cluster.url(primaries[0])}};
+    std::vector<std::string> names;
+    for (const std::size_t home : primaries) {
+        const std::string name = cluster.name_on(home, "lost");
+        cluster.mark_in_use(name);
+        REQUIRE(run_redsem({"acquire", name, "-n", "2", "--ttl", "10m", "-w", "0"}, env)
+                    .exit_code == 0);
+        names.push_back(name);
+    }
+    const auto declared = run_redsem({"lost", "--json"}, env);
+    REQUIRE(declared.exit_code == 0);
+    const auto answer = nlohmann::json::parse(declared.out);
+    std::sort(names.begin(), names.end());
+    CHECK(answer["semaphores"] == nlohmann::json(names));
+    for (const std::string& name : names) {
+        const auto refused = run_redsem({"acquire", name, "-n", "2", "-w", "0"}, env);
+        INFO(name << ": " << refused.err);
+        CHECK(refused.exit_code == 73);
+        CHECK(refused.err.find("an operator declared") != std::string::npos);
+    }
+}

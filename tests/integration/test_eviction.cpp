@@ -6,6 +6,7 @@
 
 #include "support/helpers.hpp"
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ namespace {
 
 constexpr int k_unavailable = 69; // ExitCode::unavailable
 constexpr int k_timeout = 75;     // ExitCode::timeout: no slot (busy)
+constexpr int k_closed = 73;      // ExitCode::closed: admission closed (a possible loss)
 
 // Writes expiring cache entries of 20 KB (an application sharing the Redis) until 12 MB went
 // in or Redis refused one (noeviction, full); returns how many went in.
@@ -37,6 +39,17 @@ int fill(Connection& admin) {
 
 long long evicted_keys(Connection& admin) {
     return std::stoll(info_field(admin, "stats", "evicted_keys"));
+}
+
+// Writes keys without an expiry (an application that does not set one) until `evicted` more
+// keys were evicted than before, or 40 MB went in; returns how many were evicted meanwhile.
+long long fill_until_evicted(Connection& admin, long long evicted) {
+    const long long before = evicted_keys(admin);
+    const std::string value(20 * 1024, 'y');
+    for (int i = 0; i < 2000 && evicted_keys(admin) - before < evicted; ++i) {
+        admin.call({"SET", "persistent:" + std::to_string(i), value});
+    }
+    return evicted_keys(admin) - before;
 }
 
 } // namespace
@@ -66,8 +79,11 @@ TEST_CASE("eviction never lets a second holder into a held limit-1 semaphore, un
             INFO("second acquire said: " << second.err);
             CHECK(second.exit_code != 0);
             if (policy.rfind("volatile-", 0) == 0) {
-                // The semaphore in use has no expiry: nothing of it was evicted.
-                CHECK(second.exit_code == k_timeout);
+                // The semaphore in use has no expiry: nothing of it was evicted. But keys were
+                // evicted after a CONFIG SET, which may have set any policy meanwhile: a
+                // possible loss, and admission is closed for the grace.
+                CHECK(second.exit_code == k_closed);
+                CHECK(second.err.find("may have evicted") != std::string::npos);
                 CHECK(zcard(admin, "redsem:{ev}:holders") == 1);
             } else if (policy.rfind("allkeys-", 0) == 0) {
                 CHECK(second.exit_code == k_unavailable);
@@ -131,4 +147,76 @@ TEST_CASE("a held semaphore that an older redsem gave an expiry is pinned anew b
         CHECK(admin.call({"PTTL", key}).as_integer() == -1);
     }
     CHECK(admin.call({"HGET", keys[0], "pinned"}).as_string() == "1");
+}
+
+TEST_CASE("an evicting policy that was set back keeps admission closed for the loss grace") {
+    // Two holders of a limit-2 semaphore whose commands run on. An operator sets allkeys-lru
+    // for a moment while an application writes keys without expiry, then sets volatile-lru
+    // back. Whatever was evicted, nobody new may get in until the holders that lost their
+    // keys have had the grace to find out and stop.
+    const bool seen = GENERATE(true, false); // a call saw the policy in force, or none did
+    CAPTURE(seen);
+    RedisServer::Options options;
+    options.extra_args = {"--maxmemory", "4mb", "--maxmemory-policy", "volatile-lru"};
+    RedisServer server(options);
+    Connection admin = server.admin();
+    const EnvChanges env = env_for(server);
+    for (int i = 0; i < 2; ++i) {
+        REQUIRE(run_redsem({"acquire", "esem", "-n", "2", "--ttl", "60s", "-w", "0"}, env)
+                    .exit_code == 0);
+    }
+    admin.call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
+    if (seen) {
+        const auto during = run_redsem({"acquire", "esem", "-n", "2", "-w", "0"}, env);
+        CHECK(during.exit_code == k_unavailable);
+    }
+    REQUIRE(fill_until_evicted(admin, 50) >= 50);
+    admin.call({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"});
+    admin.call({"FLUSHDB"}); // (room again; the epoch key goes too, as eviction may take it)
+    INFO("the semaphore's holders key " << (zcard(admin, "redsem:{esem}:holders") == 0
+                                                ? "was evicted"
+                                                : "survived"));
+
+    for (int i = 0; i < 3; ++i) {
+        const auto after = run_redsem({"acquire", "esem", "-n", "2", "-w", "0"}, env);
+        INFO("acquire after the policy was set back said: " << after.err);
+        CHECK(after.exit_code == k_closed);
+        CHECK(after.err.find("may have evicted the keys of 'esem'") != std::string::npos);
+    }
+    CHECK(zcard(admin, "redsem:{esem}:holders") == 0); // nobody was admitted
+    const auto status = nlohmann::json::parse(run_redsem({"status", "esem", "--json"}, env).out);
+    CHECK(status["admission"]["closed"] == true);
+    CHECK(status["admission"]["cause"] == "evicted");
+    CHECK(status["admission"]["opens_in_ms"].get<long long>() <= 60000);
+    const auto log = run_redsem({"log", "esem", "--json"}, env);
+    CHECK(log.out.find("\"cause\":\"evicted\"") != std::string::npos);
+    // A caller's own grace still applies to itself alone.
+    EnvChanges throwaway = env;
+    throwaway["REDSEM_LOSS_GRACE"] = "0";
+    CHECK(run_redsem({"acquire", "esem", "-n", "2", "-w", "0"}, throwaway).exit_code == 0);
+}
+
+TEST_CASE("evictions under the policy in force all along close nothing") {
+    RedisServer::Options options;
+    options.extra_args = {"--maxmemory", "3mb", "--maxmemory-policy", "volatile-lru"};
+    RedisServer server(options);
+    Connection admin = server.admin();
+    const EnvChanges env = env_for(server);
+    REQUIRE(run_redsem({"acquire", "calm", "-n", "3", "--ttl", "5m", "-w", "0"}, env).exit_code ==
+            0);
+    fill(admin); // expiring cache entries, evicted to make room
+    REQUIRE(evicted_keys(admin) > 0);
+    const auto second = run_redsem({"acquire", "calm", "-n", "3", "-w", "0"}, env);
+    INFO(second.err);
+    CHECK(second.exit_code == 0);
+    // A CONFIG SET of another setting, then more evictions: a possible loss (it could have
+    // been the policy, set and set back).
+    admin.call({"CONFIG", "SET", "maxmemory-samples", "6"});
+    const long long before = evicted_keys(admin);
+    const std::string value(20 * 1024, 'z');
+    for (int i = 0; i < 600 && evicted_keys(admin) == before; ++i) {
+        admin.call({"SET", "more:" + std::to_string(i), value, "PX", "600000"});
+    }
+    REQUIRE(evicted_keys(admin) > before);
+    CHECK(run_redsem({"acquire", "calm", "-n", "3", "-w", "0"}, env).exit_code == k_closed);
 }

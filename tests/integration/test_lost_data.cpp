@@ -374,3 +374,74 @@ TEST_CASE("a closed admission is shown by status, limit --json, log and the metr
     CHECK(open["admission"]["closed"] == false);
     CHECK(run_redsem({"status", "x"}, env_for(calm)).out.find("admission") == std::string::npos);
 }
+
+TEST_CASE("`redsem lost` closes admission for the loss grace; holders keep renewing; status, "
+          "log and acquire say why") {
+    RedisServer server; // long in use: admission is open
+    const EnvChanges env = env_for(server);
+    Connection admin = server.admin();
+    const auto held = run_redsem({"acquire", "dl", "-n", "3", "--ttl", "60s", "-w", "0"}, env);
+    REQUIRE(held.exit_code == 0);
+    const std::string token = first_line(held.out);
+
+    const long long before_ms = server_ms(admin);
+    const auto declared = run_redsem({"lost", "--json"}, env);
+    REQUIRE(declared.exit_code == 0);
+    const auto answer = nlohmann::json::parse(declared.out);
+    CHECK(answer["prefix"] == "redsem");
+    CHECK(answer["lost_at_ms"].get<long long>() >= before_ms);
+    CHECK(answer["opens_at_ms"].get<long long>() == answer["lost_at_ms"].get<long long>() + 60000);
+    CHECK(answer["semaphores"].is_null()); // one server: the prefix's epoch covers them all
+    const auto notice = run_redsem({"lost"}, env);
+    CHECK(notice.exit_code == 0);
+    CHECK(notice.err.find("nobody new is admitted to any semaphore under prefix 'redsem'") !=
+          std::string::npos);
+
+    // Nobody new, on this semaphore or any other of the prefix.
+    for (const std::string name : {"dl", "other"}) {
+        const auto refused = run_redsem({"acquire", name, "-n", "3", "-w", "0"}, env);
+        INFO(name << ": " << refused.err);
+        CHECK(refused.exit_code == k_closed);
+        CHECK(refused.err.find("an operator declared") != std::string::npos);
+    }
+    CHECK(holders(admin, "redsem", "dl") == 1);
+    // The holder keeps its slot and renews.
+    CHECK(run_redsem({"renew", "dl", token}, env).exit_code == 0);
+    const auto status = nlohmann::json::parse(run_redsem({"status", "dl", "--json"}, env).out);
+    CHECK(status["admission"]["closed"] == true);
+    CHECK(status["admission"]["cause"] == "declared");
+    CHECK(status["admission"]["opens_in_ms"].get<long long>() > 50000);
+    CHECK(run_redsem({"status", "dl"}, env).out.find("an operator declared a possible loss") !=
+          std::string::npos);
+    const auto log = run_redsem({"log", "dl", "--json"}, env);
+    CHECK(log.out.find("\"cause\":\"declared\"") != std::string::npos);
+    // Another prefix has an epoch of its own: untouched.
+    CHECK(run_redsem({"acquire", "dl", "--prefix", "elsewhere", "-w", "0"}, env).exit_code == 0);
+    // A caller's own grace applies to itself alone.
+    EnvChanges throwaway = env;
+    throwaway["REDSEM_LOSS_GRACE"] = "0";
+    CHECK(run_redsem({"acquire", "dl", "-n", "3", "-w", "0"}, throwaway).exit_code == 0);
+    // And the declaration took effect as a restart would: the epoch still names this process.
+    const Reply epoch = admin.call({"HMGET", "redsem:epoch", "cause", "run"});
+    CHECK(epoch.at(0).as_string() == "declared");
+    CHECK(epoch.at(1).as_string() == info_field(admin, "server", "run_id"));
+}
+
+TEST_CASE("`redsem lost` on a new Redis, and its bad input") {
+    RedisServer::Options options;
+    options.new_data_set = true; // no epoch key yet
+    RedisServer server(options);
+    const EnvChanges env = env_for(server);
+    REQUIRE(run_redsem({"lost", "-q"}, env).exit_code == 0);
+    EnvChanges throwaway = env;
+    throwaway["REDSEM_LOSS_GRACE"] = "0";
+    // The epoch names this server process now, with the loss declared: a caller with the
+    // grace every client has stays out, whatever the server's uptime.
+    CHECK(run_redsem({"acquire", "fresh", "-w", "0"}, env).exit_code == k_closed);
+    CHECK(run_redsem({"acquire", "fresh", "-w", "0"}, throwaway).exit_code == 0);
+    const auto extra = run_redsem({"lost", "deploy"}, env);
+    CHECK(extra.exit_code == 64);
+    CHECK(extra.err.rfind("redsem: ", 0) == 0);
+    const auto unknown = run_redsem({"lost", "--for", "1m"}, env);
+    CHECK(unknown.exit_code == 64);
+}

@@ -251,8 +251,12 @@ TEST_CASE("a pause survives a restart, gc and limit --unset, and older redsem ca
     CHECK(admin.call({"EVAL", older_check, "1", semaphore_key(name, "state")}).as_string() ==
           "nil");
 
-    // Idle, no expiry, kept by gc.
+    // Idle, no expiry, kept by gc. The queue holds the pause's mark, so that no gc (also an
+    // older one) takes the semaphore for empty; it is nobody, and no waiter.
     CHECK(admin.call({"PTTL", semaphore_key(name, "state")}).as_integer() == -1);
+    CHECK(!admin.call({"ZSCORE", semaphore_key(name, "queue"), "paused"}).is_nil());
+    CHECK(admin.call({"PTTL", semaphore_key(name, "queue")}).as_integer() == -1);
+    CHECK(status_json(server, name)["waiters"].empty());
     const ProcessResult gc = run_redsem({"gc", name}, env);
     CHECK(gc.exit_code == 0);
     server.restart();
@@ -265,6 +269,7 @@ TEST_CASE("a pause survives a restart, gc and limit --unset, and older redsem ca
     // Resumed: the limit reads as a number again, and the keys that only the pause kept
     // expire as an idle semaphore's do.
     REQUIRE(run_redsem({"resume", name}, env).exit_code == 0);
+    CHECK(again.call({"EXISTS", semaphore_key(name, "queue")}).as_integer() == 0);
     CHECK(again.call({"HGET", semaphore_key(name, "state"), "limit"}).as_string() == "3");
     CHECK(again.call({"PTTL", semaphore_key(name, "state")}).as_integer() > 0);
 }

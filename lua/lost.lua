@@ -1,0 +1,15 @@
+-- lost.lua: declares that Redis may have lost data (`redsem lost`): nobody new is admitted
+-- for the loss grace, as after a restart (see declare_loss() in lib/epoch.lua), to every
+-- semaphore this call's epoch key vouches for: all of the prefix on one server, this
+-- semaphore on a Redis Cluster.
+-- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
+-- Reply: {lost_at_ms, opens_at_ms}: the loss declared, and when admission opens again for a
+-- client with the loss grace every client has.
+
+local state, bad = load_state(call)
+if not state then
+    return bad
+end
+local now = server_now(call)
+declare_loss(call, now)
+return {now, now + LOSS_GRACE_MS}
