@@ -375,8 +375,8 @@ TEST_CASE("a closed admission is shown by status, limit --json, log and the metr
     CHECK(run_redsem({"status", "x"}, env_for(calm)).out.find("admission") == std::string::npos);
 }
 
-TEST_CASE("`redsem lost` closes admission for the loss grace; holders keep renewing; status, "
-          "log and acquire say why") {
+TEST_CASE("`redsem lost` closes admission for the loss grace, holders keep renewing, and "
+          "status, log and acquire say why") {
     RedisServer server; // long in use: admission is open
     const EnvChanges env = env_for(server);
     Connection admin = server.admin();
@@ -416,6 +416,7 @@ TEST_CASE("`redsem lost` closes admission for the loss grace; holders keep renew
     const auto log = run_redsem({"log", "dl", "--json"}, env);
     CHECK(log.out.find("\"cause\":\"declared\"") != std::string::npos);
     // Another prefix has an epoch of its own: untouched.
+    server.mark_in_use("elsewhere");
     CHECK(run_redsem({"acquire", "dl", "--prefix", "elsewhere", "-w", "0"}, env).exit_code == 0);
     // A caller's own grace applies to itself alone.
     EnvChanges throwaway = env;

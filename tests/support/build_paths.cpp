@@ -12,6 +12,11 @@ const std::string& redsem_next_binary() {
     return path;
 }
 
+const std::string& redsem_previous_binary() {
+    static const std::string path = REDSEM_PREVIOUS_BINARY;
+    return path;
+}
+
 const std::string& source_dir() {
     static const std::string path = REDSEM_SOURCE_DIR;
     return path;

@@ -289,16 +289,17 @@ inline InsideLog observe_inside(const std::string& text, long long after_ns = 0)
 // `clients` shells that each run `redsem run NAME RUN_ARGS -q -- sh BODY` in a loop until
 // stopped, BODY logging the command's entry and exit (logging_body()) and the loop appending
 // each exit status of redsem run to a file; all in a temporary directory of its own, removed
-// with it by the destructor.
+// with it by the destructor. `binary` is the redsem they run (another release's, say).
 class RunLoops {
 public:
-    RunLoops(int clients, const std::string& name, const std::string& run_args, EnvChanges env)
+    RunLoops(int clients, const std::string& name, const std::string& run_args, EnvChanges env,
+             const std::string& binary = redsem_binary())
         : m_dir(m_scratch.dir()) {
         std::ofstream(m_dir + "/body.sh") << logging_body(m_dir + "/inside.log");
         const std::string loop = "while [ ! -e " + m_dir + "/stop ]; do \"$REDSEM\" run " +
                                  name + " " + run_args + " -q -- sh " + m_dir +
                                  "/body.sh; echo $? >> " + m_dir + "/exits; done";
-        env["REDSEM"] = redsem_binary();
+        env["REDSEM"] = binary;
         for (int i = 0; i < clients; ++i) {
             m_loops.push_back(Child::shell(loop, env));
         }
