@@ -522,3 +522,21 @@ TEST_CASE("the README's least-privilege user for a Redis Cluster runs every subc
     const auto status = run_redsem({"status", "--json"}, env);
     CHECK(status.out.find("\"" + name + "\"") != std::string::npos);
 }
+
+TEST_CASE("without INFO: `redsem lost` closes admission, and a caller's own grace still opens "
+          "it for itself") {
+    RedisServer server(with_app_user());
+    Connection admin = server.admin();
+    REQUIRE(run_redsem({"acquire", "decl", "-n", "2", "--ttl", "5m", "-w", "0"}, as_app(server, "0"))
+                .exit_code == 0); // (draws the epoch's marker: a first call without INFO)
+    const ProcessResult declared = run_redsem({"lost", "-q"}, as_app(server));
+    INFO(declared.err);
+    REQUIRE(declared.exit_code == 0);
+    CHECK(declared.err.empty());
+    const ProcessResult refused = run_redsem({"acquire", "decl", "-w", "0"}, as_app(server));
+    INFO(refused.err);
+    CHECK(refused.exit_code == k_closed);
+    CHECK(refused.err.find("an operator declared") != std::string::npos);
+    CHECK(holders(admin, "decl") == 1);
+    CHECK(run_redsem({"acquire", "decl", "-w", "0"}, as_app(server, "0")).exit_code == 0);
+}
