@@ -294,17 +294,26 @@ if position then
         end
         position = redis.call('ZRANK', call.k_queue, token)
         if not position then
-            return left_queue() or {'released'} -- (refused as asking for too many)
-        end
-        held = redis.call('ZCARD', call.k_holders)
-        queued = queue_length(call, state)
-        if used_slots(state, held) < limit then
-            closed_for = closed_for_ms()
+            local ended = left_queue() -- released, or refused as asking for too many
+            if ended then
+                return ended
+            end
+        else
+            held = redis.call('ZCARD', call.k_holders)
+            queued = queue_length(call, state)
+            if used_slots(state, held) < limit then
+                closed_for = closed_for_ms()
+            end
         end
     end
-    local extra = keep_waiting(position)
-    return {'wait', position, used_slots(state, held), limit, next_expiry_in(position), queued, now,
-            closed_for, extra, cause, lost_ago, pause_fields()}
+    if position then
+        local extra = keep_waiting(position)
+        return {'wait', position, used_slots(state, held), limit, next_expiry_in(position), queued,
+                now, closed_for, extra, cause, lost_ago, pause_fields()}
+    end
+    -- Its place went with nobody's note: its record was gone when its turn came (evicted, or
+    -- deleted by hand), and the hand-over dropped it. It queues again, at the back, below.
+    held, queued = nil, queue_length(call, state)
 end
 
 -- While anybody is queued and admission is open, the slots free are fewer than the head asks

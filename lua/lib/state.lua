@@ -224,6 +224,12 @@ local function unpin_keys(call, state)
     for _, key in ipairs(expiring_keys(call, state)) do
         redis.call('PEXPIREAT', key, keep)
     end
+    if state.paused and state.pause_kept and state.paused_until > 0 then
+        -- Kept for a pause with an end alone, until KEEP_MIN_MS after it (see start_pause()).
+        local ends = int_str(state.paused_until + KEEP_MIN_MS)
+        redis.call('PEXPIREAT', call.k_state, ends)
+        redis.call('PEXPIREAT', call.k_queue, ends)
+    end
 end
 
 -- Keeps the state hash (and on a Cluster the epoch key that vouches for it) with no expiry:
@@ -273,12 +279,28 @@ local function settle_expiry(call, state)
     end
     local occupied = redis.call('ZCARD', call.k_holders) > 0 or queue_length(call, state) > 0
     if occupied then
-        -- (An operator's kept state never has an expiry: the holders tell then.)
-        if state.pinned and redis.call('PTTL', state.kept and call.k_holders or call.k_state) == -1 then
+        -- Nothing of a semaphore in use may expire (see KEEP_MIN_MS). An older redsem's touch()
+        -- gives every key an expiry, the state hash too, which is looked at first (an
+        -- operator's kept state never has one: the holders tell then); so does a pause with
+        -- --for, to the state hash and the queue (see start_pause()). And an older redsem gives
+        -- a key it creates one (its first waiter's queue, say): so the semaphore's other keys
+        -- are pinned at every call (a PERSIST of a key without an expiry changes nothing, and is
+        -- not replicated).
+        local probe = (state.kept and not state.pause_kept) and call.k_holders or call.k_state
+        if state.pinned and redis.call('PTTL', probe) == -1 then
+            for i = 2, SEMAPHORE_KEYS do
+                redis.call('PERSIST', call.keys[i])
+            end
             return
         end
         for _, key in ipairs(expiring_keys(call, state)) do
             redis.call('PERSIST', key)
+        end
+        if state.pause_kept then
+            redis.call('PERSIST', call.k_state)
+        end
+        if state.paused then
+            redis.call('PERSIST', call.k_queue)
         end
         redis.call('HSET', call.k_state, 'pinned', '1')
         state.pinned = true

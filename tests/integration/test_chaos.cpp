@@ -1,19 +1,24 @@
-// The invariant under load, crashes, stopped processes, Redis restarts and skewed clocks,
-// checked by an observer that does not trust redsem (tests/support/chaos.hpp): every client's
-// command logs its entry (with slot and fence) and exit times from the machine's real clock;
-// the harness knows when it killed or stopped whom. Bounded in time and count, loopback only.
+// The invariant under load, crashes, stopped processes, Redis restarts, evictions, pauses,
+// grants of several slots, an older release in the fleet and skewed clocks, checked by an
+// observer that does not trust redsem (tests/support/chaos.hpp, whose k_faults lists every
+// fault): every client's command logs its entry (with its slots and fence) and exit times
+// from the machine's real clock; the harness knows when it killed or stopped whom. Bounded in
+// time and count, loopback only.
 #include <catch2/catch.hpp>
 
+#include "support/build_paths.hpp"
 #include "support/chaos.hpp"
 #include "support/skip.hpp"
 
+#include <filesystem>
 #include <iostream>
 
 using namespace redsem::test;
 using namespace std::chrono_literals;
 
-TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUSE/KILL and "
-          "Redis restarts: never more than the limit inside, fences in order",
+TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUSE/KILL, "
+          "evictions, pauses, weights, the previous release and Redis restarts: never more "
+          "than the limit inside, fences in order",
           "[chaos]") {
     chaos::Config config;
 #ifdef REDSEM_SANITIZED
@@ -35,11 +40,16 @@ TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUS
     config.holder_pause_every = 3s;
     config.supervisor_pause_every = 4s;
     config.restarts = 2; // kept, wiped
+    config.semaphore_pause = 6s;
+    config.pause_every = 15s;
+    config.eviction_every = 15s; // each closes admission for the loss grace
+    config.eviction_flip_every = 20s;
     config.survivor_grace = 150s;
     const int min_cycles = 20;
     const int min_skewed = 5;
     const int min_kills = 10;
     const int min_pauses = 1;
+    const int min_older_cycles = 3;
 #else
     config.clients = 66;
     config.duration = 27s;
@@ -51,6 +61,8 @@ TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUS
     const int min_skewed = 30;
     const int min_kills = 20;
     const int min_pauses = 3;
+    const int min_older_cycles = 10;
+    config.weighted_every = 3s; // some of them are SIGKILLed or stopped
 #endif
     config.seed = 20261122;
     config.progress_every = 5s;
@@ -59,6 +71,12 @@ TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUS
     const bool have_faketime = find_libfaketime().has_value();
     if (!have_faketime) {
         skip_part("libfaketime (Debian package faketime), so no clock was skewed,");
+    }
+    // Likewise without the previous release (a source tree without its git history).
+    const bool have_older = std::filesystem::exists(redsem_previous_binary());
+    if (!have_older) {
+        skip_part("the previous release (" + redsem_previous_binary() +
+                  ", target redsem-0.1.0), so no older client ran,");
     }
 
     const chaos::Result result = chaos::run(config);
@@ -79,23 +97,35 @@ TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUS
     CHECK(result.gc_ok);
     CHECK(result.keys_left == 0);
     CHECK(result.harness_errors == 0);
+    CHECK(result.older_commands_failed == 0);
 
     // The chaos really happened, and the load really moved (floors a loaded 2-core machine
     // meets).
     CHECK(result.cycles_completed >= min_cycles);
     CHECK(result.cycles_skewed >= (have_faketime ? min_skewed : 0));
     CHECK(result.long_holds_completed >= 3);
-    CHECK(result.sigkills >= min_kills);
-    CHECK(result.pauses_waiter >= min_pauses);
-    CHECK(result.pauses_holder >= min_pauses);
-    CHECK(result.pauses_supervisor >= min_pauses);
-    CHECK(result.client_pauses >= 1);
-    CHECK(result.client_kill_rounds >= 1);
+    using chaos::Fault;
+    CHECK(result.rounds_of(Fault::sigkill) >= min_kills);
+    CHECK(result.rounds_of(Fault::stop_waiter) >= min_pauses);
+    CHECK(result.rounds_of(Fault::stop_holder) >= min_pauses);
+    CHECK(result.rounds_of(Fault::stop_supervisor) >= min_pauses);
+    CHECK(result.rounds_of(Fault::client_pause) >= 1);
+    CHECK(result.rounds_of(Fault::client_kill) >= 1);
     CHECK(result.evicted_keys >= 1);
-    CHECK(result.restarts_kept >= 1);
-    CHECK(result.restarts_wiped + result.restarts_rolled_back >= 1);
+    CHECK(result.rounds_of(Fault::eviction_flip) >= 1);
+    CHECK(result.flip_evicted_keys >= 1);
+    CHECK(result.rounds_of(Fault::pause) >= 1);
+    CHECK(result.cycles_weighted >= 1);
+    CHECK(result.rounds_of(Fault::restart_kept) >= 1);
+    CHECK(result.rounds_of(Fault::restart_wiped) + result.rounds_of(Fault::restart_rolled_back) >=
+          1);
 #ifndef REDSEM_SANITIZED
-    CHECK(result.failbacks == 1);
+    CHECK(result.rounds_of(Fault::failback) == 1);
 #endif
+    if (have_older) {
+        CHECK(result.cycles_older >= min_older_cycles);
+        CHECK(result.rounds_of(Fault::older_gc) >= 1);
+        CHECK(result.rounds_of(Fault::older_limit) >= 1);
+    }
     CHECK(result.max_inside.at("c10") >= 2);
 }

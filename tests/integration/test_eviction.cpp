@@ -231,3 +231,25 @@ TEST_CASE("evictions under the policy in force all along close nothing") {
     REQUIRE(evicted_keys(admin) > before);
     CHECK(run_redsem({"acquire", "calm", "-n", "3", "-w", "0"}, env).exit_code == k_closed);
 }
+
+TEST_CASE("a waiter whose record went (evicted, or deleted by hand) queues again when its turn "
+          "comes, and is not told it was released") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const EnvChanges env = env_for(server);
+    const auto held = run_redsem({"acquire", "rec", "--ttl", "5m", "-w", "0"}, env);
+    REQUIRE(held.exit_code == 0);
+    Child waiter({"acquire", "rec", "--ttl", "5m", "-w", "60s"}, env);
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{rec}:queue") == 1; }, 10s));
+    // The records of the holder and the waiter go (as an eviction of the key takes them):
+    // the release cannot tell whose slot it was, and the waiter finds the slot free when it
+    // next refreshes its place, which hands the slot to the head of the queue: itself,
+    // without a record.
+    admin.call({"DEL", "redsem:{rec}:info"});
+    run_redsem({"release", "rec", first_line(held.out)}, env);
+    const auto got = waiter.wait(30s);
+    INFO(got.err);
+    CHECK(got.exit_code == 0);
+    CHECK(got.err.find("released") == std::string::npos);
+    CHECK(zcard(admin, "redsem:{rec}:holders") == 1);
+}

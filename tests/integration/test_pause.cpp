@@ -358,3 +358,31 @@ TEST_CASE("gc: a semaphore whose pause ran out is deleted, and --dry-run says so
     CHECK(admin.call({"EXISTS", semaphore_key("brief", "state")}).as_integer() == 0);
     CHECK(status_json(server, "frozen")["paused"].is_object());
 }
+
+TEST_CASE("a pause with --for on a semaphore in use gives nothing an expiry while it is in use") {
+    // Under volatile-* Redis evicts keys with an expiry: the state hash (with the pause) and
+    // the queue must have none while anybody holds or waits, and get one back once idle.
+    RedisServer server;
+    const auto env = env_for(server);
+    Connection admin = server.admin();
+    const json holder = acquire_json(server, {"busy", "-n", "2", "--ttl", "5m"});
+    REQUIRE(run_redsem({"pause", "busy", "--for", "1m"}, env).exit_code == 0);
+    for (const std::string part : {"state", "queue", "holders", "info", "slots"}) {
+        INFO(part);
+        CHECK(admin.call({"PTTL", semaphore_key("busy", part)}).as_integer() == -1);
+    }
+    REQUIRE(run_redsem({"renew", "busy", holder["token"].get<std::string>()}, env).exit_code == 0);
+    CHECK(admin.call({"PTTL", semaphore_key("busy", "state")}).as_integer() == -1);
+    CHECK(admin.call({"PTTL", semaphore_key("busy", "queue")}).as_integer() == -1);
+
+    // Idle: kept for the pause, until 12 hours after its end, and no longer.
+    REQUIRE(run_redsem({"release", "busy", holder["token"].get<std::string>()}, env).exit_code ==
+            0);
+    for (const std::string part : {"state", "queue"}) {
+        INFO(part);
+        const long long ttl = admin.call({"PTTL", semaphore_key("busy", part)}).as_integer();
+        CHECK(ttl > 12LL * 3600 * 1000);
+        CHECK(ttl <= 12LL * 3600 * 1000 + 60'000);
+    }
+    CHECK(status_json(server, "busy")["paused"].is_object());
+}

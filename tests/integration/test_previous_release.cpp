@@ -239,3 +239,25 @@ TEST_CASE("previous release: a mixed fleet of older and this release's `redsem r
     CHECK(zcard(admin, semaphore_key("fleet", "holders")) == 0);
     CHECK(zcard(admin, semaphore_key("fleet", "queue")) == 0);
 }
+
+TEST_CASE("previous release: keys an older client creates in a semaphore in use get no expiry") {
+    if (const std::string missing = previous_release_missing(); !missing.empty()) {
+        REDSEM_SKIP(missing);
+    }
+    // 0.1.0 gives a key it creates the semaphore's expiry horizon (its first waiter's queue
+    // and liveness set): a Redis under volatile-* could evict them while in use.
+    RedisServer server;
+    const auto env = env_for(server);
+    Connection admin = server.admin();
+    const json holder = acquire_json(server, {"q", "--ttl", "5m"});
+    const auto older =
+        Child::shell("exec " + shell_quoted(redsem_previous_binary()) + " acquire q -w 30s", env);
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key("q", "queue")) == 1; }, 10s));
+    REQUIRE(run_redsem({"renew", "q", holder["token"].get<std::string>()}, env).exit_code == 0);
+    for (const std::string part : {"state", "holders", "info", "queue", "alive", "slots"}) {
+        INFO(part);
+        CHECK(admin.call({"PTTL", semaphore_key("q", part)}).as_integer() == -1);
+    }
+    REQUIRE(run_redsem({"release", "q", holder["token"].get<std::string>()}, env).exit_code == 0);
+    CHECK(older->wait().exit_code == 0); // handed the slot
+}

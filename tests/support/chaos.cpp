@@ -5,9 +5,12 @@
 #include "support/prerequisites.hpp"
 #include "support/redis_server.hpp"
 
+#include "redis/url.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
@@ -16,6 +19,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <mutex>
@@ -66,8 +70,8 @@ std::string exit_line(const std::string& tag, const std::string& stamp) {
 // without an S the client was never inside.
 std::string start_line(const std::string& tag, const std::string& slot, const std::string& fence,
                        const std::string& stamp) {
-    return "s=" + stamp + "; if [ -n \"$s\" ]; then echo \"S " + tag + " " + slot + " " +
-           fence + " $s $$\" >> \"$L\"; fi; ";
+    return "s=" + stamp + "; if [ -n \"$s\" ]; then echo \"S " + tag + " " + slot + " " + fence +
+           " $s $$\" >> \"$L\"; fi; ";
 }
 
 std::string ms_arg(Milliseconds duration) {
@@ -160,9 +164,9 @@ bool holds_socket(pid_t pid) {
     return false;
 }
 
-// The process groups (each client leads one) in which a process of the binary `exe` holds a
-// socket now: redsem opens sockets only to Redis, so these clients have reached it.
-std::set<pid_t> groups_in_contact(const std::string& exe) {
+// The process groups (each client leads one) in which a process of one of the binaries `exes`
+// holds a socket now: redsem opens sockets only to Redis, so these clients have reached it.
+std::set<pid_t> groups_in_contact(const std::vector<std::string>& exes) {
     std::set<pid_t> groups;
     std::error_code error;
     for (std::filesystem::directory_iterator it("/proc", error), end; !error && it != end;
@@ -173,7 +177,8 @@ std::set<pid_t> groups_in_contact(const std::string& exe) {
         }
         const pid_t pid = std::stoi(name);
         std::error_code unreadable;
-        if (std::filesystem::read_symlink(it->path() / "exe", unreadable) != exe || unreadable ||
+        const std::string exe = std::filesystem::read_symlink(it->path() / "exe", unreadable);
+        if (unreadable || std::find(exes.begin(), exes.end(), exe) == exes.end() ||
             !holds_socket(pid)) {
             continue;
         }
@@ -267,10 +272,10 @@ void as_app_user(std::vector<std::string>& env, const RedisServer& server) {
     set_env(env, "REDSEM_PASSWORD", "app-pw");
 }
 
-// Starts argv[0] (a path) in a process group of its own, stdin and stdout on /dev/null,
-// stderr into `err_path`, default signal dispositions and an empty mask.
+// Starts argv[0] (a path) in a process group of its own, stdin on /dev/null, stdout into
+// `out_path`, stderr into `err_path`, default signal dispositions and an empty mask.
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-            const std::string& err_path) {
+            const std::string& err_path, const std::string& out_path = "/dev/null") {
     std::vector<char*> args;
     for (const auto& arg : argv) {
         args.push_back(const_cast<char*>(arg.c_str()));
@@ -285,7 +290,8 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
     posix_spawn_file_actions_t files;
     posix_spawn_file_actions_init(&files);
     posix_spawn_file_actions_addopen(&files, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&files, STDOUT_FILENO, out_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_addopen(&files, STDERR_FILENO, err_path.c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawnattr_t attributes;
@@ -320,6 +326,34 @@ std::string last_line(const std::string& text) {
     return newline == std::string::npos ? trimmed : trimmed.substr(newline + 1);
 }
 
+// "3,4" (a weighted client's S line) or "3": the slots, in order; empty when malformed.
+std::vector<long long> parse_slots(const std::string& text) {
+    std::vector<long long> slots;
+    std::size_t from = 0;
+    for (;;) {
+        const std::size_t comma = text.find(',', from);
+        const std::string word =
+            text.substr(from, comma == std::string::npos ? comma : comma - from);
+        if (word.empty() || word.size() > 9 ||
+            word.find_first_not_of("0123456789") != std::string::npos) {
+            return {};
+        }
+        slots.push_back(std::stoll(word));
+        if (comma == std::string::npos) {
+            return slots;
+        }
+        from = comma + 1;
+    }
+}
+
+std::string joined(const std::vector<long long>& slots) {
+    std::string text;
+    for (const long long slot : slots) {
+        text += (text.empty() ? "" : ",") + std::to_string(slot);
+    }
+    return text;
+}
+
 enum class PauseKind { waiter, holder, supervisor };
 
 const char* name_of(PauseKind kind) {
@@ -334,11 +368,30 @@ const char* name_of(PauseKind kind) {
     return "?";
 }
 
+Fault fault_of(PauseKind kind) {
+    switch (kind) {
+    case PauseKind::waiter:
+        return Fault::stop_waiter;
+    case PauseKind::holder:
+        return Fault::stop_holder;
+    case PauseKind::supervisor:
+        return Fault::stop_supervisor;
+    }
+    return Fault::stop_waiter;
+}
+
+bool is_restart(Fault fault) {
+    return fault == Fault::restart_kept || fault == Fault::restart_wiped ||
+           fault == Fault::restart_rolled_back;
+}
+
 struct Client {
     int id = 0;
     int semaphore = 0; // index into Config::semaphores
     bool run_form = false;
-    std::string skew; // FAKETIME, empty when the real clock
+    bool older = false; // runs the previous release
+    int weight = 1;     // the slots it asks for (`run --slots`)
+    std::string skew;   // FAKETIME, empty when the real clock
     Milliseconds hold{0};
     bool long_hold = false;
     pid_t pid = -1; // redsem run, or the shell; leader of its own process group
@@ -363,10 +416,11 @@ struct Client {
     // From here on, what the client did is "fencing-only": not in the overlap count.
     long long fencing_from_ns = 0;
 
-    // What its command logged.
+    // What its command logged: the slots of its grant (the first is `slot`), its fence.
     bool has_s = false;
     long long s_ns = 0;
     long long slot = -1;
+    std::vector<long long> slots;
     long long fence = -1;
     bool has_e = false;
     long long e_ns = 0;
@@ -384,13 +438,27 @@ struct Pause {
     Steady::time_point resume_at;
 };
 
-struct RestartWindow {
+// A round of a fault, from its start to its end by the real clock.
+struct Window {
+    Fault fault = Fault::sigkill;
     long long begin_ns = 0;
     long long end_ns = 0;
-    std::string kind;
+    int semaphore = -1; // the one it acted on; -1: all
     // Restarts: the clients (process groups) that had reached Redis as it went down.
     std::set<pid_t> in_contact;
 };
+
+// A time the stored limit of a semaphore carried `word` ("paused", "weighted"), as the harness
+// polled it: from the last poll that did not see it to the first that no longer did.
+struct MarkSpan {
+    int semaphore = 0;
+    std::string word;
+    long long begin_ns = 0;
+    long long end_ns = 0;
+};
+
+// How often the stored limits of the semaphores older clients use are polled.
+constexpr Milliseconds k_mark_poll{50};
 
 // State shared with the thread that acts on Redis.
 struct Shared {
@@ -399,28 +467,137 @@ struct Shared {
     bool stop_actions = false; // the chaos phase is over
     bool finish = false;       // the harness is done with Redis: the thread may end
     std::atomic<bool> redis_down{false};
-    std::vector<RestartWindow> restarts;
-    std::vector<RestartWindow> pauses; // CLIENT PAUSE, kind "pause"
-    std::vector<RestartWindow> failbacks_windows; // while the master was a replica
-    std::vector<RestartWindow> eviction_windows;  // while maxmemory was lowered
+    std::vector<Window> windows;
+    std::vector<MarkSpan> marks;
     std::vector<std::string> messages;
-    int client_pauses = 0;
-    int client_kill_rounds = 0;
+    std::map<Fault, int> rounds;
     long long connections_killed = 0;
-    int evictions = 0;
     long long evicted_keys = 0;
-    int restarts_kept = 0;
-    int restarts_wiped = 0;
-    int restarts_rolled_back = 0;
-    int failbacks = 0;
+    int evictable_in_use = 0;
+    long long flip_evicted_keys = 0;
+    int flip_states_lost = 0;
+    int older_limits_skipped = 0;
+    int older_commands_failed = 0;
     int errors = 0;
+    // Per semaphore: until when (real ns) a weighted client of the harness's may hold there,
+    // and whether an older `limit` runs there now (no weighted client starts meanwhile).
+    std::vector<long long> weighted_until_ns;
+    std::vector<bool> older_limit_running;
 };
+
+// What explains a survivor's exit besides the client itself: the faults' windows (weighted
+// clients' lives included, as windows of Fault::weighted), the marks polled.
+struct Evidence {
+    std::vector<Window> windows;
+    std::vector<MarkSpan> marks;
+    long long state_gone_after_ns = 0; // how long after a flip a semaphore may lack its state
+
+    // Whether `client` lived during a window of `fault` (on its semaphore when `same`),
+    // taken to end `after_ns` later.
+    bool during(const Client& client, Fault fault, long long after_ns = 0,
+                bool same = false) const {
+        return std::any_of(windows.begin(), windows.end(), [&](const Window& w) {
+            return w.fault == fault && (!same || w.semaphore == client.semaphore) &&
+                   client.spawned_ns <= w.end_ns + after_ns && client.reaped_ns >= w.begin_ns;
+        });
+    }
+    // Whether its semaphore's stored limit carried `word` while `client` lived.
+    bool marked(const Client& client, const std::string& word) const {
+        return std::any_of(marks.begin(), marks.end(), [&](const MarkSpan& span) {
+            return span.semaphore == client.semaphore && span.word == word &&
+                   client.spawned_ns <= span.end_ns && client.reaped_ns >= span.begin_ns;
+        });
+    }
+};
+
+bool said(const Client& client, const char* text) {
+    return client.err_last.find(text) != std::string::npos;
+}
+
+// A kind of survivor's exit, and the fault that explains it (k_faults says which).
+struct ExitRule {
+    const char* what; // as summary() prints it
+    int Result::*counter;
+    std::function<bool(const Client&)> explains;
+};
+
+// Every exit a survivor may have, in the order summary() prints them. (summary() asks with
+// empty evidence, for the names alone.)
+std::vector<ExitRule> exit_rules(const Evidence& seen) {
+    // A CLIENT PAUSE longer than redsem's patience (the 5s command timeout, then 4s of
+    // reconnecting) may end a client with 69 "did not answer in time", as documented.
+    constexpr long long k_patience_ns = 10'000'000'000LL;
+    return {
+        {"0", &Result::exit_ok,
+         [](const Client& c) { return c.exit_code == 0 && c.has_s && c.has_e; }},
+        {"76", &Result::exit_fenced,
+         [](const Client& c) { return c.exit_code == 76 && c.run_form; }},
+        {"1(release found no lease)", &Result::exit_release_lost,
+         [](const Client& c) { return c.exit_code == 1 && !c.run_form && c.has_s && c.has_e; }},
+        // Unreachable at its first contact, which is reported at once: alive while Redis
+        // was down, without having reached it before (a client that had reached Redis rides
+        // a restart out). Not a guess from when it started: a loaded machine may take
+        // seconds to start a sanitized binary.
+        {"69(first contact during a restart)", &Result::exit_refused_at_restart,
+         [&seen](const Client& c) {
+             return c.exit_code == 69 && !c.has_s && said(c, "cannot connect") &&
+                    std::any_of(seen.windows.begin(), seen.windows.end(), [&](const Window& w) {
+                        return is_restart(w.fault) && c.spawned_ns <= w.end_ns &&
+                               c.reaped_ns >= w.begin_ns && w.in_contact.count(c.pid) == 0;
+                    });
+         }},
+        {"69(no answer through a CLIENT PAUSE)", &Result::exit_unanswered_in_pause,
+         [&seen](const Client& c) {
+             return c.exit_code == 69 && said(c, "did not answer") &&
+                    std::any_of(seen.windows.begin(), seen.windows.end(), [&](const Window& w) {
+                        return w.fault == Fault::client_pause && c.spawned_ns <= w.end_ns &&
+                               c.reaped_ns >= w.begin_ns && c.reaped_ns <= w.end_ns + k_patience_ns;
+                    });
+         }},
+        // As documented for a --url that names a replica.
+        {"69(READONLY in a failback)", &Result::exit_readonly_in_failback,
+         [&seen](const Client& c) {
+             return c.exit_code == 69 && said(c, "read-only replica") &&
+                    seen.during(c, Fault::failback);
+         }},
+        // Its write came while Redis was full (used memory above maxmemory, before eviction
+        // made room, or with volatile-lru back and the flip's keys not flushed yet).
+        {"69(OOM in an eviction)", &Result::exit_oom_in_eviction,
+         [&seen](const Client& c) {
+             return c.exit_code == 69 && said(c, "out of memory") &&
+                    (seen.during(c, Fault::eviction) || seen.during(c, Fault::eviction_flip));
+         }},
+        {"69(EVICTING in a flip)", &Result::exit_evicting_in_flip,
+         [&seen](const Client& c) {
+             return c.exit_code == 69 && said(c, "admits nobody on this Redis") &&
+                    seen.during(c, Fault::eviction_flip);
+         }},
+        // Holders without a state hash: refused until they leave (the longest hold, and a
+        // lease of one stopped or killed meanwhile).
+        {"65(state hash gone after a flip)", &Result::exit_state_gone_after_flip,
+         [&seen](const Client& c) {
+             return c.exit_code == 65 && said(c, "state key") && said(c, "is gone") &&
+                    seen.during(c, Fault::eviction_flip, seen.state_gone_after_ns);
+         }},
+        // The previous release cannot read a marked limit ("1 paused", "10 weighted").
+        {"older 65(paused)", &Result::older_refused_paused,
+         [&seen](const Client& c) {
+             return c.older && c.exit_code == 65 && said(c, "is not a number") &&
+                    (seen.during(c, Fault::pause, 0, true) || seen.marked(c, "paused"));
+         }},
+        {"older 65(weighted)", &Result::older_refused_weighted,
+         [&seen](const Client& c) {
+             return c.older && c.exit_code == 65 && said(c, "is not a number") &&
+                    (seen.during(c, Fault::weighted, 0, true) || seen.marked(c, "weighted"));
+         }},
+    };
+}
 
 class Harness {
 public:
     explicit Harness(const Config& config)
         : m_config(config), m_out(config.out != nullptr ? *config.out : std::cout),
-          m_random(config.seed) {}
+          m_random(config.seed), m_actions_random(config.seed ^ 0x9e3779b97f4a7c15ULL) {}
     ~Harness() {
         // Only on a way out that skipped the orderly end: the thread must not outlive us.
         if (m_actions.joinable()) {
@@ -433,6 +610,10 @@ public:
             m_actions.join();
         }
         stop_death_watcher();
+        for (const pid_t pid : m_history) {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+        }
         if (m_log_fd >= 0) {
             close(m_log_fd);
         }
@@ -448,31 +629,62 @@ private:
     // A client's environment: its clock skew (libfaketime), and for a semaphore without INFO
     // the ACL user and prefix.
     std::vector<std::string> environment_for(const std::string& skew, bool without_info) const;
-    // Runs `argv` (stderr to `err`) for up to 30s; whether it exited 0.
+    // Runs `argv` (stderr to `err`, stdout to `out`) for up to 30s; its exit code (-1: killed
+    // at 30s).
+    int run_for_exit(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                     const std::string& err, const std::string& out = "/dev/null") const;
+    // The same; whether it exited 0.
     bool run_to_end(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                    const std::string& err) const;
-    void spawn_client();
+                    const std::string& err) const {
+        return run_for_exit(argv, env, err) == 0;
+    }
+    // A client on the semaphore with the fewest, or a weighted one on `weighted_on`.
+    void spawn_client(int weighted_on = -1);
     // the loop
     void tail_log();
     void reap();
+    void reaped(Client& client);
     void sweep_group(Client& client);
     void resume_due(bool all);
-    void kill_one();
-    void pause_one(PauseKind kind);
     void drain_messages();
     void progress(bool force);
     void finish_stragglers();
     void watch_death(Client& client, pid_t shell);
     void death_watcher();
     void stop_death_watcher();
-    // Redis actions, on their own thread
+    // Faults on the clients (k_faults, FaultSide::clients), from the loop.
+    void act_on_clients(Fault fault);
+    void kill_one();
+    void pause_one(PauseKind kind);
+    void spawn_weighted();
+    // Faults on Redis (FaultSide::redis), on their own thread.
     void redis_actions();
-    void restart(const std::string& kind);
+    bool applies(Fault fault) const;
+    void act_on_redis(Fault fault);
+    void note_round(Fault fault, const Window* window = nullptr);
+    void client_pause();
+    void client_kill();
+    void evict();
+    std::vector<std::string> evictable_in_use(Connection& admin) const;
+    void flip_eviction();
+    void pause_semaphore();
+    void older_gc();
+    void older_limit();
+    void restart(Fault kind);
     void fail_back();
-    // Makes Redis evict (see Config::eviction_every); returns how many keys it evicted.
-    long long evict();
+    // `redsem lost` for the prefix whose clients cannot read INFO (none: nothing).
+    void declare_loss_without_info() const;
+    // A connection to database `db` of the server (it stays there when it reconnects).
+    Connection connect_db(int db) const;
+    // The stored limits of the semaphores older clients use, polled for their marks.
+    void poll_marks();
+    void close_marks();
     // after
     void check_keys();
+    // `redsem log --follow --json` of both prefixes, into the log directory (kept when the
+    // verdict is bad): the histories across restarts that lose them, and past their cap.
+    void start_history();
+    void stop_history();
     // The observer's checks over what the commands logged (analyse() runs them all).
     struct Observed;
     void analyse();
@@ -480,44 +692,50 @@ private:
     void check_overlap(const SemaphoreSpec& spec, const Observed& seen);
     void check_slots(const SemaphoreSpec& spec, Observed& seen);
     void check_fences(const SemaphoreSpec& spec, Observed& seen);
-    void check_fence_unique(const SemaphoreSpec& spec, Observed& seen, long long fence, int client);
     void check_late_entries(const SemaphoreSpec& spec, Observed& seen);
     void report(const std::string& kind, const std::string& text);
     std::string describe_pair(int first, int second) const;
     void classify_exits();
     std::string describe(const Client& client) const;
     double rel(long long ns) const { return static_cast<double>(ns - m_start_ns) / 1e9; }
+    const std::string& prefix_of(const SemaphoreSpec& spec) const;
 
-    template <typename T> T uniform(T low, T high) {
+    template <typename T> T uniform(T low, T high) { return uniform(m_random, low, high); }
+    // (The thread that acts on Redis draws from m_actions_random, the loop from m_random.)
+    template <typename T> static T uniform(std::mt19937_64& random, T low, T high) {
         if (high <= low) {
             return low;
         }
         if constexpr (std::is_integral_v<T>) {
-            return std::uniform_int_distribution<T>(low, high)(m_random);
+            return std::uniform_int_distribution<T>(low, high)(random);
         } else {
-            return std::uniform_real_distribution<T>(low, high)(m_random);
+            return std::uniform_real_distribution<T>(low, high)(random);
         }
     }
     Milliseconds uniform_ms(Milliseconds low, Milliseconds high) {
         return Milliseconds{uniform<long long>(low.count(), high.count())};
     }
     bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(m_random) < p; }
-    Steady::time_point next_after(Steady::time_point from, Milliseconds mean) {
+    static Steady::time_point next_after(std::mt19937_64& random, Steady::time_point from,
+                                         Milliseconds mean) {
         if (mean.count() <= 0) {
             return Steady::time_point::max();
         }
         return from + Milliseconds{static_cast<long long>(static_cast<double>(mean.count()) *
-                                                          uniform<double>(0.5, 1.5))};
+                                                          uniform<double>(random, 0.5, 1.5))};
     }
 
     const Config& m_config;
     std::ostream& m_out;
     std::mt19937_64 m_random;
+    std::mt19937_64 m_actions_random;
     Result m_result;
     std::unique_ptr<RedisServer> m_server;
     std::unique_ptr<RedisServer> m_standby; // a replica of m_server, for failbacks
     std::string m_redsem;
     std::string m_redsem_exe; // the same, as /proc/PID/exe names it
+    std::string m_older;      // the previous release's, empty when none runs
+    std::string m_older_exe;
     std::string m_dir;
     std::string m_log;
     int m_log_fd = -1;
@@ -528,11 +746,19 @@ private:
     std::vector<Client> m_clients;
     std::vector<int> m_active; // ids of clients not reaped yet
     std::vector<Pause> m_pauses;
+    std::vector<int> m_weighted_active; // per semaphore: weighted clients not reaped yet
+    std::vector<pid_t> m_history;       // the `redsem log --follow` processes
     long long m_start_ns = 0;
     Steady::time_point m_chaos_end;
     Shared m_shared;
     std::thread m_actions;
     Steady::time_point m_next_progress;
+    // The thread that acts on Redis: what it does later (a `redsem resume`), and its poll of
+    // the marks (per semaphore and word: since when it has seen it).
+    std::vector<std::pair<Steady::time_point, std::function<void()>>> m_followups;
+    std::unique_ptr<Connection> m_poll;
+    long long m_last_poll_ns = 0;
+    std::map<std::pair<int, std::string>, long long> m_marked_since;
     // When `redsem run`'s commands die: their pidfds in an epoll set, and a thread that takes
     // the time as soon as one becomes readable.
     int m_epoll = -1;
@@ -542,6 +768,12 @@ private:
     std::thread m_watcher;
 };
 
+const std::string& Harness::prefix_of(const SemaphoreSpec& spec) const {
+    static const std::string plain = "redsem";
+    static const std::string without_info = k_no_info_prefix;
+    return spec.without_info ? without_info : plain;
+}
+
 // ---- setup --------------------------------------------------------------------------------
 
 void Harness::prepare() {
@@ -550,6 +782,18 @@ void Harness::prepare() {
         throw std::runtime_error("redsem binary not executable: " + m_redsem);
     }
     m_redsem_exe = std::filesystem::canonical(m_redsem);
+    if (m_config.older_share > 0) {
+        const std::string older =
+            m_config.older_redsem.empty() ? redsem_previous_binary() : m_config.older_redsem;
+        if (access(older.c_str(), X_OK) == 0) {
+            m_older = older;
+            m_older_exe = std::filesystem::canonical(older);
+            m_result.older_release = older;
+        } else {
+            m_out << "chaos: the previous release is not built (" << older
+                  << "): no client runs it, and no older gc or limit\n";
+        }
+    }
     if (m_config.skew) {
         m_faketime_lib = find_libfaketime().value_or("");
     }
@@ -558,6 +802,9 @@ void Harness::prepare() {
         m_out << "chaos: libfaketime is not installed (Debian package faketime): clocks are "
                  "not skewed\n";
     }
+    m_weighted_active.assign(m_config.semaphores.size(), 0);
+    m_shared.weighted_until_ns.assign(m_config.semaphores.size(), 0);
+    m_shared.older_limit_running.assign(m_config.semaphores.size(), false);
     std::string pattern = (std::filesystem::temp_directory_path() / "redsem-chaos-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr) {
         throw std::runtime_error("mkdtemp failed");
@@ -575,12 +822,12 @@ void Harness::prepare() {
 
     RedisServer::Options options;
     // (A replica's full sync starts at once, not after the 5s Redis waits for more replicas.)
-    options.extra_args = {"--appendonly", "yes", "--appendfsync", "always",
-                          "--repl-diskless-sync-delay", "0"};
+    options.extra_args = {
+        "--appendonly", "yes", "--appendfsync", "always", "--repl-diskless-sync-delay", "0"};
     // The user of the semaphores without INFO, on both nodes (ACLs are not replicated).
-    const std::vector<std::string> app_user = {"--user", "app", "on", ">app-pw",
-                                               std::string("~") + k_no_info_prefix + ":*", "&*",
-                                               "+@all", "-@dangerous"};
+    const std::vector<std::string> app_user = {
+        "--user", "app",   "on",         ">app-pw", std::string("~") + k_no_info_prefix + ":*",
+        "&*",     "+@all", "-@dangerous"};
     options.extra_args.insert(options.extra_args.end(), app_user.begin(), app_user.end());
     options.tcp = true; // for the standby to replicate it
     m_server = std::make_unique<RedisServer>(options);
@@ -647,24 +894,36 @@ std::vector<std::string> Harness::environment_for(const std::string& skew,
     return env;
 }
 
-void Harness::spawn_client() {
+void Harness::spawn_client(int weighted_on) {
     Client client;
     client.id = static_cast<int>(m_clients.size());
-    // The semaphore with the fewest clients running: each keeps its share of the load (were
-    // they drawn at random, the slowest would gather nearly every client).
-    std::vector<int> running(m_config.semaphores.size(), 0);
-    for (int id : m_active) {
-        running[static_cast<std::size_t>(m_clients[static_cast<std::size_t>(id)].semaphore)] += 1;
-    }
-    const int fewest = *std::min_element(running.begin(), running.end());
-    std::vector<int> least;
-    for (std::size_t s = 0; s < running.size(); ++s) {
-        if (running[s] == fewest) {
-            least.push_back(static_cast<int>(s));
+    if (weighted_on >= 0) {
+        client.semaphore = weighted_on;
+        client.weight = m_config.weighted_slots;
+        client.run_form = true;
+    } else {
+        // The semaphore with the fewest clients running: each keeps its share of the load
+        // (were they drawn at random, the slowest would gather nearly every client).
+        std::vector<int> running(m_config.semaphores.size(), 0);
+        for (int id : m_active) {
+            running[static_cast<std::size_t>(m_clients[static_cast<std::size_t>(id)].semaphore)] +=
+                1;
         }
+        const int fewest = *std::min_element(running.begin(), running.end());
+        std::vector<int> least;
+        for (std::size_t s = 0; s < running.size(); ++s) {
+            if (running[s] == fewest) {
+                least.push_back(static_cast<int>(s));
+            }
+        }
+        client.semaphore = least[uniform<std::size_t>(0, least.size() - 1)];
+        client.run_form = chance(0.5);
     }
-    client.semaphore = least[uniform<std::size_t>(0, least.size() - 1)];
-    client.run_form = chance(0.5);
+    const SemaphoreSpec& spec = m_config.semaphores[static_cast<std::size_t>(client.semaphore)];
+    // The previous release needs INFO (it has no proof by the script cache), and has no
+    // --slots.
+    client.older = !m_older.empty() && !spec.without_info && client.weight == 1 &&
+                   chance(m_config.older_share);
     if (m_have_faketime && chance(0.5)) {
         client.skew = k_clock_skews[uniform<std::size_t>(0, k_clock_skews.size() - 1)];
     }
@@ -680,7 +939,7 @@ void Harness::spawn_client() {
                           ? Milliseconds{0}
                           : uniform_ms(std::min(m_config.short_hold_min, high), high);
     }
-    const SemaphoreSpec& spec = m_config.semaphores[static_cast<std::size_t>(client.semaphore)];
+    const std::string& binary = client.older ? m_older : m_redsem;
     const std::string tag = spec.name + " " + std::to_string(client.id);
     const std::string limit = std::to_string(spec.limit);
     const std::string label = "chaos " + std::to_string(client.id);
@@ -691,31 +950,28 @@ void Harness::spawn_client() {
         "trap 'echo \"T " + tag + " " + stamp + "\" >> \"$L\"; exit 143' TERM; ";
     std::vector<std::string> argv;
     if (client.run_form) {
-        const std::string body = "L=" + m_log + "; " + trap +
-                                 start_line(tag, "$REDSEM_SLOT", "$REDSEM_FENCE", stamp) + sleep +
+        // A grant of several slots logs them all, "3,4" (REDSEM_SLOTS is "3 4").
+        const std::string list_slots =
+            client.weight > 1
+                ? "set -f; set -- $REDSEM_SLOTS; sl=$1; shift; for x; do sl=$sl,$x; done; "
+                : "";
+        const std::string slots = client.weight > 1 ? "$sl" : "$REDSEM_SLOT";
+        const std::string body = "L=" + m_log + "; " + trap + list_slots +
+                                 start_line(tag, slots, "$REDSEM_FENCE", stamp) + sleep +
                                  exit_line(tag, stamp);
-        argv = {m_redsem,
-                "run",
-                spec.name,
-                "-n",
-                limit,
-                "--ttl",
-                ms_arg(m_config.ttl),
-                "--loss-grace",
-                ms_arg(m_config.loss_grace),
-                "-q",
-                "--label",
-                label,
-                "--",
-                "/bin/sh",
-                "-c",
-                body};
+        argv = {binary, "run", spec.name, "-n", limit};
+        if (client.weight > 1) {
+            argv.insert(argv.end(), {"--slots", std::to_string(client.weight)});
+        }
+        argv.insert(argv.end(),
+                    {"--ttl", ms_arg(m_config.ttl), "--loss-grace", ms_arg(m_config.loss_grace),
+                     "-q", "--label", label, "--", "/bin/sh", "-c", body});
     } else {
         const std::string grant = m_dir + "/grant/" + std::to_string(client.id);
         // The grant goes to a file (not a pipe), so that the harness can tell, once it has
         // stopped the client, whether acquire had already handed the slot to the script.
         const std::string script =
-            "L=" + m_log + "; G=" + grant + "; " + m_redsem + " acquire " + spec.name + " -n " +
+            "L=" + m_log + "; G=" + grant + "; " + binary + " acquire " + spec.name + " -n " +
             limit + " --ttl " + ms_arg(m_config.ttl) + " --loss-grace " +
             ms_arg(m_config.loss_grace) + " -q --json --label '" + label +
             "' > \"$G\" || exit $?\n"
@@ -723,23 +979,24 @@ void Harness::spawn_client() {
             "tok=${j#*\\\"token\\\":\\\"}; tok=${tok%%\\\"*}\n"
             "slot=${j#*\\\"slot\\\":}; slot=${slot%%,*}\n"
             "fence=${j#*\\\"fence\\\":}; fence=${fence%%,*}\n" +
-            trap + "\n" + start_line(tag, "$slot", "$fence", stamp) + "\n" + sleep +
-            "\n" + exit_line(tag, stamp) +
+            trap + "\n" + start_line(tag, "$slot", "$fence", stamp) + "\n" + sleep + "\n" +
+            exit_line(tag, stamp) +
             "\n"
             // A release that finds Redis restarting (69) is tried again, as a careful script
             // would; 1 means the lease was gone already.
             "n=0\nwhile :; do " +
-            m_redsem + " release " + spec.name +
+            binary + " release " + spec.name +
             " \"$tok\"; rc=$?; if [ $rc -ne 69 ] || [ $n -ge 20 ]; then exit $rc; fi; "
             "n=$((n+1)); sleep 0.25; done\n";
         argv = {"/bin/sh", "-c", script};
     }
     client.spawned_ns = real_now_ns();
-    client.pid =
-        spawn(argv, environment_for(client.skew, spec.without_info),
-              m_dir + "/err/" + std::to_string(client.id));
+    client.pid = spawn(argv, environment_for(client.skew, spec.without_info),
+                       m_dir + "/err/" + std::to_string(client.id));
     m_result.clients_started += 1;
     m_result.clients_skewed += client.skew.empty() ? 0 : 1;
+    m_result.clients_older += client.older ? 1 : 0;
+    m_result.clients_weighted += client.weight > 1 ? 1 : 0;
     m_active.push_back(client.id);
     m_clients.push_back(std::move(client));
 }
@@ -772,18 +1029,32 @@ void Harness::tail_log() {
         const bool same_semaphore =
             client != nullptr &&
             m_config.semaphores[static_cast<std::size_t>(client->semaphore)].name == semaphore;
-        long long a = 0, b = 0, when = 0;
+        long long b = 0, when = 0;
         bool ok = same_semaphore;
         if (ok && kind == "S") {
-            ok = static_cast<bool>(fields >> a >> b >> when) && !client->has_s;
+            std::string slot_list;
+            ok = static_cast<bool>(fields >> slot_list >> b >> when) && !client->has_s;
+            const std::vector<long long> slots =
+                ok ? parse_slots(slot_list) : std::vector<long long>{};
+            ok = ok && !slots.empty();
             if (ok) {
                 client->has_s = true;
-                client->slot = a;
+                client->slots = slots;
+                client->slot = slots.front();
                 client->fence = b;
                 client->s_ns = when;
                 long long shell = 0;
                 if (fields >> shell && shell > 0 && client->run_form) {
                     watch_death(*client, static_cast<pid_t>(shell));
+                }
+                const std::set<long long> distinct(slots.begin(), slots.end());
+                if (static_cast<int>(distinct.size()) != client->weight ||
+                    distinct.size() != slots.size()) {
+                    // Its weight is what it asked for: a grant of other slots is redsem's fault.
+                    m_result.slot_violations += 1;
+                    report("slot", "a grant of " + std::to_string(slots.size()) +
+                                       " slots for --slots " + std::to_string(client->weight) +
+                                       ": " + line);
                 }
             }
         } else if (ok && (kind == "E" || kind == "T")) {
@@ -816,6 +1087,21 @@ void Harness::sweep_group(Client& client) {
     }
 }
 
+// A weighted client's lease may outlive it (SIGKILLed) by a ttl: an older `limit` waits
+// that long after the last one there (see older_limit()).
+void Harness::reaped(Client& client) {
+    if (client.weight <= 1) {
+        return;
+    }
+    const auto s = static_cast<std::size_t>(client.semaphore);
+    m_weighted_active[s] -= 1;
+    if (m_weighted_active[s] == 0) {
+        std::lock_guard lock(m_shared.mutex);
+        m_shared.weighted_until_ns[s] =
+            client.reaped_ns + std::chrono::nanoseconds(m_config.ttl + 1s).count();
+    }
+}
+
 void Harness::reap() {
     for (auto it = m_active.begin(); it != m_active.end();) {
         Client& client = m_clients[static_cast<std::size_t>(*it)];
@@ -835,6 +1121,7 @@ void Harness::reap() {
         std::error_code ignored;
         std::filesystem::remove(err, ignored);
         std::filesystem::remove(m_dir + "/grant/" + std::to_string(client.id), ignored);
+        reaped(client);
         it = m_active.erase(it);
     }
 }
@@ -856,6 +1143,28 @@ void Harness::resume_due(bool all) {
         client.pause_active = false;
         client.pause_end_ns = real_now_ns();
         it = m_pauses.erase(it);
+    }
+}
+
+void Harness::act_on_clients(Fault fault) {
+    switch (fault) {
+    case Fault::sigkill:
+        kill_one();
+        break;
+    case Fault::stop_waiter:
+        pause_one(PauseKind::waiter);
+        break;
+    case Fault::stop_holder:
+        pause_one(PauseKind::holder);
+        break;
+    case Fault::stop_supervisor:
+        pause_one(PauseKind::supervisor);
+        break;
+    case Fault::weighted:
+        spawn_weighted();
+        break;
+    default:
+        throw std::logic_error(std::string("not a fault on the clients: ") + entry_of(fault).name);
     }
 }
 
@@ -900,7 +1209,7 @@ void Harness::kill_one() {
         client.killed_ns = real_now_ns();
     }
     client.killed_what = what;
-    m_result.sigkills += 1;
+    m_result.rounds[Fault::sigkill] += 1;
     m_result.sigkill_targets[what] += 1;
 }
 
@@ -1012,19 +1321,33 @@ void Harness::pause_one(PauseKind kind) {
         // make safe.
         client.fencing_from_ns = stopped_at;
     }
-    switch (actual) {
-    case PauseKind::waiter:
-        m_result.pauses_waiter += 1;
-        break;
-    case PauseKind::holder:
-        m_result.pauses_holder += 1;
-        break;
-    case PauseKind::supervisor:
-        m_result.pauses_supervisor += 1;
-        break;
-    }
+    m_result.rounds[fault_of(actual)] += 1;
     pause.resume_at = Steady::now() + uniform_ms(m_config.pause_min, m_config.pause_max);
     m_pauses.push_back(std::move(pause));
+}
+
+void Harness::spawn_weighted() {
+    std::vector<int> candidates;
+    for (std::size_t s = 0; s < m_config.semaphores.size(); ++s) {
+        if (m_config.semaphores[s].weighted &&
+            m_config.semaphores[s].limit >= std::max(3, m_config.weighted_slots + 1)) {
+            candidates.push_back(static_cast<int>(s));
+        }
+    }
+    if (candidates.empty() || m_shared.redis_down) {
+        return;
+    }
+    const int s = candidates[uniform<std::size_t>(0, candidates.size() - 1)];
+    {
+        std::lock_guard lock(m_shared.mutex);
+        if (m_shared.older_limit_running[static_cast<std::size_t>(s)]) {
+            return; // (see older_limit())
+        }
+        m_shared.weighted_until_ns[static_cast<std::size_t>(s)] = LLONG_MAX;
+    }
+    m_weighted_active[static_cast<std::size_t>(s)] += 1;
+    spawn_client(s);
+    m_result.rounds[Fault::weighted] += 1;
 }
 
 void Harness::drain_messages() {
@@ -1055,11 +1378,18 @@ void Harness::progress(bool force) {
         cycles += client.has_e ? 1 : 0;
     }
     std::lock_guard lock(m_shared.mutex);
+    const auto rounds = [&](Fault fault) {
+        const auto it = m_shared.rounds.find(fault);
+        return it == m_shared.rounds.end() ? 0 : it->second;
+    };
     m_out << "chaos: " << std::fixed << std::setprecision(1) << rel(real_now_ns())
           << "s: " << m_result.clients_started << " clients, " << cycles << " cycles, "
-          << m_active.size() << " running, " << m_pauses.size() << " stopped, " << m_result.sigkills
-          << " SIGKILLs, restarts " << m_shared.restarts_kept << "/" << m_shared.restarts_wiped
-          << "/" << m_shared.restarts_rolled_back << ", failbacks " << m_shared.failbacks << "\n"
+          << m_active.size() << " running, " << m_pauses.size() << " stopped, "
+          << m_result.rounds_of(Fault::sigkill) << " SIGKILLs, restarts "
+          << rounds(Fault::restart_kept) << "/" << rounds(Fault::restart_wiped) << "/"
+          << rounds(Fault::restart_rolled_back) << ", failbacks " << rounds(Fault::failback)
+          << ", flips " << rounds(Fault::eviction_flip) << ", pauses " << rounds(Fault::pause)
+          << "\n"
           << std::defaultfloat;
     m_out.flush();
 }
@@ -1082,6 +1412,7 @@ void Harness::finish_stragglers() {
         client.exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
                                              : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1);
         client.err_last = last_line(slurp(m_dir + "/err/" + std::to_string(client.id)));
+        reaped(client);
     }
     m_active.clear();
 }
@@ -1150,56 +1481,14 @@ void Harness::stop_death_watcher() {
 
 // ---- Redis actions ------------------------------------------------------------------------
 
-void Harness::restart(const std::string& kind) {
-    Connection admin = m_server->admin();
-    const long long keys_before = admin.call({"DBSIZE"}).as_integer();
-    if (kind != "kept") {
-        // What happens next is not written down: Redis comes back without it.
-        admin.call({"CONFIG", "SET", "appendonly", "no"});
-        if (kind == "wiped") {
-            std::error_code ignored;
-            std::filesystem::remove_all(m_server->dir() + "/appendonlydir", ignored);
-        } else {
-            std::this_thread::sleep_for(m_config.rollback_window);
-        }
-    }
-    admin.disconnect();
-    RestartWindow window;
-    window.kind = kind;
-    window.in_contact = groups_in_contact(m_redsem_exe);
-    window.begin_ns = real_now_ns();
-    m_shared.redis_down = true;
-    try {
-        m_server->restart(); // SIGTERM; with the AOF on, it keeps what was written
-    } catch (...) {
-        m_shared.redis_down = false;
-        throw;
-    }
-    window.end_ns = real_now_ns();
-    m_shared.redis_down = false;
-    Connection after = m_server->admin();
-    const long long keys_after = after.call({"DBSIZE"}).as_integer();
-    const Reply appendonly = after.call({"CONFIG", "GET", "appendonly"});
-    if (appendonly.as_array().size() < 2 || appendonly.as_array()[1].as_string() != "yes") {
-        after.call({"CONFIG", "SET", "appendonly", "yes"});
-    }
-    std::lock_guard lock(m_shared.mutex);
-    std::ostringstream message;
-    message << std::fixed << std::setprecision(3) << "Redis restarted (" << kind
-            << ") t=" << rel(window.begin_ns) << "s..t=" << rel(window.end_ns)
-            << "s: " << keys_before << " keys before, " << keys_after << " right after";
-    m_shared.messages.push_back(message.str());
-    m_shared.restarts.push_back(window);
-    if (kind == "kept") {
-        m_shared.restarts_kept += 1;
-    } else if (kind == "wiped") {
-        m_shared.restarts_wiped += 1;
-    } else {
-        m_shared.restarts_rolled_back += 1;
-    }
-}
-
 namespace {
+
+// The number `field` of INFO `section` (0 when it has none).
+long long info_number(Connection& admin, const std::string& section, const std::string& field) {
+    const std::string info = admin.call({"INFO", section}).as_string();
+    const std::size_t at = info.find("\n" + field + ":");
+    return at == std::string::npos ? 0LL : std::stoll(info.substr(at + field.size() + 2));
+}
 
 // INFO replication field `field` of the server behind `admin` ("" when it has none).
 std::string replication_field(Connection& admin, const std::string& field) {
@@ -1223,7 +1512,382 @@ void wait_for_link(Connection& admin) {
     }
 }
 
+// Takes back what an eviction round changed (maxmemory, the cache in database 15), also when
+// the round failed half-way: a Redis left evicting or full would fail every client after it.
+class MemoryRestored {
+public:
+    MemoryRestored(Connection& admin, Connection& cache) : m_admin(admin), m_cache(cache) {}
+    ~MemoryRestored() {
+        if (!m_done) {
+            try {
+                undo();
+            } catch (const std::exception&) {
+                // The round's own error is the one reported.
+            }
+        }
+    }
+    MemoryRestored(const MemoryRestored&) = delete;
+    MemoryRestored& operator=(const MemoryRestored&) = delete;
+    // volatile-lru (the keys in use have no TTL), database 15 emptied, no maxmemory.
+    void undo() {
+        m_admin.call({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"});
+        m_cache.call({"FLUSHDB"});
+        m_admin.call({"CONFIG", "SET", "maxmemory", "0"});
+        m_done = true;
+    }
+
+private:
+    Connection& m_admin;
+    Connection& m_cache;
+    bool m_done = false;
+};
+
 } // namespace
+
+Connection Harness::connect_db(int db) const {
+    ConnectOptions options{parse_redis_url(m_server->socket_url() + "?db=" + std::to_string(db))};
+    return Connection(std::move(options));
+}
+
+void Harness::note_round(Fault fault, const Window* window) {
+    std::lock_guard lock(m_shared.mutex);
+    m_shared.rounds[fault] += 1;
+    if (window != nullptr) {
+        m_shared.windows.push_back(*window);
+    }
+}
+
+bool Harness::applies(Fault fault) const {
+    switch (fault) {
+    case Fault::older_gc:
+    case Fault::older_limit:
+        return !m_older.empty();
+    case Fault::failback:
+        return m_standby != nullptr;
+    default:
+        return true;
+    }
+}
+
+void Harness::act_on_redis(Fault fault) {
+    switch (fault) {
+    case Fault::client_pause:
+        client_pause();
+        break;
+    case Fault::client_kill:
+        client_kill();
+        break;
+    case Fault::eviction:
+        evict();
+        break;
+    case Fault::eviction_flip:
+        flip_eviction();
+        break;
+    case Fault::pause:
+        pause_semaphore();
+        break;
+    case Fault::older_gc:
+        older_gc();
+        break;
+    case Fault::older_limit:
+        older_limit();
+        break;
+    case Fault::restart_kept:
+    case Fault::restart_wiped:
+    case Fault::restart_rolled_back:
+        restart(fault);
+        break;
+    case Fault::failback:
+        fail_back();
+        break;
+    default:
+        throw std::logic_error(std::string("not a fault on Redis: ") + entry_of(fault).name);
+    }
+}
+
+void Harness::client_pause() {
+    Connection admin = m_server->admin();
+    Window window;
+    window.fault = Fault::client_pause;
+    window.begin_ns = real_now_ns();
+    admin.call({"CLIENT", "PAUSE", std::to_string(m_config.client_pause.count()), "ALL"});
+    window.end_ns = real_now_ns() + std::chrono::nanoseconds(m_config.client_pause).count();
+    note_round(Fault::client_pause, &window);
+    // Nothing else on Redis until the pause is over (a fault overdue meanwhile comes next).
+    std::this_thread::sleep_for(m_config.client_pause + 100ms);
+}
+
+void Harness::client_kill() {
+    Connection admin = m_server->admin();
+    const Reply killed = admin.call({"CLIENT", "KILL", "TYPE", "normal"});
+    note_round(Fault::client_kill);
+    std::lock_guard lock(m_shared.mutex);
+    m_shared.connections_killed += killed.as_integer();
+}
+
+// The keys of semaphores in use (somebody holds or waits) that have a TTL now: under
+// volatile-lru Redis may evict them, which "no TTL while in use" (README) rules out.
+std::vector<std::string> Harness::evictable_in_use(Connection& admin) const {
+    std::vector<std::string> found;
+    for (const SemaphoreSpec& spec : m_config.semaphores) {
+        const std::string base = prefix_of(spec) + ":{" + spec.name + "}:";
+        if (admin.call({"ZCARD", base + "holders"}).as_integer() == 0 &&
+            admin.call({"ZCARD", base + "queue"}).as_integer() == 0) {
+            continue;
+        }
+        for (const char* part : {"state", "holders", "info", "queue", "alive", "slots"}) {
+            if (admin.call({"PTTL", base + part}).as_integer() > 0) {
+                found.push_back(base + part);
+            }
+        }
+    }
+    return found;
+}
+
+void Harness::evict() {
+    Connection admin = m_server->admin();
+    Connection cache = connect_db(15); // the cache entries go to 15, the clients' keys are in 0
+    const std::vector<std::string> exposed = evictable_in_use(admin);
+    const long long before = info_number(admin, "stats", "evicted_keys");
+    const long long used = info_number(admin, "memory", "used_memory");
+    Window window;
+    window.fault = Fault::eviction;
+    window.begin_ns = real_now_ns();
+    MemoryRestored restored(admin, cache);
+    admin.call({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"});
+    // Room for the clients' own growth (connections, buffers), which Redis cannot evict.
+    admin.call({"CONFIG", "SET", "maxmemory", std::to_string(used + 4 * 1024 * 1024)});
+    const std::string value(16 * 1024, 'x');
+    for (int i = 0; i < 1024 && info_number(admin, "stats", "evicted_keys") == before; ++i) {
+        for (int j = 0; j < 16; ++j) {
+            cache.command(std::vector<std::string>{"SET", "cache:" + std::to_string(i * 16 + j),
+                                                   value, "PX", "60000"});
+        }
+    }
+    const long long evicted = info_number(admin, "stats", "evicted_keys") - before;
+    restored.undo(); // (volatile-lru stays)
+    window.end_ns = real_now_ns();
+    note_round(Fault::eviction, &window);
+    std::lock_guard lock(m_shared.mutex);
+    m_shared.evicted_keys += evicted;
+    m_shared.evictable_in_use += static_cast<int>(exposed.size());
+    if (!exposed.empty()) {
+        std::ostringstream message;
+        message << std::fixed << std::setprecision(3) << "eviction t=" << rel(window.begin_ns)
+                << "s..t=" << rel(window.end_ns) << "s: " << evicted
+                << " keys evicted; keys of semaphores in use had a TTL as it began:";
+        for (const std::string& key : exposed) {
+            message << " " << key;
+        }
+        m_shared.messages.push_back(message.str());
+    }
+}
+
+void Harness::declare_loss_without_info() const {
+    const bool any = std::any_of(m_config.semaphores.begin(), m_config.semaphores.end(),
+                                 [](const SemaphoreSpec& spec) { return spec.without_info; });
+    if (!any) {
+        return;
+    }
+    const std::string err = m_dir + "/lost.err";
+    if (!run_to_end({m_redsem, "lost", "-q"}, environment_for("", true), err)) {
+        throw std::runtime_error("redsem lost failed: " + last_line(slurp(err)));
+    }
+}
+
+void Harness::flip_eviction() {
+    // Its clients cannot see a policy (README, "Least privilege"): the operator declares the
+    // loss, before the policy allows it (closing admission for the flip: again each half
+    // grace while it lasts) and after.
+    declare_loss_without_info();
+    auto declared = Steady::now();
+    Connection admin = m_server->admin();
+    Connection cache = connect_db(15);
+    // The state hashes and epoch keys there are now, to tell afterwards which the flip took:
+    // nothing else deletes them while the semaphores are in use (gc runs on this thread).
+    std::vector<std::string> watched{"redsem:epoch", std::string(k_no_info_prefix) + ":epoch"};
+    const Reply states = admin.call({"KEYS", "*:state"});
+    for (const Reply& key : states.as_array()) {
+        watched.push_back(key.as_string());
+    }
+    std::erase_if(watched, [&](const std::string& key) {
+        return admin.call({"EXISTS", key}).as_integer() == 0;
+    });
+    const long long before = info_number(admin, "stats", "evicted_keys");
+    // What Redis counts against maxmemory (not the AOF's and replicas' buffers).
+    const long long used = info_number(admin, "memory", "used_memory") -
+                           info_number(admin, "memory", "mem_not_counted_for_evict");
+    Window window;
+    window.fault = Fault::eviction_flip;
+    window.begin_ns = real_now_ns();
+    MemoryRestored restored(admin, cache);
+    admin.call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
+    admin.call({"CONFIG", "SET", "maxmemory", std::to_string(used + 1024 * 1024)});
+    // Keys without a TTL: under allkeys-lru any key may go to make room for them. Sixteen at
+    // a time: with appendfsync always, each write alone would wait for its own fsync.
+    const std::string value(8 * 1024, 'x');
+    const auto give_up = Steady::now() + m_config.flip_max;
+    long long evicted = 0;
+    for (int i = 0; evicted < m_config.flip_evictions && Steady::now() < give_up; ++i) {
+        std::vector<Command> writes;
+        for (int j = 0; j < 16; ++j) {
+            const std::string key = "flip:" + std::to_string(i * 16 + j);
+            writes.emplace_back(key, std::vector<std::string>{"SET", key, value});
+        }
+        cache.pipeline(writes);
+        evicted = info_number(admin, "stats", "evicted_keys") - before;
+        if (Steady::now() - declared > m_config.loss_grace / 2) {
+            declare_loss_without_info();
+            declared = Steady::now();
+        }
+    }
+    restored.undo(); // volatile-lru, FLUSHDB of 15, maxmemory 0
+    window.end_ns = real_now_ns();
+    evicted = info_number(admin, "stats", "evicted_keys") - before;
+    std::vector<std::string> gone;
+    for (const std::string& key : watched) {
+        if (admin.call({"EXISTS", key}).as_integer() == 0) {
+            gone.push_back(key);
+        }
+    }
+    note_round(Fault::eviction_flip, &window);
+    {
+        std::lock_guard lock(m_shared.mutex);
+        m_shared.flip_evicted_keys += evicted;
+        m_shared.flip_states_lost += static_cast<int>(gone.size());
+        std::ostringstream message;
+        message << std::fixed << std::setprecision(3) << "eviction flip t=" << rel(window.begin_ns)
+                << "s..t=" << rel(window.end_ns) << "s: " << evicted << " keys evicted";
+        for (std::size_t i = 0; i < gone.size(); ++i) {
+            message << (i == 0 ? ", gone: " : " ") << gone[i];
+        }
+        m_shared.messages.push_back(message.str());
+    }
+    declare_loss_without_info();
+}
+
+void Harness::pause_semaphore() {
+    const int s =
+        uniform<int>(m_actions_random, 0, static_cast<int>(m_config.semaphores.size()) - 1);
+    const SemaphoreSpec& spec = m_config.semaphores[static_cast<std::size_t>(s)];
+    const std::vector<std::string> env = environment_for("", spec.without_info);
+    // --for: a pause whose resume a restart rolled back still ends.
+    const Milliseconds bound = m_config.semaphore_pause + 10s;
+    Window window;
+    window.fault = Fault::pause;
+    window.semaphore = s;
+    window.begin_ns = real_now_ns();
+    const std::string err = m_dir + "/pause.err";
+    if (!run_to_end({m_redsem, "pause", spec.name, "--for", ms_arg(bound), "--reason", "chaos"},
+                    env, err)) {
+        window.end_ns = window.begin_ns + std::chrono::nanoseconds(bound).count();
+        note_round(Fault::pause, &window);
+        throw std::runtime_error("redsem pause " + spec.name + " failed: " + last_line(slurp(err)));
+    }
+    m_followups.emplace_back(
+        Steady::now() + m_config.semaphore_pause,
+        [this, window, env, bound, name = spec.name]() mutable {
+            const std::string resume_err = m_dir + "/resume.err";
+            const bool resumed = run_to_end({m_redsem, "resume", name, "-q"}, env, resume_err);
+            window.end_ns =
+                resumed ? real_now_ns() : window.begin_ns + std::chrono::nanoseconds(bound).count();
+            note_round(Fault::pause, &window);
+            if (!resumed) {
+                throw std::runtime_error("redsem resume " + name +
+                                         " failed: " + last_line(slurp(resume_err)));
+            }
+        });
+}
+
+void Harness::older_gc() {
+    const std::string err = m_dir + "/older.err";
+    const int code = run_for_exit({m_older, "gc"}, m_base_env, err);
+    note_round(Fault::older_gc);
+    if (code != 0) {
+        std::lock_guard lock(m_shared.mutex);
+        m_shared.older_commands_failed += 1;
+        m_shared.messages.push_back("the previous release's gc exited " + std::to_string(code) +
+                                    ": " + last_line(slurp(err)));
+    }
+}
+
+void Harness::older_limit() {
+    std::vector<int> candidates;
+    for (std::size_t s = 0; s < m_config.semaphores.size(); ++s) {
+        if (!m_config.semaphores[s].without_info) {
+            candidates.push_back(static_cast<int>(s));
+        }
+    }
+    if (candidates.empty()) {
+        return;
+    }
+    const auto s = static_cast<std::size_t>(
+        candidates[uniform<std::size_t>(m_actions_random, 0, candidates.size() - 1)]);
+    const SemaphoreSpec& spec = m_config.semaphores[s];
+    {
+        std::lock_guard lock(m_shared.mutex);
+        if (m_shared.weighted_until_ns[s] > real_now_ns()) {
+            m_shared.older_limits_skipped += 1;
+            return;
+        }
+        m_shared.older_limit_running[s] = true;
+    }
+    const std::string err = m_dir + "/older.err";
+    const int code =
+        run_for_exit({m_older, "limit", spec.name, std::to_string(spec.limit)}, m_base_env, err);
+    note_round(Fault::older_limit);
+    std::lock_guard lock(m_shared.mutex);
+    m_shared.older_limit_running[s] = false;
+    if (code != 0) {
+        m_shared.older_commands_failed += 1;
+        m_shared.messages.push_back("the previous release's limit " + spec.name + " " +
+                                    std::to_string(spec.limit) + " exited " + std::to_string(code) +
+                                    ": " + last_line(slurp(err)));
+    }
+}
+
+void Harness::restart(Fault kind) {
+    Connection admin = m_server->admin();
+    const long long keys_before = admin.call({"DBSIZE"}).as_integer();
+    if (kind != Fault::restart_kept) {
+        // What happens next is not written down: Redis comes back without it.
+        admin.call({"CONFIG", "SET", "appendonly", "no"});
+        if (kind == Fault::restart_wiped) {
+            std::error_code ignored;
+            std::filesystem::remove_all(m_server->dir() + "/appendonlydir", ignored);
+        } else {
+            std::this_thread::sleep_for(m_config.rollback_window);
+        }
+    }
+    admin.disconnect();
+    Window window;
+    window.fault = kind;
+    window.in_contact = groups_in_contact({m_redsem_exe, m_older_exe});
+    window.begin_ns = real_now_ns();
+    m_shared.redis_down = true;
+    try {
+        m_server->restart(); // SIGTERM; with the AOF on, it keeps what was written
+    } catch (...) {
+        m_shared.redis_down = false;
+        throw;
+    }
+    window.end_ns = real_now_ns();
+    m_shared.redis_down = false;
+    m_poll.reset();
+    Connection after = m_server->admin();
+    const long long keys_after = after.call({"DBSIZE"}).as_integer();
+    const Reply appendonly = after.call({"CONFIG", "GET", "appendonly"});
+    if (appendonly.as_array().size() < 2 || appendonly.as_array()[1].as_string() != "yes") {
+        after.call({"CONFIG", "SET", "appendonly", "yes"});
+    }
+    note_round(kind, &window);
+    std::lock_guard lock(m_shared.mutex);
+    std::ostringstream message;
+    message << std::fixed << std::setprecision(3) << "Redis " << entry_of(kind).name
+            << " t=" << rel(window.begin_ns) << "s..t=" << rel(window.end_ns)
+            << "s: " << keys_before << " keys before, " << keys_after << " right after";
+    m_shared.messages.push_back(message.str());
+}
 
 // A failback behind a fixed address: the standby is promoted (a failover nobody's clients
 // follow), the master takes writes for rollback_window, then follows the standby, whose data
@@ -1245,165 +1909,183 @@ void Harness::fail_back() {
                env, m_dir + "/probe.err");
     std::this_thread::sleep_for(m_config.rollback_window);
     Connection master = m_server->admin();
-    RestartWindow window;
-    window.kind = "failback";
+    Window window;
+    window.fault = Fault::failback;
     window.begin_ns = real_now_ns();
     master.call({"REPLICAOF", "127.0.0.1", std::to_string(m_standby->port())});
     wait_for_link(master);
     master.call({"REPLICAOF", "NO", "ONE"});
     window.end_ns = real_now_ns();
     standby.call({"REPLICAOF", "127.0.0.1", std::to_string(m_server->port())});
+    note_round(Fault::failback, &window);
     std::lock_guard lock(m_shared.mutex);
     std::ostringstream message;
     message << std::fixed << std::setprecision(3) << "Redis failed back t=" << rel(window.begin_ns)
             << "s..t=" << rel(window.end_ns) << "s";
     m_shared.messages.push_back(message.str());
-    m_shared.failbacks_windows.push_back(window);
-    m_shared.failbacks += 1;
 }
 
-long long Harness::evict() {
-    Connection admin = m_server->admin();
-    const auto memory_field = [&](const std::string& section, const std::string& field) {
-        const std::string info = admin.call({"INFO", section}).as_string();
-        const std::size_t at = info.find(field + ":");
-        return at == std::string::npos ? 0LL : std::stoll(info.substr(at + field.size() + 1));
-    };
-    const long long before = memory_field("stats", "evicted_keys");
-    const long long used = memory_field("memory", "used_memory");
-    admin.call({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"});
-    // Room for the clients' own growth (connections, buffers), which Redis cannot evict.
-    admin.call({"CONFIG", "SET", "maxmemory", std::to_string(used + 4 * 1024 * 1024)});
-    // The cache entries go to database 15, the clients' to 0: eviction spans them all.
-    admin.call({"SELECT", "15"});
-    const std::string value(16 * 1024, 'x');
-    for (int i = 0; i < 1024 && memory_field("stats", "evicted_keys") == before; ++i) {
-        for (int j = 0; j < 16; ++j) {
-            admin.command(std::vector<std::string>{"SET", "cache:" + std::to_string(i * 16 + j),
-                                                   value, "PX", "60000"});
-        }
+void Harness::poll_marks() {
+    if (m_older.empty()) {
+        return; // only older clients are refused by a mark
     }
-    const long long evicted = memory_field("stats", "evicted_keys") - before;
-    admin.call({"FLUSHDB"});
-    admin.call({"CONFIG", "SET", "maxmemory", "0"});
-    return evicted;
+    try {
+        if (!m_poll) {
+            m_poll = std::make_unique<Connection>(m_server->admin());
+        }
+        const long long now = real_now_ns();
+        for (std::size_t s = 0; s < m_config.semaphores.size(); ++s) {
+            const SemaphoreSpec& spec = m_config.semaphores[s];
+            if (spec.without_info) {
+                continue;
+            }
+            const Reply limit =
+                m_poll->call({"HGET", prefix_of(spec) + ":{" + spec.name + "}:state", "limit"});
+            const std::string text = limit.is_nil() ? "" : limit.as_string();
+            for (const std::string word : {"paused", "weighted"}) {
+                const auto key = std::make_pair(static_cast<int>(s), word);
+                const auto on = m_marked_since.find(key);
+                if (text.find(word) != std::string::npos && on == m_marked_since.end()) {
+                    m_marked_since.emplace(key, m_last_poll_ns > 0 ? m_last_poll_ns : now);
+                } else if (text.find(word) == std::string::npos && on != m_marked_since.end()) {
+                    std::lock_guard lock(m_shared.mutex);
+                    m_shared.marks.push_back({static_cast<int>(s), word, on->second, now});
+                    m_marked_since.erase(on);
+                }
+            }
+        }
+        m_last_poll_ns = now;
+    } catch (const std::exception&) {
+        m_poll.reset(); // (Redis restarting, or the connection killed): the next poll says
+    }
+}
+
+void Harness::close_marks() {
+    const long long now = real_now_ns();
+    std::lock_guard lock(m_shared.mutex);
+    for (const auto& [key, since] : m_marked_since) {
+        m_shared.marks.push_back({key.first, key.second, since, now});
+    }
+    m_marked_since.clear();
 }
 
 void Harness::redis_actions() {
-    std::mt19937_64 random(m_config.seed ^ 0x9e3779b97f4a7c15ULL);
     auto jitter = [&](Milliseconds mean) {
-        if (mean.count() <= 0) {
-            return Steady::time_point::max();
-        }
-        return Steady::now() + Milliseconds{static_cast<long long>(
-                                   static_cast<double>(mean.count()) *
-                                   std::uniform_real_distribution<double>(0.5, 1.5)(random))};
+        return next_after(m_actions_random, Steady::now(), mean);
     };
     const auto start = Steady::now();
-    const std::vector<std::string> kinds{"kept", "wiped", "rolled back", "failed back"};
-    std::vector<std::pair<Steady::time_point, std::string>> restarts;
+    // Restarts: spread evenly over the chaos phase, their kinds in turn.
+    const std::vector<Fault> kinds{Fault::restart_kept, Fault::restart_wiped,
+                                   Fault::restart_rolled_back, Fault::failback};
+    std::vector<std::pair<Steady::time_point, Fault>> restarts;
     const int count = std::max(0, m_config.restarts);
     for (int i = 0; i < count; ++i) {
         const double slice = static_cast<double>(m_config.duration.count()) / count;
-        const double at =
-            slice * (i + 0.5) + slice * std::uniform_real_distribution<double>(-0.2, 0.2)(random);
+        const double at = slice * (i + 0.5) + slice * uniform<double>(m_actions_random, -0.2, 0.2);
         restarts.emplace_back(start + Milliseconds{static_cast<long long>(at)},
                               kinds[static_cast<std::size_t>(i) % kinds.size()]);
     }
     std::size_t next_restart = 0;
-    auto next_pause = jitter(m_config.client_pause_every);
-    auto next_kill = jitter(m_config.client_kill_every);
-    auto next_eviction = jitter(m_config.eviction_every);
-    for (;;) {
-        const auto restart_at = next_restart < restarts.size() ? restarts[next_restart].first
-                                                               : Steady::time_point::max();
-        const auto due = std::min({restart_at, next_pause, next_kill, next_eviction});
-        {
-            std::unique_lock lock(m_shared.mutex);
-            const auto until = std::min(due, m_chaos_end);
-            m_shared.wake.wait_until(lock, until, [&] { return m_shared.stop_actions; });
-            if (m_shared.stop_actions || Steady::now() >= m_chaos_end) {
-                break;
-            }
-            if (Steady::now() < due) {
-                continue;
-            }
+    // The others: each after a mean interval of its own.
+    std::vector<std::pair<Fault, Steady::time_point>> next;
+    for (const FaultEntry& entry : k_faults) {
+        if (entry.side == FaultSide::redis && entry.every != nullptr && applies(entry.fault)) {
+            next.emplace_back(entry.fault, jitter(m_config.*entry.every));
         }
-        std::string doing;
+    }
+    auto next_poll = Steady::now();
+    // Runs `what` (a round of `fault`), reporting what it threw.
+    auto attempt = [&](const std::string& doing, const std::function<void()>& what) {
         try {
-            if (due == restart_at) {
-                const std::string& kind = restarts[next_restart].second;
-                doing = "restart (" + kind + ")";
-                if (kind == "failed back") {
-                    fail_back();
-                } else {
-                    restart(kind);
-                }
-                ++next_restart;
-            } else if (due == next_pause) {
-                doing = "CLIENT PAUSE";
-                next_pause = jitter(m_config.client_pause_every);
-                Connection admin = m_server->admin();
-                RestartWindow window;
-                window.kind = "pause";
-                window.begin_ns = real_now_ns();
-                admin.call(
-                    {"CLIENT", "PAUSE", std::to_string(m_config.client_pause.count()), "ALL"});
-                window.end_ns =
-                    real_now_ns() + std::chrono::nanoseconds(m_config.client_pause).count();
-                {
-                    std::lock_guard lock(m_shared.mutex);
-                    m_shared.client_pauses += 1;
-                    m_shared.pauses.push_back(window);
-                }
-                // Nothing else on Redis until the pause is over.
-                std::this_thread::sleep_for(m_config.client_pause + 100ms);
-                next_kill = std::max(next_kill, Steady::now());
-                if (next_restart < restarts.size()) {
-                    restarts[next_restart].first =
-                        std::max(restarts[next_restart].first, Steady::now());
-                }
-            } else if (due == next_eviction) {
-                doing = "eviction";
-                next_eviction = jitter(m_config.eviction_every);
-                RestartWindow window;
-                window.kind = "eviction";
-                window.begin_ns = real_now_ns();
-                const long long evicted = evict();
-                window.end_ns = real_now_ns();
-                std::lock_guard lock(m_shared.mutex);
-                m_shared.evictions += 1;
-                m_shared.evicted_keys += evicted;
-                m_shared.eviction_windows.push_back(window);
-            } else {
-                doing = "CLIENT KILL";
-                next_kill = jitter(m_config.client_kill_every);
-                Connection admin = m_server->admin();
-                const Reply killed = admin.call({"CLIENT", "KILL", "TYPE", "normal"});
-                std::lock_guard lock(m_shared.mutex);
-                m_shared.client_kill_rounds += 1;
-                m_shared.connections_killed += killed.as_integer();
-            }
+            what();
         } catch (const std::exception& error) {
-            if (due == restart_at) {
-                ++next_restart;
-            }
             std::lock_guard lock(m_shared.mutex);
             m_shared.errors += 1;
             m_shared.messages.push_back("harness error during " + doing + ": " + error.what());
         }
+    };
+    for (;;) {
+        auto due = next_restart < restarts.size() ? restarts[next_restart].first
+                                                  : Steady::time_point::max();
+        std::size_t which = next.size(); // next.size(): the restart
+        for (std::size_t i = 0; i < next.size(); ++i) {
+            if (next[i].second < due) {
+                due = next[i].second;
+                which = i;
+            }
+        }
+        std::size_t followup = m_followups.size();
+        auto followup_at = Steady::time_point::max();
+        for (std::size_t i = 0; i < m_followups.size(); ++i) {
+            if (m_followups[i].first < followup_at) {
+                followup_at = m_followups[i].first;
+                followup = i;
+            }
+        }
+        const auto poll_at = m_older.empty() ? Steady::time_point::max() : next_poll;
+        {
+            std::unique_lock lock(m_shared.mutex);
+            const auto until = std::min({due, followup_at, poll_at, m_chaos_end});
+            m_shared.wake.wait_until(lock, until, [&] { return m_shared.stop_actions; });
+            if (m_shared.stop_actions || Steady::now() >= m_chaos_end) {
+                break;
+            }
+        }
+        const auto now = Steady::now();
+        if (now >= poll_at) {
+            poll_marks();
+            next_poll = Steady::now() + k_mark_poll;
+        }
+        if (now >= followup_at) {
+            auto action = std::move(m_followups[followup].second);
+            m_followups.erase(m_followups.begin() + static_cast<std::ptrdiff_t>(followup));
+            attempt("a follow-up", action);
+            continue;
+        }
+        if (now < due) {
+            continue;
+        }
+        if (which == next.size()) {
+            const Fault kind = restarts[next_restart].second;
+            ++next_restart;
+            attempt(entry_of(kind).name, [&] {
+                if (applies(kind)) {
+                    act_on_redis(kind);
+                }
+            });
+        } else {
+            const Fault fault = next[which].first;
+            next[which].second = jitter(m_config.*entry_of(fault).every);
+            attempt(entry_of(fault).name, [&] { act_on_redis(fault); });
+        }
     }
+    // The chaos phase is over: what a round began is ended (a paused semaphore resumed).
+    for (auto& [at, action] : m_followups) {
+        attempt("a follow-up", action);
+    }
+    m_followups.clear();
     // Redis was (re)started by this thread, and dies with it (PR_SET_PDEATHSIG follows the
-    // thread that forked): stay until the harness is done with it.
+    // thread that forked): stay until the harness is done with it, polling the marks for the
+    // survivors meanwhile.
     std::unique_lock lock(m_shared.mutex);
-    m_shared.wake.wait(lock, [&] { return m_shared.finish; });
+    while (!m_shared.finish) {
+        m_shared.wake.wait_for(lock, k_mark_poll, [&] { return m_shared.finish; });
+        if (!m_shared.finish) {
+            lock.unlock();
+            poll_marks();
+            lock.lock();
+        }
+    }
+    lock.unlock();
+    close_marks();
+    m_poll.reset();
 }
 
 // ---- after the chaos ----------------------------------------------------------------------
 
-bool Harness::run_to_end(const std::vector<std::string>& argv,
-                         const std::vector<std::string>& env, const std::string& err) const {
-    const pid_t pid = spawn(argv, env, err);
+int Harness::run_for_exit(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                          const std::string& err, const std::string& out) const {
+    const pid_t pid = spawn(argv, env, err, out);
     int status = 0;
     const auto deadline = Steady::now() + 30s;
     pid_t got = 0;
@@ -1413,8 +2095,13 @@ bool Harness::run_to_end(const std::vector<std::string>& argv,
     if (got == 0) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
+        return -1;
     }
-    return got == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (got != pid) {
+        return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status)
+                             : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1);
 }
 
 // A waiter's ":left" note (lua/release.lua) outlives its semaphore on purpose: a waiter stopped
@@ -1436,16 +2123,27 @@ bool is_bounded_left_note(Connection& admin, const std::string& key) {
     const std::string queue = key.substr(0, wake) + ":queue";
     return admin.call({"ZSCORE", queue, token}).is_nil();
 }
+
+// A holder that leaves a paused semaphore pushes to "<wake prefix>drained" for a draining
+// client (lua/lib/queue.lua, tell_drainer()), with an expiry of 60s, and nobody pops it when
+// nobody drains (the harness pauses, it never drains). gc does not delete it; it expires.
+bool is_bounded_drain_nudge(Connection& admin, const std::string& key) {
+    const long long ttl_ms = admin.call({"PTTL", key}).as_integer();
+    return key.ends_with(":wake:drained") && ttl_ms > 0 && ttl_ms <= 60'000 &&
+           admin.call({"TYPE", key}).as_string() == "list";
+}
 } // namespace
 
 void Harness::check_keys() {
-    // Waiters drop after 5s, uncollected hand-overs after 3s, leases after the ttl; then gc
-    // removes every semaphore. Poll rather than sleep for the longest of them.
+    // Waiters drop after 5s, uncollected hand-overs after 3s, leases after the ttl, a pause
+    // left by a rolled-back resume after its --for; then gc removes every semaphore. Poll
+    // rather than sleep for the longest of them.
     const auto give_up = Steady::now() + 15s + 2 * m_config.ttl + m_config.loss_grace;
     for (;;) {
         const std::string err = m_dir + "/gc.err";
-        m_result.gc_ok = run_to_end({m_redsem, "gc"}, m_base_env, err) &&
-                         run_to_end({m_redsem, "gc", "--prefix", k_no_info_prefix}, m_base_env, err);
+        m_result.gc_ok =
+            run_to_end({m_redsem, "gc"}, m_base_env, err) &&
+            run_to_end({m_redsem, "gc", "--prefix", k_no_info_prefix}, m_base_env, err);
         if (!m_result.gc_ok) {
             m_out << "chaos: redsem gc failed: " << last_line(slurp(err)) << "\n";
         }
@@ -1464,8 +2162,12 @@ void Harness::check_keys() {
                 admin.call({"PTTL", key.as_string()}).as_integer() > 0) {
                 continue; // a history: gc leaves it, to expire as the semaphore's keys would
             }
-            if (key.as_string().ends_with(":left") && is_bounded_left_note(admin, key.as_string())) {
+            if (key.as_string().ends_with(":left") &&
+                is_bounded_left_note(admin, key.as_string())) {
                 continue; // a note to a waiter that `release` took out of the queue: it expires
+            }
+            if (is_bounded_drain_nudge(admin, key.as_string())) {
+                continue; // a note to a drainer nobody ran: it expires
             }
             m_result.keys_left += 1;
             if (m_result.keys_left <= 12) {
@@ -1479,16 +2181,47 @@ void Harness::check_keys() {
     }
 }
 
+void Harness::start_history() {
+    for (const bool without_info : {false, true}) {
+        const std::string name =
+            without_info ? std::string("history-") + k_no_info_prefix : std::string("history");
+        m_history.push_back(spawn({m_redsem, "log", "--follow", "--json"},
+                                  environment_for("", without_info), m_dir + "/" + name + ".err",
+                                  m_dir + "/" + name + ".jsonl"));
+    }
+}
+
+void Harness::stop_history() {
+    // It follows on from the last event after an outage; it reads what is there before it
+    // stops (a SIGTERM ends it between rounds).
+    std::this_thread::sleep_for(200ms);
+    for (const pid_t pid : m_history) {
+        kill(pid, SIGTERM);
+    }
+    for (const pid_t pid : m_history) {
+        int status = 0;
+        const auto give_up = Steady::now() + 5s;
+        while (waitpid(pid, &status, WNOHANG) == 0 && Steady::now() < give_up) {
+            std::this_thread::sleep_for(10ms);
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    m_history.clear();
+}
+
 std::string Harness::describe(const Client& client) const {
     const SemaphoreSpec& spec = m_config.semaphores[static_cast<std::size_t>(client.semaphore)];
     std::ostringstream out;
     out << std::fixed << std::setprecision(3);
     out << "client " << client.id << " (" << (client.run_form ? "run" : "acquire/release")
+        << (client.older ? ", previous release" : "")
+        << (client.weight > 1 ? ", --slots " + std::to_string(client.weight) : "")
         << (client.skew.empty() ? "" : ", FAKETIME=" + client.skew) << ", hold "
         << client.hold.count() << "ms, spawned t=" << rel(client.spawned_ns) << "s";
     if (client.has_s) {
-        out << "; S " << spec.name << " " << client.id << " " << client.slot << " " << client.fence
-            << " " << client.s_ns << " (t=" << rel(client.s_ns) << "s)";
+        out << "; S " << spec.name << " " << client.id << " " << joined(client.slots) << " "
+            << client.fence << " " << client.s_ns << " (t=" << rel(client.s_ns) << "s)";
     }
     if (client.has_t) {
         out << "; T " << spec.name << " " << client.id << " " << client.t_ns
@@ -1514,44 +2247,26 @@ std::string Harness::describe(const Client& client) const {
 }
 
 void Harness::classify_exits() {
-    std::vector<RestartWindow> windows;
-    std::vector<RestartWindow> pauses;
-    std::vector<RestartWindow> failbacks;
-    std::vector<RestartWindow> evictions;
+    Evidence seen;
     {
         std::lock_guard lock(m_shared.mutex);
-        windows = m_shared.restarts;
-        pauses = m_shared.pauses;
-        failbacks = m_shared.failbacks_windows;
-        evictions = m_shared.eviction_windows;
+        seen.windows = m_shared.windows;
+        seen.marks = m_shared.marks;
     }
-    // A client whose write came while Redis was full (used memory above maxmemory, before
-    // eviction made room) ends with 69 OOM, as documented.
-    auto oom_in_eviction = [&](const Client& client) {
-        return client.exit_code == 69 && client.err_last.find("out of memory") != std::string::npos &&
-               std::any_of(evictions.begin(), evictions.end(), [&](const RestartWindow& w) {
-                   return client.spawned_ns <= w.end_ns && client.reaped_ns >= w.begin_ns;
-               });
-    };
-    // A client that spoke to the master while it was a replica (a failback) ends with 69
-    // READONLY, as documented for a --url that names a replica.
-    auto readonly_in_failback = [&](const Client& client) {
-        return client.exit_code == 69 && client.err_last.find("read-only replica") != std::string::npos &&
-               std::any_of(failbacks.begin(), failbacks.end(), [&](const RestartWindow& w) {
-                   return client.spawned_ns <= w.end_ns && client.reaped_ns >= w.begin_ns;
-               });
-    };
-    // A CLIENT PAUSE longer than redsem's patience (the 5s command timeout, then 4s of
-    // reconnecting) may end a client with 69 "did not answer in time", as documented.
-    constexpr long long k_patience_ns = 10'000'000'000LL;
-    auto unanswered_in_pause = [&](const Client& client) {
-        return client.exit_code == 69 &&
-               client.err_last.find("did not answer") != std::string::npos &&
-               std::any_of(pauses.begin(), pauses.end(), [&](const RestartWindow& w) {
-                   return client.spawned_ns <= w.end_ns && client.reaped_ns >= w.begin_ns &&
-                          client.reaped_ns <= w.end_ns + k_patience_ns;
-               });
-    };
+    // A weighted client's life: the stored limit is marked from its request on.
+    for (const Client& client : m_clients) {
+        if (client.weight > 1) {
+            Window life;
+            life.fault = Fault::weighted;
+            life.begin_ns = client.spawned_ns;
+            life.end_ns = client.reaped_ns;
+            life.semaphore = client.semaphore;
+            seen.windows.push_back(life);
+        }
+    }
+    seen.state_gone_after_ns =
+        std::chrono::nanoseconds(m_config.long_hold_max + 2 * m_config.ttl + 1s).count();
+    const std::vector<ExitRule> rules = exit_rules(seen);
     for (const Client& client : m_clients) {
         m_result.exits[client.exit_code] += 1;
         if (client.killed_ns != 0) {
@@ -1562,34 +2277,14 @@ void Harness::classify_exits() {
         if (client.hung) {
             m_result.survivors_hung += 1;
             problem = "did not finish within the grace";
+        } else if (const auto rule =
+                       std::find_if(rules.begin(), rules.end(),
+                                    [&](const ExitRule& r) { return r.explains(client); });
+                   rule != rules.end()) {
+            m_result.*(rule->counter) += 1;
         } else if (client.exit_code == 0) {
-            if (client.has_s && client.has_e) {
-                m_result.exit_ok += 1;
-            } else {
-                problem = "exit 0 without both S and E logged";
-            }
-        } else if (client.exit_code == 76 && client.run_form) {
-            m_result.exit_fenced += 1;
-        } else if (client.exit_code == 1 && !client.run_form && client.has_s && client.has_e) {
-            m_result.exit_release_lost += 1;
-        } else if (client.exit_code == 69 && !client.has_s &&
-                   client.err_last.find("cannot connect") != std::string::npos &&
-                   std::any_of(windows.begin(), windows.end(), [&](const RestartWindow& w) {
-                       // Alive while Redis was down, without having reached it before: its
-                       // first contact came then (a client that had reached Redis rides a
-                       // restart out). Not a guess from when it started: a loaded machine
-                       // may take seconds to start a sanitized binary.
-                       return client.spawned_ns <= w.end_ns && client.reaped_ns >= w.begin_ns &&
-                              w.in_contact.count(client.pid) == 0;
-                   })) {
-            // Unreachable at its first contact, which is reported at once.
-            m_result.exit_refused_at_restart += 1;
-        } else if (unanswered_in_pause(client)) {
-            m_result.exit_unanswered_in_pause += 1;
-        } else if (readonly_in_failback(client)) {
-            m_result.exit_readonly_in_failback += 1;
-        } else if (oom_in_eviction(client)) {
-            m_result.exit_oom_in_eviction += 1;
+            m_result.exit_other += 1;
+            problem = "exit 0 without both S and E logged";
         } else {
             if (client.exit_code == 75) {
                 m_result.exit_75 += 1;
@@ -1612,11 +2307,13 @@ void Harness::classify_exits() {
 
 namespace {
 
-// A command's time inside, from its entry to its exit (or the best upper bound of its end).
+// A command's time inside, from its entry to its exit (or the best upper bound of its end),
+// and the slots it held meanwhile.
 struct Interval {
     long long start = 0;
     long long end = 0;
     int client = 0;
+    int weight = 1;
 };
 
 // A command's entry with the fence it was given.
@@ -1628,13 +2325,14 @@ struct Entry {
 
 } // namespace
 
-// What the commands of one semaphore logged, sorted for the checks.
+// What the commands of one semaphore logged, sorted for the checks. A grant of several slots
+// is one interval inside (of its weight) and one entry on each of its slots.
 struct Harness::Observed {
-    std::vector<Interval> inside;                         // counted for overlap
-    std::map<long long, std::vector<Interval>> by_slot;   // the same, per slot
-    std::map<long long, std::vector<Entry>> entries;      // per slot
-    std::map<long long, std::vector<Entry>> late_entries; // fencing-only entries, per slot
-    std::map<long long, int> fence_owner;                 // which client each fence went to
+    std::vector<Interval> inside;                       // counted for overlap
+    std::map<long long, std::vector<Interval>> by_slot; // the same, per slot
+    std::map<long long, std::vector<Entry>> entries;    // per slot
+    std::vector<Entry> late;                            // fencing-only entries
+    std::vector<Entry> grants;                          // every entry, once
 };
 
 void Harness::analyse() {
@@ -1658,12 +2356,15 @@ void Harness::collect(std::vector<Observed>& observed) {
         if (client.has_e) {
             m_result.cycles_completed += 1;
             m_result.cycles_skewed += client.skew.empty() ? 0 : 1;
+            m_result.cycles_older += client.older ? 1 : 0;
+            m_result.cycles_weighted += client.weight > 1 ? 1 : 0;
             m_result.long_holds_completed += client.long_hold ? 1 : 0;
         }
         if (!client.has_s) {
             continue;
         }
         Observed& seen = observed[static_cast<std::size_t>(client.semaphore)];
+        seen.grants.push_back({client.s_ns, client.fence, client.id});
         long long end = 0;
         if (client.has_e) {
             end = client.e_ns;
@@ -1685,15 +2386,21 @@ void Harness::collect(std::vector<Observed>& observed) {
         if (client.fencing_from_ns != 0 && client.s_ns >= client.fencing_from_ns) {
             // It took its slot, was stopped before it could log its entry, and entered only
             // after SIGCONT, long past its lease: only fencing protects that. Counted apart.
-            seen.late_entries[client.slot].push_back({client.s_ns, client.fence, client.id});
+            seen.late.push_back({client.s_ns, client.fence, client.id});
             continue;
         }
-        seen.entries[client.slot].push_back({client.s_ns, client.fence, client.id});
+        for (const long long slot : client.slots) {
+            seen.entries[slot].push_back({client.s_ns, client.fence, client.id});
+        }
         const long long overlap_end =
             client.fencing_from_ns != 0 ? std::min(end, client.fencing_from_ns) : end;
         if (overlap_end > client.s_ns) {
-            seen.inside.push_back({client.s_ns, overlap_end, client.id});
-            seen.by_slot[client.slot].push_back({client.s_ns, overlap_end, client.id});
+            const int weight = static_cast<int>(client.slots.size());
+            seen.inside.push_back(
+                {client.s_ns, overlap_end, client.id, std::max(weight, client.weight)});
+            for (const long long slot : client.slots) {
+                seen.by_slot[slot].push_back({client.s_ns, overlap_end, client.id, 1});
+            }
         }
     }
 }
@@ -1708,27 +2415,30 @@ std::string Harness::describe_pair(int first, int second) const {
 }
 
 void Harness::check_overlap(const SemaphoreSpec& spec, const Observed& seen) {
-    // A sweep over entries (+1) and exits (-1), exits first at equal times.
+    // A sweep over entries (+weight) and exits (-weight), exits first at equal times.
     std::vector<std::tuple<long long, int, int>> events;
     for (const Interval& interval : seen.inside) {
-        events.emplace_back(interval.start, +1, interval.client);
-        events.emplace_back(interval.end, -1, interval.client);
+        events.emplace_back(interval.start, +interval.weight, interval.client);
+        events.emplace_back(interval.end, -interval.weight, interval.client);
     }
     std::sort(events.begin(), events.end());
     std::set<int> inside;
+    int held = 0;
     int most = 0;
     for (const auto& [at, delta, id] : events) {
+        held += delta;
         if (delta < 0) {
             inside.erase(id);
             continue;
         }
         inside.insert(id);
-        most = std::max(most, static_cast<int>(inside.size()));
-        if (static_cast<int>(inside.size()) > spec.limit) {
+        most = std::max(most, held);
+        if (held > spec.limit) {
             m_result.overlap_violations += 1;
             std::ostringstream text;
             text << "overlap on " << spec.name << " at t=" << std::fixed << std::setprecision(3)
-                 << rel(at) << "s: " << inside.size() << " inside (limit " << spec.limit << "):";
+                 << rel(at) << "s: " << held << " slots held by " << inside.size()
+                 << " inside (limit " << spec.limit << "):";
             for (int other : inside) {
                 text << "\n    " << describe(m_clients[static_cast<std::size_t>(other)]);
             }
@@ -1758,7 +2468,7 @@ void Harness::check_slots(const SemaphoreSpec& spec, Observed& seen) {
 }
 
 void Harness::check_fences(const SemaphoreSpec& spec, Observed& seen) {
-    // Per slot, in the order of entry, strictly increasing; unique per semaphore.
+    // Per slot, in the order of entry, strictly increasing.
     for (auto& [slot, list] : seen.entries) {
         std::sort(list.begin(), list.end(),
                   [](const Entry& a, const Entry& b) { return a.at < b.at; });
@@ -1770,38 +2480,37 @@ void Harness::check_fences(const SemaphoreSpec& spec, Observed& seen) {
                                     describe_pair(list[i - 1].client, list[i].client));
             }
         }
-        for (const Entry& entry : list) {
-            check_fence_unique(spec, seen, entry.fence, entry.client);
-        }
     }
-}
-
-void Harness::check_fence_unique(const SemaphoreSpec& spec, Observed& seen, long long fence,
-                                 int client) {
-    const auto [it, fresh] = seen.fence_owner.emplace(fence, client);
-    if (!fresh) {
-        m_result.fence_violations += 1;
-        report("fence", "fence " + std::to_string(fence) + " of " + spec.name +
-                            " given twice:" + describe_pair(it->second, client));
+    // Unique per semaphore: one per grant, also for a grant of several slots.
+    std::map<long long, int> owner;
+    for (const Entry& grant : seen.grants) {
+        const auto [it, fresh] = owner.emplace(grant.fence, grant.client);
+        if (!fresh) {
+            m_result.fence_violations += 1;
+            report("fence", "fence " + std::to_string(grant.fence) + " of " + spec.name +
+                                " given twice:" + describe_pair(it->second, grant.client));
+        }
     }
 }
 
 void Harness::check_late_entries(const SemaphoreSpec& spec, Observed& seen) {
-    // A fenced resource would refuse a late entry behind a newer fence on its slot.
-    for (auto& [slot, list] : seen.late_entries) {
-        for (const Entry& entry : list) {
-            m_result.late_entries += 1;
+    (void)spec;
+    // A fenced resource would refuse a late entry behind a newer fence on one of its slots.
+    for (const Entry& entry : seen.late) {
+        m_result.late_entries += 1;
+        const Client& client = m_clients[static_cast<std::size_t>(entry.client)];
+        bool behind = false;
+        for (const long long slot : client.slots) {
             const auto& entered = seen.entries[slot];
-            const bool behind = std::any_of(entered.begin(), entered.end(), [&](const Entry& e) {
-                return e.at < entry.at && e.fence > entry.fence;
-            });
-            m_result.late_entries_refused += behind ? 1 : 0;
-            m_out << "chaos: late entry (stopped holding its grant before it logged S; "
-                  << (behind ? "a fenced resource refuses it: a newer fence entered before"
-                             : "no newer fence had entered its slot")
-                  << "): " << describe(m_clients[static_cast<std::size_t>(entry.client)]) << "\n";
-            check_fence_unique(spec, seen, entry.fence, entry.client);
+            behind = behind || std::any_of(entered.begin(), entered.end(), [&](const Entry& e) {
+                         return e.at < entry.at && e.fence > entry.fence;
+                     });
         }
+        m_result.late_entries_refused += behind ? 1 : 0;
+        m_out << "chaos: late entry (stopped holding its grant before it logged S; "
+              << (behind ? "a fenced resource refuses it: a newer fence entered before"
+                         : "no newer fence had entered its slot")
+              << "): " << describe(client) << "\n";
     }
 }
 
@@ -1817,11 +2526,16 @@ Result Harness::run() {
     }
     m_watcher = std::thread([this] { death_watcher(); });
     m_actions = std::thread([this] { redis_actions(); });
+    start_history();
 
-    auto next_kill = next_after(start, m_config.kill_every);
-    auto next_waiter = next_after(start, m_config.waiter_pause_every);
-    auto next_holder = next_after(start, m_config.holder_pause_every);
-    auto next_supervisor = next_after(start, m_config.supervisor_pause_every);
+    // The faults on the clients, each after a mean interval of its own.
+    std::vector<std::pair<Fault, Steady::time_point>> client_faults;
+    for (const FaultEntry& entry : k_faults) {
+        if (entry.side == FaultSide::clients && entry.every != nullptr) {
+            client_faults.emplace_back(entry.fault,
+                                       next_after(m_random, start, m_config.*entry.every));
+        }
+    }
     const auto grace_ends = m_chaos_end + m_config.survivor_grace;
     bool chaos_over = false;
     try {
@@ -1852,21 +2566,11 @@ Result Harness::run() {
                        !m_shared.redis_down) {
                     spawn_client();
                 }
-                if (now >= next_kill) {
-                    kill_one();
-                    next_kill = next_after(now, m_config.kill_every);
-                }
-                if (now >= next_waiter) {
-                    pause_one(PauseKind::waiter);
-                    next_waiter = next_after(now, m_config.waiter_pause_every);
-                }
-                if (now >= next_holder) {
-                    pause_one(PauseKind::holder);
-                    next_holder = next_after(now, m_config.holder_pause_every);
-                }
-                if (now >= next_supervisor) {
-                    pause_one(PauseKind::supervisor);
-                    next_supervisor = next_after(now, m_config.supervisor_pause_every);
+                for (auto& [fault, at] : client_faults) {
+                    if (now >= at) {
+                        act_on_clients(fault);
+                        at = next_after(m_random, now, m_config.*entry_of(fault).every);
+                    }
                 }
             }
             progress(false);
@@ -1895,6 +2599,7 @@ Result Harness::run() {
         m_result.gc_ok = false;
         m_out << "chaos: harness error while checking keys: " << error.what() << "\n";
     }
+    stop_history(); // while Redis still runs (it ends with the thread that acts on it)
     {
         std::lock_guard lock(m_shared.mutex);
         m_shared.finish = true;
@@ -1904,20 +2609,22 @@ Result Harness::run() {
     drain_messages();
     {
         std::lock_guard lock(m_shared.mutex);
-        m_result.client_pauses = m_shared.client_pauses;
-        m_result.client_kill_rounds = m_shared.client_kill_rounds;
-        m_result.evictions = m_shared.evictions;
+        for (const auto& [fault, n] : m_shared.rounds) {
+            m_result.rounds[fault] += n;
+        }
         m_result.evicted_keys = m_shared.evicted_keys;
+        m_result.evictable_in_use = m_shared.evictable_in_use;
+        m_result.flip_evicted_keys = m_shared.flip_evicted_keys;
+        m_result.flip_states_lost = m_shared.flip_states_lost;
         m_result.connections_killed = m_shared.connections_killed;
-        m_result.restarts_kept = m_shared.restarts_kept;
-        m_result.restarts_wiped = m_shared.restarts_wiped;
-        m_result.restarts_rolled_back = m_shared.restarts_rolled_back;
-        m_result.failbacks = m_shared.failbacks;
+        m_result.older_limits_skipped = m_shared.older_limits_skipped;
+        m_result.older_commands_failed = m_shared.older_commands_failed;
         m_result.harness_errors += m_shared.errors;
     }
 
     analyse();
     classify_exits();
+    const bool good = m_result.safe() && m_result.live() && m_result.clean();
 
     // The verdict and what it rests on.
     constexpr std::size_t k_most_printed = 40;
@@ -1935,13 +2642,13 @@ Result Harness::run() {
     m_log_fd = -1;
     m_standby.reset();
     m_server.reset();
-    const bool good = m_result.safe() && m_result.live() && m_result.clean();
     if (good || !m_config.keep_files_on_failure) {
         std::error_code ignored;
         std::filesystem::remove_all(m_dir, ignored);
         m_result.directory.clear();
     } else {
-        m_out << "chaos: the log is kept in " << m_dir << "/inside.log\n";
+        m_out << "chaos: the log is kept in " << m_dir
+              << "/inside.log, the semaphores' histories in " << m_dir << "/history*.jsonl\n";
     }
     m_out << m_result.summary() << "\n";
     m_out.flush();
@@ -1950,40 +2657,77 @@ Result Harness::run() {
 
 } // namespace
 
+const FaultEntry& entry_of(Fault fault) {
+    for (const FaultEntry& entry : k_faults) {
+        if (entry.fault == fault) {
+            return entry;
+        }
+    }
+    throw std::logic_error("a fault without an entry in k_faults");
+}
+
+int Result::rounds_of(Fault fault) const {
+    const auto it = rounds.find(fault);
+    return it == rounds.end() ? 0 : it->second;
+}
+
 std::string Result::summary() const {
     std::ostringstream out;
     out << std::fixed << std::setprecision(1);
     out << "chaos: " << seconds << "s, " << clients_started << " clients (" << clients_skewed
-        << " skewed), " << cycles_completed << " cycles (" << cycles_skewed << " skewed, "
-        << long_holds_completed
+        << " skewed, " << clients_older << " of the previous release, " << clients_weighted
+        << " weighted), " << cycles_completed << " cycles (" << cycles_skewed << " skewed, "
+        << cycles_older << " older, " << cycles_weighted << " weighted, " << long_holds_completed
         << " long) = " << (seconds > 0 ? static_cast<double>(cycles_completed) / seconds : 0.0)
-        << "/s; survivors' exits 0:" << exit_ok << " 76:" << exit_fenced
-        << " 1(release found no lease):" << exit_release_lost
-        << " 69(first contact during a restart):" << exit_refused_at_restart
-        << " 69(no answer through a CLIENT PAUSE):" << exit_unanswered_in_pause
-        << " 69(READONLY in a failback):" << exit_readonly_in_failback
-        << " 69(OOM in an eviction):" << exit_oom_in_eviction << " 75:" << exit_75
-        << " other:" << exit_other << "; all exits";
+        << "/s; survivors' exits";
+    for (const ExitRule& rule : exit_rules(Evidence{})) {
+        out << " " << rule.what << ":" << this->*(rule.counter);
+    }
+    out << " 75:" << exit_75 << " other:" << exit_other << "; all exits";
     for (const auto& [code, n] : exits) {
         out << " " << code << ":" << n;
     }
-    out << "; SIGKILLs " << sigkills;
-    if (!sigkill_targets.empty()) {
-        out << " (";
-        bool first = true;
-        for (const auto& [what, n] : sigkill_targets) {
-            out << (first ? "" : ", ") << what << " " << n;
-            first = false;
+    out << "; faults:";
+    for (const FaultEntry& entry : k_faults) {
+        out << (entry.fault == k_faults.front().fault ? " " : ", ") << entry.name << " "
+            << rounds_of(entry.fault);
+        switch (entry.fault) {
+        case Fault::sigkill:
+            if (!sigkill_targets.empty()) {
+                out << " (";
+                bool first = true;
+                for (const auto& [what, n] : sigkill_targets) {
+                    out << (first ? "" : ", ") << what << " " << n;
+                    first = false;
+                }
+                out << ")";
+            }
+            break;
+        case Fault::stop_holder:
+            out << " (" << pauses_reclassified << " chosen as waiters)";
+            break;
+        case Fault::client_kill:
+            out << " (" << connections_killed << " connections)";
+            break;
+        case Fault::eviction:
+            out << " (" << evicted_keys << " keys; " << evictable_in_use
+                << " keys in use had a TTL as one began)";
+            break;
+        case Fault::eviction_flip:
+            out << " (" << flip_evicted_keys << " keys, " << flip_states_lost
+                << " state hashes or epoch keys)";
+            break;
+        case Fault::older_limit:
+            out << " (" << older_limits_skipped << " left out: weighted)";
+            break;
+        default:
+            break;
         }
-        out << ")";
     }
-    out << "; SIGSTOPs waiter/holder/supervisor " << pauses_waiter << "/" << pauses_holder << "/"
-        << pauses_supervisor << " (" << pauses_reclassified << " chosen as waiters were holding)"
-        << "; CLIENT PAUSE " << client_pauses << "; CLIENT KILL " << client_kill_rounds << " ("
-        << connections_killed << " connections); evictions " << evictions << " ("
-        << evicted_keys << " keys); restarts kept/wiped/rolled back " << restarts_kept
-        << "/" << restarts_wiped << "/" << restarts_rolled_back << ", failbacks " << failbacks
-        << "; max inside";
+    if (older_commands_failed > 0) {
+        out << "; older commands failed " << older_commands_failed;
+    }
+    out << "; max slots held";
     for (const auto& [name, most] : max_inside) {
         out << " " << name << "=" << most;
     }
