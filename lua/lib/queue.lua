@@ -101,12 +101,10 @@ local function take_slots(call, state, token, weight, limit, exclusive)
     return slots
 end
 
--- Gives back what take_slots() counted for holder `token`, whose record is `info`.
--- (Writes only what changes, and shrinks by HDEL: a release must run on a full Redis, where a
--- script sent by EVAL is refused at its first write that may grow memory.)
-local function untake_slots(call, state, token, info, others)
-    -- Nobody else holds: whatever the count says (an older release), none.
-    local extra = others == 0 and 0 or math.max(state.extra - (#info.slots - 1), 0)
+-- Stores how many extra slots holders of several hold (state field extra_slots), when it
+-- changed. (Shrinks by HDEL: a release must run on a full Redis, where a script sent by EVAL
+-- is refused at its first write that may grow memory.)
+local function store_extra(call, state, extra)
     if extra ~= state.extra then
         state.extra = extra
         if extra == 0 then
@@ -115,6 +113,15 @@ local function untake_slots(call, state, token, info, others)
             redis.call('HSET', call.k_state, 'extra_slots', extra)
         end
     end
+end
+
+-- Gives back what take_slots() counted for holder `token`, whose record is `info`.
+-- (Writes only what changes, and shrinks by HDEL: a release must run on a full Redis, where a
+-- script sent by EVAL is refused at its first write that may grow memory.)
+local function untake_slots(call, state, token, info, others)
+    -- Nobody else holds: whatever the count says (an older release), none.
+    local extra = others == 0 and 0 or math.max(state.extra - (#info.slots - 1), 0)
+    store_extra(call, state, extra)
     if state.exclusive == token or (state.exclusive and others == 0) then
         state.exclusive = nil
         redis.call('HDEL', call.k_state, 'exclusive')
@@ -156,14 +163,7 @@ local function recount_slots(call, state, held)
         redis.call('SETBIT', call.k_slots, slot, 1)
     end
     expire_new(state, call.k_slots)
-    if extra ~= state.extra then
-        state.extra = extra
-        if extra == 0 then
-            redis.call('HDEL', call.k_state, 'extra_slots')
-        else
-            redis.call('HSET', call.k_state, 'extra_slots', extra)
-        end
-    end
+    store_extra(call, state, extra)
     if exclusive ~= state.exclusive then
         state.exclusive = nil
         redis.call('HDEL', call.k_state, 'exclusive')

@@ -31,9 +31,9 @@ std::string seconds(long long ms, bool up) {
 
 json admission_json(const AdmissionState& admission) {
     if (!admission.known) {
-        return {{"known", false},       {"closed", nullptr},   {"opens_at_ms", nullptr},
-                {"opens_at", nullptr},  {"opens_in_ms", nullptr}, {"cause", nullptr},
-                {"lost_at_ms", nullptr}, {"lost_at", nullptr}, {"noticed", nullptr}};
+        return {{"known", false},        {"closed", nullptr},      {"opens_at_ms", nullptr},
+                {"opens_at", nullptr},   {"opens_in_ms", nullptr}, {"cause", nullptr},
+                {"lost_at_ms", nullptr}, {"lost_at", nullptr},     {"noticed", nullptr}};
     }
     const bool closed = admission.closed();
     return {{"known", true},

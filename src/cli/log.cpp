@@ -84,17 +84,17 @@ bool is_wait(const Event& event) {
 // admitted until 03:15:42.120": what an event adds to its kind.
 std::string detail(const Event& event) {
     if (event.kind == "closed" && event.raw.empty()) {
-        return fmt::format("{}; nobody admitted until {}",
-                           event.cause == "start"
-                               ? "Redis has no record of redsem (started without its data?)"
-                           : event.cause == "unproven"
-                               ? "the Redis process could not show it had seen redsem's records"
-                           : event.cause == "evicted"
-                               ? "Redis may have evicted redsem's keys (an evicting maxmemory-policy)"
-                           : event.cause == "declared"
-                               ? "an operator declared that Redis may have lost data (redsem lost)"
-                               : "Redis restarted or another server took over",
-                           local_time(*event.opens_at_ms));
+        return fmt::format(
+            "{}; nobody admitted until {}",
+            event.cause == "start" ? "Redis has no record of redsem (started without its data?)"
+            : event.cause == "unproven"
+                ? "the Redis process could not show it had seen redsem's records"
+            : event.cause == "evicted"
+                ? "Redis may have evicted redsem's keys (an evicting maxmemory-policy)"
+            : event.cause == "declared"
+                ? "an operator declared that Redis may have lost data (redsem lost)"
+                : "Redis restarted or another server took over",
+            local_time(*event.opens_at_ms));
     }
     if (event.raw.empty() && event.kind == "paused") {
         return event.until_ms ? "nobody admitted until " + local_time(*event.until_ms)

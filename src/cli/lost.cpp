@@ -31,8 +31,9 @@ int run_lost(const LostArgs& args, const GlobalOptions& global) {
     bool cluster = false;
     connection.for_each_primary([&](const Endpoint* node) { cluster = cluster || node; });
     // On a Redis Cluster each semaphore has an epoch key of its own, on its slot.
-    const std::vector<std::string> names =
-        cluster ? scan_names(connection, prefix) : std::vector<std::string>{std::string(k_any_name)};
+    const std::vector<std::string> names = cluster
+                                               ? scan_names(connection, prefix)
+                                               : std::vector<std::string>{std::string(k_any_name)};
     LossDeclared loss;
     for (const std::string& name : names) {
         Semaphore semaphore(connection, prefix, name);
@@ -49,16 +50,18 @@ int run_lost(const LostArgs& args, const GlobalOptions& global) {
         out["semaphores"] = cluster ? nlohmann::json(names) : nlohmann::json(nullptr);
         print_json(out);
     } else if (!args.quiet && names.empty()) {
-        std::fprintf(stderr, "redsem: no semaphore under prefix '%s' on this Redis Cluster: "
-                             "nothing to close\n",
+        std::fprintf(stderr,
+                     "redsem: no semaphore under prefix '%s' on this Redis Cluster: "
+                     "nothing to close\n",
                      prefix.c_str());
     } else if (!args.quiet) {
         const std::string which =
             cluster ? fmt::format("the {} semaphore{} under prefix '{}'", names.size(),
                                   names.size() == 1 ? "" : "s", prefix)
                     : fmt::format("any semaphore under prefix '{}'", prefix);
-        std::fprintf(stderr, "redsem: loss of data declared: nobody new is admitted to %s until "
-                             "%s (holders keep their slots)\n",
+        std::fprintf(stderr,
+                     "redsem: loss of data declared: nobody new is admitted to %s until "
+                     "%s (holders keep their slots)\n",
                      which.c_str(), local_time(loss.opens_at_ms).c_str());
     }
     return 0;

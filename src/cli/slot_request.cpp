@@ -165,17 +165,15 @@ std::string holders_of(Connection& connection, const std::string& prefix, const 
 
 // What a caller refused by a closed admission is told: what redsem knows of the loss, for how
 // long nobody is admitted (or this caller, with a --loss-grace of its own), and the way out.
-std::string closed_message(const std::string& name, const AdmissionClosed& closed,
-                           bool own_grace) {
+std::string closed_message(const std::string& name, const AdmissionClosed& closed, bool own_grace) {
     if (closed.pause) {
         return pause_text(name, closed.pause->by, closed.pause->age, closed.pause->ends_in) +
                "; nobody new is admitted meanwhile";
     }
     const std::string opens_in = seconds_up(closed.opens_in);
-    const std::string who = own_grace
-                                ? fmt::format("this caller's --loss-grace keeps it out for {} more",
-                                              opens_in)
-                                : fmt::format("nobody is admitted for {} more", opens_in);
+    const std::string who =
+        own_grace ? fmt::format("this caller's --loss-grace keeps it out for {} more", opens_in)
+                  : fmt::format("nobody is admitted for {} more", opens_in);
     if (closed.cause == "start") {
         return fmt::format(
             "Redis has no record of redsem and started {} ago (INFO server: uptime_in_seconds): "

@@ -126,7 +126,8 @@ void add_events(std::string_view name, const Reply& entry, std::vector<Event>& e
                                       const std::vector<std::string>& names) {
     if (error.starts_with("WRONGTYPE")) {
         for (std::size_t i = 0; i < keys.size(); ++i) {
-            const std::string type = connection.call(Command{keys[i], {"TYPE", keys[i]}}).as_string();
+            const std::string type =
+                connection.call(Command{keys[i], {"TYPE", keys[i]}}).as_string();
             if (type != "stream" && type != "none") {
                 throw ConflictError(fmt::format(
                     "key '{}' of semaphore '{}' holds a {}, not the stream redsem keeps its "
@@ -225,7 +226,8 @@ std::vector<std::string> last_entry_ids(Connection& connection, std::string_view
     std::vector<Command> commands;
     for (const auto& name : names) {
         const std::string key = Keys::make(prefix, name).log;
-        commands.emplace_back(key, std::vector<std::string>{"XREVRANGE", key, "+", "-", "COUNT", "1"});
+        commands.emplace_back(key,
+                              std::vector<std::string>{"XREVRANGE", key, "+", "-", "COUNT", "1"});
     }
     std::vector<std::string> ids;
     for (const Reply& reply : connection.pipeline(commands)) {

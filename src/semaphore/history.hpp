@@ -17,8 +17,8 @@ namespace redsem {
 // possible loss of data, "UNTIL_MS JSON" for a pause ('-': until resumed; JSON: who paused,
 // label the reason) and "PAUSED_FOR_MS JSON" for its end ('{}': its --for ran out).
 struct Event {
-    std::string name;     // the semaphore
-    std::string id;       // the stream entry's ID, "MS-SEQ" (shared by a script call's events)
+    std::string name;      // the semaphore
+    std::string id;        // the stream entry's ID, "MS-SEQ" (shared by a script call's events)
     long long time_ms = 0; // server clock, from the ID
     std::string kind;      // acquired, queued, released, expired, unclaimed, lost, left, dropped,
                            // gc, limit, closed, paused, resumed (or a kind this redsem does
@@ -34,10 +34,11 @@ struct Event {
     std::optional<long long> exit_status; // released by `run`: its command's exit status
     std::optional<long long> limit_from;  // limit: nullopt for a new semaphore
     std::optional<long long> limit_to;
-    std::string cause;                    // closed: "start", "change", "unproven", "evicted" or "declared" (see AdmissionClosed)
+    std::string cause; // closed: "start", "change", "unproven", "evicted" or "declared" (see
+                       // AdmissionClosed)
     std::optional<long long> lost_at_ms;  // closed: the possible loss of data
     std::optional<long long> opens_at_ms; // closed: when admission opens (server clock)
-    std::string raw; // the value as stored, when it is not in the format above
+    std::string raw;                      // the value as stored, when it is not in the format above
 };
 
 // Parses one stream entry of semaphore `name`; an entry in no known shape keeps its text in

@@ -60,8 +60,8 @@ struct SemaphoreSummary {
     std::optional<long long> oldest_wait_since_ms; // when the live waiter queued first queued
     long long history = 0;                         // events its history keeps (0: none)
     std::optional<HistoryCounters> counters;       // while its history is on
-    long long server_now_ms = 0; // the clock of the server (cluster node) that holds it
-    AdmissionState admission;    // closed after a possible loss of data?
+    long long server_now_ms = 0;  // the clock of the server (cluster node) that holds it
+    AdmissionState admission;     // closed after a possible loss of data?
     std::optional<Pause> pause{}; // paused now (redsem pause)?
     // Set when a key of another type is at one of its names (a key made by hand): which key,
     // and what it holds. The semaphore cannot be read then, and the other fields say nothing.

@@ -50,7 +50,7 @@ struct HolderMeta {
     std::string pid_of; // what that is: "run", "caller" (of acquire) or "while-pid"
     std::string user;
     std::string label;
-    bool keeper = false; // a keeper process renews it (acquire --while-pid)
+    bool keeper = false;       // a keeper process renews it (acquire --while-pid)
     std::optional<CiJob> ci{}; // recorded when no --label was given
 
     std::string to_json() const;
@@ -129,8 +129,8 @@ struct AcquireOptions {
 // A held slot, as the server granted it.
 struct Lease {
     std::string token;
-    long long fence = 0; // strictly increasing per semaphore, so per slot too
-    long long slot = 0;  // lowest free number in 0..limit-1, stable for the lease
+    long long fence = 0;            // strictly increasing per semaphore, so per slot too
+    long long slot = 0;             // lowest free number in 0..limit-1, stable for the lease
     std::vector<long long> slots{}; // every slot of the grant (--slots K), ascending; slot first
     long long limit = 0;
     Milliseconds ttl{0};
@@ -175,7 +175,8 @@ struct LimitInfo {
 struct AdmissionState {
     bool known = true;         // false: the server denies INFO, so nothing can be said
     long long opens_at_ms = 0; // server clock; 0: admission is open
-    std::string cause;        // while closed: "start", "change", "unproven", "evicted" or "declared" (see AdmissionClosed)
+    std::string cause; // while closed: "start", "change", "unproven", "evicted" or "declared" (see
+                       // AdmissionClosed)
     long long lost_at_ms = 0; // the latest possible loss of data (0: none)
     bool noticed = true;      // false: the next call that may admit records the loss
     long long server_now_ms = 0;
