@@ -4,6 +4,7 @@
 #include "support/process.hpp"
 
 #include <algorithm>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -49,7 +50,8 @@ RedisCluster::RedisCluster(Options options) : m_options(options) {
         node.port_options = {"--cluster-port"};
         node.extra_args = {
             "--cluster-enabled",      "yes",  "--cluster-config-file",      "nodes.conf",
-            "--cluster-node-timeout", "1000", "--repl-diskless-sync-delay", "0"};
+            "--cluster-node-timeout", "1000", "--repl-diskless-sync-delay", "0",
+            "--cluster-require-full-coverage", m_options.full_coverage ? "yes" : "no"};
         m_nodes.push_back(std::make_unique<RedisServer>(node));
     }
     m_killed.assign(m_nodes.size(), false);
@@ -205,6 +207,35 @@ void RedisCluster::migrate_slot(int slot, std::size_t to, std::size_t batch,
         }
     }
     wait_until_settled(k_settle_timeout);
+}
+
+void RedisCluster::wait_until_failed(std::size_t dead, std::chrono::milliseconds timeout) {
+    m_killed.at(dead) = true;
+    const std::string address = "127.0.0.1:" + std::to_string(m_nodes.at(dead)->port()) + "@";
+    await(
+        [&] {
+            for (std::size_t i = 0; i < m_nodes.size(); ++i) {
+                if (m_killed[i]) {
+                    continue;
+                }
+                // A line of CLUSTER NODES: ID IP:PORT@CPORT FLAGS ..., the flags comma-separated.
+                std::istringstream nodes(admin(i).call({"CLUSTER", "NODES"}).as_string());
+                std::string line;
+                bool failed = false;
+                while (std::getline(nodes, line)) {
+                    std::istringstream fields(line);
+                    std::string id, at, flags;
+                    fields >> id >> at >> flags;
+                    failed = failed || (at.rfind(address, 0) == 0 &&
+                                        ("," + flags + ",").find(",fail,") != std::string::npos);
+                }
+                if (!failed) {
+                    return false;
+                }
+            }
+            return true;
+        },
+        timeout, "every node to flag the killed one as failed");
 }
 
 std::size_t RedisCluster::wait_for_failover(std::size_t dead, std::chrono::milliseconds timeout) {

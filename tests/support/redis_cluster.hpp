@@ -21,6 +21,9 @@ public:
     struct Options {
         int primaries = 3;
         int replicas = 0; // per primary
+        // cluster-require-full-coverage: with `false`, the primaries left serve their slots
+        // once the cluster has marked a primary without replicas as failed.
+        bool full_coverage = true;
     };
 
     RedisCluster();
@@ -55,6 +58,9 @@ public:
     // is a primary; returns that node's index.
     std::size_t wait_for_failover(std::size_t dead,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    // After node `dead` was killed: waits until every live node flags it as failed.
+    void wait_until_failed(std::size_t dead,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(30));
     // Starts killed node `index` again (with its nodes.conf, without data): it rejoins as a
     // replica. Waits until its link to its primary is up.
     void revive(std::size_t index);
