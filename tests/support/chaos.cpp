@@ -656,7 +656,9 @@ private:
     void act_on_clients(Fault fault);
     void kill_one();
     void pause_one(PauseKind kind);
-    void spawn_weighted();
+    // Spawns a weighted client on a semaphore that takes one; false when none can start now.
+    bool spawn_weighted();
+    std::vector<int> weighted_candidates() const;
     // Faults on Redis (FaultSide::redis), on their own thread.
     void redis_actions();
     bool applies(Fault fault) const;
@@ -1326,7 +1328,7 @@ void Harness::pause_one(PauseKind kind) {
     m_pauses.push_back(std::move(pause));
 }
 
-void Harness::spawn_weighted() {
+std::vector<int> Harness::weighted_candidates() const {
     std::vector<int> candidates;
     for (std::size_t s = 0; s < m_config.semaphores.size(); ++s) {
         if (m_config.semaphores[s].weighted &&
@@ -1334,20 +1336,26 @@ void Harness::spawn_weighted() {
             candidates.push_back(static_cast<int>(s));
         }
     }
+    return candidates;
+}
+
+bool Harness::spawn_weighted() {
+    const std::vector<int> candidates = weighted_candidates();
     if (candidates.empty() || m_shared.redis_down) {
-        return;
+        return false;
     }
     const int s = candidates[uniform<std::size_t>(0, candidates.size() - 1)];
     {
         std::lock_guard lock(m_shared.mutex);
         if (m_shared.older_limit_running[static_cast<std::size_t>(s)]) {
-            return; // (see older_limit())
+            return false; // (see older_limit())
         }
         m_shared.weighted_until_ns[static_cast<std::size_t>(s)] = LLONG_MAX;
     }
     m_weighted_active[static_cast<std::size_t>(s)] += 1;
     spawn_client(s);
     m_result.rounds[Fault::weighted] += 1;
+    return true;
 }
 
 void Harness::drain_messages() {
@@ -2538,6 +2546,7 @@ Result Harness::run() {
     }
     const auto grace_ends = m_chaos_end + m_config.survivor_grace;
     bool chaos_over = false;
+    bool weighted_after_faults = false;
     try {
         for (;;) {
             tail_log();
@@ -2555,7 +2564,13 @@ Result Harness::run() {
                 m_shared.wake.notify_all();
             }
             if (chaos_over) {
-                if (m_active.empty() && m_pauses.empty()) {
+                // One weighted request after the faults, which must get through (those during
+                // them may all end by a fault): spawned once no restart or older `limit`
+                // stands in its way.
+                if (!weighted_after_faults) {
+                    weighted_after_faults = weighted_candidates().empty() || spawn_weighted();
+                }
+                if (m_active.empty() && m_pauses.empty() && weighted_after_faults) {
                     break;
                 }
                 if (now >= grace_ends) {
