@@ -1,6 +1,8 @@
 # Generates a C++ header that embeds the Lua scripts (run as `cmake -P`).
-# Inputs: LIB (|-separated list of the shared Lua modules, lua/lib/*.lua, concatenated in the
-# order given ahead of every script; lua/lib/call.lua says why that order), SCRIPTS
+# Inputs: PROTOCOL (src/semaphore/protocol.hpp: the facts C++ and Lua share, turned into Lua
+# constants ahead of everything else), LIB (|-separated list of the shared Lua modules,
+# lua/lib/*.lua, concatenated in the order given ahead of every script; lua/lib/call.lua says
+# why that order), SCRIPTS
 # (|-separated list), OUT (header path), and SUFFIX (optional: a line appended to every
 # script and to the library, which makes each another text; the tests build a "newer redsem"
 # with it).
@@ -15,8 +17,34 @@
 # A script's body sees its call context as `call`, and KEYS and ARGV as locals (a function has
 # no such globals): run() (lua/lib/main.lua) gives it them, and ends every call with finish(),
 # whichever return the body takes.
+# The module "protocol": each `inline constexpr TYPE k_NAME = VALUE;` of the header becomes
+# `local NAME = VALUE` (NAME upper-cased; digit separators dropped; a string literal stays
+# one, an array of them becomes a table). Anything else declared there is an error.
+file(READ "${PROTOCOL}" protocol_text)
+string(REGEX REPLACE "//[^\n]*" "" protocol_text "${protocol_text}")
+string(REGEX REPLACE "[ \n]+" " " protocol_text "${protocol_text}")
+# (Without the semicolon, which would split a CMake list.)
+string(REGEX MATCHALL "inline constexpr [^;]*" declarations "${protocol_text}")
+set(lib_body "-- protocol: generated from src/semaphore/protocol.hpp, which says why each is so.\n")
+foreach(declaration IN LISTS declarations)
+    if(NOT declaration MATCHES "^inline constexpr (long long|std::string_view) k_([a-z0-9_]+)(\\[\\])? = (.*)$")
+        message(FATAL_ERROR "protocol.hpp: cannot turn into Lua: ${declaration}")
+    endif()
+    string(TOUPPER "${CMAKE_MATCH_2}" lua_name)
+    set(value "${CMAKE_MATCH_4}")
+    string(REPLACE "'" "" value "${value}")
+    string(REGEX REPLACE ", *}" "}" value "${value}")
+    if(NOT value MATCHES "^([0-9]+|\"[^\"\\]*\"|{ *\"[^\"\\]*\"( *, *\"[^\"\\]*\")* *})$")
+        message(FATAL_ERROR "protocol.hpp: k_${CMAKE_MATCH_2}: not an integer, a string literal or an array of them: ${value}")
+    endif()
+    string(APPEND lib_body "local ${lua_name} = ${value}\n")
+endforeach()
+list(LENGTH declarations declared)
+if(declared EQUAL 0)
+    message(FATAL_ERROR "protocol.hpp: no declarations found in ${PROTOCOL}")
+endif()
+
 string(REPLACE "|" ";" LIB "${LIB}")
-set(lib_body "")
 foreach(module IN LISTS LIB)
     file(READ "${module}" module_body)
     string(APPEND lib_body "${module_body}\n")

@@ -104,7 +104,7 @@ settle_pause(call, state, now)
 -- here (its wake list and claim deadline go).
 local function collected(deadline)
     local info = parse_info(redis.call('HGET', call.k_info, token)) or {}
-    del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. ':nudge')
+    del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. NUDGE_SUFFIX)
     redis.call('ZREM', call.k_alive, token)
     return {'ok', tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit, now,
             table.concat(info.slots or {info.slot or 0}, ',')}
@@ -114,11 +114,11 @@ end
 -- by `redsem release` ({'released'}), or refused as asking for more slots than a lowered
 -- limit ({'toolarge', limit}; see refuse_too_large()); nil when neither.
 local function left_queue()
-    for _, why in ipairs({':left', ':toolarge'}) do
+    for _, why in ipairs({LEFT_SUFFIX, TOO_LARGE_SUFFIX}) do
         local note = call.wake_prefix .. token .. why
         if redis.call('EXISTS', note) == 1 then
             redis.call('DEL', note)
-            return why == ':left' and {'released'} or {'toolarge', state.limit or limit}
+            return why == LEFT_SUFFIX and {'released'} or {'toolarge', state.limit or limit}
         end
     end
     return nil

@@ -45,7 +45,7 @@ if info and info.kind == 'h' then
     if remove_holder(call, state, token, info, now, deadline ~= nil) then
         if string.find(info.json, KEEPER_MARK, 1, true) then
             -- Tell the holder's keeper (acquire --while-pid) that it can stop at once.
-            local ended = call.wake_prefix .. token .. ':released'
+            local ended = call.wake_prefix .. token .. RELEASED_SUFFIX
             redis.call('RPUSH', ended, '1')
             redis.call('PEXPIRE', ended, CLAIM_MS)
         end
@@ -61,7 +61,7 @@ if info and info.kind == 'w' then
         -- Kept until the waiter must have refreshed its place, and then some: one stopped for
         -- longer lost its place anyway, and queues again when it wakes. (Not pushed on a
         -- Cluster node importing the slot, as nudges are not: see lib/cluster.lua.)
-        local left = call.wake_prefix .. token .. ':left'
+        local left = call.wake_prefix .. token .. LEFT_SUFFIX
         redis.call('RPUSH', left, '1')
         redis.call('PEXPIREAT', left, int_str(math.max(alive_until, now) + NUDGE_KEEP_MS))
     end

@@ -44,13 +44,7 @@
 -- on Redis 6.2, which replicates and persists SCRIPT LOAD and EVAL, failovers and restarts
 -- from an AOF. INFO, where allowed, decides. (Development builds before 0.2.0 sent variants
 -- of their scripts instead, naming the field marker: nothing here reads it.)
-
--- How long admission stays closed after a possible loss, unless the caller names another
--- loss grace for its own admission (ARGV; never stored: what one client asks changes nobody
--- else's admission). A renewing holder renews at least every MAX_RENEW_INTERVAL (20 s, see
--- src/process/heartbeat.cpp) and stops its command within --kill-after (10 s) of finding its
--- lease gone: well inside this.
-local LOSS_GRACE_MS = 60000
+-- Admission stays closed for LOSS_GRACE_MS after a possible loss (src/semaphore/protocol.hpp).
 
 -- The server process this code runs in, as INFO server named it to an earlier call:
 -- {run, started_ms}. Only a function library (FCALL) keeps it from one call to the next: it

@@ -1,7 +1,7 @@
 -- lib/main.lua: how every script runs: run() makes the call's context, refuses the call when
 -- the user may not run a command the scripts need, or while its Cluster slot migrates away,
 -- runs the script's body, and ends with finish().
--- Provides: finish(call, reply), run(keys, argv, body); within: NEEDED_COMMANDS,
+-- Provides: finish(call, reply), run(keys, argv, body); within:
 --   refuse_without_permission(call).
 -- Needs: call.lua (new_call()), cluster.lua (refuse_while_migrating()), state.lua
 --   (settle_expiry()), history.lua (write_history()).
@@ -13,15 +13,11 @@
 -- body>); so a script's body sees its call context as `call`, KEYS and ARGV as its own
 -- locals (a function has no such globals), and every return it takes goes through finish().
 
--- The commands the scripts run, checked against the user's ACL before anything is written: a
--- script that a refusal stopped half-way would leave its first writes behind (Redis does not
--- roll a script back). INFO, XADD and XTRIM run by pcall: a refusal only turns off what they
--- give (INFO's check of the server, the history). On a Redis Cluster also CLUSTER MYID and
--- CLUSTER NODES. Keep in step with README.md, "Least privilege".
-local NEEDED_COMMANDS = {'bitpos', 'del', 'exists', 'hdel', 'hget', 'hincrby', 'hmget', 'hscan',
-                         'hset', 'persist', 'pexpire', 'pexpireat', 'pttl', 'rpush', 'setbit',
-                         'time', 'type', 'zadd', 'zcard', 'zpopmin', 'zrange', 'zrangebyscore',
-                         'zrank', 'zrem', 'zscore'}
+-- The commands the scripts run (SCRIPT_COMMANDS, src/semaphore/protocol.hpp) are checked
+-- against the user's ACL before anything is written: a script that a refusal stopped half-way
+-- would leave its first writes behind (Redis does not roll a script back). INFO, XADD and
+-- XTRIM run by pcall: a refusal only turns off what they give (INFO's check of the server, the
+-- history). On a Redis Cluster also CLUSTER MYID and CLUSTER NODES.
 
 -- nil when the user may run every command the scripts need, else the error that names the
 -- first it may not. (Redis 6.2 has no redis.acl_check_cmd: there a refusal stops the script
@@ -32,7 +28,7 @@ local function refuse_without_permission(call)
         return nil
     end
     local missing = nil
-    for _, command in ipairs(NEEDED_COMMANDS) do
+    for _, command in ipairs(SCRIPT_COMMANDS) do
         if not allowed(command) then
             missing = command
             break

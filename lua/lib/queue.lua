@@ -3,31 +3,20 @@
 --   remove_waiter(call, state, token, now),
 --   take_slots(...), untake_slots(...), recount_slots(call, state, held), refuse_too_large(...),
 --   hand_over(call, state, slot, now, bit_set, room), fill_free_slots(call, state, held, now),
---   remove_holder(call, state, token, info, now, in_holders), and the constants CLAIM_MS,
---   NEAR_HEAD, NUDGE_KEEP_MS and DRAINED_SUFFIX.
+--   remove_holder(call, state, token, info, now, in_holders), and the constant NUDGE_KEEP_MS.
+-- Uses the protocol's CLAIM_MS, NEAR_HEAD, and the wake lists' names (src/semaphore/protocol.hpp).
 -- Needs: call.lua, cluster.lua (del_keys()), state.lua (the state and records),
 --   history.lua (log_grant()), epoch.lua (admission()).
 
--- A waiter that was handed a slot must collect it within this time, or the slot is taken
--- back and handed on (the waiter died between its last refresh and the hand-over).
-local CLAIM_MS = 3000
--- The waiters that may take the next free slot (fewer than the limit ahead of them) and this
--- many behind them refresh their place as often as the head: as long as one of them is alive,
--- somebody looks again within the head's refresh interval, so up to this many dead waiters in
--- a row at the head are each passed over within about CLAIM_MS (see acquire.lua).
-local NEAR_HEAD = 8
 -- A nudge list nobody popped (its waiter died) expires after this.
 local NUDGE_KEEP_MS = 60000
--- The list that a holder leaving a paused semaphore pushes to, after the wake-list prefix: a
--- draining client (`redsem drain`) waits on it, and looks again (see lib/pause.lua).
-local DRAINED_SUFFIX = 'drained'
 
 -- Tells a draining client (`redsem drain`, waiting on "<wake prefix>drained") to look again:
 -- a holder left the paused semaphore, or the pause ended. (Not pushed on a Cluster node
 -- importing the slot, as nudges are not: see lib/cluster.lua.)
 local function tell_drainer(call)
     if not call.asked then
-        local drained = call.wake_prefix .. DRAINED_SUFFIX
+        local drained = call.wake_prefix .. DRAINED_LIST
         redis.call('RPUSH', drained, '1')
         redis.call('PEXPIRE', drained, NUDGE_KEEP_MS)
     end
@@ -47,7 +36,7 @@ local function nudge_near_head_entrant(call, state, now)
     local last_near = limit + NEAR_HEAD - 1
     local entrant = redis.call('ZRANGE', call.k_queue, last_near, last_near)[1]
     if entrant and entrant ~= PAUSE_MARK then
-        local nudge = call.wake_prefix .. entrant .. ':nudge'
+        local nudge = call.wake_prefix .. entrant .. NUDGE_SUFFIX
         local due_in = state.due < NOTHING_DUE and int_str(math.max(state.due - now, 0)) or '-1'
         redis.call('RPUSH', nudge, due_in)
         redis.call('PEXPIRE', nudge, NUDGE_KEEP_MS)
@@ -59,7 +48,7 @@ local function remove_waiter(call, state, token, now)
     redis.call('ZREM', call.k_queue, token)
     redis.call('ZREM', call.k_alive, token)
     redis.call('HDEL', call.k_info, token)
-    del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. ':nudge')
+    del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. NUDGE_SUFFIX)
     if position and position < (state.limit or 0) + NEAR_HEAD then
         nudge_near_head_entrant(call, state, now)
     end
@@ -179,7 +168,7 @@ local function refuse_too_large(call, state, token, waiter, now)
     remove_waiter(call, state, token, now)
     log_entry(call, state, now, 'left', token, waiter, now - (waiter.since or now))
     if not call.asked then
-        local note = call.wake_prefix .. token .. ':toolarge'
+        local note = call.wake_prefix .. token .. TOO_LARGE_SUFFIX
         redis.call('RPUSH', note, state.limit or 0)
         redis.call('PEXPIREAT', note, int_str(math.max(alive_until, now) + NUDGE_KEEP_MS))
     end
@@ -306,7 +295,7 @@ local function remove_holder(call, state, token, info, now, in_holders)
         end
     end
     redis.call('HDEL', call.k_info, token)
-    del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. ':nudge')
+    del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. NUDGE_SUFFIX)
     redis.call('ZREM', call.k_alive, token)
     if state.paused then
         tell_drainer(call)

@@ -5,8 +5,9 @@
 --   touch(call, state, deadline), settle_expiry(call, state), unpin_keys(call, state),
 --   note_deadline(call, state, deadline), expire_new(state, key),
 --   store_setting(call, state, field, value), parse_info(raw), holder_info(...),
---   queue_length(call, state), and the constants PAUSE_MARK, PAUSE_MARK_TICKET, KEEP_MIN_MS,
---   KEEP_STEP_MS, NOTHING_DUE, DEFAULT_HISTORY, DEFAULT_TTL_MS, KEEPER_MARK.
+--   queue_length(call, state), and the constants PAUSE_MARK_TICKET, KEEP_MIN_MS,
+--   KEEP_STEP_MS, NOTHING_DUE, KEEPER_MARK.
+-- Uses the protocol's MAX_LIMIT, DEFAULT_HISTORY, DEFAULT_TTL_MS and PAUSE_MARK.
 -- Needs: call.lua (the call's keys; server_now() sets call.now_us, load_state() call.state).
 --
 -- `state` is the table load_state() returns: the state hash's fields as this call knows them,
@@ -22,11 +23,6 @@ local KEEP_STEP_MS = 24 * 3600 * 1000
 local KEY_TYPES = {'hash', 'zset', 'hash', 'zset', 'zset', 'string'}
 -- The state's `due` when the holders and alive sets are empty (see prune()).
 local NOTHING_DUE = 2 ^ 52
--- How many entries (script calls' events) the history keeps when the semaphore names no other
--- length (state field `history`; 0 keeps none; see history.lua).
-local DEFAULT_HISTORY = 10000
--- The lease ttl of a holder whose record lacks one (keys changed by hand).
-local DEFAULT_TTL_MS = 60000
 -- In a holder's metadata JSON: a keeper process holds the slot (acquire --while-pid). The
 -- client writes the JSON compactly; inside a string a quote would be escaped, so only the
 -- field itself matches.
@@ -41,7 +37,7 @@ local KEEPER_MARK = '"keeper":true'
 local PAUSED_SUFFIX = ' paused'
 local WEIGHTED_SUFFIX = ' weighted'
 
--- While the semaphore is paused its queue holds this member, behind every waiter (its ticket
+-- While the semaphore is paused its queue holds PAUSE_MARK, behind every waiter (its ticket
 -- is above any a waiter gets): every redsem's gc, also one from before pauses, deletes only a
 -- semaphore with nobody in its holders and queue, and would take the pause with it; so a
 -- paused semaphore never looks empty. It is nobody's token (those are 32 hex digits), and
@@ -49,7 +45,6 @@ local WEIGHTED_SUFFIX = ' weighted'
 -- is kept with the state hash while paused (see expiring_keys()). Counted as nobody
 -- (queue_length()); written by start_pause() (lib/pause.lua), and again by settle_expiry()
 -- should an older redsem have dropped it.
-local PAUSE_MARK = 'paused'
 local PAUSE_MARK_TICKET = 2 ^ 52
 
 -- How many wait in the queue (the pause's mark is nobody).
@@ -350,9 +345,6 @@ local function store_setting(call, state, field, value)
         redis.call('PEXPIRE', call.k_state, KEEP_MIN_MS)
     end
 end
-
--- The highest limit (the client refuses more), so slots are below it.
-local MAX_LIMIT = 100000
 
 -- A slot number from a record, or nil for anything else (a record edited by hand).
 local function slot_number(text)

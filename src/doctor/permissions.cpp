@@ -1,6 +1,8 @@
 #include "doctor/checks.hpp"
 
 #include "redis/reply.hpp"
+#include "semaphore/keys.hpp"
+#include "semaphore/protocol.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
@@ -47,70 +49,60 @@ struct Probe {
     const char* feature = "";       // for Need::feature: what is lost without it
 };
 
-// The keys of one semaphore (lua/lib/call.lua), each probed for reading and writing: a
-// user's key patterns may leave out some of them.
-constexpr const char* k_key_parts[] = {
-    "state", "holders", "info",         "queue",       "alive",          "slots",
-    "log",   "wake:T",  "wake:T:nudge", "wake:T:left", "wake:T:released"};
+// The name of the semaphore doctor probes, and a token shaped as a caller's (32 hex digits:
+// key patterns may name them so), shown in findings as TOKEN.
+constexpr std::string_view k_probe_name = "redsem-doctor";
+constexpr std::string_view k_probe_token = "0123456789abcdef0123456789abcdef";
 
 const std::vector<Probe>& probes() {
-    static const std::vector<Probe> table{
-        {Need::always, {"eval", "return 1", "1", "K"}},
-        {Need::always, {"evalsha", std::string(40, '0'), "1", "K"}},
-        {Need::always, {"ping"}},
-        {Need::always, {"time"}},
-        {Need::always, {"scan", "0"}},
-        {Need::always, {"type", "K"}},
-        {Need::always, {"exists", "K"}},
-        {Need::always, {"blpop", "K", "0"}},
-        {Need::always, {"bitpos", "K", "0"}},
-        {Need::always, {"del", "K"}},
-        {Need::always, {"hdel", "K", "f"}},
-        {Need::always, {"hget", "K", "f"}},
-        {Need::always, {"hgetall", "K"}},
-        {Need::always, {"hincrby", "K", "f", "1"}},
-        {Need::always, {"hmget", "K", "f"}},
-        {Need::always, {"hscan", "K", "0"}},
-        {Need::always, {"hset", "K", "f", "v"}},
-        {Need::always, {"persist", "K"}},
-        {Need::always, {"pexpire", "K", "1"}},
-        {Need::always, {"pexpireat", "K", "1"}},
-        {Need::always, {"pttl", "K"}},
-        {Need::always, {"rpush", "K", "v"}},
-        {Need::always, {"setbit", "K", "0", "1"}},
-        {Need::always, {"zadd", "K", "1", "m"}},
-        {Need::always, {"zcard", "K"}},
-        {Need::always, {"zmscore", "K", "m"}},
-        {Need::always, {"zpopmin", "K"}},
-        {Need::always, {"zrange", "K", "0", "-1"}},
-        {Need::always, {"zrangebyscore", "K", "0", "1"}},
-        {Need::always, {"zrank", "K", "m"}},
-        {Need::always, {"zrem", "K", "m"}},
-        {Need::always, {"zscore", "K", "m"}},
-        {Need::without_info, {"multi"}},
-        {Need::without_info, {"exec"}},
-        {Need::cluster, {"asking"}},
-        {Need::cluster, {"cluster", "slots"}},
-        {Need::cluster, {"cluster", "myid"}},
-        {Need::cluster, {"cluster", "nodes"}},
-        {Need::other_db, {"select", "1"}},
-        {Need::feature, {"xadd", "K", "*", "f", "v"}, "the history is not written"},
-        {Need::feature, {"xtrim", "K", "MAXLEN", "1"}, "the history is not written"},
-        {Need::feature, {"xrange", "K", "-", "+"}, "redsem log cannot read the history"},
-        {Need::feature,
-         {"xrevrange", "K", "+", "-"},
-         "redsem status --watch cannot follow the history"},
-        {Need::feature, {"xread", "STREAMS", "K", "0"}, "redsem log --follow fails (77)"},
-        {Need::feature, {"wait", "0", "0"}, "--replicas fails (77)"},
-        {Need::feature,
-         {"fcall", "f", "1", "K"},
-         "the scripts go by EVAL, which costs Redis more per call"},
-        {Need::feature,
-         {"function", "load", "x"},
-         "the scripts go by EVAL, which costs Redis more per call"},
-        {Need::info, {"info", "server"}},
-        {Need::info, {"info", "replication"}},
-    };
+    static const std::vector<Probe> table = [] {
+        // What the client sends itself.
+        std::vector<Probe> made{
+            {Need::always, {"eval", "return 1", "1", "K"}},
+            {Need::always, {"evalsha", std::string(40, '0'), "1", "K"}},
+            {Need::always, {"ping"}},
+            {Need::always, {"scan", "0"}},
+            {Need::always, {"blpop", "K", "0"}},
+            {Need::always, {"hgetall", "K"}},
+            {Need::always, {"zmscore", "K", "m"}},
+        };
+        // What the scripts run (the one list their own check reads), each on a key but TIME.
+        for (const std::string_view command : k_script_commands) {
+            std::vector<std::string> words{std::string(command)};
+            if (command != "time") {
+                words.emplace_back("K");
+            }
+            made.push_back({Need::always, std::move(words)});
+        }
+        made.insert(
+            made.end(),
+            {
+                {Need::without_info, {"multi"}},
+                {Need::without_info, {"exec"}},
+                {Need::cluster, {"asking"}},
+                {Need::cluster, {"cluster", "slots"}},
+                {Need::cluster, {"cluster", "myid"}},
+                {Need::cluster, {"cluster", "nodes"}},
+                {Need::other_db, {"select", "1"}},
+                {Need::feature, {"xadd", "K", "*", "f", "v"}, "the history is not written"},
+                {Need::feature, {"xtrim", "K", "MAXLEN", "1"}, "the history is not written"},
+                {Need::feature, {"xrange", "K", "-", "+"}, "redsem log cannot read the history"},
+                {Need::feature,
+                 {"xrevrange", "K", "+", "-"},
+                 "redsem status --watch cannot follow the history"},
+                {Need::feature, {"xread", "STREAMS", "K", "0"}, "redsem log --follow fails (77)"},
+                {Need::feature, {"wait", "0", "0"}, "--replicas fails (77)"},
+                {Need::feature,
+                 {"fcall", "f", "1", "K"},
+                 "the scripts go by EVAL, which costs Redis more per call"},
+                {Need::feature,
+                 {"function", "load", "x"},
+                 "the scripts go by EVAL, which costs Redis more per call"},
+                {Need::info, {"info", "server"}},
+                {Need::info, {"info", "replication"}},
+            });
+        return made;
+    }();
     return table;
 }
 
@@ -134,8 +126,11 @@ std::string joined(const std::vector<std::string>& items, std::string_view separ
 
 std::vector<Finding> check_permissions(Connection& connection, const ServerFacts& facts,
                                        const std::string& prefix, const std::string& user) {
-    const std::string semaphore = fmt::format("{}:{{redsem-doctor}}:", prefix);
-    const std::string key = semaphore + "state";
+    const Keys keys = Keys::make(prefix, k_probe_name);
+    const std::string& key = keys.state;
+    // Every key of a semaphore (keys.hpp); named in findings by what follows "<prefix>:{NAME}".
+    const std::vector<std::string> semaphore_keys = keys.every_key(k_probe_token);
+    const std::size_t named_from = fmt::format("{}:{{{}}}", prefix, k_probe_name).size();
     // Each probe as redsem sends it, on a key under the prefix; then each command that takes
     // a key alone, which tells a missing command from keys out of the user's reach.
     int major = 0;
@@ -165,10 +160,10 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
     eval.insert(eval.end(), {"4", "hset", epoch, "f", "v", "3", "hget", epoch, "f"});
     const std::size_t epoch_probes = 2;
     // Every key of a semaphore, read (EXISTS) and written (DEL).
-    for (const char* part : k_key_parts) {
-        eval.insert(eval.end(), {"2", "exists", semaphore + part, "2", "del", semaphore + part});
+    for (const std::string& part : semaphore_keys) {
+        eval.insert(eval.end(), {"2", "exists", part, "2", "del", part});
     }
-    const std::size_t part_probes = 2 * std::size(k_key_parts);
+    const std::size_t part_probes = 2 * semaphore_keys.size();
 
     const Reply reply = connection.command(eval);
     if (reply.is_error()) {
@@ -205,12 +200,16 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
     // patterns name some of a semaphore's keys, and every call on it exits 77.
     std::vector<std::string> parts_denied;
     bool any_part_allowed = false;
-    for (std::size_t p = 0; p < std::size(k_key_parts); ++p) {
+    for (std::size_t p = 0; p < semaphore_keys.size(); ++p) {
         const bool readable = replies[parts_at + 2 * p].as_integer() == 1;
         const bool writable = replies[parts_at + 2 * p + 1].as_integer() == 1;
         any_part_allowed = any_part_allowed || readable || writable;
         if (!readable || !writable) {
-            parts_denied.push_back(std::string(":") + k_key_parts[p]);
+            std::string part = semaphore_keys[p].substr(named_from);
+            if (const std::size_t at = part.find(k_probe_token); at != std::string::npos) {
+                part.replace(at, k_probe_token.size(), "TOKEN");
+            }
+            parts_denied.push_back(std::move(part));
         }
     }
     const bool parts_missing = any_part_allowed && !parts_denied.empty();

@@ -166,8 +166,7 @@ void finish_off(const WatchedProcess& process, ProcessTree& tree) {
 int keep(const WatchedProcess& process, const KeptSlot& slot, int ready_fd) {
     openlog("redsem", LOG_PID, LOG_USER);
     signal(SIGHUP, SIG_IGN);
-    const std::string released_key =
-        Keys::make(slot.prefix, slot.name).wake_prefix + slot.lease.token + ":released";
+    const std::string released_key = Keys::make(slot.prefix, slot.name).released(slot.lease.token);
     SignalWatch signals{SIGTERM, SIGINT};
     Connection renewals(slot.connect);
     Heartbeat heartbeat(renewals, slot.prefix, slot.name, slot.lease, Heartbeat::Start::now,

@@ -207,7 +207,7 @@ SemaphoreView read_view(Connection& connection, std::string_view prefix, std::st
             const auto claim = optional_number(claim_until.at(i / 2));
             holder.expired = holder.deadline_ms <= view.server_now_ms;
             if (!holder.expired && claim && *claim <= view.server_now_ms) {
-                const std::string wake_list = keys.wake_prefix + holder.token;
+                const std::string wake_list = keys.wake(holder.token);
                 wake_lists.push_back(Command{wake_list, {"EXISTS", wake_list}});
                 lapsed.push_back(view.holders.size());
             }
@@ -428,8 +428,7 @@ void summarize(Connection& connection, std::string_view prefix,
                 if (!holders.contains(token.as_string())) {
                     continue;
                 }
-                const std::string wake_list =
-                    Keys::make(prefix, names[i]).wake_prefix + token.as_string();
+                const std::string wake_list = Keys::make(prefix, names[i]).wake(token.as_string());
                 wake_lists.emplace_back(wake_list, std::vector<std::string>{"EXISTS", wake_list});
                 claimed.emplace_back(i, token.as_string());
             }

@@ -1,6 +1,7 @@
 #include "semaphore/keys.hpp"
 
 #include "redis/connection.hpp"
+#include "semaphore/protocol.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
@@ -19,7 +20,47 @@ Keys Keys::make(std::string_view prefix, std::string_view name) {
                 .epoch = fmt::format("{}:epoch", prefix),
                 .own_epoch = base + "epoch",
                 .log = base + "log",
-                .wake_prefix = base + "wake:"};
+                .wake_prefix = base + std::string(k_wake_part)};
+}
+
+std::string Keys::wake(std::string_view token) const {
+    return wake_prefix + std::string(token);
+}
+
+std::string Keys::nudge(std::string_view token) const {
+    return wake(token) + std::string(k_nudge_suffix);
+}
+
+std::string Keys::left(std::string_view token) const {
+    return wake(token) + std::string(k_left_suffix);
+}
+
+std::string Keys::too_large(std::string_view token) const {
+    return wake(token) + std::string(k_too_large_suffix);
+}
+
+std::string Keys::released(std::string_view token) const {
+    return wake(token) + std::string(k_released_suffix);
+}
+
+std::string Keys::drained() const {
+    return wake_prefix + std::string(k_drained_list);
+}
+
+std::vector<std::string> Keys::every_key(std::string_view token) const {
+    return {state,
+            holders,
+            info,
+            queue,
+            alive,
+            slots,
+            log,
+            wake(token),
+            nudge(token),
+            left(token),
+            too_large(token),
+            released(token),
+            drained()};
 }
 
 std::vector<std::string> Keys::script_keys() const {

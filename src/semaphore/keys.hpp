@@ -12,11 +12,6 @@ class Connection;
 
 inline constexpr std::string_view k_default_prefix = "redsem";
 
-// The member a paused semaphore's queue holds behind every waiter, so that no gc (also one of
-// a release before pauses) takes it for empty: nobody's token, never a waiter (PAUSE_MARK in
-// lua/lib/state.lua; a unit test checks that both say the same).
-inline constexpr std::string_view k_pause_mark = "paused";
-
 // The Redis keys of one semaphore. All share the hash tag {name}, so every script touches one
 // Redis Cluster slot. lua/lib/call.lua documents what each holds.
 struct Keys {
@@ -30,6 +25,18 @@ struct Keys {
     std::string own_epoch;   // "<prefix>:{<name>}:epoch", used instead on a Redis Cluster
     std::string log;         // the history stream (redsem log)
     std::string wake_prefix; // + token = the waiter's wake list
+
+    // The lists a waiter or holder `token` is told things by (protocol.hpp).
+    std::string wake(std::string_view token) const;
+    std::string nudge(std::string_view token) const;
+    std::string left(std::string_view token) const;
+    std::string too_large(std::string_view token) const;
+    std::string released(std::string_view token) const;
+    // The list a draining client waits on.
+    std::string drained() const;
+    // Every key of the semaphore that a caller may touch, with `token`'s lists: what a user's
+    // ACL key patterns must reach (the shared epoch key aside).
+    std::vector<std::string> every_key(std::string_view token) const;
 
     // Builds the keys for `name` under `prefix`: "<prefix>:{<name>}:<part>".
     static Keys make(std::string_view prefix, std::string_view name);

@@ -335,10 +335,10 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
                                                    const std::string& token, Milliseconds timeout,
                                                    BootClock::time_point asked_at,
                                                    const QueuedReply& queued) {
-    const std::string wake_list = m_keys.wake_prefix + token;
-    const std::string nudge_list = wake_list + ":nudge";
-    const std::string left_list = wake_list + ":left";
-    const std::string too_large_list = wake_list + ":toolarge";
+    const std::string wake_list = m_keys.wake(token);
+    const std::string nudge_list = m_keys.nudge(token);
+    const std::string left_list = m_keys.left(token);
+    const std::string too_large_list = m_keys.too_large(token);
     auto wake_by = Clock::now() + std::max(timeout, Milliseconds{1});
     Reply reply;
     for (;;) {
@@ -764,7 +764,7 @@ LossDeclared Semaphore::declare_loss() {
 }
 
 bool Semaphore::wait_for_departure(Milliseconds timeout, int interrupt_fd) {
-    const std::string list = m_keys.wake_prefix + "drained";
+    const std::string list = m_keys.drained();
     const Reply reply = m_connection.command(
         Command{
             list,

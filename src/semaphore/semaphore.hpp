@@ -9,19 +9,16 @@
 
 #include "redis/connection.hpp"
 #include "semaphore/keys.hpp"
+#include "semaphore/protocol.hpp"
 #include "util/boot_clock.hpp"
 
 namespace redsem {
 
 inline constexpr long long k_min_limit = 1;
-inline constexpr long long k_max_limit = 100'000;
-inline constexpr Milliseconds k_default_ttl{60'000};
+inline constexpr Milliseconds k_default_ttl{k_default_ttl_ms};
 inline constexpr Milliseconds k_min_ttl{100};
-// After Redis may have lost data (a restart without it, a failover, a failback), nobody new is
-// admitted for the loss grace, so that a holder whose lease it forgot has found out and stopped
-// first (LOSS_GRACE_MS in lua/lib/epoch.lua, the same for every client; --loss-grace changes
-// it for the caller's own admission only).
-inline constexpr Milliseconds k_default_loss_grace{60'000};
+// After Redis may have lost data, nobody new is admitted for the loss grace (protocol.hpp).
+inline constexpr Milliseconds k_default_loss_grace{k_loss_grace_ms};
 // A queued waiter at the head that has not refreshed its place for this long is dropped from
 // the queue, so a waiter killed with SIGKILL stops blocking the ones behind it within this
 // time. Further back, waiters refresh less often and get as much longer (lua/acquire.lua).
@@ -30,8 +27,8 @@ inline constexpr Milliseconds k_waiter_liveness{5'000};
 inline constexpr Milliseconds k_waiter_refresh{1'500};
 // A label longer than this is cut, to keep holder metadata small.
 inline constexpr std::size_t k_max_label_bytes = 1024;
-// How many events a semaphore's history (redsem log) keeps unless told otherwise, and at most.
-inline constexpr long long k_default_history = 10'000;
+// How many events a semaphore's history (redsem log) keeps at most (k_default_history: by
+// default).
 inline constexpr long long k_max_history = 10'000'000;
 
 // Who holds or waits for a slot, shown by `status`.

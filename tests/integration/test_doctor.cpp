@@ -759,6 +759,40 @@ TEST_CASE("doctor: key patterns that leave out one key of every semaphore are un
     CHECK(run_redsem({"acquire", "parts", "-w", "0"}, env).exit_code == k_denied);
 }
 
+TEST_CASE("doctor: key patterns that leave out a waiter's or a drainer's list are unsafe") {
+    // Every key but the lists a waiter for several slots and a draining client block on: a
+    // lowered limit or a `drain` would then fail on a NOPERM at run time.
+    RedisServer server(with_args({}, true));
+    Connection admin = server.admin();
+    std::vector<std::string> rules{"ACL", "SETUSER",       "lists", "on",
+                                   ">pw", "~redsem:epoch", "&*",    "+@all"};
+    for (const std::string& part : std::vector<std::string>{
+             "state", "holders", "info", "queue", "alive", "slots", "log",
+             "wake:" + std::string(32, '?'), "wake:*:nudge", "wake:*:left", "wake:*:released"}) {
+        rules.push_back("~redsem:{*}:" + part);
+    }
+    admin.call(rules);
+    const EnvChanges env{{"REDSEM_URL", "redis://lists@127.0.0.1:" + std::to_string(server.port())},
+                         {"REDSEM_PASSWORD", "pw"}};
+    const Diagnosis diagnosis = doctor(env);
+    INFO(diagnosis.report.dump(2));
+    CHECK(diagnosis.exit_code == k_unsafe);
+    const json first = diagnosis.of("permissions").at(0);
+    CHECK(first.at("verdict") == "unsafe");
+    const std::string found = first.at("found").get<std::string>();
+    CHECK(contains(found, ":wake:TOKEN:toolarge :wake:drained"));
+    CHECK_FALSE(contains(found, ":nudge"));
+    CHECK_FALSE(contains(found, ":info"));
+
+    // And so it is: a drain, which blocks on the drainer's list, is refused.
+    const EnvChanges full = env_for(server);
+    REQUIRE(run_redsem({"acquire", "lists", "--ttl", "1m"}, full).exit_code == 0);
+    REQUIRE(run_redsem({"pause", "lists"}, full).exit_code == 0);
+    const ProcessResult drained = run_redsem({"drain", "lists", "-w", "1"}, env);
+    INFO(drained.err);
+    CHECK(drained.exit_code == k_denied);
+}
+
 TEST_CASE("doctor: a password is never shown, whatever the server answers to AUTH") {
     RedisServer server(with_args({"--rename-command", "AUTH", ""}, true));
     Scratch scratch;

@@ -2,6 +2,7 @@
 // with real redsem processes holding and waiting.
 #include <catch2/catch.hpp>
 
+#include "semaphore/protocol.hpp"
 #include "support/helpers.hpp"
 
 #include <csignal>
@@ -67,8 +68,7 @@ TEST_CASE("pause: nobody new is admitted, holders renew, waiters keep their plac
     CHECK(refused.err.find("db migration – étape 2\\x1b[2J") != std::string::npos);
     CHECK(refused.err.find(pause["by"]["user"].get<std::string>()) != std::string::npos);
     CHECK(line_count(refused.err) == 1);
-    CHECK(run_redsem({"run", name, "-w", "0", "-E", "0", "-q", "--", "true"}, env).exit_code ==
-          73);
+    CHECK(run_redsem({"run", name, "-w", "0", "-E", "0", "-q", "--", "true"}, env).exit_code == 73);
     CHECK(zcard(admin, semaphore_key(name, "holders")) == 1);
 
     // The holder keeps its slot and renews.
@@ -77,8 +77,8 @@ TEST_CASE("pause: nobody new is admitted, holders renew, waiters keep their plac
     // Waiters queue in order, and each says once that the semaphore is paused.
     std::vector<std::unique_ptr<Child>> waiters;
     for (int i = 0; i < 3; ++i) {
-        waiters.push_back(std::make_unique<Child>(
-            std::vector<std::string>{"run", name, "--", "true"}, env));
+        waiters.push_back(
+            std::make_unique<Child>(std::vector<std::string>{"run", name, "--", "true"}, env));
         // (The queue also holds the pause's mark, behind everybody.)
         REQUIRE(
             wait_until([&] { return zcard(admin, semaphore_key(name, "queue")) == i + 2; }, 10s));
@@ -95,8 +95,8 @@ TEST_CASE("pause: nobody new is admitted, holders renew, waiters keep their plac
     // refreshes its place with two slots free, and still takes none.
     REQUIRE(run_redsem({"release", name, holder_token}, env).exit_code == 0);
     const long long refreshed_before = alive_until(admin, name, queued[0]);
-    REQUIRE(wait_until([&] { return alive_until(admin, name, queued[0]) > refreshed_before; },
-                       10s));
+    REQUIRE(
+        wait_until([&] { return alive_until(admin, name, queued[0]) > refreshed_before; }, 10s));
     CHECK(zcard(admin, semaphore_key(name, "holders")) == 0);
     CHECK(zcard(admin, semaphore_key(name, "queue")) == 3 + 1); // and the pause's mark
     CHECK(queued.size() == 3);

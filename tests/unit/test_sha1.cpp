@@ -5,10 +5,8 @@
 
 #include "lua_scripts.hpp"
 #include "semaphore/epoch_proof.hpp"
-#include "semaphore/keys.hpp"
 #include "util/sha1.hpp"
 
-#include <fmt/format.h>
 #include <string>
 
 using namespace redsem;
@@ -45,11 +43,4 @@ TEST_CASE("an epoch marker's script is one text per marker, the same in every re
     CHECK(std::string(script.sha1) == "4782f83b6d6154f81c2d84fe9a4af3a5c5f7f67d");
     CHECK(&epoch_marker_script(marker) == &script);
     CHECK(std::string(epoch_marker_script("other").sha1) != script.sha1);
-}
-
-TEST_CASE("the pause's mark in the queue is the one the readers skip") {
-    // lua/lib/state.lua writes it; src/semaphore/inspect.cpp skips it (k_pause_mark).
-    const std::string line = fmt::format("local PAUSE_MARK = '{}'\n", k_pause_mark);
-    CHECK(std::string(scripts::k_library.code).find(line) != std::string::npos);
-    CHECK(std::string(scripts::k_pause_script.body).find(line) != std::string::npos);
 }

@@ -1,0 +1,60 @@
+#pragma once
+
+// What redsem's C++ and its Lua scripts must agree on, written once. The build turns every
+// declaration here into a Lua constant that every script sees (cmake/embed_lua.cmake, the
+// module "protocol"): k_max_limit becomes MAX_LIMIT. So each is an integer, a string literal
+// or an array of string literals, one `inline constexpr` declaration each, and the why of
+// each stays in this file.
+
+#include <string_view>
+
+namespace redsem {
+
+// The highest limit (and so the highest slot count); slots are numbered below it.
+inline constexpr long long k_max_limit = 100'000;
+// The lease of a holder whose record names none (keys changed by hand), and acquire's default.
+inline constexpr long long k_default_ttl_ms = 60'000;
+// After Redis may have lost data (a restart without it, a failover, a failback, an eviction),
+// nobody new is admitted for this long, so that a holder whose lease it forgot has found out
+// and stopped first: it renews at least every 20 s (src/process/heartbeat.cpp) and stops its
+// command within --kill-after (10 s) of finding its lease gone. A caller's --loss-grace changes
+// its own admission only, and is never stored.
+inline constexpr long long k_loss_grace_ms = 60'000;
+// How many events a semaphore's history (redsem log) keeps when it names no other length.
+inline constexpr long long k_default_history = 10'000;
+// A waiter handed a slot must collect it within this time, or the slot is taken back and
+// handed on (the waiter died between its last refresh and the hand-over).
+inline constexpr long long k_claim_ms = 3'000;
+// The waiters that may take the next free slot, and this many behind them, refresh their place
+// as often as the head: while one of them lives, somebody looks again within the head's
+// refresh interval, so dead waiters in a row at the head are each passed over within about
+// k_claim_ms (lua/acquire.lua).
+inline constexpr long long k_near_head = 8;
+
+// While a semaphore is paused its queue holds this member behind every waiter, so that no gc
+// (also one of a release before pauses) takes it for empty. It is nobody's token (those are 32
+// hex digits), and every reader counts it as nobody.
+inline constexpr std::string_view k_pause_mark = "paused";
+
+// The lists a semaphore's clients block on, after "<prefix>:{<name>}:" (Keys::make()):
+// "wake:" + token is a waiter's wake list (its grant); + token + a suffix, what it or its
+// keeper is told besides; + "drained", a draining client's.
+inline constexpr std::string_view k_wake_part = "wake:";
+inline constexpr std::string_view k_nudge_suffix = ":nudge";        // moved near the head
+inline constexpr std::string_view k_left_suffix = ":left";          // released while it waited
+inline constexpr std::string_view k_too_large_suffix = ":toolarge"; // the limit fell below it
+inline constexpr std::string_view k_released_suffix = ":released";  // its keeper may stop
+inline constexpr std::string_view k_drained_list = "drained";       // a holder left a pause
+
+// The commands the scripts run with redis.call, checked against the user's ACL before a
+// script writes anything (lua/lib/main.lua): a script stopped half-way by a refusal would leave
+// its first writes behind. `redsem doctor` probes the same list. INFO, XADD and XTRIM run by
+// pcall (a refusal only turns off what they give), and CLUSTER MYID and NODES only on a Redis
+// Cluster; tests/unit/test_protocol.cpp checks the scripts call nothing else.
+inline constexpr std::string_view k_script_commands[] = {
+    "bitpos",        "del",   "exists",  "hdel",    "hget",      "hincrby", "hmget",
+    "hscan",         "hset",  "persist", "pexpire", "pexpireat", "pttl",    "rpush",
+    "setbit",        "time",  "type",    "zadd",    "zcard",     "zpopmin", "zrange",
+    "zrangebyscore", "zrank", "zrem",    "zscore"};
+
+} // namespace redsem
