@@ -33,17 +33,18 @@ int run_limit(const LimitArgs& args, const GlobalOptions& global) {
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
     Semaphore semaphore(connection, prefix, args.name);
-    const LimitInfo info = args.unset ? semaphore.unset_limit() : semaphore.limit(new_limit, history);
+    const LimitInfo info =
+        args.unset ? semaphore.unset_limit() : semaphore.limit(new_limit, history);
     if (args.json) {
-        const nlohmann::json out{{"name", args.name},
-                                 {"limit", info.limit},
-                                 {"stored", info.stored},
-                                 {"held", info.held},
-                                 {"queued", info.queued},
-                                 {"history", info.history},
-                                 {"set_by", info.set_by.empty() ? nlohmann::json(nullptr)
-                                                                : nlohmann::json(info.set_by)},
-                                 {"admission", admission_json(semaphore.admission())}};
+        const nlohmann::json out{
+            {"name", args.name},
+            {"limit", info.limit},
+            {"stored", info.stored},
+            {"held", info.held},
+            {"queued", info.queued},
+            {"history", info.history},
+            {"set_by", info.set_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(info.set_by)},
+            {"admission", admission_json(semaphore.admission())}};
         print_json(out);
     } else if (!new_limit && !history && !args.unset) {
         std::cout << info.limit << "\n";

@@ -213,9 +213,8 @@ TlsOptions resolve_tls(const GlobalOptions& options, const RedisUrl& url) {
                                    options.key || options.sni || options.insecure;
     if (!url.tls) {
         if (tls_options_given) {
-            throw UsageError(
-                fmt::format("TLS options need a rediss:// or rediss-sentinel:// URL, not {}",
-                            url.describe()));
+            throw UsageError(fmt::format(
+                "TLS options need a rediss:// or rediss-sentinel:// URL, not {}", url.describe()));
         }
         return TlsOptions{};
     }
@@ -527,7 +526,8 @@ Milliseconds parse_loss_grace(const std::string& text, const std::string& source
     if (grace > k_default_loss_grace) {
         throw UsageError(fmt::format("{}: '{}' is longer than {}, the loss grace every client has; "
                                      "it can only shorten this caller's wait",
-                                     source, printable(text), format_duration(k_default_loss_grace)));
+                                     source, printable(text),
+                                     format_duration(k_default_loss_grace)));
     }
     return grace;
 }

@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 #include <poll.h>
 #include <string>
-#include <vector>
 #include <sys/ioctl.h>
 #include <unistd.h>
+#include <vector>
 
 namespace redsem {
 
@@ -27,7 +27,7 @@ void write_all(std::string_view text) {
 }
 
 constexpr std::string_view k_enter = "\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J"; // alternate screen
-constexpr std::string_view k_leave = "\x1b[?25h\x1b[?1049l";               // cursor, main screen
+constexpr std::string_view k_leave = "\x1b[?25h\x1b[?1049l";              // cursor, main screen
 
 // The start of `line` that takes at most `width` columns, counting a UTF-8 character as one
 // (the frame's text is terminal_safe(): no control characters).

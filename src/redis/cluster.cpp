@@ -82,7 +82,9 @@ bool same_node(const Endpoint& a, const Endpoint& b) {
     return a.port == b.port && a.host == b.host;
 }
 
-SlotMap::SlotMap() { m_owner.fill(-1); }
+SlotMap::SlotMap() {
+    m_owner.fill(-1);
+}
 
 SlotMap SlotMap::from_cluster_slots(const Reply& reply, const Endpoint& asked) {
     // A broken or hostile server, not a bug of redsem's.
@@ -114,7 +116,8 @@ SlotMap SlotMap::from_cluster_slots(const Reply& reply, const Endpoint& asked) {
                                     asked.describe(), printable(host, 100)),
                         Transience::permanent);
         }
-        return Endpoint{.host = std::move(host), .port = static_cast<int>(entry.elements[1].integer)};
+        return Endpoint{.host = std::move(host),
+                        .port = static_cast<int>(entry.elements[1].integer)};
     };
     SlotMap map;
     for (const Reply& range : reply.elements) {

@@ -176,9 +176,9 @@ void Connection::pin(const Endpoint& node) {
 }
 
 long long Connection::wait_for_replicas(long long replicas, Milliseconds timeout) {
-    const Reply reply = command(std::vector<std::string>{"WAIT", std::to_string(replicas),
-                                                         std::to_string(timeout.count())},
-                                timeout);
+    const Reply reply = command(
+        std::vector<std::string>{"WAIT", std::to_string(replicas), std::to_string(timeout.count())},
+        timeout);
     if (reply.is_error()) {
         throw_reply_error(reply.text);
     }
@@ -231,8 +231,8 @@ std::vector<Reply> Connection::send_all(const std::vector<Outgoing>& batch,
             std::vector<std::size_t> rest;
             for (const std::size_t i : todo) {
                 const std::optional<Endpoint> to = destination(i);
-                const bool same = to.has_value() == where.has_value() &&
-                                  (!to || same_node(*to, *where));
+                const bool same =
+                    to.has_value() == where.has_value() && (!to || same_node(*to, *where));
                 (same ? group : rest).push_back(i);
             }
             std::vector<Reply> got;
@@ -367,8 +367,8 @@ Reply Connection::send_transaction(const std::vector<std::vector<std::string>>& 
 }
 
 Reply Connection::command(const Command& command, Milliseconds blocking_for, int interrupt_fd) {
-    return std::move(send_all({Outgoing{&command.key, &command.argv}}, blocking_for, interrupt_fd)
-                         .front());
+    return std::move(
+        send_all({Outgoing{&command.key, &command.argv}}, blocking_for, interrupt_fd).front());
 }
 
 Reply Connection::command(const std::vector<std::string>& argv, Milliseconds blocking_for,
@@ -525,10 +525,11 @@ std::vector<Reply> Connection::eval_atomically(const std::vector<ScriptCall>& ca
         for (std::size_t i = 0; i < calls.size(); ++i) {
             const ScriptCall& call = calls[i];
             const bool own = cluster && !call.cluster_keys.empty();
-            argvs.push_back(script_argv(call, own ? call.cluster_keys : call.keys, attempts[i].way));
+            argvs.push_back(
+                script_argv(call, own ? call.cluster_keys : call.keys, attempts[i].way));
         }
-        const std::string& route = cluster ? calls.front().cluster_keys.front()
-                                           : calls.front().keys.front();
+        const std::string& route =
+            cluster ? calls.front().cluster_keys.front() : calls.front().keys.front();
         Reply reply = std::move(send_all({Outgoing{&route, nullptr, &argvs}}).front());
         if (reply.is_error()) {
             if (round < k_script_rounds && is_error_code(reply, "CROSSSLOT") &&
@@ -552,8 +553,9 @@ std::vector<Reply> Connection::eval_atomically(const std::vector<ScriptCall>& ca
         }
         bool again = false;
         for (std::size_t i = 0; i < calls.size(); ++i) {
-            again = (replies[i].is_error() && retry_script(calls[i], attempts[i], replies[i], route)) ||
-                    again;
+            again =
+                (replies[i].is_error() && retry_script(calls[i], attempts[i], replies[i], route)) ||
+                again;
         }
         if (!again || round == k_script_rounds) {
             return replies;

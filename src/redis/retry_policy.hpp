@@ -110,7 +110,7 @@ private:
     Milliseconds m_window;
     Schedule m_schedule;
     Milliseconds m_delay;
-    bool m_reached; // an answer, or a failure that only a server at this address gives
+    bool m_reached;         // an answer, or a failure that only a server at this address gives
     bool m_failing = false; // since m_failing_since, without an answer
     Clock::time_point m_failing_since{};
     std::optional<Clock::time_point> m_deadline;

@@ -54,9 +54,9 @@ Endpoint ask_sentinels(const ConnectOptions& options, SentinelChoice& choice, st
     const RedisUrl& url = options.url;
     const std::size_t count = url.sentinels.size();
     const std::size_t first = choice.first;
-    std::string failures;      // why each sentinel could not say, for the message
-    std::string denied;        // the first sentinel that refused our password
-    bool any_answer = false;   // a sentinel answered, but did not know the master
+    std::string failures;    // why each sentinel could not say, for the message
+    std::string denied;      // the first sentinel that refused our password
+    bool any_answer = false; // a sentinel answered, but did not know the master
     const std::size_t asked = std::min(tries, count);
     const auto give_up_at = std::chrono::steady_clock::now() + timeout;
     for (std::size_t i = 0; i < asked; ++i) {
@@ -102,8 +102,8 @@ Endpoint ask_sentinels(const ConnectOptions& options, SentinelChoice& choice, st
                 denied = fmt::format("the sentinel at {} refused redsem ({})", sentinel.describe(),
                                      printable(reply.text, 100));
             }
-            failed(fmt::format("the sentinel at {} answered with an error: {}",
-                               sentinel.describe(), printable(reply.text, 100)));
+            failed(fmt::format("the sentinel at {} answered with an error: {}", sentinel.describe(),
+                               printable(reply.text, 100)));
             continue;
         }
         if (reply.is_nil()) {

@@ -7,8 +7,8 @@
 namespace redsem {
 
 std::string SentinelTopology::describe() const {
-    return fmt::format("the master '{}' of the sentinels of {}", printable(m_options.url.master_name),
-                       m_options.url.describe());
+    return fmt::format("the master '{}' of the sentinels of {}",
+                       printable(m_options.url.master_name), m_options.url.describe());
 }
 
 std::optional<Endpoint> SentinelTopology::destination(std::string_view /*key*/) const {

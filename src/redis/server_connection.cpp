@@ -54,7 +54,7 @@ std::string without_secret(std::string text, const std::string& password) {
 // 100,000 holders, with as many waiters; a page of history; CLUSTER SLOTS) are far below
 // these, and a reply of this size is read in well under a second: what a server declares
 // beyond them is refused at once rather than allocated, buffered or walked.
-constexpr long long k_max_reply_elements = 2'000'000; // all nesting levels together
+constexpr long long k_max_reply_elements = 2'000'000;        // all nesting levels together
 constexpr std::size_t k_max_reply_bytes = 128 * 1024 * 1024; // its strings together
 // A line of RESP: a status or error text, or a type and a length. hiredis looks for its end
 // from the line's start at every read, so a line that never ends would cost time squared.

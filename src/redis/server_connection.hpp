@@ -121,7 +121,7 @@ private:
     std::unique_ptr<Transport> m_transport;
     ReaderPtr m_reader;
     std::unique_ptr<ReplyBudget> m_budget; // the reader's privdata: its address stays
-    std::string m_output; // commands formatted, not sent yet
+    std::string m_output;                  // commands formatted, not sent yet
     // Set from open() until the server's first reply: the connect timeout covers the whole
     // handshake, up to the first reply, so a server that accepts connections but never
     // answers is reported as unreachable within it.

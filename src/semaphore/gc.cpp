@@ -75,8 +75,8 @@ GcCursor collect_reply(const std::string& name, const Reply& reply, SemaphoreGc&
         // A dry run deletes nothing: the semaphore would go if nothing were left after it,
         // unless an operator's settings keep it (-1).
         const long long outcome = reply.at(2).as_integer();
-        const bool deleted = outcome != -1 &&
-                             (dry_run ? reply.at(3).as_integer() - progress.holders_removed <= 0 &&
+        const bool deleted =
+            outcome != -1 && (dry_run ? reply.at(3).as_integer() - progress.holders_removed <= 0 &&
                                             reply.at(4).as_integer() - progress.waiters_removed <= 0
                                       : outcome == 1);
         if (deleted) {

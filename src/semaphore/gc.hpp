@@ -29,8 +29,8 @@ struct GcFailure {
 
 struct GcReport {
     std::vector<GcEntry> removed;
-    std::vector<std::string> deleted; // semaphores whose keys were deleted (nothing was left)
-    std::vector<GcFailure> failed;    // semaphores that could not be cleaned (others were)
+    std::vector<std::string> deleted;   // semaphores whose keys were deleted (nothing was left)
+    std::vector<GcFailure> failed;      // semaphores that could not be cleaned (others were)
     std::vector<UnlistedNode> unlisted; // cluster primaries not reached (without names)
 };
 

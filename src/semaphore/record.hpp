@@ -20,8 +20,8 @@ struct Record {
     long long slot = -1;          // holders only: the lowest of `slots`
     std::vector<long long> slots; // holders only: every slot it holds, ascending
     long long wants = 1;          // waiters only: how many slots it asks for; 0: all (--exclusive)
-    long long fence = 0;    // holders only
-    long long since_ms = 0; // acquired (holder) or queued (waiter), server clock
+    long long fence = 0;          // holders only
+    long long since_ms = 0;       // acquired (holder) or queued (waiter), server clock
     long long ttl_ms = 0;
     HolderMeta meta;
 };

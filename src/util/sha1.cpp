@@ -58,8 +58,7 @@ void process_block(std::array<std::uint32_t, 5>& hash, const unsigned char* bloc
 } // namespace
 
 std::string sha1_hex(std::string_view data) {
-    std::array<std::uint32_t, 5> hash{0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476,
-                                      0xc3d2e1f0};
+    std::array<std::uint32_t, 5> hash{0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
     const std::size_t whole = data.size() / 64 * 64;
     const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
     for (std::size_t at = 0; at < whole; at += 64) {

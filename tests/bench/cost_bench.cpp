@@ -173,7 +173,8 @@ nlohmann::json bare_calls(Connection& client, Connection& admin, int cycles) {
             client.call(command);
             redis_us.push_back(command_stats(admin).script_us);
         }
-        out[label] = {{"redis_us_p50", percentile(redis_us, 0.5)}, {"redis_us_mean", mean(redis_us)}};
+        out[label] = {{"redis_us_p50", percentile(redis_us, 0.5)},
+                      {"redis_us_mean", mean(redis_us)}};
     }
     client.call({"FUNCTION", "DELETE", "redsem_bench_bare"});
     return out;

@@ -20,8 +20,8 @@
 #include <atomic>
 #include <iostream>
 #include <mutex>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 using namespace redsem;
@@ -57,8 +57,9 @@ int main(int argc, char** argv) {
     app.add_option("--name", name, "Semaphore name");
     bool eval_only = false;
     app.add_flag("--eval", eval_only, "Send the scripts by EVALSHA, not as functions (FCALL)");
-    app.add_option("--history", history, "Events the semaphore's history keeps (0: none; default: "
-                                         "redsem's default)")
+    app.add_option("--history", history,
+                   "Events the semaphore's history keeps (0: none; default: "
+                   "redsem's default)")
         ->check(CLI::Range(0LL, k_max_history));
     CLI11_PARSE(app, argc, argv);
 

@@ -675,8 +675,9 @@ TEST_CASE("cluster: `redsem lost` closes admission to the semaphores of every pr
     for (const std::size_t home : primaries) {
         const std::string name = cluster.name_on(home, "lost");
         cluster.mark_in_use(name);
-        REQUIRE(run_redsem({"acquire", name, "-n", "2", "--ttl", "10m", "-w", "0"}, env)
-                    .exit_code == 0);
+        REQUIRE(
+            run_redsem({"acquire", name, "-n", "2", "--ttl", "10m", "-w", "0"}, env).exit_code ==
+            0);
         names.push_back(name);
     }
     const auto declared = run_redsem({"lost", "--json"}, env);

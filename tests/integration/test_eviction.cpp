@@ -88,8 +88,8 @@ TEST_CASE("eviction never lets a second holder into a held limit-1 semaphore, un
                 // policy meanwhile: a possible loss, and admission is closed for the grace.
                 CHECK(second.exit_code == k_timeout);
                 CHECK(zcard(admin, "redsem:{ev}:holders") == 1);
-                const auto status =
-                    nlohmann::json::parse(run_redsem({"status", "ev", "--json"}, env_for(server)).out);
+                const auto status = nlohmann::json::parse(
+                    run_redsem({"status", "ev", "--json"}, env_for(server)).out);
                 CHECK(status["admission"]["cause"] == "evicted");
             } else if (policy.rfind("allkeys-", 0) == 0) {
                 CHECK(second.exit_code == k_unavailable);
@@ -120,8 +120,7 @@ TEST_CASE("a held semaphore survives a volatile-lru Redis that evicts all around
     REQUIRE(run_redsem({"release", "ev2", first_line(held.out)}, env_for(server)).exit_code == 0);
     const auto handed = waiter.wait(20s);
     REQUIRE(handed.exit_code == 0);
-    REQUIRE(run_redsem({"release", "ev2", first_line(handed.out)}, env_for(server)).exit_code ==
-            0);
+    REQUIRE(run_redsem({"release", "ev2", first_line(handed.out)}, env_for(server)).exit_code == 0);
     CHECK(admin.call({"PTTL", "redsem:{ev2}:state"}).as_integer() > 0);
 }
 
@@ -168,8 +167,9 @@ TEST_CASE("an evicting policy that was set back keeps admission closed for the l
     Connection admin = server.admin();
     const EnvChanges env = env_for(server);
     for (int i = 0; i < 2; ++i) {
-        REQUIRE(run_redsem({"acquire", "esem", "-n", "2", "--ttl", "60s", "-w", "0"}, env)
-                    .exit_code == 0);
+        REQUIRE(
+            run_redsem({"acquire", "esem", "-n", "2", "--ttl", "60s", "-w", "0"}, env).exit_code ==
+            0);
     }
     admin.call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
     if (seen) {

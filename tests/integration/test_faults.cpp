@@ -91,8 +91,8 @@ TEST_CASE("a first request cut off by a Redis shutting down: the acquire waits f
     // Holds the acquire's script (a write) unanswered; the observer's INFO still runs.
     admin.call({"CLIENT", "PAUSE", "30000", "WRITE"});
     Child acquire({"acquire", "cut-off", "--loss-grace", "1s"}, env_for(server));
-    REQUIRE(wait_until([&] { return info_field(admin, "clients", "blocked_clients") == "1"; },
-                       10s));
+    REQUIRE(
+        wait_until([&] { return info_field(admin, "clients", "blocked_clients") == "1"; }, 10s));
     // Down for a while: every reconnection in the meantime finds no socket.
     server.restart(1s);
     const auto result = acquire.wait(20s);

@@ -118,8 +118,7 @@ TEST_CASE("without INFO: every subcommand works, and admission stays open betwee
     // A pause keeps a waiter out with slots free; resume (which proves the epoch as any call
     // that admits) lets it in.
     CHECK(run_redsem({"pause", "lp", "--reason", "lp"}, as_app(server)).exit_code == 0);
-    CHECK(run_redsem({"run", "lp", "-w", "0", "--", "true"}, as_app(server)).exit_code ==
-          k_closed);
+    CHECK(run_redsem({"run", "lp", "-w", "0", "--", "true"}, as_app(server)).exit_code == k_closed);
     Child paused_waiter({"acquire", "lp", "-w", "30s"}, as_app(server));
     REQUIRE(wait_until([&] { return zcard(admin, "redsem:{lp}:queue") == 1; }, 10s));
     CHECK(run_redsem({"resume", "lp"}, as_app(server)).exit_code == 0);
@@ -527,8 +526,9 @@ TEST_CASE("without INFO: `redsem lost` closes admission, and a caller's own grac
           "it for itself") {
     RedisServer server(with_app_user());
     Connection admin = server.admin();
-    REQUIRE(run_redsem({"acquire", "decl", "-n", "2", "--ttl", "5m", "-w", "0"}, as_app(server, "0"))
-                .exit_code == 0); // (draws the epoch's marker: a first call without INFO)
+    REQUIRE(
+        run_redsem({"acquire", "decl", "-n", "2", "--ttl", "5m", "-w", "0"}, as_app(server, "0"))
+            .exit_code == 0); // (draws the epoch's marker: a first call without INFO)
     const ProcessResult declared = run_redsem({"lost", "-q"}, as_app(server));
     INFO(declared.err);
     REQUIRE(declared.exit_code == 0);

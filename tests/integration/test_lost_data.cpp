@@ -66,8 +66,8 @@ TEST_CASE("a restart from a snapshot closes admission for every prefix and datab
     Connection admin = server.admin();
     admin.call({"SAVE"});
     // A holder after the snapshot: the restart forgets it.
-    const auto holder =
-        run_redsem(options({"acquire", "only", "--ttl", "5m", "-w", "0"}, variant.second, url_second));
+    const auto holder = run_redsem(
+        options({"acquire", "only", "--ttl", "5m", "-w", "0"}, variant.second, url_second));
     REQUIRE(holder.exit_code == 0);
     server.restart(); // SIGTERM without a save: the snapshot comes back
     admin = server.admin();
@@ -95,8 +95,11 @@ TEST_CASE("a read first, then `limit N`: no slot is handed out after a restart f
     REQUIRE(holder.exit_code == 0);
     Child waiter({"acquire", "lim", "--ttl", "5m"}, env);
     Connection admin = server.admin();
-    REQUIRE(wait_until([&] { return admin.call({"ZCARD", "redsem:{lim}:queue"}).as_integer() == 1; },
-                       10s));
+    REQUIRE(wait_until(
+        [&] {
+            return admin.call({"ZCARD", "redsem:{lim}:queue"}).as_integer() == 1;
+        },
+        10s));
     waiter.signal(SIGSTOP);
     admin.call({"SAVE"});
     server.restart();
@@ -119,8 +122,9 @@ TEST_CASE("a failback: a node promoted again after its replacement took writes i
     Connection first_admin = first.admin();
     Connection second_admin = second.admin();
     second_admin.call({"REPLICAOF", "127.0.0.1", std::to_string(first.port())});
-    REQUIRE(wait_until([&] { return info_field(second_admin, "replication", "master_link_status") == "up"; },
-                       20s));
+    REQUIRE(wait_until(
+        [&] { return info_field(second_admin, "replication", "master_link_status") == "up"; },
+        20s));
     // In use on the first node (its scripts cached there), a hand-off, then replicated.
     const auto used = run_redsem({"acquire", "fb", "--ttl", "5m", "-w", "0"}, env_for(first));
     REQUIRE(used.exit_code == 0);
@@ -141,12 +145,12 @@ TEST_CASE("a failback: a node promoted again after its replacement took writes i
     second_admin.call({"REPLICAOF", "NO", "ONE"});
     StallingProxy link(second.port(), -1);
     first_admin.call({"REPLICAOF", "127.0.0.1", std::to_string(link.port())});
-    REQUIRE(wait_until([&] { return info_field(first_admin, "replication", "master_link_status") == "up"; },
-                       20s));
+    REQUIRE(wait_until(
+        [&] { return info_field(first_admin, "replication", "master_link_status") == "up"; }, 20s));
     link.stall_after(0);
     const auto on_second =
-        run_redsem({"acquire", "fb", "--ttl", "5m", "-w", "0"}, {{"REDSEM_URL", second.socket_url()},
-                                                                  {"REDSEM_LOSS_GRACE", "0"}});
+        run_redsem({"acquire", "fb", "--ttl", "5m", "-w", "0"},
+                   {{"REDSEM_URL", second.socket_url()}, {"REDSEM_LOSS_GRACE", "0"}});
     REQUIRE(on_second.exit_code == 0); // a holder the first node never hears of
     CHECK(holders(first_admin, "redsem", "fb") == 0);
 
@@ -178,8 +182,8 @@ TEST_CASE("without an epoch key, data counts as lost at the server's start, and 
     const auto everyone = run_redsem({"acquire", "new", "-w", "0"}, env_for(server));
     CHECK(everyone.exit_code == k_closed);
     CHECK(everyone.err.find("has no record of redsem and started") != std::string::npos);
-    const auto hasty = run_redsem({"acquire", "new", "-w", "0", "--loss-grace", "1s"},
-                                  env_for(server));
+    const auto hasty =
+        run_redsem({"acquire", "new", "-w", "0", "--loss-grace", "1s"}, env_for(server));
     CHECK(hasty.exit_code == 0);
     // A longer grace for one caller would keep out those queued behind it: refused.
     const auto careful =
@@ -198,9 +202,9 @@ TEST_CASE("a holder the restored data shows as queued stops within the loss grac
     Child first({"run", "q", "--", "sh", "-c", "sleep 2"}, env);
     Connection admin = server.admin();
     REQUIRE(wait_until([&] { return zcard(admin, "redsem:{q}:holders") == 1; }, 10s));
-    Child waiter({"run", "q", "--ttl", "10m", "--", "sh", "-c",
-                  "touch " + started + "; exec sleep 600"},
-                 env);
+    Child waiter(
+        {"run", "q", "--ttl", "10m", "--", "sh", "-c", "touch " + started + "; exec sleep 600"},
+        env);
     REQUIRE(wait_until([&] { return zcard(admin, "redsem:{q}:queue") == 1; }, 10s));
     admin.call({"SAVE"});
     REQUIRE(wait_for_file(started, 20s)); // W holds now
@@ -214,9 +218,9 @@ TEST_CASE("a holder the restored data shows as queued stops within the loss grac
 TEST_CASE("a run that cannot confirm its lease for 30s stops, whatever its ttl") {
     RedisServer server;
     const std::string started = server.dir() + "/started";
-    Child holder({"run", "long", "--ttl", "10m", "--", "sh", "-c",
-                  "touch " + started + "; exec sleep 600"},
-                 env_for(server));
+    Child holder(
+        {"run", "long", "--ttl", "10m", "--", "sh", "-c", "touch " + started + "; exec sleep 600"},
+        env_for(server));
     REQUIRE(wait_for_file(started, 20s));
     // Redis answers nothing for 45s (as while it loads a big data set after a restart that
     // may have lost the lease): the run gives the lease up and stops its command in time for
@@ -261,11 +265,12 @@ TEST_CASE("REDSEM_LOSS_GRACE=0 in one shell admits that caller only: nothing is 
                 .exit_code == 0);
     // Another client, with nothing set, still waits for the grace; so does `--loss-grace`
     // given once before.
-    const auto once = run_redsem({"acquire", "other", "-w", "0", "--loss-grace", "0"}, env_for(server));
+    const auto once =
+        run_redsem({"acquire", "other", "-w", "0", "--loss-grace", "0"}, env_for(server));
     REQUIRE(once.exit_code == 0);
-    REQUIRE(run_redsem({"release", "other", once.out.substr(0, once.out.find('\n'))},
-                       env_for(server))
-                .exit_code == 0);
+    REQUIRE(
+        run_redsem({"release", "other", once.out.substr(0, once.out.find('\n'))}, env_for(server))
+            .exit_code == 0);
     const auto theirs = run_redsem({"acquire", "shared", "-w", "0"}, env_for(server));
     CHECK(theirs.exit_code == k_closed);
     CHECK(theirs.err.find("nobody is admitted for") != std::string::npos);
@@ -321,8 +326,8 @@ TEST_CASE("after a restart every caller gets the same answer, whatever its ttl")
     // 60s"), and said so.
     for (const char* ttl : {"30m", "5s", "1h"}) {
         INFO(ttl);
-        const auto refused =
-            run_redsem({"acquire", std::string("t") + ttl, "-w", "0", "--ttl", ttl}, env_for(server));
+        const auto refused = run_redsem(
+            {"acquire", std::string("t") + ttl, "-w", "0", "--ttl", ttl}, env_for(server));
         CHECK(refused.exit_code == k_closed);
         CHECK(refused.err.find("it restarted, or another server took over); nobody is admitted "
                                "for") != std::string::npos);
@@ -370,7 +375,8 @@ TEST_CASE("a closed admission is shown by status, limit --json, log and the metr
 
     // A long-used server that lost nothing: open, and said so.
     RedisServer calm;
-    const auto open = nlohmann::json::parse(run_redsem({"status", "x", "--json"}, env_for(calm)).out);
+    const auto open =
+        nlohmann::json::parse(run_redsem({"status", "x", "--json"}, env_for(calm)).out);
     CHECK(open["admission"]["closed"] == false);
     CHECK(run_redsem({"status", "x"}, env_for(calm)).out.find("admission") == std::string::npos);
 }

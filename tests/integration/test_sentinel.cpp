@@ -84,7 +84,9 @@ TEST_CASE("sentinel: every subcommand works through the sentinels, and status al
     CHECK(run_redsem({"pause", "s1", "--reason", "freeze"}, env).exit_code == 0);
     CHECK(run_redsem({"acquire", "s1", "-w", "0"}, env).exit_code == 73);
     REQUIRE(wait_until(
-        [&] { return replica.call({"HEXISTS", "redsem:{s1}:state", "paused"}).as_integer() == 1; },
+        [&] {
+            return replica.call({"HEXISTS", "redsem:{s1}:state", "paused"}).as_integer() == 1;
+        },
         10s));
     const auto paused_on_replica =
         run_redsem({"status", "s1", "--json"}, {{"REDSEM_URL", group.server(1).tcp_url()}});

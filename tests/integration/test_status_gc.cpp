@@ -423,9 +423,7 @@ TEST_CASE("an operator's limit and history length stay through gc and key expiry
     RedisServer server;
     const EnvChanges env = env_for(server);
     Connection admin = server.admin();
-    auto pttl = [&](const std::string& key) {
-        return admin.call({"PTTL", key}).as_integer();
-    };
+    auto pttl = [&](const std::string& key) { return admin.call({"PTTL", key}).as_integer(); };
     REQUIRE(run_redsem({"limit", "op", "1"}, env).exit_code == 0);
     REQUIRE(run_redsem({"limit", "hist", "--history", "5"}, env).exit_code == 0);
     CHECK(pttl("redsem:{op}:state") == -1);

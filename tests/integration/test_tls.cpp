@@ -10,8 +10,8 @@
 #include "support/tls_files.hpp"
 
 #include <arpa/inet.h>
-#include <csignal>
 #include <atomic>
+#include <csignal>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>

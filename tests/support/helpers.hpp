@@ -296,9 +296,9 @@ public:
              const std::string& binary = redsem_binary())
         : m_dir(m_scratch.dir()) {
         std::ofstream(m_dir + "/body.sh") << logging_body(m_dir + "/inside.log");
-        const std::string loop = "while [ ! -e " + m_dir + "/stop ]; do \"$REDSEM\" run " +
-                                 name + " " + run_args + " -q -- sh " + m_dir +
-                                 "/body.sh; echo $? >> " + m_dir + "/exits; done";
+        const std::string loop = "while [ ! -e " + m_dir + "/stop ]; do \"$REDSEM\" run " + name +
+                                 " " + run_args + " -q -- sh " + m_dir + "/body.sh; echo $? >> " +
+                                 m_dir + "/exits; done";
         env["REDSEM"] = binary;
         for (int i = 0; i < clients; ++i) {
             m_loops.push_back(Child::shell(loop, env));

@@ -30,8 +30,9 @@ void await(Condition done, std::chrono::milliseconds timeout, const std::string&
             last_error = error.what(); // a node not up yet, or down
         }
         if (Clock::now() > give_up) {
-            throw std::runtime_error("test cluster: timed out waiting for " + what +
-                                     (last_error.empty() ? "" : " (last error: " + last_error + ")"));
+            throw std::runtime_error(
+                "test cluster: timed out waiting for " + what +
+                (last_error.empty() ? "" : " (last error: " + last_error + ")"));
         }
         std::this_thread::sleep_for(k_poll);
     }
@@ -48,10 +49,16 @@ RedisCluster::RedisCluster(Options options) : m_options(options) {
         node.tcp = true;
         node.new_data_set = true; // mark_in_use() per semaphore: the epoch key is its own
         node.port_options = {"--cluster-port"};
-        node.extra_args = {
-            "--cluster-enabled",      "yes",  "--cluster-config-file",      "nodes.conf",
-            "--cluster-node-timeout", "1000", "--repl-diskless-sync-delay", "0",
-            "--cluster-require-full-coverage", m_options.full_coverage ? "yes" : "no"};
+        node.extra_args = {"--cluster-enabled",
+                           "yes",
+                           "--cluster-config-file",
+                           "nodes.conf",
+                           "--cluster-node-timeout",
+                           "1000",
+                           "--repl-diskless-sync-delay",
+                           "0",
+                           "--cluster-require-full-coverage",
+                           m_options.full_coverage ? "yes" : "no"};
         m_nodes.push_back(std::make_unique<RedisServer>(node));
     }
     m_killed.assign(m_nodes.size(), false);
@@ -183,9 +190,8 @@ void RedisCluster::migrate_slot(int slot, std::size_t to, std::size_t batch,
         if (keys.as_array().empty()) {
             break;
         }
-        std::vector<std::string> migrate{"MIGRATE", "127.0.0.1", std::to_string(m_nodes[to]->port()),
-                                         "",        "0",         "5000",
-                                         "KEYS"};
+        std::vector<std::string> migrate{
+            "MIGRATE", "127.0.0.1", std::to_string(m_nodes[to]->port()), "", "0", "5000", "KEYS"};
         for (const Reply& key : keys.as_array()) {
             migrate.push_back(key.as_string());
         }

@@ -162,8 +162,8 @@ void SentinelGroup::signal_sentinels(int signal) const {
 std::string SentinelGroup::url() const {
     std::string hosts;
     for (const Sentinel& sentinel : m_sentinels) {
-        hosts += (hosts.empty() ? "" : ",") + std::string("127.0.0.1:") +
-                 std::to_string(sentinel.port);
+        hosts +=
+            (hosts.empty() ? "" : ",") + std::string("127.0.0.1:") + std::to_string(sentinel.port);
     }
     return "redis-sentinel://" + hosts + "#" + k_master_name;
 }
@@ -179,8 +179,7 @@ Connection SentinelGroup::sentinel(std::size_t index) const {
 
 std::size_t SentinelGroup::master_index() const {
     Connection connection = sentinel(0);
-    const Reply address =
-        connection.call({"SENTINEL", "get-master-addr-by-name", k_master_name});
+    const Reply address = connection.call({"SENTINEL", "get-master-addr-by-name", k_master_name});
     const int port = std::stoi(address.at(1).as_string());
     for (std::size_t i = 0; i < m_servers.size(); ++i) {
         if (m_servers[i]->port() == port) {

@@ -94,16 +94,17 @@ FakeServer& FakeNetwork::add(const std::string& address,
 }
 
 TransportOpener FakeNetwork::opener() {
-    return [this](const RedisUrl& url, const TlsOptions&, Milliseconds) -> std::unique_ptr<Transport> {
-        const std::string address = fmt::format("{}:{}", url.host, url.port);
-        m_opened.push_back(address);
-        const auto found = m_servers.find(address);
-        if (found == m_servers.end() ||
-            std::find(m_down.begin(), m_down.end(), address) != m_down.end()) {
-            throw UnavailableError(fmt::format("cannot connect to Redis at {}", address));
-        }
-        return std::make_unique<FakeTransport>(*found->second);
-    };
+    return
+        [this](const RedisUrl& url, const TlsOptions&, Milliseconds) -> std::unique_ptr<Transport> {
+            const std::string address = fmt::format("{}:{}", url.host, url.port);
+            m_opened.push_back(address);
+            const auto found = m_servers.find(address);
+            if (found == m_servers.end() ||
+                std::find(m_down.begin(), m_down.end(), address) != m_down.end()) {
+                throw UnavailableError(fmt::format("cannot connect to Redis at {}", address));
+            }
+            return std::make_unique<FakeTransport>(*found->second);
+        };
 }
 
 } // namespace redsem::test

@@ -69,10 +69,9 @@ TEST_CASE("parse_event reads each shape the scripts write, and keeps anything el
 }
 
 TEST_CASE("sort_by_time merges histories by time, keeping each stream's order") {
-    std::vector<Event> events{parse_event("b", "10-0", "limit", "- 1"),
-                              parse_event("a", "10-10", "limit", "- 2"),
-                              parse_event("a", "10-9", "limit", "- 3"),
-                              parse_event("a", "9-0", "limit", "- 4")};
+    std::vector<Event> events{
+        parse_event("b", "10-0", "limit", "- 1"), parse_event("a", "10-10", "limit", "- 2"),
+        parse_event("a", "10-9", "limit", "- 3"), parse_event("a", "9-0", "limit", "- 4")};
     sort_by_time(events);
     CHECK(events[0].id == "9-0");
     CHECK(events[1].id == "10-9"); // sequence 9 before 10, not as text
