@@ -269,8 +269,6 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
                                 format_duration(k_default_loss_grace)))
         ->type_name("DUR");
     command.add_option("--replicas", request.replicas, k_replicas_help)->type_name("N");
-    // Not a caller's: refused with the way to set it (see parse_slot_request()).
-    command.add_option("--history", request.history)->group("");
     command.add_flag("-q,--quiet", request.quiet,
                      "Show no queue position while waiting, and no notice when no slot was free "
                      "(a closed admission is still told)");
@@ -304,16 +302,6 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
                            : static_cast<int>(ExitCode::timeout);
     parsed.options.loss_grace = resolve_loss_grace(request.loss_grace);
     parsed.options.replicas = resolve_replicas(request.replicas);
-    if (request.history) {
-        throw UsageError(fmt::format(
-            "--history is the semaphore's setting, not a caller's: an operator sets it with "
-            "'redsem limit {} --history {}'",
-            printable(request.name), printable(*request.history)));
-    }
-    if (std::getenv("REDSEM_HISTORY") != nullptr) {
-        std::cerr << "redsem: warning: $REDSEM_HISTORY is ignored: the history's length is the "
-                     "semaphore's setting, set with 'redsem limit NAME --history N'\n";
-    }
     owner.label = request.label.value_or(default_label);
     if (!request.label) {
         owner.ci = current_ci_job(); // an explicit --label says all (--label '': nothing)

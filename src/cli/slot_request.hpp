@@ -27,13 +27,11 @@ struct SlotRequest {
     std::optional<std::string> label;
     std::optional<std::string> loss_grace;
     std::optional<std::string> replicas;
-    std::optional<std::string> history;
     bool quiet = false;
 };
 
-// Declares NAME, -n, --slots, --exclusive, --ttl, -w, -E, --label, --loss-grace, --replicas,
-// --history and -q on
-// `command`.
+// Declares NAME, -n, --slots, --exclusive, --ttl, -w, -E, --label, --loss-grace, --replicas
+// and -q on `command`.
 void add_slot_options(CLI::App& command, SlotRequest& request);
 
 struct ParsedRequest {
