@@ -1,5 +1,6 @@
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "cli/output.hpp"
 #include "cli/slot_request.hpp"
 #include "process/holder_meta.hpp"
 #include "process/keeper.hpp"

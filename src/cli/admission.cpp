@@ -1,5 +1,6 @@
 #include "cli/admission.hpp"
 #include "cli/options.hpp"
+#include "cli/output.hpp"
 
 #include "util/duration.hpp"
 #include "util/name.hpp"

@@ -3,6 +3,7 @@
 #include "cli/commands.hpp"
 #include "cli/help_format.hpp"
 #include "cli/options.hpp"
+#include "cli/output.hpp"
 #include "cli/pre_parse.hpp"
 #include "process/child.hpp"
 #include "process/secrecy.hpp"

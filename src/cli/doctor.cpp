@@ -1,5 +1,6 @@
 #include "doctor/doctor.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 

@@ -1,5 +1,6 @@
 #include "semaphore/gc.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
 #include "util/table.hpp"

@@ -1,5 +1,6 @@
 #include "cli/admission.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/name.hpp"
 

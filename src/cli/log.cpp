@@ -1,4 +1,5 @@
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "process/signal_watch.hpp"
 #include "semaphore/history.hpp"
 #include "semaphore/inspect.hpp"

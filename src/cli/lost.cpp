@@ -1,4 +1,5 @@
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "semaphore/inspect.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/time_format.hpp"

@@ -1,163 +1,25 @@
 #include "cli/options.hpp"
 
+#include "cli/secret_files.hpp"
+#include "cli/tls_options.hpp"
+#include "cli/variables.hpp"
+#include "process/inherited_secret.hpp"
 #include "process/secrecy.hpp"
-#include "semaphore/inspect.hpp"
 #include "semaphore/keys.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/duration.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 #include "util/number.hpp"
-#include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
-#include <poll.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace redsem::cli {
 
 namespace {
-
-std::optional<std::string> env(const char* name) {
-    const char* value = std::getenv(name);
-    if (value == nullptr || *value == '\0') {
-        return std::nullopt;
-    }
-    return std::string(value);
-}
-
-// An option's value, else its environment variable's; `source` names where it came from.
-std::optional<std::string> option_or_env(const std::optional<std::string>& option,
-                                         const char* variable, std::string& source,
-                                         const char* option_name) {
-    if (option) {
-        source = option_name;
-        return option;
-    }
-    source = fmt::format("${}", variable);
-    return env(variable);
-}
-
-bool parse_switch(const std::string& text, const char* variable) {
-    if (text == "1" || text == "yes" || text == "true") {
-        return true;
-    }
-    if (text == "0" || text == "no" || text == "false") {
-        return false;
-    }
-    throw UsageError(fmt::format("{}: '{}' is neither 1 nor 0", variable, printable(text)));
-}
-
-// A password file holds a password, and nothing that could block or fill memory.
-constexpr off_t k_max_password_file = 64 * 1024;
-
-// Closes a descriptor when it goes out of scope.
-struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-};
-
-// Why redsem refuses the file `fd` was opened on, as ssh refuses a key file: one that is not
-// a regular file (a FIFO would block, a device may never end), is owned by another user than
-// this one or root, or that others may write (they could have put their own password there).
-std::optional<std::string> refusal(const struct stat& file) {
-    if (S_ISDIR(file.st_mode)) {
-        return "is a directory";
-    }
-    if (!S_ISREG(file.st_mode)) {
-        return "is not a regular file (a FIFO, a device or a socket)";
-    }
-    if (file.st_uid != geteuid() && file.st_uid != 0) {
-        return fmt::format("is owned by another user (uid {}), who could change it", file.st_uid);
-    }
-    if ((file.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-        return "can be written by other users: chmod 600 it";
-    }
-    if (file.st_size > k_max_password_file) {
-        return fmt::format("is larger than {} KiB: not a password file",
-                           k_max_password_file / 1024);
-    }
-    return std::nullopt;
-}
-
-// The first line of a password file: opened once, then what was opened is checked and read
-// (so a file swapped in between is never read unchecked). Warns when other users may read it.
-std::string read_password_file(const std::string& path, std::string_view source) {
-    const auto fail = [&](std::string_view why) {
-        return UsageError(
-            fmt::format("the password file '{}' ({}) {}", printable(path), source, why));
-    };
-    // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) {
-        throw UsageError(fmt::format("cannot read the password file '{}' ({}): {}", printable(path),
-                                     source, std::strerror(errno)));
-    }
-    const FdCloser closer{fd};
-    struct stat file {};
-    if (::fstat(fd, &file) != 0) {
-        throw fail(fmt::format("cannot be examined: {}", std::strerror(errno)));
-    }
-    if (auto why = refusal(file)) {
-        throw fail(*why);
-    }
-    std::string content;
-    char buffer[4096];
-    for (;;) {
-        const ssize_t got = ::read(fd, buffer, sizeof(buffer));
-        if (got < 0 && errno == EINTR) {
-            continue;
-        }
-        if (got < 0) {
-            throw fail(fmt::format("cannot be read: {}", std::strerror(errno)));
-        }
-        if (got == 0) {
-            break;
-        }
-        content.append(buffer, static_cast<std::size_t>(got));
-        if (content.size() > static_cast<std::size_t>(k_max_password_file)) {
-            throw fail(fmt::format("is larger than {} KiB: not a password file",
-                                   k_max_password_file / 1024));
-        }
-    }
-    std::string password = content.substr(0, content.find('\n'));
-    if (!password.empty() && password.back() == '\r') {
-        password.pop_back();
-    }
-    if (password.empty()) {
-        throw fail("has an empty first line");
-    }
-    if ((file.st_mode & (S_IRGRP | S_IROTH)) != 0) {
-        std::cerr << fmt::format("redsem: warning: the password file '{}' can be read by other "
-                                 "users; chmod 600 it\n",
-                                 printable(path));
-    }
-    return password;
-}
-
-// Warns when others may read the TLS client key (OpenSSL reads it later, by its path).
-void check_key_file(const std::string& path) {
-    struct stat file {};
-    if (::stat(path.c_str(), &file) == 0 && S_ISREG(file.st_mode) &&
-        (file.st_mode & (S_IRGRP | S_IROTH)) != 0) {
-        std::cerr << fmt::format("redsem: warning: the TLS client key '{}' can be read by other "
-                                 "users; chmod 600 it\n",
-                                 printable(path));
-    }
-}
 
 std::optional<std::string> resolve_password(const GlobalOptions& options) {
     if (options.password_file) {
@@ -194,100 +56,7 @@ std::optional<std::string> resolve_sentinel_password(const GlobalOptions& option
     return std::nullopt;
 }
 
-TlsOptions resolve_tls(const GlobalOptions& options, const RedisUrl& url) {
-    TlsOptions tls;
-    std::string cert_source;
-    std::string key_source;
-    std::string ignored;
-    tls.ca_file = option_or_env(options.cacert, "REDSEM_CACERT", ignored, "--cacert");
-    tls.ca_dir = option_or_env(options.cacertdir, "REDSEM_CACERTDIR", ignored, "--cacertdir");
-    tls.cert_file = option_or_env(options.cert, "REDSEM_CERT", cert_source, "--cert");
-    tls.key_file = option_or_env(options.key, "REDSEM_KEY", key_source, "--key");
-    tls.sni = option_or_env(options.sni, "REDSEM_SNI", ignored, "--sni");
-    tls.insecure = options.insecure;
-    if (auto insecure = env("REDSEM_INSECURE"); insecure && !options.insecure && url.tls) {
-        tls.insecure = parse_switch(*insecure, "$REDSEM_INSECURE");
-    }
-    // Options on the command line are for this URL; variables may be meant for other ones.
-    const bool tls_options_given = options.cacert || options.cacertdir || options.cert ||
-                                   options.key || options.sni || options.insecure;
-    if (!url.tls) {
-        if (tls_options_given) {
-            throw UsageError(fmt::format(
-                "TLS options need a rediss:// or rediss-sentinel:// URL, not {}", url.describe()));
-        }
-        return TlsOptions{};
-    }
-    if (tls.sni && tls.sni->empty()) {
-        // An empty name would turn the certificate's name check off.
-        throw UsageError("--sni needs a server name");
-    }
-    if (tls.cert_file && !tls.key_file) {
-        throw UsageError(
-            fmt::format("{} needs a private key too (--key or $REDSEM_KEY)", cert_source));
-    }
-    if (tls.key_file && !tls.cert_file) {
-        throw UsageError(
-            fmt::format("{} needs a certificate too (--cert or $REDSEM_CERT)", key_source));
-    }
-    if (tls.key_file) {
-        check_key_file(*tls.key_file);
-    }
-    if (tls.insecure) {
-        std::cerr << fmt::format("redsem: warning: not verifying the TLS certificate of {} "
-                                 "(--insecure): anyone on the way can read and change what is "
-                                 "sent, the password included\n",
-                                 url.describe());
-    }
-    return tls;
-}
-
 } // namespace
-
-void warn_unlisted(const std::vector<UnlistedNode>& unlisted) {
-    for (const UnlistedNode& node : unlisted) {
-        std::cerr << fmt::format("redsem: warning: the semaphores of the cluster primary {} are "
-                                 "not listed: {}\n",
-                                 node.node, node.why);
-    }
-}
-
-void print_json(const nlohmann::json& value) {
-    std::cout << value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-}
-
-nlohmann::json ci_json(const std::optional<CiJob>& ci) {
-    if (!ci) {
-        return nullptr;
-    }
-    const auto text = [](const std::string& field) {
-        return field.empty() ? nlohmann::json(nullptr) : nlohmann::json(field);
-    };
-    return {{"system", ci->system},
-            {"url", text(ci->url)},
-            {"pipeline", text(ci->pipeline)},
-            {"job", text(ci->job)}};
-}
-
-int flush_stdout() {
-    // std::cout writes through C's stdout (synchronised with stdio): the bytes wait in its
-    // buffer, and a write that failed earlier (the buffer filled up) leaves its error flag set,
-    // but not its errno: the first error found is kept.
-    static int first_error = 0;
-    errno = 0;
-    std::cout.flush();
-    const bool written = std::fflush(stdout) == 0 && std::ferror(stdout) == 0 && std::cout.good();
-    if (written || first_error != 0) {
-        return first_error;
-    }
-    first_error = errno;
-    if (first_error == 0) {
-        // Failed before: a pipe or socket whose reader went away reports an error when polled.
-        pollfd out{.fd = STDOUT_FILENO, .events = POLLOUT, .revents = 0};
-        first_error = poll(&out, 1, 0) == 1 && (out.revents & POLLERR) != 0 ? EPIPE : EIO;
-    }
-    return first_error;
-}
 
 void add_name_and_token(CLI::App& command, std::string& name, std::string& token) {
     command.add_option("NAME", name, "Semaphore name")->required();
@@ -401,30 +170,6 @@ ConnectOptions resolve_connection(const GlobalOptions& options) {
     }
     return connect;
 }
-
-namespace {
-
-// A read-only, private memfd holding `secret` (and a newline) that a child inherits; its
-// path as the child sees it, or nullopt when it could not be made (then the secret does not
-// reach the child at all).
-std::optional<std::string> inherited_secret(const std::string& secret, const char* name) {
-    const int fd = memfd_create(name, MFD_ALLOW_SEALING);
-    if (fd < 0) {
-        return std::nullopt;
-    }
-    const std::string content = secret + "\n";
-    const bool written =
-        fchmod(fd, 0600) == 0 &&
-        write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) == 0;
-    if (!written) {
-        close(fd);
-        return std::nullopt;
-    }
-    return "/proc/self/fd/" + std::to_string(fd);
-}
-
-} // namespace
 
 std::vector<std::string> connection_for_child(const GlobalOptions& options,
                                               const ConnectOptions& connect) {
@@ -569,40 +314,6 @@ long long parse_history(const std::string& text) {
                                      printable(text), k_max_history));
     }
     return *history;
-}
-
-std::string resolve_token(Connection& connection, const std::string& prefix,
-                          const std::string& name, const std::string& token) {
-    if (is_token(token)) {
-        return token;
-    }
-    const bool hex = std::all_of(token.begin(), token.end(), [](char c) {
-        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-    });
-    if (!hex || token.size() < k_min_short_token || token.size() > 2 * k_token_bytes) {
-        throw UsageError(fmt::format("'{}' is not a redsem token (32 hex digits as printed by "
-                                     "'redsem acquire', or the first {} or more of them as "
-                                     "'redsem status' shows)",
-                                     printable(token, 40), k_min_short_token));
-    }
-    const std::vector<std::string> found = tokens_starting_with(connection, prefix, name, token);
-    if (found.empty()) {
-        throw NotHeldError(
-            fmt::format("no holder or waiter of '{}' has a token starting with '{}' (its lease "
-                        "expired, it was released, or it never held one)",
-                        name, token));
-    }
-    if (found.size() > 1) {
-        std::string candidates;
-        for (std::size_t i = 0; i < found.size() && i < 5; ++i) {
-            candidates += (i > 0 ? ", " : "") + found[i];
-        }
-        throw UsageError(fmt::format("'{}' is the start of {} tokens of '{}' ({}{}); give more "
-                                     "of it",
-                                     token, found.size(), name, candidates,
-                                     found.size() > 5 ? ", ..." : ""));
-    }
-    return found.front();
 }
 
 } // namespace redsem::cli

@@ -7,14 +7,8 @@
 #include "redis/connection.hpp"
 #include "semaphore/semaphore.hpp"
 
-#include <nlohmann/json_fwd.hpp>
-
 namespace CLI {
 class App;
-}
-
-namespace redsem {
-struct UnlistedNode;
 }
 
 namespace redsem::cli {
@@ -34,20 +28,6 @@ struct GlobalOptions {
     std::optional<std::string> sni;
     bool insecure = false;
 };
-
-// Warns on stderr, one line each, of the cluster primaries a listing could not reach.
-void warn_unlisted(const std::vector<UnlistedNode>& unlisted);
-
-// Prints `value` on stdout as one line of JSON (--json). Text from Redis that is not valid
-// UTF-8 is shown with U+FFFD rather than failing.
-void print_json(const nlohmann::json& value);
-
-// A holder's CI job in JSON: {"system", "url", "pipeline", "job"} (empty ones null), or null.
-nlohmann::json ci_json(const std::optional<CiJob>& ci);
-
-// Writes out what is buffered for stdout. Returns 0 when everything printed so far reached
-// it, else the errno of the failed write (EPIPE: the reader went away).
-int flush_stdout();
 
 // Declares the NAME and TOKEN arguments of release and renew.
 void add_name_and_token(CLI::App& command, std::string& name, std::string& token);
@@ -97,13 +77,5 @@ long long parse_limit(const std::string& text, const char* option);
 int parse_exit_code(const std::string& text, const char* option);
 long long parse_pid(const std::string& text, const char* option);
 Milliseconds parse_ttl(const std::string& text, const char* option);
-
-// A token as given to release or renew: the whole token, or a unique start of it of at least
-// k_min_short_token hex digits (`status` prints the first 8), looked up among NAME's holders
-// and waiters. Throws UsageError for a malformed or ambiguous one (naming the candidates),
-// NotHeldError when no holder or waiter has it.
-inline constexpr std::size_t k_min_short_token = 4;
-std::string resolve_token(Connection& connection, const std::string& prefix,
-                          const std::string& name, const std::string& token);
 
 } // namespace redsem::cli

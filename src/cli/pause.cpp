@@ -1,5 +1,6 @@
 #include "cli/admission.hpp"
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "process/ci_job.hpp"
 #include "process/holder_meta.hpp"
 #include "process/signal_watch.hpp"

@@ -1,4 +1,5 @@
 #include "cli/commands.hpp"
+#include "cli/token_lookup.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/name.hpp"
 

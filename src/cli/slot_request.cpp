@@ -302,6 +302,11 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
                            : static_cast<int>(ExitCode::timeout);
     parsed.options.loss_grace = resolve_loss_grace(request.loss_grace);
     parsed.options.replicas = resolve_replicas(request.replicas);
+    if (std::getenv("REDSEM_HISTORY") != nullptr) {
+        // redsem 0.1.0 stored it with every semaphore a caller used.
+        std::cerr << "redsem: warning: $REDSEM_HISTORY is ignored: the history's length is the "
+                     "semaphore's setting, set with 'redsem limit NAME --history N'\n";
+    }
     owner.label = request.label.value_or(default_label);
     if (!request.label) {
         owner.ci = current_ci_job(); // an explicit --label says all (--label '': nothing)

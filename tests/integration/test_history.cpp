@@ -245,13 +245,18 @@ TEST_CASE("history: the stream stays capped, expires with the semaphore, and is 
     CHECK(empty.err == "redsem: no events\n");
 
     // The length is the semaphore's, set by an operator (limit --history): a caller has no
-    // such option, and nothing is written when it tries one.
+    // such option (0.1.0 had), and nothing is written when it tries one; $REDSEM_HISTORY
+    // (which 0.1.0 stored with every semaphore it used) is ignored with a warning.
     const Keys kept = Keys::make("redsem", "kept");
     const ProcessResult refused = run_redsem({"acquire", "kept", "--history", "0"}, env);
     CHECK(refused.exit_code == 64);
     CHECK(refused.err.rfind("redsem: error: unknown option '--history'", 0) == 0);
     CHECK(admin.call({"EXISTS", kept.state}).as_integer() == 0);
-    REQUIRE(run_redsem({"acquire", "kept"}, env).exit_code == 0);
+    EnvChanges global = env;
+    global["REDSEM_HISTORY"] = "0";
+    const ProcessResult warned = run_redsem({"acquire", "kept"}, global);
+    REQUIRE(warned.exit_code == 0);
+    CHECK(warned.err.find("$REDSEM_HISTORY is ignored") != std::string::npos);
     CHECK(admin.call({"XLEN", kept.log}).as_integer() == 1);
     CHECK(json::parse(run_redsem({"limit", "kept", "--json"}, env).out)["history"] == 10000);
 }

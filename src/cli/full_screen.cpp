@@ -1,4 +1,4 @@
-#include "process/terminal.hpp"
+#include "cli/full_screen.hpp"
 
 #include "util/errors.hpp"
 

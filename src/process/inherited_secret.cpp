@@ -1,0 +1,27 @@
+#include "process/inherited_secret.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace redsem {
+
+std::optional<std::string> inherited_secret(const std::string& secret, const char* name) {
+    const int fd = memfd_create(name, MFD_ALLOW_SEALING);
+    if (fd < 0) {
+        return std::nullopt;
+    }
+    const std::string content = secret + "\n";
+    const bool written =
+        fchmod(fd, 0600) == 0 &&
+        write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size()) &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) == 0;
+    if (!written) {
+        close(fd);
+        return std::nullopt;
+    }
+    return "/proc/self/fd/" + std::to_string(fd);
+}
+
+} // namespace redsem
