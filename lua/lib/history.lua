@@ -7,8 +7,8 @@
 -- at its end by write_history() (from finish()); each event is one field of it, the event's
 -- kind, whose value is "TOKEN SLOT FENCE DURATION_MS JSON" ('-' where a part does not apply;
 -- JSON: the holder's or waiter's metadata), or for 'limit', "FROM TO". One XADD per call, not
--- one per event or per part: a release and the hand-over it makes cost one (see the README for
--- what it costs).
+-- one per event or per part: a release and the hand-over it makes cost one (docs/BENCHMARKS.md
+-- has what it costs).
 -- Kinds: acquired (directly, or by hand-over; DURATION: how long it waited), queued,
 -- released (DURATION: how long it held the slot), expired (a lease ran out by the server's
 -- clock; DURATION: from the grant to the deadline), unclaimed (a hand-over nobody collected

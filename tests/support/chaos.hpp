@@ -223,7 +223,7 @@ inline constexpr std::array<FaultEntry, 16> k_faults{{
     {Fault::older_limit, "older limit", &Config::older_limit_every, FaultSide::redis,
      "the previous release's `redsem limit NAME N`, N the spec's, on a semaphore older clients "
      "use: over a \"paused\" mark it writes a plain number, which this release marks again. "
-     "Never while a weighted client of the harness may hold there (README: an older limit "
+     "Never while a weighted client of the harness may hold there (NEWS: an older limit "
      "over the weighted mark lets older clients count a holder of K slots as one)",
      "nothing they may notice", "nothing"},
     {Fault::restart_kept, "restart (kept)", nullptr, FaultSide::redis,
