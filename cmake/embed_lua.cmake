@@ -18,8 +18,8 @@
 # no such globals): run() (lua/lib/main.lua) gives it them, and ends every call with finish(),
 # whichever return the body takes.
 # The module "protocol": each `inline constexpr TYPE k_NAME = VALUE;` of the header becomes
-# `local NAME = VALUE` (NAME upper-cased; digit separators dropped; a string literal stays
-# one, an array of them becomes a table). Anything else declared there is an error.
+# `local NAME = VALUE` (NAME upper-cased; an integer's digit separators dropped; a string
+# literal stays one, an array of them becomes a table). Anything else declared there is an error.
 file(READ "${PROTOCOL}" protocol_text)
 string(REGEX REPLACE "//[^\n]*" "" protocol_text "${protocol_text}")
 string(REGEX REPLACE "[ \n]+" " " protocol_text "${protocol_text}")
@@ -30,12 +30,15 @@ foreach(declaration IN LISTS declarations)
     if(NOT declaration MATCHES "^inline constexpr (long long|std::string_view) k_([a-z0-9_]+)(\\[\\])? = (.*)$")
         message(FATAL_ERROR "protocol.hpp: cannot turn into Lua: ${declaration}")
     endif()
+    set(cpp_name "k_${CMAKE_MATCH_2}")
     string(TOUPPER "${CMAKE_MATCH_2}" lua_name)
     set(value "${CMAKE_MATCH_4}")
-    string(REPLACE "'" "" value "${value}")
+    if(value MATCHES "^[0-9']+$")
+        string(REPLACE "'" "" value "${value}") # digit separators
+    endif()
     string(REGEX REPLACE ", *}" "}" value "${value}")
     if(NOT value MATCHES "^([0-9]+|\"[^\"\\]*\"|{ *\"[^\"\\]*\"( *, *\"[^\"\\]*\")* *})$")
-        message(FATAL_ERROR "protocol.hpp: k_${CMAKE_MATCH_2}: not an integer, a string literal or an array of them: ${value}")
+        message(FATAL_ERROR "protocol.hpp: ${cpp_name}: not an integer, a string literal or an array of them: ${value}")
     endif()
     string(APPEND lib_body "local ${lua_name} = ${value}\n")
 endforeach()
