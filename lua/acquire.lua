@@ -15,8 +15,6 @@
 --         sends nothing here, and queues again after its place was released
 -- ARGV[11] how many slots the caller asks for ('' or a count; 'x': all of them, --exclusive,
 --         as many as the limit when they are granted); an older redsem sends nothing: one
--- (redsem 0.2.0 before release sent a history length to store as ARGV[10], never 'ends': a
--- setting only `limit --history` stores now, as an operator's action.)
 -- Reply, by first element:
 --   {'ok', fence, slot, deadline_ms, limit, now_ms, slots}
 --                                                        the caller holds its slots: slot the

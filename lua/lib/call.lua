@@ -57,8 +57,6 @@
 -- the marker the client expects the epoch key to hold ('-': none), the nonce the marker's
 -- script wrote to the epoch's field proof just before, in the same transaction, and the
 -- fresh marker the call declares ('-': none; its script is the one that ran).
--- (redsem 0.1 also sent 1: whether the server had the script cached says nothing of its
--- data unless the script names the epoch's marker.)
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
 -- hash tag, so they live on the same Cluster slot.
 --

@@ -42,8 +42,7 @@
 -- marker's script. Not seen this way: a failback to a node that still has it cached, when no
 -- call that may admit reached the other node meanwhile (it would have drawn a new marker);
 -- on Redis 6.2, which replicates and persists SCRIPT LOAD and EVAL, failovers and restarts
--- from an AOF. INFO, where allowed, decides. (Development builds before 0.2.0 sent variants
--- of their scripts instead, naming the field marker: nothing here reads it.)
+-- from an AOF. INFO, where allowed, decides.
 -- Admission stays closed for LOSS_GRACE_MS after a possible loss (src/semaphore/protocol.hpp).
 
 -- The server process this code runs in, as INFO server named it to an earlier call:
