@@ -296,12 +296,14 @@ TEST_CASE("gc of named semaphores only, and of records nobody owns") {
 TEST_CASE("gc never removes a live holder that keeps renewing") {
     RedisServer server;
     Connection admin = server.admin();
-    Child live(
-        {"run", "busy", "-n", "3", "--ttl", "300ms", "--label", "renewing", "--", "sleep", "2"},
-        env_for(server));
+    // A lease of 1s, renewed every third of it, through three of its lifetimes of gc runs:
+    // long enough that a renewal late on a loaded machine (or under ThreadSanitizer) does not
+    // lose it; 300ms once did, which said nothing about gc.
+    Child live({"run", "busy", "-n", "3", "--ttl", "1s", "--label", "renewing", "--", "sleep", "4"},
+               env_for(server));
     REQUIRE(wait_until([&] { return zcard(admin, "redsem:{busy}:holders") >= 1; }, 10s));
     int removed_live = 0;
-    const auto until = std::chrono::steady_clock::now() + 1500ms;
+    const auto until = std::chrono::steady_clock::now() + 3500ms;
     while (std::chrono::steady_clock::now() < until) {
         acquire_json(server, {"busy", "-n", "3", "--ttl", "100ms", "--label", "dying"});
         const json report = json::parse(run_redsem({"gc", "busy", "--json"}, env_for(server)).out);
@@ -311,7 +313,7 @@ TEST_CASE("gc never removes a live holder that keeps renewing") {
         std::this_thread::sleep_for(50ms);
     }
     CHECK(removed_live == 0);
-    CHECK(live.wait(10s).exit_code == 0); // its lease was never lost
+    CHECK(live.wait(15s).exit_code == 0); // its lease was never lost
 }
 
 TEST_CASE("gc reports a semaphore it cannot clean and still cleans the others") {

@@ -2400,8 +2400,21 @@ void Harness::collect(std::vector<Observed>& observed) {
         for (const long long slot : client.slots) {
             seen.entries[slot].push_back({client.s_ns, client.fence, client.id});
         }
-        const long long overlap_end =
+        long long overlap_end =
             client.fencing_from_ns != 0 ? std::min(end, client.fencing_from_ns) : end;
+        // A bare acquire's lease is never renewed: it ends at the latest a ttl after the
+        // script logged its entry. What the script does past that (starved of the CPU for
+        // longer than the lease on a loaded machine), only fencing can make safe, as after a
+        // SIGSTOP. Counted apart, and named.
+        const long long lease_end = client.s_ns + m_config.ttl.count() * 1'000'000;
+        if (!client.run_form && overlap_end > lease_end) {
+            overlap_end = lease_end;
+            m_result.outstayed_leases += 1;
+            m_out << "chaos: stayed inside past its lease (a bare acquire's script, starved "
+                  << std::fixed << std::setprecision(3)
+                  << static_cast<double>(end - lease_end) / 1e9 << "s): " << describe(client)
+                  << "\n";
+        }
         if (overlap_end > client.s_ns) {
             const int weight = static_cast<int>(client.slots.size());
             seen.inside.push_back(
@@ -2748,7 +2761,7 @@ std::string Result::summary() const {
     }
     out << "; died without a word " << silent_ends << " (" << silent_ends_seen
         << " seen by pidfd); late entries " << late_entries << " (" << late_entries_refused
-        << " behind a newer fence)";
+        << " behind a newer fence); outstayed leases " << outstayed_leases;
     out << "; violations: overlap " << overlap_violations << ", slot " << slot_violations
         << ", fence " << fence_violations << ", malformed " << malformed_lines << "; survivors "
         << survivors << ", failed " << survivors_failed << ", hung " << survivors_hung

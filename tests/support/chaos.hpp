@@ -306,6 +306,9 @@ struct Result {
     int silent_ends_seen = 0;     // of those, `redsem run` commands whose death was seen (pidfd)
     int late_entries = 0;         // stopped holding a grant before logging S (fencing-only)
     int late_entries_refused = 0; // of those, behind a newer fence on their slot
+    // Bare acquire scripts still inside a ttl after they logged their entry (starved):
+    // their time past it is not counted as inside (only fencing protects it).
+    int outstayed_leases = 0;
     int overlap_violations = 0;
     int slot_violations = 0;
     int fence_violations = 0;
