@@ -343,7 +343,9 @@ TEST_CASE("gc: a semaphore whose pause ran out is deleted, and --dry-run says so
     RedisServer server;
     const auto env = env_for(server);
     Connection admin = server.admin();
-    REQUIRE(run_redsem({"pause", "brief", "--for", "1s"}, env).exit_code == 0);
+    // 5s: the first dry run must come while the pause lasts (1s was once too short under
+    // AddressSanitizer on a loaded machine).
+    REQUIRE(run_redsem({"pause", "brief", "--for", "5s"}, env).exit_code == 0);
     REQUIRE(run_redsem({"pause", "frozen"}, env).exit_code == 0);
     const auto deleted_by = [&](const std::vector<std::string>& args) {
         const ProcessResult result = run_redsem(args, env);
@@ -351,7 +353,7 @@ TEST_CASE("gc: a semaphore whose pause ran out is deleted, and --dry-run says so
         return json::parse(result.out)["deleted"];
     };
     CHECK(deleted_by({"gc", "--dry-run", "--json"}).empty()); // both paused: both kept
-    REQUIRE(wait_until([&] { return status_json(server, "brief")["paused"].is_null(); }, 10s));
+    REQUIRE(wait_until([&] { return status_json(server, "brief")["paused"].is_null(); }, 20s));
 
     CHECK(deleted_by({"gc", "--dry-run", "--json"}) == json::array({"brief"}));
     CHECK(admin.call({"EXISTS", semaphore_key("brief", "state")}).as_integer() == 1);
