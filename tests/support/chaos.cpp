@@ -2,6 +2,7 @@
 
 #include "support/build_paths.hpp"
 #include "support/clock.hpp"
+#include "support/helpers.hpp"
 #include "support/prerequisites.hpp"
 #include "support/redis_server.hpp"
 
@@ -478,6 +479,12 @@ struct Shared {
     int flip_states_lost = 0;
     int older_limits_skipped = 0;
     int older_commands_failed = 0;
+    int flips_declared = 0;
+    // The previous release sees no eviction policy: until when (real ns) no client of it
+    // starts, around an eviction flip, and how many of its clients have not logged their entry
+    // (waiting, or about to), which a flip waits to see at 0 (see flip_eviction()).
+    std::atomic<long long> older_barred_until_ns{0};
+    std::atomic<int> older_unentered{0};
     int errors = 0;
     // Per semaphore: until when (real ns) a weighted client of the harness's may hold there,
     // and whether an older `limit` runs there now (no weighted client starts meanwhile).
@@ -675,7 +682,7 @@ private:
     void restart(Fault kind);
     void fail_back();
     // `redsem lost` for the prefix whose clients cannot read INFO (none: nothing).
-    void declare_loss_without_info() const;
+    void declare_loss(bool for_older) const;
     // A connection to database `db` of the server (it stays there when it reconnects).
     Connection connect_db(int db) const;
     // The stored limits of the semaphores older clients use, polled for their marks.
@@ -925,6 +932,7 @@ void Harness::spawn_client(int weighted_on) {
     // The previous release needs INFO (it has no proof by the script cache), and has no
     // --slots.
     client.older = !m_older.empty() && !spec.without_info && client.weight == 1 &&
+                   real_now_ns() >= m_shared.older_barred_until_ns &&
                    chance(m_config.older_share);
     if (m_have_faketime && chance(0.5)) {
         client.skew = k_clock_skews[uniform<std::size_t>(0, k_clock_skews.size() - 1)];
@@ -998,6 +1006,7 @@ void Harness::spawn_client(int weighted_on) {
     m_result.clients_started += 1;
     m_result.clients_skewed += client.skew.empty() ? 0 : 1;
     m_result.clients_older += client.older ? 1 : 0;
+    m_shared.older_unentered += client.older ? 1 : 0;
     m_result.clients_weighted += client.weight > 1 ? 1 : 0;
     m_active.push_back(client.id);
     m_clients.push_back(std::move(client));
@@ -1040,6 +1049,7 @@ void Harness::tail_log() {
                 ok ? parse_slots(slot_list) : std::vector<long long>{};
             ok = ok && !slots.empty();
             if (ok) {
+                m_shared.older_unentered -= client->older ? 1 : 0;
                 client->has_s = true;
                 client->slots = slots;
                 client->slot = slots.front();
@@ -1118,6 +1128,7 @@ void Harness::reap() {
         client.exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
                                              : (WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1);
         sweep_group(client);
+        m_shared.older_unentered -= client.older && !client.has_s ? 1 : 0;
         const std::string err = m_dir + "/err/" + std::to_string(client.id);
         client.err_last = last_line(slurp(err));
         std::error_code ignored;
@@ -1691,23 +1702,47 @@ void Harness::evict() {
     }
 }
 
-void Harness::declare_loss_without_info() const {
+// Runs `redsem lost` as an operator would before and during an eviction flip, for the
+// prefix without INFO, and for the other one too when `for_older` (NEWS: while the
+// previous release remains, as for a user without INFO).
+void Harness::declare_loss(bool for_older) const {
+    std::vector<std::pair<std::string, std::vector<std::string>>> prefixes;
     const bool any = std::any_of(m_config.semaphores.begin(), m_config.semaphores.end(),
                                  [](const SemaphoreSpec& spec) { return spec.without_info; });
-    if (!any) {
-        return;
+    if (any) {
+        prefixes.emplace_back("lost.err", environment_for("", true));
     }
-    const std::string err = m_dir + "/lost.err";
-    if (!run_to_end({m_redsem, "lost", "-q"}, environment_for("", true), err)) {
-        throw std::runtime_error("redsem lost failed: " + last_line(slurp(err)));
+    if (for_older) {
+        prefixes.emplace_back("lost-older.err", m_base_env);
+    }
+    for (const auto& [file, env] : prefixes) {
+        const std::string err = m_dir + "/" + file;
+        if (!run_to_end({m_redsem, "lost", "-q"}, env, err)) {
+            throw std::runtime_error("redsem lost failed: " + last_line(slurp(err)));
+        }
     }
 }
 
 void Harness::flip_eviction() {
-    // Its clients cannot see a policy (README, "Least privilege"): the operator declares the
-    // loss, before the policy allows it (closing admission for the flip: again each half
-    // grace while it lasts) and after.
-    declare_loss_without_info();
+    // The previous release sees no policy (NEWS): a client of it admitted while keys go, or
+    // after, before a call of this release recorded the loss, may join a holder whose keys
+    // went. None starts from now until such a call has, or the loss grace after the flip, by
+    // when every such holder has stopped. Those already started have a moment to enter or
+    // end; if some still wait, the operator declares the loss for them too, as NEWS tells.
+    m_shared.older_barred_until_ns = LLONG_MAX;
+    const auto older_deadline = Steady::now() + m_config.flip_older_wait;
+    while (m_shared.older_unentered > 0 && Steady::now() < older_deadline) {
+        std::this_thread::sleep_for(20ms);
+    }
+    const bool for_older = m_shared.older_unentered > 0;
+    if (for_older) {
+        std::lock_guard lock(m_shared.mutex);
+        m_shared.flips_declared += 1;
+    }
+    // Clients without INFO cannot see a policy (README, "Least privilege"): the operator
+    // declares the loss, before the policy allows it (closing admission for the flip: again
+    // each half grace while it lasts) and after.
+    declare_loss(for_older);
     auto declared = Steady::now();
     Connection admin = m_server->admin();
     Connection cache = connect_db(15);
@@ -1745,12 +1780,29 @@ void Harness::flip_eviction() {
         cache.pipeline(writes);
         evicted = info_number(admin, "stats", "evicted_keys") - before;
         if (Steady::now() - declared > m_config.loss_grace / 2) {
-            declare_loss_without_info();
+            declare_loss(for_older);
             declared = Steady::now();
         }
     }
     restored.undo(); // volatile-lru, FLUSHDB of 15, maxmemory 0
     window.end_ns = real_now_ns();
+    if (!for_older) {
+        // Older clients may start again once a call of this release has recorded the loss
+        // after the flip (they read lost_at), or else the loss grace after it.
+        const long long flipped_back = server_time_ms(admin);
+        const auto give_up_waiting = Steady::now() + m_config.loss_grace;
+        const auto recorded = [&] {
+            const Reply lost_at = admin.call({"HGET", "redsem:epoch", "lost_at"});
+            return !lost_at.is_nil() && std::stoll(lost_at.as_string()) >= flipped_back;
+        };
+        while (!recorded() && Steady::now() < give_up_waiting) {
+            std::this_thread::sleep_for(10ms);
+        }
+        if (!recorded()) {
+            m_shared.older_barred_until_ns =
+                window.end_ns + std::chrono::nanoseconds(m_config.loss_grace).count();
+        }
+    }
     evicted = info_number(admin, "stats", "evicted_keys") - before;
     std::vector<std::string> gone;
     for (const std::string& key : watched) {
@@ -1771,7 +1823,10 @@ void Harness::flip_eviction() {
         }
         m_shared.messages.push_back(message.str());
     }
-    declare_loss_without_info();
+    declare_loss(for_older);
+    if (for_older || m_shared.older_barred_until_ns == LLONG_MAX) {
+        m_shared.older_barred_until_ns = 0;
+    }
 }
 
 void Harness::pause_semaphore() {
@@ -2646,6 +2701,7 @@ Result Harness::run() {
         m_result.flip_states_lost = m_shared.flip_states_lost;
         m_result.connections_killed = m_shared.connections_killed;
         m_result.older_limits_skipped = m_shared.older_limits_skipped;
+        m_result.flips_declared = m_shared.flips_declared;
         m_result.older_commands_failed = m_shared.older_commands_failed;
         m_result.harness_errors += m_shared.errors;
     }
@@ -2743,7 +2799,8 @@ std::string Result::summary() const {
             break;
         case Fault::eviction_flip:
             out << " (" << flip_evicted_keys << " keys, " << flip_states_lost
-                << " state hashes or epoch keys)";
+                << " state hashes or epoch keys; " << flips_declared
+                << " declared for older clients waiting)";
             break;
         case Fault::older_limit:
             out << " (" << older_limits_skipped << " left out: weighted)";

@@ -100,6 +100,7 @@ struct Config {
     Milliseconds semaphore_pause{1'500}; // from `redsem pause` to `redsem resume`
     int flip_evictions = 64;             // an eviction flip writes until Redis evicted this many
     Milliseconds flip_max{2'000};        // or this long has passed
+    Milliseconds flip_older_wait{1'000}; // for older clients to enter or end before a flip
     // Redis restarts, spread evenly over the chaos phase (never two at once, never during a
     // CLIENT PAUSE), their kinds in turn: kept, wiped, rolled back, failed back (k_faults).
     int restarts = 3;
@@ -207,7 +208,10 @@ inline constexpr std::array<FaultEntry, 16> k_faults{{
      "this release refuses to admit while allkeys-* is set (69 EVICTING) and keeps admission "
      "closed for the loss grace after; a semaphore whose state hash went refuses (65) until "
      "its holders leave; a holder whose lease went: run stops its command (76), release finds "
-     "no lease (1). Older clients see no policy; they wait out the loss this release records",
+     "no lease (1). Older clients see no policy (NEWS): none starts from the flip's start until "
+     "a call of this release has recorded the loss after it (or the loss grace after it); a "
+     "flip waits up to flip_older_wait for those waiting to enter or end, and if some still "
+     "wait, runs `redsem lost` for them too, as NEWS tells",
      "69 (EVICTING, or \"out of memory\" before database 15 is flushed) during it; 65 (\"state "
      "key ... is gone\") until long_hold_max + 2 ttl + 1s after it; 76; 1"},
     {Fault::pause, "redsem pause", &Config::pause_every, FaultSide::redis,
@@ -298,6 +302,7 @@ struct Result {
     long long flip_evicted_keys = 0; // by Redis in eviction flips
     int flip_states_lost = 0;        // state hashes and epoch keys gone in flips
     int older_limits_skipped = 0;    // older limit rounds left out: a weighted client there
+    int flips_declared = 0;          // eviction flips declared (redsem lost) for older waiters
     int older_commands_failed = 0;   // older gc or limit rounds that did not exit 0 (printed)
     int harness_errors = 0;          // actions that failed (printed)
 
