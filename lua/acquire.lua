@@ -11,44 +11,40 @@
 --         its place), '0' for a token never sent before (skips the look-ups)
 -- ARGV[9] the loss grace in ms for the caller's own admission (see epoch.lua), kept with its
 --         place in the queue and never stored with the semaphore; '' for LOSS_GRACE_MS
--- ARGV[10] 'ends' when the caller ends its wait on a {'released'} reply; an older redsem
---         sends nothing here, and queues again after its place was released
--- ARGV[11] how many slots the caller asks for ('' or a count; 'x': all of them, --exclusive,
---         as many as the limit when they are granted); an older redsem sends nothing: one
--- Reply, by first element:
---   {'ok', fence, slot, deadline_ms, limit, now_ms, slots}
---                                                        the caller holds its slots: slot the
---                                                        lowest, slots all of them ("0,3,4")
---   {'toolarge', limit}                                  the caller asks for more slots than
---                                                        the limit (or asked, and the limit
---                                                        was lowered while it waited: its
---                                                        place is gone)
---   {'wait', position, held, limit, next_expiry_in_ms, queued, now_ms, closed_for_ms,
---    (held: the slots in use)
---    refresh_extra_ms, cause, lost_ms_ago}               queued (position 0 = next);
---                                                        next_expiry_in_ms: when a lease or
---                                                        liveness may run out, for a waiter
---                                                        that may take that slot; else -1;
---                                                        refresh_extra_ms: how much later
---                                                        than usual to refresh
---   {'busy', held, limit, queued, closed_for_ms, cause, lost_ms_ago}
---                                                        full and ARGV[5] == 'try'
---   closed_for_ms > 0: admission is closed for that long after a possible loss of data, of
---   `cause` ('start', 'change' or 'unproven', see epoch.lua) lost_ms_ago ms ago ('' and 0 when open),
---   or while paused (cause 'paused', lost_ms_ago: since it was paused). Both replies end with
---   pause_json, paused_ms_ago, pause_ends_in_ms: the pause in force, for any waiter ('', 0, 0
---   when none; pause_ends_in_ms -1: until resumed; see lib/pause.lua).
---   {'conflict', stored_limit, held, queued}             another limit is in force (change
---                                                        it with limit.lua)
---                                                        (stored_limit -1: not a number;
---                                                        -2: state lost while in use)
---   {'wrongtype', key, actual_type, expected_type}       a foreign key is in the way
---   {'released'}                                         the caller's place in the queue was
---                                                        released by somebody else
---                                                        (release.lua): it holds nothing
---   {'prove', marker}                                    without INFO: call again proving
---                                                        this epoch marker (see
---                                                        epoch.lua); nothing changed
+-- ARGV[10] how many slots the caller asks for (a count; 'x': all of them, --exclusive, as many
+--         as the limit when they are granted)
+-- Reply, by kind:
+--   ok: fence, slot, deadline_ms, limit, now_ms, slots      the caller holds its slots: slot
+--                                                         the lowest, slots all ("0,3,4")
+--   toolarge: limit                                       the caller asks for more slots than
+--                                                         the limit (or asked, and the limit
+--                                                         was lowered while it waited: its
+--                                                         place is gone)
+--   wait: position, held, limit, next_expiry_in_ms, queued, now_ms, refresh_extra_ms
+--                                                         queued (position 0 = next; held:
+--                                                         the slots in use); next_expiry_in_ms:
+--                                                         when a lease or liveness may run
+--                                                         out, for a waiter that may take that
+--                                                         slot, else -1; refresh_extra_ms: how
+--                                                         much later than usual to refresh
+--   busy: held, limit, queued                             full, and ARGV[5] == 'try'
+--   wait and busy add closed_for_ms, cause, lost_ms_ago: closed_for_ms > 0 while admission is
+--   closed after a possible loss of data of `cause` ('start', 'change', 'unproven', 'evicted'
+--   or 'declared', see epoch.lua) lost_ms_ago ms ago ('' and 0 when open), or while paused
+--   (cause 'paused', lost_ms_ago: since it was paused); and pause, paused_ms_ago,
+--   pause_ends_in_ms: the pause in force, for any waiter ('', 0, 0 when none;
+--   pause_ends_in_ms -1: until resumed; see lib/pause.lua).
+--   conflict: stored_limit, held, queued                  another limit is in force (change
+--                                                         it with limit.lua; stored_limit -1:
+--                                                         not a number, -2: state lost while
+--                                                         in use)
+--   wrongtype: key, found, wanted                         a foreign key is in the way
+--   released                                              the caller's place in the queue was
+--                                                         released by somebody else
+--                                                         (release.lua): it holds nothing
+--   prove: marker                                         without INFO: call again proving
+--                                                         this epoch marker (see epoch.lua);
+--                                                         nothing changed
 -- Calling again with the same token is safe: a holder gets its lease back (and so collects a
 -- hand-over), a waiter keeps its place in the queue.
 --
@@ -98,25 +94,38 @@ local grace = tonumber(ARGV[9])
 prune(call, state, now)
 settle_pause(call, state, now)
 
+local function granted_reply(fence, slot, deadline, limit_now, listed)
+    return {'kind', 'ok', 'fence', fence, 'slot', slot, 'deadline_ms', deadline, 'limit', limit_now,
+            'now_ms', now, 'slots', listed}
+end
+
+local function too_large_reply(limit_now)
+    return {'kind', 'toolarge', 'limit', limit_now}
+end
+
+local function conflict_reply(stored_limit, held_now, queued_now)
+    return {'kind', 'conflict', 'stored_limit', stored_limit, 'held', held_now, 'queued', queued_now}
+end
+
 -- The reply to a caller that holds its slots: a lost reply retried, or a hand-over collected
 -- here (its wake list and claim deadline go).
 local function collected(deadline)
     local info = parse_info(redis.call('HGET', call.k_info, token)) or {}
     del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. NUDGE_SUFFIX)
     redis.call('ZREM', call.k_alive, token)
-    return {'ok', tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit, now,
-            table.concat(info.slots or {info.slot or 0}, ',')}
+    return granted_reply(tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit,
+                         table.concat(info.slots or {info.slot or 0}, ','))
 end
 
 -- The reply to a caller whose place in the queue is gone because somebody ended it: released
--- by `redsem release` ({'released'}), or refused as asking for more slots than a lowered
--- limit ({'toolarge', limit}; see refuse_too_large()); nil when neither.
+-- by `redsem release` (released), or refused as asking for more slots than a lowered limit
+-- (toolarge; see refuse_too_large()); nil when neither.
 local function left_queue()
     for _, why in ipairs({LEFT_SUFFIX, TOO_LARGE_SUFFIX}) do
         local note = call.wake_prefix .. token .. why
         if redis.call('EXISTS', note) == 1 then
             redis.call('DEL', note)
-            return why == LEFT_SUFFIX and {'released'} or {'toolarge', state.limit or limit}
+            return why == LEFT_SUFFIX and {'kind', 'released'} or too_large_reply(state.limit or limit)
         end
     end
     return nil
@@ -134,7 +143,7 @@ if known then
         return collected(deadline)
     end
     position = redis.call('ZRANK', call.k_queue, token)
-    if not position and ARGV[10] == 'ends' then
+    if not position then
         local ended = left_queue()
         if ended then
             return ended
@@ -145,19 +154,19 @@ end
 queued = queued or queue_length(call, state)
 local held
 if state.raw_limit and not state.limit then
-    return {'conflict', -1, redis.call('ZCARD', call.k_holders), queued}
+    return conflict_reply(-1, redis.call('ZCARD', call.k_holders), queued)
 end
 if state.limit ~= limit then
     held = redis.call('ZCARD', call.k_holders)
     local others_waiting = queued - (position and 1 or 0)
     if state.limit and (held > 0 or others_waiting > 0 or state.limit_by == 'operator') then
         -- In use, or an operator's limit: only `redsem limit` changes it.
-        return {'conflict', state.limit, held, queued}
+        return conflict_reply(state.limit, held, queued)
     end
     if not state.limit and (held > 0 or others_waiting > 0) then
         -- Holders without a state hash: it was deleted or evicted. Guessing the limit could
         -- admit too many, so refuse until gc or the leases clear the semaphore.
-        return {'conflict', -2, held, queued}
+        return conflict_reply(-2, held, queued)
     end
     -- New, or idle under a caller's limit: the caller's limit applies from now on, as a
     -- caller's, not an operator's (limit_by; see limit.lua).
@@ -170,13 +179,11 @@ if state.limit ~= limit then
     log_limit(call, state, now, from, limit)
 end
 
--- How many slots the caller asks for: ARGV[11], a count, or 'x' for every slot of the limit
--- (--exclusive); an older redsem sends none (one). (The last ARGV is always the flags.)
-local asked = #ARGV > 11 and ARGV[11] or ''
-local exclusive = asked == 'x'
-local weight = exclusive and limit or tonumber(asked) or 1
+-- How many slots the caller asks for: a count, or 'x' for every slot of the limit (--exclusive).
+local exclusive = ARGV[10] == 'x'
+local weight = exclusive and limit or tonumber(ARGV[10]) or 1
 if weight > limit and not position then
-    return {'toolarge', limit} -- (a queued one is refused when its turn comes: hand_over())
+    return too_large_reply(limit) -- (a queued one is refused when its turn comes: hand_over())
 end
 if weight > 1 or exclusive then
     mark_weighted(call, state) -- an older redsem would count this holder as one
@@ -224,7 +231,7 @@ local function grant(held, waited)
     end
     touch(call, state, deadline)
     log_grant(call, state, now, token, listed, fence, waited, json)
-    return {'ok', fence, slots[1], deadline, limit, now, listed}
+    return granted_reply(fence, slots[1], deadline, limit, listed)
 end
 
 -- How long admission stays closed after a possible loss of data (0: open), why, and how long
@@ -240,15 +247,27 @@ local function closed_for_ms()
     return opens - now
 end
 
--- The pause in force (see lib/pause.lua), as the last three fields of a 'wait' or 'busy'
--- reply: its JSON, how long ago it began, and how long it lasts yet (-1: until resumed);
--- '', 0 and 0 when admission is not paused.
-local function pause_fields()
-    if not pause_active(state, now) then
-        return '', 0, 0
+-- `reply` (wait or busy) with whether admission is closed, and the pause in force (see
+-- lib/pause.lua): its JSON, how long ago it began, and how long it lasts yet (-1: until
+-- resumed); '', 0 and 0 when admission is not paused.
+local function with_admission(reply)
+    local pause, paused_ago, ends_in = '', 0, 0
+    if pause_active(state, now) then
+        pause, paused_ago = state.paused, now - state.paused_since
+        ends_in = state.paused_until > 0 and state.paused_until - now or -1
     end
-    return state.paused, now - state.paused_since,
-           state.paused_until > 0 and state.paused_until - now or -1
+    local fields = {'closed_for_ms', closed_for, 'cause', cause, 'lost_ms_ago', lost_ago, 'pause', pause,
+                    'paused_ms_ago', paused_ago, 'pause_ends_in_ms', ends_in}
+    for _, field in ipairs(fields) do
+        reply[#reply + 1] = field
+    end
+    return reply
+end
+
+local function wait_reply(position, held_slots, expiry_in, queued_now, extra)
+    return with_admission({'kind', 'wait', 'position', position, 'held', held_slots, 'limit', limit,
+                           'next_expiry_in_ms', expiry_in, 'queued', queued_now, 'now_ms', now,
+                           'refresh_extra_ms', extra})
 end
 
 -- When a waiter at `position` should look again: for one that may take the next free slot,
@@ -306,8 +325,7 @@ if position then
     end
     if position then
         local extra = keep_waiting(position)
-        return {'wait', position, used_slots(state, held), limit, next_expiry_in(position), queued,
-                now, closed_for, extra, cause, lost_ago, pause_fields()}
+        return wait_reply(position, used_slots(state, held), next_expiry_in(position), queued, extra)
     end
     -- Its place went with nobody's note: its record was gone when its turn came (evicted, or
     -- deleted by hand), and the hand-over dropped it. It queues again, at the back, below.
@@ -332,8 +350,9 @@ end
 
 if mode ~= 'wait' then
     touch(call, state, now) -- a new semaphore's state (limit, history) expires like the rest
-    return {'busy', used_slots(state, held or redis.call('ZCARD', call.k_holders)), limit, queued,
-            closed_for, cause, lost_ago, pause_fields()}
+    return with_admission({'kind', 'busy', 'held',
+                           used_slots(state, held or redis.call('ZCARD', call.k_holders)),
+                           'limit', limit, 'queued', queued})
 end
 local ticket = redis.call('HINCRBY', call.k_state, 'ticket', 1)
 redis.call('ZADD', call.k_queue, ticket, token)
@@ -346,5 +365,5 @@ if queued == 0 then
     expire_new(state, call.k_alive)
 end
 log_entry(call, state, now, 'queued', token, {kind = 'w', json = json}, nil)
-return {'wait', queued, held and used_slots(state, held) or limit, limit, next_expiry_in(queued), queued + 1, now, closed_for,
-        extra, cause, lost_ago, pause_fields()}
+return wait_reply(queued, held and used_slots(state, held) or limit, next_expiry_in(queued), queued + 1,
+                  extra)

@@ -12,12 +12,12 @@
 -- Dead: holders whose lease ran out, waiters that stopped refreshing, hand-overs nobody
 -- collected, and records no holder or waiter owns (keys edited by hand). A live holder is
 -- never touched, even one renewing right now: each call runs atomically, by the server's clock.
--- Reply: {next_phase, next_position, deleted, holders, queued, entry, entry, ...};
+-- Reply: next_phase, next_position, deleted, holders, queued, removed (a list of entries);
 --   next_phase '' when done. On the last call, deleted is 1 when the semaphore's keys were
 --   deleted (never in a dry run), -1 when an operator's settings keep it (see limit.lua: only
 --   its empty keys go), and holders/queued count what is there now (in a dry run the
---   caller subtracts what it would have removed). Each entry is {kind, token, record,
---   dead_for_ms} with kind 'holder', 'waiter', 'handover' or 'orphan', record the raw info
+--   caller subtracts what it would have removed). Each entry has kind, token, record and
+--   dead_for_ms, with kind 'holder', 'waiter', 'handover' or 'orphan', record the raw info
 --   entry ('' if none), and dead_for_ms how long ago the lease or liveness ran out (0 for
 --   orphans).
 
@@ -40,7 +40,7 @@ local removed = {}
 -- long it held or waited until its lease or liveness ran out at `dead_since`).
 local function note(kind, token, dead_since)
     local record = redis.call('HGET', call.k_info, token)
-    removed[#removed + 1] = {kind, token, record or '',
+    removed[#removed + 1] = {'kind', kind, 'token', token, 'record', record or '', 'dead_for_ms',
                              dead_since and math.max(0, now - dead_since) or 0}
     budget = budget - 1
     if not dry_run and state.history > 0 then
@@ -81,12 +81,9 @@ local function lapsed_from(key, from, count)
 end
 
 local function reply(next_phase, next_position, deleted)
-    local out = {next_phase, tostring(next_position), deleted, redis.call('ZCARD', call.k_holders),
-                 queue_length(call, state)}
-    for _, entry in ipairs(removed) do
-        out[#out + 1] = entry
-    end
-    return out
+    return {'next_phase', next_phase, 'next_position', tostring(next_position), 'deleted', deleted,
+            'holders', redis.call('ZCARD', call.k_holders), 'queued', queue_length(call, state),
+            'removed', removed}
 end
 
 -- Dead waiters and uncollected hand-overs first, as prune() does.

@@ -3,11 +3,11 @@
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
 -- ARGV[2] the new limit, '' to keep it, or 'unset' to give up the operator's settings
 -- ARGV[3] how many events the history keeps from now on (0: none), or '' to keep it
--- Reply: {limit, stored, held, queued, history, set_by}: the limit in force now (1 for a new
+-- Reply: limit, stored, held, queued, history, set_by: the limit in force now (1 for a new
 -- semaphore), stored 1 when the semaphore has one (0: new), how many hold and wait, the
 -- history's length, and who set the limit: 'operator' (this script, `redsem limit NAME N`),
 -- 'caller' (the first acquire's -n, or the default 1, on a new or idle semaphore), '' (not
--- known: stored by an older redsem, or none stored). {'prove', marker} without INFO, for a
+-- known: stored by an older redsem, or none stored). Kind prove without INFO, for a
 -- new limit: call again proving this epoch marker (see epoch.lua); nothing changed.
 -- What an operator sets here stays (the state's field kept: see expiring_keys() in
 -- state.lua): gc leaves the state hash, and it has no expiry, so an idle semaphore keeps its
@@ -16,6 +16,11 @@
 -- A higher limit hands the new slots to the queue at once, in FIFO order. A lower one takes
 -- no slot away: holders keep theirs, and nobody is admitted until fewer than the limit hold
 -- (see fill_free_slots()). New holders always get a slot below the limit.
+
+local function limit_reply(limit, stored, held, queued, history, set_by)
+    return {'limit', limit, 'stored', stored, 'held', held, 'queued', queued, 'history', history,
+            'set_by', set_by}
+end
 
 local state, bad = load_state(call)
 if not state then
@@ -28,7 +33,7 @@ end
 if ARGV[2] == 'unset' then
     local held, queued = redis.call('ZCARD', call.k_holders), queue_length(call, state)
     if not state.raw_limit and not state.kept then
-        return {1, 0, held, queued, state.history, ''}
+        return limit_reply(1, 0, held, queued, state.history, '')
     end
     redis.call('HDEL', call.k_state, 'history')
     state.history = DEFAULT_HISTORY
@@ -45,12 +50,12 @@ if ARGV[2] == 'unset' then
         unpin_keys(call, state)
         del_keys(call, unpack(call.keys, 1, SEMAPHORE_KEYS))
         state.raw_limit = nil -- nothing left to settle (see settle_expiry())
-        return {1, 0, 0, 0, DEFAULT_HISTORY, ''}
+        return limit_reply(1, 0, 0, 0, DEFAULT_HISTORY, '')
     end
     -- In use: the limit stays in force, as a caller's; the keys expire again once idle.
     redis.call('HSET', call.k_state, 'limit_by', 'caller')
-    return {state.limit or 1, state.limit and 1 or 0, held, queued, state.history,
-            state.limit and 'caller' or ''}
+    return limit_reply(state.limit or 1, state.limit and 1 or 0, held, queued, state.history,
+                       state.limit and 'caller' or '')
 end
 
 local wanted = tonumber(ARGV[2])
@@ -62,7 +67,7 @@ if wanted then
         return proof
     end
 end
-local history = #ARGV > 3 and tonumber(ARGV[3]) -- (the last ARGV is the flags)
+local history = tonumber(ARGV[3])
 if history then
     keep_state(call, state, false)
 end
@@ -72,9 +77,9 @@ if history and history ~= state.history then
     redis.pcall('XTRIM', call.k_log, 'MAXLEN', history) -- shorter at once, not at the next event
 end
 if not wanted then
-    return {state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', call.k_holders),
-            queue_length(call, state), state.history,
-            state.limit and redis.call('HGET', call.k_state, 'limit_by') or ''}
+    return limit_reply(state.limit or 1, state.limit and 1 or 0, redis.call('ZCARD', call.k_holders),
+                       queue_length(call, state), state.history,
+                       state.limit and redis.call('HGET', call.k_state, 'limit_by') or '')
 end
 local from = state.limit
 -- The new limit first: pruning hands freed slots on, and must do so under it.
@@ -87,5 +92,5 @@ if from ~= wanted then
 end
 local held = redis.call('ZCARD', call.k_holders)
 fill_free_slots(call, state, held, now)
-return {wanted, 1, redis.call('ZCARD', call.k_holders), queue_length(call, state), state.history,
-        'operator'}
+return limit_reply(wanted, 1, redis.call('ZCARD', call.k_holders), queue_length(call, state),
+                   state.history, 'operator')

@@ -3,7 +3,7 @@
 -- semaphore this call's epoch key vouches for: all of the prefix on one server, this
 -- semaphore on a Redis Cluster.
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
--- Reply: {lost_at_ms, opens_at_ms}: the loss declared, and when admission opens again for a
+-- Reply: lost_at_ms, opens_at_ms: the loss declared, and when admission opens again for a
 -- client with the loss grace every client has.
 
 local state, bad = load_state(call)
@@ -12,4 +12,4 @@ if not state then
 end
 local now = server_now(call)
 declare_loss(call, now)
-return {now, now + LOSS_GRACE_MS}
+return {'lost_at_ms', now, 'opens_at_ms', now + LOSS_GRACE_MS}

@@ -4,12 +4,12 @@
 -- ARGV[2] 'pause', 'resume', or 'look' (a draining client: changes nothing but what ran out)
 -- ARGV[3] JSON {host, pid, user, label}: who pauses or resumes (label: the reason)
 -- ARGV[4] pause: how long it lasts in ms, '' until resumed
--- Reply: {paused, held, queued, limit, now_ms, json, since_ms, until_ms, due_in_ms}: paused 1
--- when a pause was in force after the call (resume: before it), and that pause's json, since
--- and until (0: until resumed; '' and 0 when none); held and queued after the call; due_in_ms
--- when a lease or liveness may run out next (-1: none). {'prove', marker} without INFO, for a
--- resume: call again proving this epoch marker (see epoch.lua); nothing changed.
--- {'conflict', -1}: the stored limit is not one this redsem reads; nothing changed.
+-- Reply, kind ok: held, queued, limit, now_ms, pause, since_ms, until_ms, due_in_ms: the
+-- pause in force after the call (resume: before it) as its JSON, since and until (0: until
+-- resumed; '' and 0 when none); held and queued after the call; due_in_ms when a lease or
+-- liveness may run out next (-1: none). Kind prove without INFO, for a resume: call again
+-- proving this epoch marker (see epoch.lua); nothing changed. Kind conflict: the stored
+-- limit is not one this redsem reads; nothing changed.
 -- A pause of a new semaphore stores it, with the default limit 1 as a caller's (the first
 -- acquire's -n applies). Resuming a semaphore that is not paused changes nothing.
 
@@ -26,7 +26,7 @@ if action == 'resume' then
     end
 end
 if state.raw_limit and not state.limit then
-    return {'conflict', -1} -- (a limit edited by hand, or of a newer redsem: left as it is)
+    return {'kind', 'conflict'} -- (a limit edited by hand, or of a newer redsem: left as it is)
 end
 prune(call, state, now)
 settle_pause(call, state, now)
@@ -39,6 +39,7 @@ if action == 'pause' then
 elseif action == 'resume' and state.paused then
     end_pause(call, state, now, ARGV[3])
 end
-return {was[1] ~= '' and 1 or 0, redis.call('ZCARD', call.k_holders), queue_length(call, state),
-        state.limit or 1, now, was[1], was[2], was[3],
-        state.due < NOTHING_DUE and math.max(state.due - now, 0) or -1}
+return {'kind', 'ok', 'held', redis.call('ZCARD', call.k_holders), 'queued', queue_length(call, state),
+        'limit', state.limit or 1, 'now_ms', now, 'pause', was[1], 'since_ms', was[2] or 0,
+        'until_ms', was[3] or 0,
+        'due_in_ms', state.due < NOTHING_DUE and math.max(state.due - now, 0) or -1}

@@ -4,15 +4,18 @@
 -- ARGV[3] 'own' when the waiter itself leaves the queue (it gave up, or was interrupted);
 --         otherwise somebody else released a waiting token, and the waiter is told so
 -- ARGV[4] (optional) the exit status of `run`'s command, kept as "exit" in the released event
--- Reply: 1 the token held a slot and released it; 2 the token was queued and left the queue;
---        0 the token is unknown here (expired, released already, never acquired);
---        {'prove', marker} without INFO: call again proving this epoch marker (see
---        epoch.lua); nothing changed.
+-- Reply, by kind: released (the token held a slot and released it), left_queue (it was queued
+-- and left the queue), not_found (unknown here: expired, released already, never acquired);
+-- prove without INFO: call again proving this epoch marker (see epoch.lua); nothing changed.
 -- Touches nothing but the token's own entries and the hand-over, and for a holder kept by a
 -- keeper process (acquire --while-pid), pushes to "<wake prefix><token>:released", which the
 -- keeper watches. A waiting token released by somebody else leaves a note in
 -- "<wake prefix><token>:left", which the waiter watches with its wake list (and acquire.lua
 -- reads when it refreshes its place): its acquire ends instead of queueing again.
+
+local RELEASED = {'kind', 'released'}
+local LEFT_QUEUE = {'kind', 'left_queue'}
+local NOT_FOUND = {'kind', 'not_found'}
 
 local state, bad = load_state(call)
 if not state then
@@ -31,7 +34,7 @@ if info and info.kind == 'h' then
     if deadline and deadline <= now then
         -- A lease that ran out but was not pruned yet is not the caller's any more.
         expire_holder(call, state, token, deadline, now)
-        return 0
+        return NOT_FOUND
     end
     if state.history > 0 and deadline then
         local status = ARGV[4] and string.match(ARGV[4], '^%d+$')
@@ -49,9 +52,9 @@ if info and info.kind == 'h' then
             redis.call('RPUSH', ended, '1')
             redis.call('PEXPIRE', ended, CLAIM_MS)
         end
-        return 1
+        return RELEASED
     end
-    return 0
+    return NOT_FOUND
 end
 if info and info.kind == 'w' then
     local alive_until = tonumber(redis.call('ZSCORE', call.k_alive, token)) or now
@@ -65,14 +68,14 @@ if info and info.kind == 'w' then
         redis.call('RPUSH', left, '1')
         redis.call('PEXPIREAT', left, int_str(math.max(alive_until, now) + NUDGE_KEEP_MS))
     end
-    return 2
+    return LEFT_QUEUE
 end
 -- No metadata (hand-edited keys): still never leave the token holding a slot.
 if redis.call('ZREM', call.k_holders, token) == 1 then
-    return 1
+    return RELEASED
 end
 if redis.call('ZREM', call.k_queue, token) == 1 then
     redis.call('ZREM', call.k_alive, token)
-    return 2
+    return LEFT_QUEUE
 end
-return 0
+return NOT_FOUND

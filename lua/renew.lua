@@ -7,11 +7,11 @@
 -- ARGV[5] 'claimed' when the caller cannot know that the token ever held a slot (`redsem
 --         renew` of a token it was given): a token this semaphore does not have is then no
 --         lease that was lost (it may never have existed), and logs no `lost`. A process that
---         was granted the lease (run's heartbeat, a keeper) sends '' (as an older redsem does).
--- Reply: {1, deadline_ms, now_ms, ttl_ms} renewed (ttl_ms: the longer of ARGV[3] and the
--- lease's own ttl); {0} the token holds nothing (its lease had run
--- out, it was released, or it never existed), so the caller has lost its slot; {2} the token is
--- queued, waiting for a slot (nothing is lost, nothing changes).
+--         was granted the lease (run's heartbeat, a keeper) sends ''.
+-- Reply, by kind: renewed, with deadline_ms, now_ms, ttl_ms (the longer of ARGV[3] and the
+-- lease's own ttl); lost: the token holds nothing (its lease had run out, it was released, or
+-- it never existed), so the caller has lost its slot; queued: the token waits for a slot
+-- (nothing is lost, nothing changes).
 
 local state, bad = load_state(call)
 if not state then
@@ -22,19 +22,19 @@ local now = server_now(call)
 local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))
 if not deadline then
     if redis.call('ZSCORE', call.k_queue, token) then
-        return {2}
+        return {'kind', 'queued'}
     end
     if ARGV[5] ~= 'claimed' then
         log_entry(call, state, now, 'lost', token, nil, nil)
     end
-    return {0}
+    return {'kind', 'lost'}
 end
 if deadline <= now then
     -- Expired, not yet pruned: it is lost; pass its slot on now.
     local info = state.history > 0 and parse_info(redis.call('HGET', call.k_info, token))
     expire_holder(call, state, token, deadline, now)
     log_entry(call, state, now, 'lost', token, info or nil, info and info.since and now - info.since)
-    return {0}
+    return {'kind', 'lost'}
 end
 local info = parse_info(redis.call('HGET', call.k_info, token))
 local kept_ttl = (info and info.ttl) or DEFAULT_TTL_MS
@@ -50,4 +50,4 @@ if info and info.kind == 'h' and info.slots and (info.ttl ~= ttl or ARGV[4] == '
     redis.call('HSET', call.k_info, token, holder_info(info.slots, tonumber(info.fence), info.since, ttl, info.json))
 end
 touch(call, state, deadline)
-return {1, deadline, now, ttl}
+return {'kind', 'renewed', 'deadline_ms', deadline, 'now_ms', now, 'ttl_ms', ttl}

@@ -412,14 +412,14 @@ local function refuse_if_evicting(call)
 end
 
 -- For a call that may admit, before it writes anything: nil when it can judge the epoch,
--- else the reply {'prove', MARKER} that names the marker the epoch key holds ('' for none),
+-- else the reply of kind prove whose marker names the marker the epoch key holds ('' for none),
 -- which the client proves (or disproves) by calling again (see identify()). Without INFO, a
 -- loss this call's proof shows is written at once, so that the client learns the marker in
 -- force from any other reply.
 local function demand_proof(call, now)
     local epoch = read_epoch(call, now)
     if epoch.unknown then
-        return {'prove', redis.call('HGET', call.k_epoch, 'cache_marker') or ''}
+        return {'kind', 'prove', 'marker', redis.call('HGET', call.k_epoch, 'cache_marker') or ''}
     end
     return nil
 end

@@ -108,6 +108,11 @@ local function pause_active(state, now)
     return state.paused ~= nil and (state.paused_until == 0 or now < state.paused_until)
 end
 
+-- The reply when `key` holds a `found` where redsem keeps a `wanted`.
+local function wrong_type(key, found, wanted)
+    return {'kind', 'wrongtype', 'key', key, 'found', found, 'wanted', wanted}
+end
+
 -- Reads limit, fence seed and keep horizon. Returns (state table) or (nil, error reply) when
 -- a key holds a type redsem did not create. All keys are checked only when the state hash is
 -- missing (a new semaphore); a foreign key appearing later still fails with WRONGTYPE.
@@ -119,18 +124,18 @@ local function load_state(call)
                             'paused', 'paused_since', 'paused_until', 'pause_kept',
                             'extra_slots', 'exclusive', 'weighted')
     if got.err then
-        return nil, {'wrongtype', k_state, redis.call('TYPE', k_state).ok, 'hash'}
+        return nil, wrong_type(k_state, redis.call('TYPE', k_state).ok, 'hash')
     end
     if not got[1] and not got[2] then
         for i = 2, #KEY_TYPES do
             local actual = redis.call('TYPE', call.keys[i]).ok
             if actual ~= 'none' and actual ~= KEY_TYPES[i] then
-                return nil, {'wrongtype', call.keys[i], actual, KEY_TYPES[i]}
+                return nil, wrong_type(call.keys[i], actual, KEY_TYPES[i])
             end
         end
         local actual = k_log and redis.call('TYPE', k_log).ok or 'none'
         if actual ~= 'none' and actual ~= 'stream' then
-            return nil, {'wrongtype', k_log, actual, 'stream'}
+            return nil, wrong_type(k_log, actual, 'stream')
         end
     end
     local state = {raw_limit = got[1], limit = parse_limit(got[1]), fence = got[2],

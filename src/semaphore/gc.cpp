@@ -3,6 +3,7 @@
 #include "lua_scripts.hpp"
 #include "semaphore/inspect.hpp"
 #include "semaphore/keys.hpp"
+#include "semaphore/wire.hpp"
 #include "util/name.hpp"
 
 #include <algorithm>
@@ -13,19 +14,13 @@ namespace redsem {
 
 namespace {
 
-// Where a semaphore's cleaning stands between calls of lua/gc.lua.
-struct GcCursor {
-    std::string phase = "alive"; // empty once done
-    std::string position = "0";
-};
+using wire::GcCursor;
 
 ScriptCall gc_call(std::string_view prefix, const std::string& name, bool dry_run,
                    const GcCursor& cursor) {
     const Keys keys = Keys::make(prefix, name);
-    return {scripts::k_gc_script,
-            keys.script_keys(),
-            {keys.wake_prefix, dry_run ? "1" : "0", cursor.phase, cursor.position,
-             std::to_string(k_gc_entries_per_call)},
+    return {scripts::k_gc_script, keys.script_keys(),
+            keys.script_args(wire::gc_args(dry_run, cursor, k_gc_entries_per_call)),
             keys.cluster_script_keys()};
 }
 
@@ -54,16 +49,15 @@ struct SemaphoreGc {
 GcCursor collect_reply(const std::string& name, const Reply& reply, SemaphoreGc& progress,
                        bool dry_run, GcReport& report) {
     check_key_types(reply, name, "gc left it alone");
-    const auto& items = reply.as_array();
-    GcCursor next{reply.at(0).as_string(), reply.at(1).as_string()};
-    for (std::size_t i = 5; i < items.size(); ++i) {
-        const Reply& entry = items[i];
+    wire::GcStep step = wire::decode_gc(reply);
+    const GcCursor& next = step.next;
+    for (wire::GcRemoved& entry : step.removed) {
         GcEntry removed;
         removed.name = name;
-        removed.kind = parse_kind(entry.at(0).as_string());
-        removed.token = entry.at(1).as_string();
-        removed.record = parse_record(entry.at(2).as_string());
-        removed.dead_for_ms = entry.at(3).as_integer();
+        removed.kind = parse_kind(entry.kind);
+        removed.token = std::move(entry.token);
+        removed.record = parse_record(entry.record);
+        removed.dead_for_ms = entry.dead_for_ms;
         if (removed.kind == GcEntry::Kind::holder || removed.kind == GcEntry::Kind::handover) {
             ++progress.holders_removed;
         } else if (removed.kind == GcEntry::Kind::waiter) {
@@ -74,18 +68,17 @@ GcCursor collect_reply(const std::string& name, const Reply& reply, SemaphoreGc&
     if (next.phase.empty()) {
         // A dry run deletes nothing: the semaphore would go if nothing were left after it,
         // unless an operator's settings keep it (-1).
-        const long long outcome = reply.at(2).as_integer();
         const bool deleted =
-            outcome != -1 && (dry_run ? reply.at(3).as_integer() - progress.holders_removed <= 0 &&
-                                            reply.at(4).as_integer() - progress.waiters_removed <= 0
-                                      : outcome == 1);
+            step.deleted != -1 && (dry_run ? step.holders - progress.holders_removed <= 0 &&
+                                                 step.queued - progress.waiters_removed <= 0
+                                           : step.deleted == 1);
         if (deleted) {
             report.deleted.push_back(name);
         }
         std::move(progress.removed.begin(), progress.removed.end(),
                   std::back_inserter(report.removed));
     }
-    return next;
+    return step.next;
 }
 
 } // namespace

@@ -1,5 +1,7 @@
 #include "semaphore/keys.hpp"
 
+#include "semaphore/wire.hpp"
+
 #include "redis/connection.hpp"
 #include "semaphore/protocol.hpp"
 #include "util/errors.hpp"
@@ -67,19 +69,24 @@ std::vector<std::string> Keys::script_keys() const {
     return {state, holders, info, queue, alive, slots, epoch, log};
 }
 
+std::vector<std::string> Keys::script_args(std::vector<std::string> args) const {
+    args.insert(args.begin(), wake_prefix);
+    return args;
+}
+
 std::vector<std::string> Keys::cluster_script_keys() const {
     return {state, holders, info, queue, alive, slots, own_epoch, log};
 }
 
 void check_key_types(const Reply& reply, std::string_view name, std::string_view consequence) {
-    if (reply.type != Reply::Type::array || reply.elements.empty() ||
-        reply.elements[0].type != Reply::Type::string || reply.elements[0].text != "wrongtype") {
+    const std::optional<wire::WrongType> wrong = wire::wrong_type(reply);
+    if (!wrong) {
         return;
     }
     throw ConflictError(fmt::format("key '{}' of semaphore '{}' holds a {}, not the {} redsem "
                                     "keeps there; {}",
-                                    printable(reply.at(1).as_string(), 300), printable(name),
-                                    reply.at(2).as_string(), reply.at(3).as_string(), consequence));
+                                    printable(wrong->key, 300), printable(name), wrong->found,
+                                    wrong->wanted, consequence));
 }
 
 void throw_foreign_key(Connection& connection, const Keys& keys, std::string_view name,

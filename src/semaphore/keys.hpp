@@ -44,10 +44,12 @@ struct Keys {
     // The KEYS array every script takes, in lua/lib/call.lua's order: with the shared epoch key,
     // or with the semaphore's own (on a Redis Cluster, where a script's keys share one slot).
     std::vector<std::string> script_keys() const;
+    // A script's ARGV: the wake-list prefix, then `args` (see wire.hpp).
+    std::vector<std::string> script_args(std::vector<std::string> args) const;
     std::vector<std::string> cluster_script_keys() const;
 };
 
-// Every script replies {"wrongtype", KEY, FOUND, WANTED} when a key in semaphore `name`'s
+// Every script replies kind "wrongtype" (wire::WrongType) when a key in semaphore `name`'s
 // place holds another kind of value (load_state() in lua/lib/state.lua). Throws that reply as a
 // ConflictError that ends with `consequence`; any other reply passes.
 void check_key_types(const Reply& reply, std::string_view name, std::string_view consequence);

@@ -6,6 +6,7 @@
 #include "semaphore/epoch_proof.hpp"
 #include "semaphore/inspect.hpp"
 #include "semaphore/record.hpp"
+#include "semaphore/wire.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
 
@@ -22,21 +23,8 @@
 
 namespace redsem {
 
-// The acquire script's reply when another limit is in force (see lua/acquire.lua).
-struct ConflictReply {
-    long long stored_limit = 0; // -1: not a number; -2: the state key is gone while in use
-    long long held = 0;
-    long long queued = 0;
-};
-
-// The acquire script's reply when it queued the caller (see lua/acquire.lua).
-struct QueuedReply {
-    QueuePosition position;
-    long long next_expiry_in_ms = -1; // when the next slot may free up; -1: unknown
-    long long server_now_ms = 0;
-    AdmissionClosed closed;
-    Milliseconds refresh_extra{0}; // how much later than k_waiter_refresh to refresh
-};
+using wire::ConflictReply;
+using wire::QueuedReply;
 
 namespace {
 
@@ -73,95 +61,6 @@ bool interruptible_sleep(Milliseconds duration, int interrupt_fd) {
     }
     pollfd fd{interrupt_fd, POLLIN, 0};
     return poll(&fd, 1, static_cast<int>(duration.count())) > 0;
-}
-
-// The acquire script's reply, one type per kind (see lua/acquire.lua).
-struct Granted {
-    long long fence = 0;
-    long long slot = 0;
-    std::vector<long long> slots{};
-    long long deadline_ms = 0;
-    long long limit = 0;
-    long long server_now_ms = 0;
-};
-struct Busy {
-    AdmissionClosed closed;
-};
-struct Released {};
-// The caller asks for more slots than the limit (or asked, and the limit was lowered while it
-// waited).
-struct TooLarge {
-    long long limit = 0;
-};
-using AcquireReply = std::variant<Granted, Busy, QueuedReply, ConflictReply, Released, TooLarge>;
-
-// The slots of a grant: "0,3,4"; just `slot` when the reply has none (a script of an older
-// redsem) or a malformed one.
-std::vector<long long> granted_slots(std::string_view listed, long long slot) {
-    return parse_slot_list(listed).value_or(std::vector<long long>{slot});
-}
-
-// Reply field `index` as a duration; 0 when missing (a script of an older redsem).
-Milliseconds optional_ms(const Reply& reply, std::size_t index) {
-    const auto& items = reply.as_array();
-    return Milliseconds{index < items.size() ? std::max(0LL, items[index].as_integer()) : 0};
-}
-
-// Reply field `closed_at` (closed_for_ms), the two from `cause_at` (cause, lost_ms_ago) and
-// the three after them (pause_json, paused_ms_ago, pause_ends_in_ms) as an AdmissionClosed.
-AdmissionClosed admission_closed(const Reply& reply, std::size_t closed_at, std::size_t cause_at) {
-    const auto& items = reply.as_array();
-    AdmissionClosed closed{.opens_in = optional_ms(reply, closed_at),
-                           .cause = cause_at < items.size() ? items[cause_at].as_string() : "",
-                           .lost_ago = optional_ms(reply, cause_at + 1)};
-    const std::size_t pause_at = cause_at + 2;
-    if (pause_at + 2 < items.size() && !items[pause_at].as_string().empty()) {
-        const long long ends_in = items[pause_at + 2].as_integer();
-        closed.pause = PauseSeen{.by = parse_meta(items[pause_at].as_string()),
-                                 .age = optional_ms(reply, pause_at + 1),
-                                 .ends_in = ends_in >= 0 ? std::optional(Milliseconds{ends_in})
-                                                         : std::nullopt};
-    }
-    return closed;
-}
-
-AcquireReply parse_acquire_reply(const Reply& reply) {
-    const std::string& kind = reply.at(0).as_string();
-    if (kind == "ok") {
-        const long long slot = reply.at(2).as_integer();
-        return Granted{.fence = reply.at(1).as_integer(),
-                       .slot = slot,
-                       .slots = granted_slots(
-                           reply.as_array().size() > 6 ? reply.at(6).as_string() : "", slot),
-                       .deadline_ms = reply.at(3).as_integer(),
-                       .limit = reply.at(4).as_integer(),
-                       .server_now_ms = reply.at(5).as_integer()};
-    }
-    if (kind == "toolarge") {
-        return TooLarge{.limit = reply.at(1).as_integer()};
-    }
-    if (kind == "wait") {
-        return QueuedReply{.position = {.ahead = reply.at(1).as_integer(),
-                                        .held = reply.at(2).as_integer(),
-                                        .limit = reply.at(3).as_integer(),
-                                        .queued = reply.at(5).as_integer()},
-                           .next_expiry_in_ms = reply.at(4).as_integer(),
-                           .server_now_ms = reply.at(6).as_integer(),
-                           .closed = admission_closed(reply, 7, 9),
-                           .refresh_extra = optional_ms(reply, 8)};
-    }
-    if (kind == "busy") {
-        return Busy{.closed = admission_closed(reply, 4, 5)};
-    }
-    if (kind == "conflict") {
-        return ConflictReply{.stored_limit = reply.at(1).as_integer(),
-                             .held = reply.at(2).as_integer(),
-                             .queued = reply.at(3).as_integer()};
-    }
-    if (kind == "released") {
-        return Released{};
-    }
-    throw InternalError(fmt::format("unexpected acquire reply '{}'", printable(kind)));
 }
 
 // How an acquire rides out failures: RetryPolicy's answer, for up to the connection's outage
@@ -242,7 +141,7 @@ Semaphore::Semaphore(Connection& connection, std::string_view prefix, std::strin
     : m_connection(connection), m_name(name), m_keys(Keys::make(prefix, name)) {}
 
 Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof proof) {
-    args.insert(args.begin(), m_keys.wake_prefix);
+    args = m_keys.script_args(std::move(args));
     // Without INFO: in one transaction, the marker script of the marker the epoch key holds,
     // by EVALSHA, then the script, told the marker and the proof's nonce. Where the server
     // lacks the marker script, a fresh marker's, by EVAL, and the script told to declare it:
@@ -295,9 +194,7 @@ Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof 
             }
             reply = std::move(replies[1]);
         }
-        const bool demanded = reply.type == Reply::Type::array && !reply.as_array().empty() &&
-                              reply.at(0).type == Reply::Type::string &&
-                              reply.at(0).as_string() == "prove";
+        std::optional<std::string> demanded = wire::demanded_proof(reply);
         if (!demanded) {
             if (declares) {
                 m_epoch_marker = fresh; // the script wrote it (see demand_proof())
@@ -314,7 +211,7 @@ Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof 
                 "without INFO keep finding a possible loss of data)",
                 printable(m_name), k_proof_rounds + 1));
         }
-        m_epoch_marker = reply.at(1).as_string();
+        m_epoch_marker = std::move(*demanded);
         fresh.clear();
     }
 }
@@ -322,12 +219,16 @@ Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof 
 Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token, bool queue,
                          bool known) {
     return run(scripts::k_acquire_script,
-               {token, options.limit ? std::to_string(*options.limit) : "",
-                std::to_string(options.ttl.count()), queue ? "wait" : "try",
-                std::to_string(k_waiter_liveness.count()), options.meta.to_json(),
-                known ? "1" : "0",
-                options.loss_grace ? std::to_string(options.loss_grace->count()) : "", "ends",
-                options.exclusive ? "x" : std::to_string(options.slots)},
+               wire::acquire_args({.token = token,
+                                   .limit = options.limit,
+                                   .ttl = options.ttl,
+                                   .queue = queue,
+                                   .liveness = k_waiter_liveness,
+                                   .meta_json = options.meta.to_json(),
+                                   .known = known,
+                                   .loss_grace = options.loss_grace,
+                                   .slots = options.slots,
+                                   .exclusive = options.exclusive}),
                Proof::admits);
 }
 
@@ -376,29 +277,21 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
         }
         wake_by = std::min(wake_by, Clock::now() + look_in);
     }
-    // "FENCE SLOT DEADLINE_MS NOW_MS LIMIT", pushed by hand_over() in lua/lib/queue.lua.
-    const std::string& grant = reply.at(1).as_string();
     // The grant came after the acquire that queued or refreshed this waiter, and may have sat
     // in the list (or in this socket, while the process was stopped) a while: time the lease
-    // from that acquire, whose script read the server clock after `asked_at`. (An older
-    // redsem's release pushes no LIMIT: then the limit the waiter last saw.)
-    Lease lease{.token = token,
-                .limit = queued.position.limit,
-                .ttl = options.ttl,
-                .server_now_ms = queued.server_now_ms,
-                .waited = true,
-                .handed_over = true,
-                .local_start = asked_at};
-    long long granted_at_ms = 0;
-    char listed[1024] = "";
-    const int fields =
-        std::sscanf(grant.c_str(), "%lld %lld %lld %lld %lld %1023s", &lease.fence, &lease.slot,
-                    &lease.deadline_ms, &granted_at_ms, &lease.limit, listed);
-    if (fields < 4) {
-        throw InternalError(fmt::format("malformed hand-over '{}'", printable(grant)));
-    }
-    lease.slots = granted_slots(listed, lease.slot);
-    return lease;
+    // from that acquire, whose script read the server clock after `asked_at`.
+    const wire::HandOver grant = wire::decode_hand_over(reply.at(1).as_string());
+    return Lease{.token = token,
+                 .fence = grant.fence,
+                 .slot = grant.slot,
+                 .slots = grant.slots,
+                 .limit = grant.limit.value_or(queued.position.limit),
+                 .ttl = options.ttl,
+                 .deadline_ms = grant.deadline_ms,
+                 .server_now_ms = queued.server_now_ms,
+                 .waited = true,
+                 .handed_over = true,
+                 .local_start = asked_at};
 }
 
 bool Semaphore::confirm(Lease& lease) {
@@ -491,13 +384,13 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
     AcquireRetries retries(options.interrupt_fd, m_connection, retry_until);
     try {
         for (;;) {
-            AcquireReply reply;
+            wire::AcquireReply reply;
             const auto asked_at = BootClock::now();
             try {
-                reply = parse_acquire_reply(attempt(options, token, !try_once, sent));
+                reply = wire::decode_acquire(attempt(options, token, !try_once, sent));
                 sent = true;
                 retries.answered();
-                if (const auto* granted = std::get_if<Granted>(&reply)) {
+                if (const auto* granted = std::get_if<wire::Granted>(&reply)) {
                     Lease lease{.token = token,
                                 .fence = granted->fence,
                                 .slot = granted->slot,
@@ -518,17 +411,17 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
                 retries.after(error);
                 continue;
             }
-            if (const auto* busy = std::get_if<Busy>(&reply)) {
+            if (const auto* busy = std::get_if<wire::Busy>(&reply)) {
                 report_closed(options, busy->closed);
                 return std::nullopt;
             }
             if (const auto* conflict = std::get_if<ConflictReply>(&reply)) {
                 throw_conflict(*conflict, options.limit);
             }
-            if (std::holds_alternative<Released>(reply)) {
+            if (std::holds_alternative<wire::Released>(reply)) {
                 throw_place_released(token);
             }
-            if (const auto* too_large = std::get_if<TooLarge>(&reply)) {
+            if (const auto* too_large = std::get_if<wire::TooLarge>(&reply)) {
                 throw_too_large(options, too_large->limit);
             }
             const QueuedReply& queued = std::get<QueuedReply>(reply);
@@ -628,35 +521,25 @@ ReleaseOutcome Semaphore::release(const std::string& token, Releaser by,
 
 ReleaseOutcome Semaphore::release_here(const std::string& token, Releaser by,
                                        std::optional<int> exit_status) {
-    const Reply reply = run(scripts::k_release_script,
-                            {token, by == Releaser::owner ? "own" : "other",
-                             exit_status ? std::to_string(*exit_status) : ""},
-                            Proof::admits);
-    switch (reply.as_integer()) {
-    case 1:
-        return ReleaseOutcome::released;
-    case 2:
-        return ReleaseOutcome::left_queue;
-    default:
-        return ReleaseOutcome::not_found;
-    }
+    return wire::decode_release(run(scripts::k_release_script,
+                                    wire::release_args(token, by == Releaser::owner, exit_status),
+                                    Proof::admits));
 }
 
 std::optional<Renewal> Semaphore::renew(const std::string& token, std::optional<Milliseconds> ttl,
                                         long long replicas, bool claimed) {
-    const Reply reply =
-        run(scripts::k_renew_script, {token, ttl ? std::to_string(ttl->count()) : "",
-                                      replicas > 0 ? "1" : "0", claimed ? "claimed" : ""});
-    if (reply.at(0).as_integer() == 2) {
+    const wire::RenewReply reply = wire::decode_renew(
+        run(scripts::k_renew_script, wire::renew_args(token, ttl, replicas > 0, claimed)));
+    if (std::holds_alternative<wire::StillQueued>(reply)) {
         throw NotHeldError(fmt::format("that token is waiting for a slot of '{}', not holding one; "
                                        "nothing was renewed",
                                        printable(m_name)));
     }
-    if (reply.at(0).as_integer() != 1) {
+    const auto* renewed = std::get_if<Renewal>(&reply);
+    if (renewed == nullptr) {
         return std::nullopt;
     }
-    const Renewal renewal{reply.at(1).as_integer(), reply.at(2).as_integer(),
-                          Milliseconds{reply.at(3).as_integer()}};
+    const Renewal renewal = *renewed;
     if (replicas > 0) {
         const Milliseconds wait = replica_wait(renewal.ttl);
         const long long confirmed = m_connection.wait_for_replicas(replicas, wait);
@@ -674,28 +557,13 @@ Milliseconds Semaphore::replica_wait(Milliseconds ttl) const {
     return std::clamp(ttl / 4, Milliseconds{1}, m_connection.options().command_timeout);
 }
 
-namespace {
-
-LimitInfo limit_info(const Reply& reply) {
-    return LimitInfo{.limit = reply.at(0).as_integer(),
-                     .stored = reply.at(1).as_integer() == 1,
-                     .held = reply.at(2).as_integer(),
-                     .queued = reply.at(3).as_integer(),
-                     .history = reply.at(4).as_integer(),
-                     .set_by = reply.as_array().size() > 5 ? reply.at(5).as_string() : ""};
-}
-
-} // namespace
-
 LimitInfo Semaphore::limit(std::optional<long long> new_limit, std::optional<long long> history) {
-    return limit_info(
-        run(scripts::k_limit_script,
-            {new_limit ? std::to_string(*new_limit) : "", history ? std::to_string(*history) : ""},
-            new_limit ? Proof::admits : Proof::none));
+    return wire::decode_limit(run(scripts::k_limit_script, wire::limit_args(new_limit, history),
+                                  new_limit ? Proof::admits : Proof::none));
 }
 
 LimitInfo Semaphore::unset_limit() {
-    return limit_info(run(scripts::k_limit_script, {"unset", ""}, Proof::none));
+    return wire::decode_limit(run(scripts::k_limit_script, wire::unset_limit_args(), Proof::none));
 }
 
 AdmissionState Semaphore::admission() {
@@ -710,57 +578,40 @@ AdmissionState Semaphore::admission() {
                               .noticed = false,
                               .server_now_ms = now};
     }
-    return AdmissionState{.opens_at_ms = reply.at(0).as_integer(),
-                          .cause = reply.at(1).as_string(),
-                          .lost_at_ms = reply.at(2).as_integer(),
-                          .noticed = reply.at(3).as_integer() == 1,
-                          .server_now_ms = reply.at(4).as_integer()};
+    return wire::decode_admission(reply);
 }
 
-namespace {
-
-PauseInfo pause_info(const Reply& reply, const std::string& name, const Keys& keys) {
-    if (reply.at(0).type == Reply::Type::string && reply.at(0).as_string() == "conflict") {
+PauseInfo Semaphore::pause_call(wire::PauseAction action, const HolderMeta* by,
+                                std::optional<Milliseconds> duration) {
+    const std::optional<PauseInfo> info = wire::decode_pause(
+        run(scripts::k_pause_script,
+            wire::pause_args(action, by != nullptr ? by->to_json() : "{}", duration),
+            action == wire::PauseAction::resume ? Proof::admits : Proof::none));
+    if (!info) {
         throw ConflictError(fmt::format("the stored limit of '{}' is not one this redsem reads "
                                         "(key '{}' was changed by hand, or by a newer redsem); "
                                         "nothing was changed",
-                                        printable(name), keys.state));
+                                        printable(m_name), m_keys.state));
     }
-    PauseInfo info{.held = reply.at(1).as_integer(),
-                   .queued = reply.at(2).as_integer(),
-                   .limit = reply.at(3).as_integer(),
-                   .server_now_ms = reply.at(4).as_integer(),
-                   .due_in_ms = reply.at(8).as_integer()};
-    if (reply.at(0).as_integer() == 1) {
-        info.pause = Pause{.by = parse_meta(reply.at(5).as_string()),
-                           .since_ms = reply.at(6).as_integer(),
-                           .until_ms = reply.at(7).as_integer()};
-    }
-    return info;
+    return *info;
 }
 
-} // namespace
-
 PauseInfo Semaphore::pause(const HolderMeta& by, std::optional<Milliseconds> duration) {
-    return pause_info(
-        run(scripts::k_pause_script,
-            {"pause", by.to_json(), duration ? std::to_string(duration->count()) : ""}),
-        m_name, m_keys);
+    return pause_call(wire::PauseAction::pause, &by, duration);
 }
 
 PauseInfo Semaphore::resume(const HolderMeta& by) {
-    return pause_info(run(scripts::k_pause_script, {"resume", by.to_json(), ""}, Proof::admits),
-                      m_name, m_keys);
+    return pause_call(wire::PauseAction::resume, &by, std::nullopt);
 }
 
 PauseInfo Semaphore::look_at_pause() {
-    return pause_info(run(scripts::k_pause_script, {"look", "{}", ""}), m_name, m_keys);
+    return pause_call(wire::PauseAction::look, nullptr, std::nullopt);
 }
 
 LossDeclared Semaphore::declare_loss() {
     const Reply reply = run(scripts::k_lost_script, {});
     check_key_types(reply, m_name, "no loss was declared");
-    return {.lost_at_ms = reply.at(0).as_integer(), .opens_at_ms = reply.at(1).as_integer()};
+    return wire::decode_lost(reply);
 }
 
 bool Semaphore::wait_for_departure(Milliseconds timeout, int interrupt_fd) {

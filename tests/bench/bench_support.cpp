@@ -2,6 +2,7 @@
 
 #include "lua_scripts.hpp"
 #include "semaphore/keys.hpp"
+#include "semaphore/wire.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -20,10 +21,14 @@ const std::string k_meta = R"({"host":"bench","pid":1,"user":"bench","label":"be
 ScriptCall acquire_call(const std::string& name, const std::string& token, long long limit,
                         long long ttl_ms, bool wait) {
     const Keys keys = Keys::make("redsem", name);
-    return ScriptCall{scripts::k_acquire_script,
-                      keys.script_keys(),
-                      {keys.wake_prefix, token, std::to_string(limit), std::to_string(ttl_ms),
-                       wait ? "wait" : "try", std::to_string(k_long_ms), k_meta, "0", "0"}};
+    return ScriptCall{scripts::k_acquire_script, keys.script_keys(),
+                      keys.script_args(wire::acquire_args({.token = token,
+                                                           .limit = limit,
+                                                           .ttl = Milliseconds{ttl_ms},
+                                                           .queue = wait,
+                                                           .liveness = Milliseconds{k_long_ms},
+                                                           .meta_json = k_meta,
+                                                           .loss_grace = Milliseconds{0}}))};
 }
 
 void run_batched(Connection& connection, std::vector<ScriptCall>& calls) {

@@ -20,6 +20,7 @@
 #include "lua_scripts.hpp"
 #include "redis/connection.hpp"
 #include "semaphore/keys.hpp"
+#include "semaphore/wire.hpp"
 #include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
@@ -68,11 +69,13 @@ private:
 };
 
 ScriptCall release_call(const Keys& keys, const std::string& token) {
-    return ScriptCall{scripts::k_release_script, keys.script_keys(), {keys.wake_prefix, token}};
+    return ScriptCall{scripts::k_release_script, keys.script_keys(),
+                      keys.script_args(wire::release_args(token, true, std::nullopt))};
 }
 
 ScriptCall renew_call(const Keys& keys, const std::string& token) {
-    return ScriptCall{scripts::k_renew_script, keys.script_keys(), {keys.wake_prefix, token, ""}};
+    return ScriptCall{scripts::k_renew_script, keys.script_keys(),
+                      keys.script_args(wire::renew_args(token, std::nullopt, false, false))};
 }
 
 nlohmann::json summary(std::map<std::string, ScriptStats>& stats) {
@@ -108,7 +111,8 @@ nlohmann::json full_semaphore(Connection& client, Connection& admin, long long s
 
     Runner runner(client, admin);
     for (int i = 0; i < cycles; ++i) {
-        if (runner.call(release_call(keys, holders.front())).as_integer() != 1) {
+        if (wire::decode_release(runner.call(release_call(keys, holders.front()))) !=
+            ReleaseOutcome::released) {
             throw std::runtime_error("a release found no holder");
         }
         holders.pop_front();
@@ -121,7 +125,7 @@ nlohmann::json full_semaphore(Connection& client, Connection& admin, long long s
         waiters.pop_front();
         waiters.push_back(generate_token());
         const Reply queued = runner.call(acquire_call(name, waiters.back(), size, k_long_ms, true));
-        if (queued.at(0).as_string() != "wait") {
+        if (wire::Fields(queued, "acquire.lua").kind() != "wait") {
             throw std::runtime_error("an acquire was not queued");
         }
         runner.call(renew_call(keys, holders.front()));
@@ -139,7 +143,8 @@ nlohmann::json free_semaphore(Connection& client, Connection& admin, int cycles)
     Runner runner(client, admin);
     for (int i = 0; i < cycles; ++i) {
         const std::string token = generate_token();
-        if (runner.call(acquire_call(name, token, 1, k_long_ms, true)).at(0).as_string() != "ok") {
+        const Reply granted = runner.call(acquire_call(name, token, 1, k_long_ms, true));
+        if (wire::Fields(granted, "acquire.lua").kind() != "ok") {
             throw std::runtime_error("a free semaphore was not granted");
         }
         runner.call(release_call(keys, token));

@@ -109,29 +109,29 @@ TEST_CASE("a hand-over nobody collected is deleted with its lease, never read la
     Connection admin = server.admin();
     Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
     const Keys keys = Keys::make("redsem", "stale");
-    auto acquire = [&](const std::string& token, const char* ttl, const char* known) {
+    auto acquire = [&](const std::string& token, Milliseconds ttl, bool known) {
         return acquire_by_script(client, keys, token, ttl, known);
     };
     const std::string holder(32, 'a');
     const std::string stalled(32, 'b');
     const std::string next(32, 'c');
-    REQUIRE(acquire(holder, "60000", "0").at(0).as_string() == "ok");
-    REQUIRE(acquire(stalled, "300", "0").at(0).as_string() == "wait");
-    REQUIRE(acquire(next, "60000", "0").at(0).as_string() == "wait");
+    REQUIRE(reply_kind(acquire(holder, 60s, false)) == "ok");
+    REQUIRE(reply_kind(acquire(stalled, 300ms, false)) == "wait");
+    REQUIRE(reply_kind(acquire(next, 60s, false)) == "wait");
     // The release hands the slot to `stalled`, which never collects it, and its lease runs out.
     release_by_script(client, keys, holder);
     CHECK(admin.call({"EXISTS", keys.wake_prefix + stalled}).as_integer() == 1);
     std::this_thread::sleep_for(400ms);
     // `next` refreshing prunes it and collects the slot at once; the old grant goes with the
     // old lease.
-    const Reply refreshed = acquire(next, "60000", "1");
-    CHECK(refreshed.at(0).as_string() == "ok");
-    CHECK(refreshed.at(2).as_integer() == 0); // slot 0, handed on
+    const Reply refreshed = acquire(next, 60s, true);
+    CHECK(reply_kind(refreshed) == "ok");
+    CHECK(wire::Fields(refreshed, "acquire.lua").integer("slot") == 0); // slot 0, handed on
     CHECK(zcard(admin, keys.holders) == 1);
     CHECK(admin.call({"ZSCORE", keys.holders, next}).type == Reply::Type::string);
     CHECK(admin.call({"EXISTS", keys.wake_prefix + stalled}).as_integer() == 0);
     // The stalled client coming back queues again and finds no stale grant.
-    CHECK(acquire(stalled, "300", "1").at(0).as_string() == "wait");
+    CHECK(reply_kind(acquire(stalled, 300ms, true)) == "wait");
     CHECK(admin.call({"BLPOP", keys.wake_prefix + stalled, "0.2"}).is_nil());
 }
 

@@ -145,14 +145,11 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
     const Keys keys = Keys::make("redsem", "h");
     const std::string dead = "00000000000000000000000000dead01";
-    REQUIRE(
-        client
-            .eval({scripts::k_acquire_script,
-                   keys.script_keys(),
-                   {keys.wake_prefix, dead, "1", "60000", "wait", "50",
-                    R"({"host":"ghost","pid":4242,"user":"nobody","label":"dead"})", "0", "", ""}})
-            .at(0)
-            .as_string() == "wait");
+    REQUIRE(reply_kind(acquire_by_script(
+                client, keys, dead, 60s, false,
+                {.liveness = 50ms,
+                 .meta_json = R"({"host":"ghost","pid":4242,"user":"nobody","label":"dead"})"})) ==
+            "wait");
     CHECK(new_events(server, "h", seen) == Events{{"queued", dead}});
     std::this_thread::sleep_for(100ms);
     CHECK(run_redsem({"acquire", "h", "-w", "0"}, env).exit_code == 75);
@@ -655,14 +652,11 @@ TEST_CASE("history: a grant nobody collected before its short lease ran out is u
     Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
     const Keys keys = Keys::make("redsem", "u");
     const std::string stopped = "00000000000000000000000000570p01";
-    REQUIRE(client
-                .eval({scripts::k_acquire_script,
-                       keys.script_keys(),
-                       {keys.wake_prefix, stopped, "1", "300", "wait", "60000",
-                        R"({"host":"asleep","pid":4242,"user":"nobody","label":"stopped"})", "0",
-                        "", ""}})
-                .at(0)
-                .as_string() == "wait");
+    REQUIRE(
+        reply_kind(acquire_by_script(
+            client, keys, stopped, 300ms, false,
+            {.meta_json = R"({"host":"asleep","pid":4242,"user":"nobody","label":"stopped"})"})) ==
+        "wait");
     new_events(server, "u", seen);
     REQUIRE(run_redsem({"release", "u", token_a}, env).exit_code == 0);
     CHECK(new_events(server, "u", seen) == Events{{"released", token_a}, {"acquired", stopped}});

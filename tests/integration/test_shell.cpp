@@ -836,7 +836,7 @@ TEST_CASE("a hand-over nobody collected counts as expired in status NAME, as in 
     Connection client = server.admin();
     const Keys keys = Keys::make("redsem", "claim");
     const std::string token = "0123456789abcdef0123456789abcdef";
-    REQUIRE(acquire_by_script(client, keys, token, "60000", "0").at(0).as_string() == "wait");
+    REQUIRE(reply_kind(acquire_by_script(client, keys, token, 60s, false)) == "wait");
     REQUIRE(run_redsem({"release", "claim", holder["token"]}, env).exit_code == 0);
     // Handed to the waiter, who does not collect it within the claim window (3s).
     REQUIRE(

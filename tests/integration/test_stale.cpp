@@ -34,9 +34,9 @@ std::string only_holder(Connection& admin, const std::string& name) {
 // What a Redis that lost a grant but kept the queue entry looks like (a restart from an older
 // snapshot, a failback to a replica that never had the grant): `token` queued behind "other".
 void roll_back_to_queued(Connection& admin, const Keys& keys, const std::string& token) {
-    REQUIRE(release_by_script(admin, keys, token).as_integer() == 1);
-    REQUIRE(acquire_by_script(admin, keys, "other", "600000", "0").at(0).as_string() == "ok");
-    REQUIRE(acquire_by_script(admin, keys, token, "600000", "1").at(0).as_string() == "wait");
+    REQUIRE(release_by_script(admin, keys, token) == ReleaseOutcome::released);
+    REQUIRE(reply_kind(acquire_by_script(admin, keys, "other", 600s, false)) == "ok");
+    REQUIRE(reply_kind(acquire_by_script(admin, keys, token, 600s, true)) == "wait");
 }
 
 } // namespace
@@ -244,18 +244,18 @@ TEST_CASE("an expired hand-over leaves no phantom waiter for gc to report") {
     Connection admin = server.admin();
     Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
     const Keys keys = Keys::make("redsem", "phantom");
-    auto acquire = [&](const std::string& token, const char* ttl, const char* known) {
+    auto acquire = [&](const std::string& token, Milliseconds ttl, bool known) {
         return acquire_by_script(client, keys, token, ttl, known);
     };
     const std::string holder(32, 'a');
     const std::string stalled(32, 'b');
     const std::string other(32, 'c');
-    REQUIRE(acquire(holder, "60000", "0").at(0).as_string() == "ok");
-    REQUIRE(acquire(stalled, "300", "0").at(0).as_string() == "wait");
+    REQUIRE(reply_kind(acquire(holder, 60s, false)) == "ok");
+    REQUIRE(reply_kind(acquire(stalled, 300ms, false)) == "wait");
     release_by_script(client, keys, holder);
     // The hand-over's 300ms lease runs out before its 3s claim window; a call prunes it.
     std::this_thread::sleep_for(400ms);
-    acquire(other, "60000", "0");
+    acquire(other, 60s, false);
     CHECK(admin.call({"ZSCORE", keys.alive, stalled}).is_nil());
     const auto dry = run_redsem({"gc", "phantom", "--dry-run", "--json"}, env_for(server));
     REQUIRE(dry.exit_code == 0);
@@ -488,7 +488,7 @@ TEST_CASE("with --replicas, a grant whose confirming renewal finds the token que
         wait_until([&] { return info_field(admin, "clients", "blocked_clients") == "1"; }, 20s));
     CHECK_FALSE(waiter.finished());
     CHECK(zcard(admin, keys.queue) == 1);
-    REQUIRE(release_by_script(admin, keys, "other").as_integer() == 1);
+    REQUIRE(release_by_script(admin, keys, "other") == ReleaseOutcome::released);
     const ProcessResult result = waiter.wait(30s);
     INFO(result.err);
     REQUIRE(result.exit_code == 0);
@@ -527,7 +527,7 @@ TEST_CASE("a hand-over collected late whose confirming renewal finds the token q
         20s));
     REQUIRE_FALSE(waiter.finished());
     CHECK(zcard(admin, keys.queue) == 1);
-    REQUIRE(release_by_script(admin, keys, "other").as_integer() == 1);
+    REQUIRE(release_by_script(admin, keys, "other") == ReleaseOutcome::released);
     const ProcessResult result = waiter.wait(30s);
     INFO(result.err);
     REQUIRE(result.exit_code == 0);

@@ -49,12 +49,12 @@ void add_dead_waiter(const RedisServer& server, const std::string& name, const s
                      long long limit) {
     Connection connection(ConnectOptions{parse_redis_url(server.socket_url())});
     const Keys keys = Keys::make("redsem", name);
-    const Reply reply = connection.eval(
-        {scripts::k_acquire_script,
-         keys.script_keys(),
-         {keys.wake_prefix, token, std::to_string(limit), "60000", "wait", "50",
-          R"({"host":"ghost","pid":4242,"user":"nobody","label":"dead waiter"})", "0", ""}});
-    REQUIRE(reply.at(0).as_string() == "wait");
+    const Reply reply = acquire_by_script(
+        connection, keys, token, 60s, false,
+        {.limit = limit,
+         .liveness = 50ms,
+         .meta_json = R"({"host":"ghost","pid":4242,"user":"nobody","label":"dead waiter"})"});
+    REQUIRE(reply_kind(reply) == "wait");
 }
 
 } // namespace

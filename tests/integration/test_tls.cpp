@@ -200,7 +200,7 @@ TEST_CASE("big pipelined replies over TLS arrive whole") {
     const std::string label(2000, 'x');
     for (int i = 0; i < 300; ++i) {
         const Keys keys = Keys::make("redsem", "s" + std::to_string(i));
-        acquire_by_script(admin, keys, std::string(32, 'a'), "600000", "0");
+        acquire_by_script(admin, keys, std::string(32, 'a'), 600s, false);
         admin.call({"HSET", keys.info, "pad", label});
     }
     const auto status = run_redsem({"status", "--json"}, tls_env(files, server));
@@ -218,7 +218,7 @@ TEST_CASE("a TLS reply that stops half-way fails within the command timeout, for
     const std::string label(2000, 'x');
     for (int i = 0; i < 100; ++i) {
         const Keys keys = Keys::make("redsem", "s" + std::to_string(i));
-        acquire_by_script(admin, keys, std::string(32, 'a'), "600000", "0");
+        acquire_by_script(admin, keys, std::string(32, 'a'), 600s, false);
         admin.call({"HSET", keys.info, "pad", label});
     }
     // The handshake and the first replies get through; the listing (about 200 KB) does not.

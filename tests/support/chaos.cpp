@@ -932,8 +932,7 @@ void Harness::spawn_client(int weighted_on) {
     // The previous release needs INFO (it has no proof by the script cache), and has no
     // --slots.
     client.older = !m_older.empty() && !spec.without_info && client.weight == 1 &&
-                   real_now_ns() >= m_shared.older_barred_until_ns &&
-                   chance(m_config.older_share);
+                   real_now_ns() >= m_shared.older_barred_until_ns && chance(m_config.older_share);
     if (m_have_faketime && chance(0.5)) {
         client.skew = k_clock_skews[uniform<std::size_t>(0, k_clock_skews.size() - 1)];
     }

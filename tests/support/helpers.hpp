@@ -15,6 +15,7 @@
 #include "lua_scripts.hpp"
 #include "redis/connection.hpp"
 #include "semaphore/keys.hpp"
+#include "semaphore/wire.hpp"
 #include "support/build_paths.hpp"
 #include "support/clock.hpp"
 #include "support/process.hpp"
@@ -50,17 +51,35 @@ private:
 
 // Runs lua/acquire.lua for `token` on limit 1 of `keys`, waiting if busy: a client at the
 // script level, which can do what a process cannot (stall between two calls on purpose).
+// `args` may change what is sent: the token and ttl are set here.
 inline Reply acquire_by_script(Connection& client, const Keys& keys, const std::string& token,
-                               const char* ttl_ms, const char* known) {
-    return client.eval({scripts::k_acquire_script,
-                        keys.script_keys(),
-                        {keys.wake_prefix, token, "1", ttl_ms, "wait", "60000",
-                         R"({"host":"h","pid":1,"user":"u","label":""})", known, ""}});
+                               Milliseconds ttl, bool known, wire::AcquireArgs args = {}) {
+    args.token = token;
+    args.ttl = ttl;
+    args.known = known;
+    args.limit = args.limit.value_or(1);
+    if (args.liveness.count() == 0) {
+        args.liveness = Milliseconds{60'000};
+    }
+    if (args.meta_json.empty()) {
+        args.meta_json = R"({"host":"h","pid":1,"user":"u","label":""})";
+    }
+    return client.eval({scripts::k_acquire_script, keys.script_keys(),
+                        keys.script_args(wire::acquire_args(args))});
 }
 
-// Runs lua/release.lua for `token`.
-inline Reply release_by_script(Connection& client, const Keys& keys, const std::string& token) {
-    return client.eval({scripts::k_release_script, keys.script_keys(), {keys.wake_prefix, token}});
+// Runs lua/release.lua for `token`, as somebody else would (`redsem release`): a waiter is
+// told that its place was released.
+inline ReleaseOutcome release_by_script(Connection& client, const Keys& keys,
+                                        const std::string& token) {
+    return wire::decode_release(
+        client.eval({scripts::k_release_script, keys.script_keys(),
+                     keys.script_args(wire::release_args(token, false, std::nullopt))}));
+}
+
+// The kind of a script's reply ("ok", "wait", ...; see semaphore/wire.hpp).
+inline std::string reply_kind(const Reply& reply) {
+    return wire::Fields(reply, "a script").kind();
 }
 
 // The environment that points redsem at `server`.

@@ -1,0 +1,325 @@
+#include "semaphore/wire.hpp"
+
+#include "semaphore/record.hpp"
+#include "util/name.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fmt/format.h>
+
+namespace redsem::wire {
+
+namespace {
+
+const std::string k_none;
+
+std::string number_or_empty(const std::optional<long long>& value) {
+    return value ? std::to_string(*value) : "";
+}
+
+// A reply of names and values whose first name is "kind": its kind, else nullptr.
+const std::string* kind_of(const Reply& reply) {
+    if (reply.type != Reply::Type::array || reply.elements.size() < 2) {
+        return nullptr;
+    }
+    const Reply& name = reply.elements[0];
+    const Reply& value = reply.elements[1];
+    if (name.type != Reply::Type::string || name.text != "kind" ||
+        value.type != Reply::Type::string) {
+        return nullptr;
+    }
+    return &value.text;
+}
+
+// The admission fields of a 'wait' or 'busy' reply (see lua/acquire.lua).
+AdmissionClosed admission_closed(const Fields& fields) {
+    AdmissionClosed closed{.opens_in = std::max(fields.ms("closed_for_ms"), Milliseconds{0}),
+                           .cause = fields.string("cause"),
+                           .lost_ago = std::max(fields.ms("lost_ms_ago"), Milliseconds{0})};
+    const std::string& pause = fields.string("pause");
+    if (!pause.empty()) {
+        const long long ends_in = fields.integer("pause_ends_in_ms");
+        closed.pause = PauseSeen{.by = parse_meta(pause),
+                                 .age = std::max(fields.ms("paused_ms_ago"), Milliseconds{0}),
+                                 .ends_in = ends_in >= 0 ? std::optional(Milliseconds{ends_in})
+                                                         : std::nullopt};
+    }
+    return closed;
+}
+
+std::vector<long long> slot_list(const std::string& listed, long long slot) {
+    return parse_slot_list(listed).value_or(std::vector<long long>{slot});
+}
+
+} // namespace
+
+Fields::Fields(const Reply& reply, std::string_view script) : m_reply(reply), m_script(script) {
+    bool named = reply.type == Reply::Type::array && reply.elements.size() % 2 == 0;
+    for (std::size_t i = 0; named && i < reply.elements.size(); i += 2) {
+        named = reply.elements[i].type == Reply::Type::string;
+    }
+    if (!named) {
+        throw InternalError(
+            fmt::format("{} answered something other than names and values", script));
+    }
+}
+
+const Reply* Fields::find(std::string_view name) const {
+    const auto& items = m_reply.elements;
+    for (std::size_t i = 0; i < items.size(); i += 2) {
+        if (items[i].text == name) {
+            return &items[i + 1];
+        }
+    }
+    return nullptr;
+}
+
+const Reply& Fields::get(std::string_view name) const {
+    const Reply* value = find(name);
+    if (value == nullptr) {
+        throw InternalError(fmt::format("{} answered without '{}'", m_script, name));
+    }
+    return *value;
+}
+
+const std::string& Fields::kind() const {
+    const Reply* value = find("kind");
+    return value != nullptr && value->type == Reply::Type::string ? value->text : k_none;
+}
+
+bool Fields::has(std::string_view name) const {
+    return find(name) != nullptr;
+}
+
+long long Fields::integer(std::string_view name) const {
+    return get(name).as_integer();
+}
+
+const std::string& Fields::string(std::string_view name) const {
+    return get(name).as_string();
+}
+
+const std::vector<Reply>& Fields::array(std::string_view name) const {
+    return get(name).as_array();
+}
+
+std::optional<WrongType> wrong_type(const Reply& reply) {
+    const std::string* kind = kind_of(reply);
+    if (kind == nullptr || *kind != "wrongtype") {
+        return std::nullopt;
+    }
+    const Fields fields(reply, "a script");
+    return WrongType{.key = fields.string("key"),
+                     .found = fields.string("found"),
+                     .wanted = fields.string("wanted")};
+}
+
+std::optional<std::string> demanded_proof(const Reply& reply) {
+    const std::string* kind = kind_of(reply);
+    if (kind == nullptr || *kind != "prove") {
+        return std::nullopt;
+    }
+    return Fields(reply, "a script").string("marker");
+}
+
+// ---- acquire.lua --------------------------------------------------------------------------
+
+std::vector<std::string> acquire_args(const AcquireArgs& args) {
+    return {args.token,
+            number_or_empty(args.limit),
+            std::to_string(args.ttl.count()),
+            args.queue ? "wait" : "try",
+            std::to_string(args.liveness.count()),
+            args.meta_json,
+            args.known ? "1" : "0",
+            args.loss_grace ? std::to_string(args.loss_grace->count()) : "",
+            args.exclusive ? "x" : std::to_string(args.slots)};
+}
+
+AcquireReply decode_acquire(const Reply& reply) {
+    const Fields fields(reply, "acquire.lua");
+    const std::string& kind = fields.kind();
+    if (kind == "ok") {
+        const long long slot = fields.integer("slot");
+        return Granted{.fence = fields.integer("fence"),
+                       .slot = slot,
+                       .slots = slot_list(fields.string("slots"), slot),
+                       .deadline_ms = fields.integer("deadline_ms"),
+                       .limit = fields.integer("limit"),
+                       .server_now_ms = fields.integer("now_ms")};
+    }
+    if (kind == "wait") {
+        return QueuedReply{.position = {.ahead = fields.integer("position"),
+                                        .held = fields.integer("held"),
+                                        .limit = fields.integer("limit"),
+                                        .queued = fields.integer("queued")},
+                           .next_expiry_in_ms = fields.integer("next_expiry_in_ms"),
+                           .server_now_ms = fields.integer("now_ms"),
+                           .closed = admission_closed(fields),
+                           .refresh_extra = fields.ms("refresh_extra_ms")};
+    }
+    if (kind == "busy") {
+        return Busy{.closed = admission_closed(fields)};
+    }
+    if (kind == "toolarge") {
+        return TooLarge{.limit = fields.integer("limit")};
+    }
+    if (kind == "conflict") {
+        return ConflictReply{.stored_limit = fields.integer("stored_limit"),
+                             .held = fields.integer("held"),
+                             .queued = fields.integer("queued")};
+    }
+    if (kind == "released") {
+        return Released{};
+    }
+    throw InternalError(fmt::format("unexpected acquire reply '{}'", printable(kind)));
+}
+
+HandOver decode_hand_over(const std::string& payload) {
+    HandOver grant;
+    long long granted_at_ms = 0;
+    long long limit = 0;
+    char listed[1024] = "";
+    const int fields = std::sscanf(payload.c_str(), "%lld %lld %lld %lld %lld %1023s", &grant.fence,
+                                   &grant.slot, &grant.deadline_ms, &granted_at_ms, &limit, listed);
+    if (fields < 4) {
+        throw InternalError(fmt::format("malformed hand-over '{}'", printable(payload)));
+    }
+    if (fields >= 5) {
+        grant.limit = limit;
+    }
+    grant.slots = slot_list(listed, grant.slot);
+    return grant;
+}
+
+// ---- release.lua, renew.lua ---------------------------------------------------------------
+
+std::vector<std::string> release_args(const std::string& token, bool own,
+                                      std::optional<int> exit_status) {
+    return {token, own ? "own" : "other", exit_status ? std::to_string(*exit_status) : ""};
+}
+
+ReleaseOutcome decode_release(const Reply& reply) {
+    const std::string& kind = Fields(reply, "release.lua").kind();
+    if (kind == "released") {
+        return ReleaseOutcome::released;
+    }
+    if (kind == "left_queue") {
+        return ReleaseOutcome::left_queue;
+    }
+    if (kind == "not_found") {
+        return ReleaseOutcome::not_found;
+    }
+    throw InternalError(fmt::format("unexpected release reply '{}'", printable(kind)));
+}
+
+std::vector<std::string> renew_args(const std::string& token, std::optional<Milliseconds> ttl,
+                                    bool for_replicas, bool claimed) {
+    return {token, ttl ? std::to_string(ttl->count()) : "", for_replicas ? "1" : "0",
+            claimed ? "claimed" : ""};
+}
+
+RenewReply decode_renew(const Reply& reply) {
+    const Fields fields(reply, "renew.lua");
+    const std::string& kind = fields.kind();
+    if (kind == "renewed") {
+        return Renewal{.deadline_ms = fields.integer("deadline_ms"),
+                       .server_now_ms = fields.integer("now_ms"),
+                       .ttl = fields.ms("ttl_ms")};
+    }
+    if (kind == "lost") {
+        return Lost{};
+    }
+    if (kind == "queued") {
+        return StillQueued{};
+    }
+    throw InternalError(fmt::format("unexpected renew reply '{}'", printable(kind)));
+}
+
+// ---- limit.lua, pause.lua, admission.lua, lost.lua ----------------------------------------
+
+std::vector<std::string> limit_args(std::optional<long long> new_limit,
+                                    std::optional<long long> history) {
+    return {number_or_empty(new_limit), number_or_empty(history)};
+}
+
+std::vector<std::string> unset_limit_args() {
+    return {"unset", ""};
+}
+
+LimitInfo decode_limit(const Reply& reply) {
+    const Fields fields(reply, "limit.lua");
+    return LimitInfo{.limit = fields.integer("limit"),
+                     .stored = fields.integer("stored") == 1,
+                     .held = fields.integer("held"),
+                     .queued = fields.integer("queued"),
+                     .history = fields.integer("history"),
+                     .set_by = fields.string("set_by")};
+}
+
+std::vector<std::string> pause_args(PauseAction action, const std::string& by_json,
+                                    std::optional<Milliseconds> duration) {
+    const char* word = action == PauseAction::pause    ? "pause"
+                       : action == PauseAction::resume ? "resume"
+                                                       : "look";
+    return {word, by_json, duration ? std::to_string(duration->count()) : ""};
+}
+
+std::optional<PauseInfo> decode_pause(const Reply& reply) {
+    const Fields fields(reply, "pause.lua");
+    if (fields.kind() == "conflict") {
+        return std::nullopt;
+    }
+    PauseInfo info{.held = fields.integer("held"),
+                   .queued = fields.integer("queued"),
+                   .limit = fields.integer("limit"),
+                   .server_now_ms = fields.integer("now_ms"),
+                   .due_in_ms = fields.integer("due_in_ms")};
+    const std::string& pause = fields.string("pause");
+    if (!pause.empty()) {
+        info.pause = Pause{.by = parse_meta(pause),
+                           .since_ms = fields.integer("since_ms"),
+                           .until_ms = fields.integer("until_ms")};
+    }
+    return info;
+}
+
+AdmissionState decode_admission(const Reply& reply) {
+    const Fields fields(reply, "admission.lua");
+    return AdmissionState{.opens_at_ms = fields.integer("opens_at_ms"),
+                          .cause = fields.string("cause"),
+                          .lost_at_ms = fields.integer("lost_at_ms"),
+                          .noticed = fields.integer("noticed") == 1,
+                          .server_now_ms = fields.integer("now_ms")};
+}
+
+LossDeclared decode_lost(const Reply& reply) {
+    const Fields fields(reply, "lost.lua");
+    return LossDeclared{.lost_at_ms = fields.integer("lost_at_ms"),
+                        .opens_at_ms = fields.integer("opens_at_ms")};
+}
+
+// ---- gc.lua -------------------------------------------------------------------------------
+
+std::vector<std::string> gc_args(bool dry_run, const GcCursor& cursor, long long budget) {
+    return {dry_run ? "1" : "0", cursor.phase, cursor.position, std::to_string(budget)};
+}
+
+GcStep decode_gc(const Reply& reply) {
+    const Fields fields(reply, "gc.lua");
+    GcStep step{
+        .next = {.phase = fields.string("next_phase"), .position = fields.string("next_position")},
+        .deleted = fields.integer("deleted"),
+        .holders = fields.integer("holders"),
+        .queued = fields.integer("queued")};
+    for (const Reply& entry : fields.array("removed")) {
+        const Fields removed(entry, "gc.lua");
+        step.removed.push_back(GcRemoved{.kind = removed.kind(),
+                                         .token = removed.string("token"),
+                                         .record = removed.string("record"),
+                                         .dead_for_ms = removed.integer("dead_for_ms")});
+    }
+    return step;
+}
+
+} // namespace redsem::wire

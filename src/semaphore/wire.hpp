@@ -1,0 +1,182 @@
+#pragma once
+
+// The wire between redsem and its scripts (lua/): the arguments of each script, built by
+// name, and its replies, decoded by name. Every script answers a flat list of names and
+// values, {"kind", "ok", "fence", 12, ...}; no other file reads a reply by position.
+// Each release calls only its own library and texts (lua_scripts.hpp), so both ends of this
+// wire change together; what releases share is stored data (lua/lib/state.lua) and the
+// notes pushed to waiters' lists (HandOver below).
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "redis/reply.hpp"
+#include "semaphore/values.hpp"
+
+namespace redsem::wire {
+
+// A script's reply as names and values. A reply of another shape, or without a field that
+// is asked for, means redsem and its scripts disagree: InternalError.
+class Fields {
+public:
+    // `script`: the script's name, for messages.
+    Fields(const Reply& reply, std::string_view script);
+
+    // The field "kind", "" when there is none.
+    const std::string& kind() const;
+    bool has(std::string_view name) const;
+    long long integer(std::string_view name) const;
+    const std::string& string(std::string_view name) const;
+    const std::vector<Reply>& array(std::string_view name) const;
+    Milliseconds ms(std::string_view name) const { return Milliseconds{integer(name)}; }
+
+private:
+    const Reply* find(std::string_view name) const;
+    const Reply& get(std::string_view name) const;
+
+    const Reply& m_reply;
+    std::string_view m_script;
+};
+
+// ---- what every script may answer ---------------------------------------------------------
+
+// A key in the semaphore's place holds another kind of value (load_state() in
+// lua/lib/state.lua): {kind wrongtype, key, found, wanted}.
+struct WrongType {
+    std::string key;
+    std::string found;  // its type
+    std::string wanted; // the type redsem keeps there
+};
+std::optional<WrongType> wrong_type(const Reply& reply);
+
+// Where INFO is denied, a script that judges the epoch may ask to be called again proving the
+// epoch marker the epoch key holds (demand_proof() in lua/lib/epoch.lua):
+// {kind prove, marker}; "" when the key holds none.
+std::optional<std::string> demanded_proof(const Reply& reply);
+
+// ---- acquire.lua --------------------------------------------------------------------------
+
+struct AcquireArgs {
+    std::string token{};
+    std::optional<long long> limit{}; // nullopt: the stored one (1 for a new semaphore)
+    Milliseconds ttl{0};
+    bool queue = true; // false: never queue (-w 0)
+    Milliseconds liveness{0};
+    std::string meta_json{};
+    bool known = false; // the server may know the token (a retry, a waiter refreshing)
+    std::optional<Milliseconds> loss_grace{};
+    long long slots = 1;
+    bool exclusive = false;
+};
+// ARGV after the wake-list prefix.
+std::vector<std::string> acquire_args(const AcquireArgs& args);
+
+struct Granted {
+    long long fence = 0;
+    long long slot = 0;
+    std::vector<long long> slots{};
+    long long deadline_ms = 0;
+    long long limit = 0;
+    long long server_now_ms = 0;
+};
+struct Busy {
+    AdmissionClosed closed;
+};
+// Queued, or its place refreshed.
+struct QueuedReply {
+    QueuePosition position;
+    long long next_expiry_in_ms = -1; // when the next slot may free up; -1: unknown
+    long long server_now_ms = 0;
+    AdmissionClosed closed;
+    Milliseconds refresh_extra{0}; // how much later than k_waiter_refresh to refresh
+};
+// Another limit is in force.
+struct ConflictReply {
+    long long stored_limit = 0; // -1: not a number; -2: the state key is gone while in use
+    long long held = 0;
+    long long queued = 0;
+};
+// The caller's place was released by somebody else: it holds nothing.
+struct Released {};
+// The caller asks for more slots than the limit (or asked, and the limit was lowered while it
+// waited).
+struct TooLarge {
+    long long limit = 0;
+};
+using AcquireReply = std::variant<Granted, Busy, QueuedReply, ConflictReply, Released, TooLarge>;
+AcquireReply decode_acquire(const Reply& reply);
+
+// What release() pushes to a waiter's wake list when it hands a slot over
+// (hand_over() in lua/lib/queue.lua): "FENCE SLOT DEADLINE_MS NOW_MS LIMIT SLOTS". Any release
+// of the fleet may push it, so it keeps its shape; an older one pushes neither LIMIT nor
+// SLOTS (nullopt and {slot}).
+struct HandOver {
+    long long fence = 0;
+    long long slot = 0;
+    std::vector<long long> slots{};
+    long long deadline_ms = 0;
+    std::optional<long long> limit;
+};
+HandOver decode_hand_over(const std::string& payload);
+
+// ---- release.lua, renew.lua ---------------------------------------------------------------
+
+std::vector<std::string> release_args(const std::string& token, bool own,
+                                      std::optional<int> exit_status);
+ReleaseOutcome decode_release(const Reply& reply);
+
+std::vector<std::string> renew_args(const std::string& token, std::optional<Milliseconds> ttl,
+                                    bool for_replicas, bool claimed);
+// The token holds nothing: its lease was lost.
+struct Lost {};
+// The token waits in the queue: it holds nothing yet, and nothing is lost.
+struct StillQueued {};
+using RenewReply = std::variant<Renewal, Lost, StillQueued>;
+RenewReply decode_renew(const Reply& reply);
+
+// ---- limit.lua, pause.lua, admission.lua, lost.lua ----------------------------------------
+
+std::vector<std::string> limit_args(std::optional<long long> new_limit,
+                                    std::optional<long long> history);
+std::vector<std::string> unset_limit_args();
+LimitInfo decode_limit(const Reply& reply);
+
+enum class PauseAction { pause, resume, look };
+std::vector<std::string> pause_args(PauseAction action, const std::string& by_json,
+                                    std::optional<Milliseconds> duration);
+// nullopt: the stored limit is not one this redsem reads; nothing changed.
+std::optional<PauseInfo> decode_pause(const Reply& reply);
+
+AdmissionState decode_admission(const Reply& reply);
+LossDeclared decode_lost(const Reply& reply);
+
+// ---- gc.lua -------------------------------------------------------------------------------
+
+// Where a gc of one semaphore goes on: a phase and a position in it ("" phase: done).
+struct GcCursor {
+    std::string phase = "alive";
+    std::string position = "0";
+};
+std::vector<std::string> gc_args(bool dry_run, const GcCursor& cursor, long long budget);
+
+// One entry a gc call removed (or would remove, in a dry run).
+struct GcRemoved {
+    std::string kind; // "holder", "waiter", "handover" or "orphan"
+    std::string token;
+    std::string record; // the raw record, "" if none
+    long long dead_for_ms = 0;
+};
+struct GcStep {
+    GcCursor next;
+    long long deleted = 0; // last call: 1 deleted, -1 kept by an operator's settings
+    long long holders = 0; // last call: what is there now
+    long long queued = 0;
+    std::vector<GcRemoved> removed{};
+};
+GcStep decode_gc(const Reply& reply);
+
+} // namespace redsem::wire

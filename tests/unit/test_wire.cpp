@@ -1,0 +1,319 @@
+// The scripts' replies decoded by name (src/semaphore/wire.cpp), without a server: a reply
+// of every kind each script sends, as Redis hands it over (Lua strings and numbers become
+// bulk strings and integers), and what a reply of another shape does. Every name a reply
+// here carries is one its script writes, so these replies cannot drift from the scripts.
+#include <catch2/catch.hpp>
+
+#include "lua_scripts.hpp"
+#include "semaphore/wire.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+using namespace redsem;
+using namespace redsem::wire;
+
+namespace {
+
+// A reply element: a string, an integer or a list.
+Reply s(std::string text) {
+    Reply reply;
+    reply.type = Reply::Type::string;
+    reply.text = std::move(text);
+    return reply;
+}
+
+Reply n(long long value) {
+    Reply reply;
+    reply.type = Reply::Type::integer;
+    reply.integer = value;
+    return reply;
+}
+
+Reply list(std::vector<Reply> elements) {
+    Reply reply;
+    reply.type = Reply::Type::array;
+    reply.elements = std::move(elements);
+    return reply;
+}
+
+// A reply of names and values, as `script` sends it; checks that the script's text writes
+// each name.
+Reply sent_by(const Script& script, std::vector<std::pair<std::string, Reply>> fields) {
+    const std::string body = script.body;
+    std::vector<Reply> elements;
+    for (auto& [name, value] : fields) {
+        INFO(script.name << " writes '" << name << "'");
+        CHECK(body.find("'" + name + "'") != std::string::npos);
+        elements.push_back(s(name));
+        elements.push_back(std::move(value));
+    }
+    return list(std::move(elements));
+}
+
+const std::string k_pause_json = R"({"host":"ops","label":"migration","pid":7,"user":"ann"})";
+
+} // namespace
+
+TEST_CASE("acquire's replies of every kind") {
+    const Script& acquire = scripts::k_acquire_script;
+    SECTION("ok: the slots held, and the lease") {
+        const auto reply = decode_acquire(sent_by(acquire, {{"kind", s("ok")},
+                                                            {"fence", n(41)},
+                                                            {"slot", n(2)},
+                                                            {"deadline_ms", n(1'800'000'060'000)},
+                                                            {"limit", n(5)},
+                                                            {"now_ms", n(1'800'000'000'000)},
+                                                            {"slots", s("2,3,4")}}));
+        const auto& granted = std::get<Granted>(reply);
+        CHECK(granted.fence == 41);
+        CHECK(granted.slot == 2);
+        CHECK(granted.slots == std::vector<long long>{2, 3, 4});
+        CHECK(granted.deadline_ms == 1'800'000'060'000);
+        CHECK(granted.limit == 5);
+        CHECK(granted.server_now_ms == 1'800'000'000'000);
+    }
+    SECTION("wait: the place, and admission closed after a loss") {
+        const auto reply = decode_acquire(sent_by(acquire, {{"kind", s("wait")},
+                                                            {"position", n(3)},
+                                                            {"held", n(2)},
+                                                            {"limit", n(2)},
+                                                            {"next_expiry_in_ms", n(-1)},
+                                                            {"queued", n(4)},
+                                                            {"now_ms", n(1'800'000'000'000)},
+                                                            {"refresh_extra_ms", n(1000)},
+                                                            {"closed_for_ms", n(42'000)},
+                                                            {"cause", s("evicted")},
+                                                            {"lost_ms_ago", n(18'000)},
+                                                            {"pause", s("")},
+                                                            {"paused_ms_ago", n(0)},
+                                                            {"pause_ends_in_ms", n(0)}}));
+        const auto& queued = std::get<QueuedReply>(reply);
+        CHECK(queued.position.ahead == 3);
+        CHECK(queued.position.held == 2);
+        CHECK(queued.position.limit == 2);
+        CHECK(queued.position.queued == 4);
+        CHECK(queued.next_expiry_in_ms == -1);
+        CHECK(queued.server_now_ms == 1'800'000'000'000);
+        CHECK(queued.refresh_extra == Milliseconds{1000});
+        CHECK(queued.closed.opens_in == Milliseconds{42'000});
+        CHECK(queued.closed.cause == "evicted");
+        CHECK(queued.closed.lost_ago == Milliseconds{18'000});
+        CHECK_FALSE(queued.closed.pause.has_value());
+        CHECK(queued.closed.closed());
+    }
+    SECTION("busy while paused until resumed, and paused for a while") {
+        for (const long long ends_in : {-1LL, 90'000LL}) {
+            const auto reply = decode_acquire(sent_by(acquire, {{"kind", s("busy")},
+                                                                {"held", n(1)},
+                                                                {"limit", n(1)},
+                                                                {"queued", n(0)},
+                                                                {"closed_for_ms", n(0)},
+                                                                {"cause", s("")},
+                                                                {"lost_ms_ago", n(0)},
+                                                                {"pause", s(k_pause_json)},
+                                                                {"paused_ms_ago", n(5000)},
+                                                                {"pause_ends_in_ms", n(ends_in)}}));
+            const AdmissionClosed& closed = std::get<Busy>(reply).closed;
+            CHECK(closed.opens_in == Milliseconds{0});
+            REQUIRE(closed.pause.has_value());
+            CHECK(closed.pause->by.host == "ops");
+            CHECK(closed.pause->by.label == "migration");
+            CHECK(closed.pause->age == Milliseconds{5000});
+            if (ends_in < 0) {
+                CHECK_FALSE(closed.pause->ends_in.has_value());
+            } else {
+                CHECK(closed.pause->ends_in == Milliseconds{ends_in});
+            }
+            CHECK(closed.closed());
+        }
+    }
+    SECTION("conflict, toolarge and released") {
+        const auto conflict = decode_acquire(sent_by(
+            acquire,
+            {{"kind", s("conflict")}, {"stored_limit", n(-2)}, {"held", n(3)}, {"queued", n(1)}}));
+        CHECK(std::get<ConflictReply>(conflict).stored_limit == -2);
+        CHECK(std::get<ConflictReply>(conflict).held == 3);
+        CHECK(std::get<ConflictReply>(conflict).queued == 1);
+        const auto too_large =
+            decode_acquire(sent_by(acquire, {{"kind", s("toolarge")}, {"limit", n(2)}}));
+        CHECK(std::get<TooLarge>(too_large).limit == 2);
+        CHECK(std::holds_alternative<Released>(
+            decode_acquire(sent_by(acquire, {{"kind", s("released")}}))));
+    }
+}
+
+TEST_CASE("what every script may answer: a foreign key, or a proof it asks for") {
+    for (const Script* script : {&scripts::k_acquire_script, &scripts::k_release_script,
+                                 &scripts::k_limit_script, &scripts::k_pause_script}) {
+        const Reply wrong = sent_by(*script, {{"kind", s("wrongtype")},
+                                              {"key", s("redsem:{x}:queue")},
+                                              {"found", s("string")},
+                                              {"wanted", s("zset")}});
+        const auto found = wrong_type(wrong);
+        REQUIRE(found.has_value());
+        CHECK(found->key == "redsem:{x}:queue");
+        CHECK(found->found == "string");
+        CHECK(found->wanted == "zset");
+        CHECK_FALSE(demanded_proof(wrong).has_value());
+
+        const Reply prove = sent_by(*script, {{"kind", s("prove")}, {"marker", s("")}});
+        CHECK(demanded_proof(prove) == std::optional<std::string>(""));
+        CHECK_FALSE(wrong_type(prove).has_value());
+    }
+    // Neither, for any other reply, of whatever shape.
+    for (const Reply& other :
+         {n(1), s("prove"), list({}), list({s("prove"), s("m")}), list({s("limit"), n(1)})}) {
+        CHECK_FALSE(wrong_type(other).has_value());
+        CHECK_FALSE(demanded_proof(other).has_value());
+    }
+}
+
+TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
+    SECTION("renew") {
+        const Script& renew = scripts::k_renew_script;
+        const auto renewed = decode_renew(sent_by(renew, {{"kind", s("renewed")},
+                                                          {"deadline_ms", n(1'800'000'030'000)},
+                                                          {"now_ms", n(1'800'000'000'000)},
+                                                          {"ttl_ms", n(30'000)}}));
+        CHECK(std::get<Renewal>(renewed).deadline_ms == 1'800'000'030'000);
+        CHECK(std::get<Renewal>(renewed).server_now_ms == 1'800'000'000'000);
+        CHECK(std::get<Renewal>(renewed).ttl == Milliseconds{30'000});
+        CHECK(std::holds_alternative<Lost>(decode_renew(sent_by(renew, {{"kind", s("lost")}}))));
+        CHECK(std::holds_alternative<StillQueued>(
+            decode_renew(sent_by(renew, {{"kind", s("queued")}}))));
+    }
+    SECTION("release") {
+        const Script& release = scripts::k_release_script;
+        CHECK(decode_release(sent_by(release, {{"kind", s("released")}})) ==
+              ReleaseOutcome::released);
+        CHECK(decode_release(sent_by(release, {{"kind", s("left_queue")}})) ==
+              ReleaseOutcome::left_queue);
+        CHECK(decode_release(sent_by(release, {{"kind", s("not_found")}})) ==
+              ReleaseOutcome::not_found);
+    }
+    SECTION("limit") {
+        const LimitInfo info =
+            decode_limit(sent_by(scripts::k_limit_script, {{"limit", n(4)},
+                                                           {"stored", n(1)},
+                                                           {"held", n(2)},
+                                                           {"queued", n(7)},
+                                                           {"history", n(0)},
+                                                           {"set_by", s("operator")}}));
+        CHECK(info.limit == 4);
+        CHECK(info.stored);
+        CHECK(info.held == 2);
+        CHECK(info.queued == 7);
+        CHECK(info.history == 0);
+        CHECK(info.set_by == "operator");
+    }
+    SECTION("pause: in force, none, and a limit this redsem cannot read") {
+        const Script& pause = scripts::k_pause_script;
+        const auto reply = [&](const std::string& json, long long since) {
+            return sent_by(pause, {{"kind", s("ok")},
+                                   {"held", n(1)},
+                                   {"queued", n(2)},
+                                   {"limit", n(3)},
+                                   {"now_ms", n(1'800'000'000'000)},
+                                   {"pause", s(json)},
+                                   {"since_ms", n(since)},
+                                   {"until_ms", n(0)},
+                                   {"due_in_ms", n(-1)}});
+        };
+        const auto paused = decode_pause(reply(k_pause_json, 1'799'999'990'000));
+        REQUIRE(paused.has_value());
+        REQUIRE(paused->pause.has_value());
+        CHECK(paused->pause->by.user == "ann");
+        CHECK(paused->pause->since_ms == 1'799'999'990'000);
+        CHECK(paused->pause->until_ms == 0);
+        CHECK(paused->held == 1);
+        CHECK(paused->queued == 2);
+        CHECK(paused->limit == 3);
+        CHECK(paused->due_in_ms == -1);
+        const auto none = decode_pause(reply("", 0));
+        REQUIRE(none.has_value());
+        CHECK_FALSE(none->pause.has_value());
+        CHECK_FALSE(decode_pause(sent_by(pause, {{"kind", s("conflict")}})).has_value());
+    }
+    SECTION("admission and lost") {
+        const AdmissionState state =
+            decode_admission(sent_by(scripts::k_admission_script, {{"opens_at_ms", n(2000)},
+                                                                   {"cause", s("change")},
+                                                                   {"lost_at_ms", n(1000)},
+                                                                   {"noticed", n(0)},
+                                                                   {"now_ms", n(1500)}}));
+        CHECK(state.closed());
+        CHECK(state.cause == "change");
+        CHECK(state.lost_at_ms == 1000);
+        CHECK_FALSE(state.noticed);
+        CHECK(state.server_now_ms == 1500);
+        const LossDeclared lost = decode_lost(
+            sent_by(scripts::k_lost_script, {{"lost_at_ms", n(1000)}, {"opens_at_ms", n(61000)}}));
+        CHECK(lost.lost_at_ms == 1000);
+        CHECK(lost.opens_at_ms == 61000);
+    }
+    SECTION("gc: a step with what it removed, and the last one") {
+        const Script& gc = scripts::k_gc_script;
+        const Reply removed = sent_by(gc, {{"kind", s("waiter")},
+                                           {"token", s("ab12")},
+                                           {"record", s("w - - 1 30000 {}")},
+                                           {"dead_for_ms", n(2500)}});
+        const GcStep step = decode_gc(sent_by(gc, {{"next_phase", s("holders")},
+                                                   {"next_position", s("100")},
+                                                   {"deleted", n(0)},
+                                                   {"holders", n(4)},
+                                                   {"queued", n(1)},
+                                                   {"removed", list({removed})}}));
+        CHECK(step.next.phase == "holders");
+        CHECK(step.next.position == "100");
+        CHECK(step.holders == 4);
+        CHECK(step.queued == 1);
+        REQUIRE(step.removed.size() == 1);
+        CHECK(step.removed[0].kind == "waiter");
+        CHECK(step.removed[0].token == "ab12");
+        CHECK(step.removed[0].record == "w - - 1 30000 {}");
+        CHECK(step.removed[0].dead_for_ms == 2500);
+        const GcStep last = decode_gc(sent_by(gc, {{"next_phase", s("")},
+                                                   {"next_position", s("0")},
+                                                   {"deleted", n(-1)},
+                                                   {"holders", n(0)},
+                                                   {"queued", n(0)},
+                                                   {"removed", list({})}}));
+        CHECK(last.next.phase.empty());
+        CHECK(last.deleted == -1);
+        CHECK(last.removed.empty());
+    }
+}
+
+TEST_CASE("a hand-over note, from this release and from an older one") {
+    const HandOver now = decode_hand_over("12 3 1800000060000 1800000000000 5 3,4");
+    CHECK(now.fence == 12);
+    CHECK(now.slot == 3);
+    CHECK(now.slots == std::vector<long long>{3, 4});
+    CHECK(now.deadline_ms == 1'800'000'060'000);
+    CHECK(now.limit == 5);
+    // 0.1.0 pushes neither the limit nor the slots.
+    const HandOver older = decode_hand_over("12 3 1800000060000 1800000000000");
+    CHECK_FALSE(older.limit.has_value());
+    CHECK(older.slots == std::vector<long long>{3});
+    CHECK_THROWS_AS(decode_hand_over("12 3"), InternalError);
+}
+
+TEST_CASE("a reply of another shape is an internal error naming what is wrong") {
+    const Script& acquire = scripts::k_acquire_script;
+    // Positional, as an earlier build sent it.
+    CHECK_THROWS_WITH(decode_acquire(list({s("ok"), n(1), n(0), n(2), n(1), n(3), s("0")})),
+                      Catch::Contains("acquire.lua answered something other than names"));
+    // A name whose value is missing.
+    CHECK_THROWS_AS(decode_renew(list({s("kind"), s("renewed"), s("deadline_ms")})), InternalError);
+    // A field left out.
+    CHECK_THROWS_WITH(decode_acquire(sent_by(acquire, {{"kind", s("toolarge")}})),
+                      Catch::Contains("acquire.lua answered without 'limit'"));
+    // A kind nobody sends.
+    CHECK_THROWS_WITH(decode_acquire(sent_by(acquire, {{"kind", s("later")}})),
+                      Catch::Contains("unexpected acquire reply 'later'"));
+    // A field of another type.
+    CHECK_THROWS_AS(decode_lost(list({s("lost_at_ms"), s("soon"), s("opens_at_ms"), n(1)})),
+                    InternalError);
+}
