@@ -28,12 +28,11 @@
 --                                                         slot, else -1; refresh_extra_ms: how
 --                                                         much later than usual to refresh
 --   busy: held, limit, queued                             full, and ARGV[5] == 'try'
---   wait and busy add closed_for_ms, cause, lost_ms_ago: closed_for_ms > 0 while admission is
---   closed after a possible loss of data of `cause` ('start', 'change', 'unproven', 'evicted'
---   or 'declared', see epoch.lua) lost_ms_ago ms ago ('' and 0 when open), or while paused
---   (cause 'paused', lost_ms_ago: since it was paused); and pause, paused_ms_ago,
---   pause_ends_in_ms: the pause in force, for any waiter ('', 0, 0 when none;
---   pause_ends_in_ms -1: until resumed; see lib/pause.lua).
+--   wait and busy add, while admission is closed, closed_for_ms, cause, lost_ms_ago: closed
+--   for that long after a possible loss of data of `cause` ('start', 'change', 'unproven',
+--   'evicted' or 'declared', see epoch.lua) lost_ms_ago ms ago; and while paused, pause,
+--   paused_ms_ago, pause_ends_in_ms: the pause in force, for any waiter (pause_ends_in_ms -1:
+--   until resumed; see lib/pause.lua).
 --   conflict: stored_limit, held, queued                  another limit is in force (change
 --                                                         it with limit.lua; stored_limit -1:
 --                                                         not a number, -2: state lost while
@@ -247,19 +246,21 @@ local function closed_for_ms()
     return opens - now
 end
 
--- `reply` (wait or busy) with whether admission is closed, and the pause in force (see
--- lib/pause.lua): its JSON, how long ago it began, and how long it lasts yet (-1: until
--- resumed); '', 0 and 0 when admission is not paused.
+-- `reply` (wait or busy) with why admission is closed, when it is, and the pause in force
+-- (see lib/pause.lua): its JSON, how long ago it began, and how long it lasts yet (-1: until
+-- resumed). Neither when admission is open: the common reply stays short.
 local function with_admission(reply)
-    local pause, paused_ago, ends_in = '', 0, 0
-    if pause_active(state, now) then
-        pause, paused_ago = state.paused, now - state.paused_since
-        ends_in = state.paused_until > 0 and state.paused_until - now or -1
+    local n = #reply
+    if closed_for > 0 then
+        reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = 'closed_for_ms', closed_for, 'cause', cause
+        reply[n + 5], reply[n + 6] = 'lost_ms_ago', lost_ago
+        n = n + 6
     end
-    local fields = {'closed_for_ms', closed_for, 'cause', cause, 'lost_ms_ago', lost_ago, 'pause', pause,
-                    'paused_ms_ago', paused_ago, 'pause_ends_in_ms', ends_in}
-    for _, field in ipairs(fields) do
-        reply[#reply + 1] = field
+    if pause_active(state, now) then
+        reply[n + 1], reply[n + 2] = 'pause', state.paused
+        reply[n + 3], reply[n + 4] = 'paused_ms_ago', now - state.paused_since
+        reply[n + 5] = 'pause_ends_in_ms'
+        reply[n + 6] = state.paused_until > 0 and state.paused_until - now or -1
     end
     return reply
 end

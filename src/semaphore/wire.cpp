@@ -31,13 +31,17 @@ const std::string* kind_of(const Reply& reply) {
     return &value.text;
 }
 
-// The admission fields of a 'wait' or 'busy' reply (see lua/acquire.lua).
+// The admission fields of a 'wait' or 'busy' reply (see lua/acquire.lua), sent only while
+// admission is closed or paused.
 AdmissionClosed admission_closed(const Fields& fields) {
-    AdmissionClosed closed{.opens_in = std::max(fields.ms("closed_for_ms"), Milliseconds{0}),
-                           .cause = fields.string("cause"),
-                           .lost_ago = std::max(fields.ms("lost_ms_ago"), Milliseconds{0})};
-    const std::string& pause = fields.string("pause");
-    if (!pause.empty()) {
+    AdmissionClosed closed;
+    if (fields.has("closed_for_ms")) {
+        closed.opens_in = std::max(fields.ms("closed_for_ms"), Milliseconds{0});
+        closed.cause = fields.string("cause");
+        closed.lost_ago = std::max(fields.ms("lost_ms_ago"), Milliseconds{0});
+    }
+    if (fields.has("pause") && !fields.string("pause").empty()) {
+        const std::string& pause = fields.string("pause");
         const long long ends_in = fields.integer("pause_ends_in_ms");
         closed.pause = PauseSeen{.by = parse_meta(pause),
                                  .age = std::max(fields.ms("paused_ms_ago"), Milliseconds{0}),

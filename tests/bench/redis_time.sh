@@ -25,7 +25,7 @@ measure() {
     echo "$result" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-print(f"{r[\"cycles_per_second\"]:.0f} {r[\"handoff_p50_ms\"]:.3f} {int(sys.argv[1]) / r[\"cycles\"]:.1f}")
+print("%.0f %.3f %.1f" % (r["cycles_per_second"], r["handoff_p50_ms"], int(sys.argv[1]) / r["cycles"]))
 ' "$usec"
 }
 

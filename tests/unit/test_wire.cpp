@@ -74,34 +74,37 @@ TEST_CASE("acquire's replies of every kind") {
         CHECK(granted.limit == 5);
         CHECK(granted.server_now_ms == 1'800'000'000'000);
     }
-    SECTION("wait: the place, and admission closed after a loss") {
-        const auto reply = decode_acquire(sent_by(acquire, {{"kind", s("wait")},
-                                                            {"position", n(3)},
-                                                            {"held", n(2)},
-                                                            {"limit", n(2)},
-                                                            {"next_expiry_in_ms", n(-1)},
-                                                            {"queued", n(4)},
-                                                            {"now_ms", n(1'800'000'000'000)},
-                                                            {"refresh_extra_ms", n(1000)},
-                                                            {"closed_for_ms", n(42'000)},
-                                                            {"cause", s("evicted")},
-                                                            {"lost_ms_ago", n(18'000)},
-                                                            {"pause", s("")},
-                                                            {"paused_ms_ago", n(0)},
-                                                            {"pause_ends_in_ms", n(0)}}));
-        const auto& queued = std::get<QueuedReply>(reply);
-        CHECK(queued.position.ahead == 3);
-        CHECK(queued.position.held == 2);
-        CHECK(queued.position.limit == 2);
-        CHECK(queued.position.queued == 4);
-        CHECK(queued.next_expiry_in_ms == -1);
-        CHECK(queued.server_now_ms == 1'800'000'000'000);
-        CHECK(queued.refresh_extra == Milliseconds{1000});
-        CHECK(queued.closed.opens_in == Milliseconds{42'000});
-        CHECK(queued.closed.cause == "evicted");
-        CHECK(queued.closed.lost_ago == Milliseconds{18'000});
-        CHECK_FALSE(queued.closed.pause.has_value());
-        CHECK(queued.closed.closed());
+    SECTION("wait: the place, with admission open, and closed after a loss") {
+        const auto wait = [&](std::vector<std::pair<std::string, Reply>> closed) {
+            std::vector<std::pair<std::string, Reply>> fields{{"kind", s("wait")},
+                                                              {"position", n(3)},
+                                                              {"held", n(2)},
+                                                              {"limit", n(2)},
+                                                              {"next_expiry_in_ms", n(-1)},
+                                                              {"queued", n(4)},
+                                                              {"now_ms", n(1'800'000'000'000)},
+                                                              {"refresh_extra_ms", n(1000)}};
+            fields.insert(fields.end(), closed.begin(), closed.end());
+            return std::get<QueuedReply>(decode_acquire(sent_by(acquire, std::move(fields))));
+        };
+        const QueuedReply open = wait({});
+        CHECK(open.position.ahead == 3);
+        CHECK(open.position.held == 2);
+        CHECK(open.position.limit == 2);
+        CHECK(open.position.queued == 4);
+        CHECK(open.next_expiry_in_ms == -1);
+        CHECK(open.server_now_ms == 1'800'000'000'000);
+        CHECK(open.refresh_extra == Milliseconds{1000});
+        CHECK_FALSE(open.closed.closed());
+        CHECK(open.closed.cause.empty());
+
+        const QueuedReply closed = wait(
+            {{"closed_for_ms", n(42'000)}, {"cause", s("evicted")}, {"lost_ms_ago", n(18'000)}});
+        CHECK(closed.closed.opens_in == Milliseconds{42'000});
+        CHECK(closed.closed.cause == "evicted");
+        CHECK(closed.closed.lost_ago == Milliseconds{18'000});
+        CHECK_FALSE(closed.closed.pause.has_value());
+        CHECK(closed.closed.closed());
     }
     SECTION("busy while paused until resumed, and paused for a while") {
         for (const long long ends_in : {-1LL, 90'000LL}) {
@@ -109,9 +112,6 @@ TEST_CASE("acquire's replies of every kind") {
                                                                 {"held", n(1)},
                                                                 {"limit", n(1)},
                                                                 {"queued", n(0)},
-                                                                {"closed_for_ms", n(0)},
-                                                                {"cause", s("")},
-                                                                {"lost_ms_ago", n(0)},
                                                                 {"pause", s(k_pause_json)},
                                                                 {"paused_ms_ago", n(5000)},
                                                                 {"pause_ends_in_ms", n(ends_in)}}));
