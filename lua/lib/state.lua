@@ -78,7 +78,7 @@ end
 -- paused or weighted (see PAUSED_SUFFIX).
 local function store_limit(call, state, limit, by)
     local text = limit .. (state.paused and PAUSED_SUFFIX or '') .. (state.weighted and WEIGHTED_SUFFIX or '')
-    redis.call('HSET', call.k_state, 'limit', text, 'limit_by', by)
+    redis.call('HSET', call.k_state, 'limit', text, 'limit_by', by, 'format', STATE_FORMAT)
     state.limit, state.raw_limit = limit, text
 end
 
@@ -122,9 +122,14 @@ local function load_state(call)
     local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'due', 'history',
                             'acquired_total', 'closed_logged', 'limit_by', 'pinned', 'kept',
                             'paused', 'paused_since', 'paused_until', 'pause_kept',
-                            'extra_slots', 'exclusive', 'weighted')
+                            'extra_slots', 'exclusive', 'weighted', 'format')
     if got.err then
         return nil, wrong_type(k_state, redis.call('TYPE', k_state).ok, 'hash')
+    end
+    local format = tonumber(got[18])
+    if format and format > STATE_FORMAT then
+        -- Stored by a newer redsem, in a form this one may misread: touch nothing.
+        return nil, {'kind', 'newer', 'format', format}
     end
     if not got[1] and not got[2] then
         for i = 2, #KEY_TYPES do

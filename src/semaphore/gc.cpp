@@ -48,7 +48,7 @@ struct SemaphoreGc {
 // throws the failure.
 GcCursor collect_reply(const std::string& name, const Reply& reply, SemaphoreGc& progress,
                        bool dry_run, GcReport& report) {
-    check_key_types(reply, name, "gc left it alone");
+    check_readable(reply, name, "gc left it alone");
     wire::GcStep step = wire::decode_gc(reply);
     const GcCursor& next = step.next;
     for (wire::GcRemoved& entry : step.removed) {

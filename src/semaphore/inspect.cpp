@@ -59,6 +59,12 @@ std::optional<long long> optional_number(const Reply& reply) {
     return parse_integer(reply.as_string()); // a field changed by hand reads as missing
 }
 
+// The state's field `format` when a newer redsem stored it (see k_state_format); else nullopt.
+std::optional<long long> newer_format(const Reply& field) {
+    const std::optional<long long> format = optional_number(field);
+    return format && *format > k_state_format ? format : std::nullopt;
+}
+
 // The limit in the state's field `limit`: "3", or with the words that keep older redsem out
 // ("3 paused", "3 weighted", "3 paused weighted": see lua/lib/state.lua).
 std::optional<long long> stored_limit(const Reply& reply) {
@@ -161,15 +167,21 @@ SemaphoreView read_view(Connection& connection, std::string_view prefix, std::st
     const Keys keys = Keys::make(prefix, name);
     SemaphoreView view;
     view.name = name;
-    const auto head = connection.pipeline({Command{keys.state,
-                                                   {"HMGET", keys.state, "limit", "paused",
-                                                    "paused_since", "paused_until", "exclusive"}},
-                                           Command{keys.holders, {"ZCARD", keys.holders}},
-                                           Command{keys.queue, {"ZCARD", keys.queue}}});
+    const auto head =
+        connection.pipeline({Command{keys.state,
+                                     {"HMGET", keys.state, "limit", "paused", "paused_since",
+                                      "paused_until", "exclusive", "format"}},
+                             Command{keys.holders, {"ZCARD", keys.holders}},
+                             Command{keys.queue, {"ZCARD", keys.queue}}});
     // The clock its scripts read: its node's, on a Redis Cluster (which the reads above found
     // by their MOVED replies; TIME itself is never redirected).
     view.server_now_ms = server_time_ms(connection, keys.state);
     const Reply& state = checked(head[0]);
+    if (const auto format = newer_format(state.at(5))) {
+        throw ConflictError(fmt::format("semaphore '{}' was stored by a newer redsem (state format "
+                                        "{}; this one reads up to {}): use that redsem for it",
+                                        printable(name), *format, k_state_format));
+    }
     view.limit = stored_limit(state.at(0));
     view.pause = pause_in_force(state.at(1), state.at(2), state.at(3), view.server_now_ms);
     if (!state.at(4).is_nil()) {
@@ -372,7 +384,7 @@ void summarize(Connection& connection, std::string_view prefix,
                                   std::vector<std::string>{"HMGET", keys.state, "limit", "history",
                                                            "acquired_total", "expired_total",
                                                            "lost_total", "paused", "paused_since",
-                                                           "paused_until", "exclusive"});
+                                                           "paused_until", "exclusive", "format"});
             commands.emplace_back(keys.holders, std::vector<std::string>{"ZCARD", keys.holders});
             commands.emplace_back(keys.queue, std::vector<std::string>{"ZCARD", keys.queue});
             commands.emplace_back(keys.info, std::vector<std::string>{"HGETALL", keys.info});
@@ -459,6 +471,13 @@ void summarize(Connection& connection, std::string_view prefix,
                 continue;
             }
             const auto& state = checked(replies[at]);
+            if (const auto format = newer_format(state.at(9))) {
+                summary.unreadable = fmt::format(
+                    "stored by a newer redsem (state format {}; this one reads up to {})", *format,
+                    k_state_format);
+                summaries.push_back(std::move(summary));
+                continue;
+            }
             summary.limit = stored_limit(state.at(0));
             summary.pause = pause_in_force(state.at(5), state.at(6), state.at(7), server_now_ms);
             summary.history = optional_number(state.at(1)).value_or(k_default_history);

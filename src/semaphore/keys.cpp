@@ -78,7 +78,14 @@ std::vector<std::string> Keys::cluster_script_keys() const {
     return {state, holders, info, queue, alive, slots, own_epoch, log};
 }
 
-void check_key_types(const Reply& reply, std::string_view name, std::string_view consequence) {
+void check_readable(const Reply& reply, std::string_view name, std::string_view consequence) {
+    if (const std::optional<long long> format = wire::newer_format(reply)) {
+        // (Not `consequence`: its advice is for a foreign key.)
+        throw ConflictError(fmt::format("semaphore '{}' was stored by a newer redsem (state format "
+                                        "{}; this one reads up to {}); nothing was changed: use "
+                                        "that redsem for it",
+                                        printable(name), *format, k_state_format));
+    }
     const std::optional<wire::WrongType> wrong = wire::wrong_type(reply);
     if (!wrong) {
         return;

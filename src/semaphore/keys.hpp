@@ -50,9 +50,10 @@ struct Keys {
 };
 
 // Every script replies kind "wrongtype" (wire::WrongType) when a key in semaphore `name`'s
-// place holds another kind of value (load_state() in lua/lib/state.lua). Throws that reply as a
-// ConflictError that ends with `consequence`; any other reply passes.
-void check_key_types(const Reply& reply, std::string_view name, std::string_view consequence);
+// place holds another kind of value, and kind "newer" when a newer redsem stored its state in a
+// format this one does not read (load_state() in lua/lib/state.lua). Throws either reply as a
+// ConflictError (a foreign key's ends with `consequence`); any other reply passes.
+void check_readable(const Reply& reply, std::string_view name, std::string_view consequence);
 
 // After a WRONGTYPE error about semaphore `name` (a key of another type appeared after the
 // semaphore was made): throws a ConflictError naming the first of its keys that holds another

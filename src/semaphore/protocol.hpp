@@ -31,6 +31,13 @@ inline constexpr long long k_claim_ms = 3'000;
 // k_claim_ms (lua/acquire.lua).
 inline constexpr long long k_near_head = 8;
 
+// The format of a semaphore's stored state (its keys and records, lua/lib/state.lua), kept in
+// the state hash's field `format` whenever the limit is stored. 0.1.0 wrote none (format 1);
+// this release reads 1 and 2. A release that changes what is stored in a way older ones
+// cannot read raises it, and every call of an older release then refuses that semaphore
+// rather than misread it.
+inline constexpr long long k_state_format = 2;
+
 // While a semaphore is paused its queue holds this member behind every waiter, so that no gc
 // (also one of a release before pauses) takes it for empty. It is nobody's token (those are 32
 // hex digits), and every reader counts it as nobody.

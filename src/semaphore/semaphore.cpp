@@ -40,8 +40,7 @@ Reply checked_reply(const Script& script, Reply reply, const std::string& name) 
     if (reply.is_error()) {
         throw_script_error(script, reply.text);
     }
-    check_key_types(reply, name,
-                    "nothing was changed (delete the key, or choose another --prefix)");
+    check_readable(reply, name, "nothing was changed (delete the key, or choose another --prefix)");
     return reply;
 }
 
@@ -610,7 +609,7 @@ PauseInfo Semaphore::look_at_pause() {
 
 LossDeclared Semaphore::declare_loss() {
     const Reply reply = run(scripts::k_lost_script, {});
-    check_key_types(reply, m_name, "no loss was declared");
+    check_readable(reply, m_name, "no loss was declared");
     return wire::decode_lost(reply);
 }
 

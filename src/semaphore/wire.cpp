@@ -118,6 +118,14 @@ std::optional<WrongType> wrong_type(const Reply& reply) {
                      .wanted = fields.string("wanted")};
 }
 
+std::optional<long long> newer_format(const Reply& reply) {
+    const std::string* kind = kind_of(reply);
+    if (kind == nullptr || *kind != "newer") {
+        return std::nullopt;
+    }
+    return Fields(reply, "a script").integer("format");
+}
+
 std::optional<std::string> demanded_proof(const Reply& reply) {
     const std::string* kind = kind_of(reply);
     if (kind == nullptr || *kind != "prove") {

@@ -53,6 +53,10 @@ struct WrongType {
 };
 std::optional<WrongType> wrong_type(const Reply& reply);
 
+// A newer redsem stored the semaphore's state in a format this one does not read
+// (k_state_format): {kind newer, format}. Nothing was changed.
+std::optional<long long> newer_format(const Reply& reply);
+
 // Where INFO is denied, a script that judges the epoch may ask to be called again proving the
 // epoch marker the epoch key holds (demand_proof() in lua/lib/epoch.lua):
 // {kind prove, marker}; "" when the key holds none.
