@@ -3,6 +3,8 @@
 //  - redsem::parse_record(), which parses the holder/waiter entries stored in a semaphore's
 //    info hash (anyone with access to Redis can edit them): it must never throw or crash;
 //  - redsem::classify_reply_error(): always an exit code and a non-empty message;
+//  - the decoders of the scripts' replies (redsem::wire, semaphore/wire.cpp): any reply
+//    decodes or throws redsem::InternalError, nothing else;
 //  - the hiredis 0.14 reply reader as linked (the system library, not instrumented for
 //    coverage, but its allocations and libc calls are checked by ASan), fed the input in one
 //    piece and byte by byte, as a socket may deliver it: both must give the same replies. Each
@@ -10,6 +12,7 @@
 //    and the typed accessors of redsem::Reply.
 #include "redis/reply.hpp"
 #include "semaphore/record.hpp"
+#include "semaphore/wire.hpp"
 #include "util/errors.hpp"
 
 #include <hiredis/hiredis.h>
@@ -86,7 +89,34 @@ void check_raw(const redisReply& raw) {
 }
 
 // Uses the reply the way the protocol code does, through the typed accessors.
+// Every decoder of redsem::wire on `reply`: a value, or InternalError (an escaping
+// exception of another type crashes the fuzzer).
+void decode_reply(const redsem::Reply& reply) {
+    namespace wire = redsem::wire;
+    const auto attempt = [](auto&& decode) {
+        try {
+            decode();
+        } catch (const redsem::InternalError&) {
+        }
+    };
+    attempt([&] { (void)wire::decode_acquire(reply); });
+    attempt([&] { (void)wire::decode_release(reply); });
+    attempt([&] { (void)wire::decode_renew(reply); });
+    attempt([&] { (void)wire::decode_limit(reply); });
+    attempt([&] { (void)wire::decode_pause(reply); });
+    attempt([&] { (void)wire::decode_admission(reply); });
+    attempt([&] { (void)wire::decode_lost(reply); });
+    attempt([&] { (void)wire::decode_gc(reply); });
+    attempt([&] { (void)wire::wrong_type(reply); });
+    attempt([&] { (void)wire::newer_format(reply); });
+    attempt([&] { (void)wire::demanded_proof(reply); });
+    if (reply.type == redsem::Reply::Type::string) {
+        attempt([&] { (void)wire::decode_hand_over(reply.text); });
+    }
+}
+
 void use_reply(const redsem::Reply& reply) {
+    decode_reply(reply);
     try {
         (void)reply.as_integer();
     } catch (const redsem::InternalError&) {

@@ -739,18 +739,31 @@ TEST_CASE("doctor: a foreign key at the shared epoch key is unsafe and named") {
     CHECK(run_redsem({"acquire", "any", "-w", "0"}, env_for(server)).exit_code == 65);
 }
 
-TEST_CASE("doctor: key patterns that leave out one key of every semaphore are unsafe") {
-    RedisServer server(with_args({}, true));
+namespace {
+
+// A user `name` (password "pw") with every command, every channel, the shared epoch key, and
+// a semaphore's keys by the patterns "redsem:{*}:" + each of `parts`; the environment that
+// runs redsem as that user.
+EnvChanges user_with_key_parts(const RedisServer& server, const std::string& name,
+                               const std::vector<std::string>& parts) {
     Connection admin = server.admin();
-    std::vector<std::string> rules{"ACL", "SETUSER",       "parts", "on",
-                                   ">pw", "~redsem:epoch", "&*",    "+@all"};
-    for (const char* part : {"state", "holders", "queue", "alive", "slots", "log", "wake:*"}) {
-        rules.push_back(std::string("~redsem:{*}:") + part); // every part but :info
+    std::vector<std::string> rules{"ACL", "SETUSER",       name, "on",
+                                   ">pw", "~redsem:epoch", "&*", "+@all"};
+    for (const std::string& part : parts) {
+        rules.push_back("~redsem:{*}:" + part);
     }
     admin.call(rules);
-    const EnvChanges env{{"REDSEM_URL", "redis://parts@127.0.0.1:" + std::to_string(server.port())},
-                         {"REDSEM_PASSWORD", "pw"}};
-    const Diagnosis diagnosis = doctor(env);
+    return {{"REDSEM_URL", "redis://" + name + "@127.0.0.1:" + std::to_string(server.port())},
+            {"REDSEM_PASSWORD", "pw"}};
+}
+
+} // namespace
+
+TEST_CASE("doctor: key patterns that leave out one key of every semaphore are unsafe") {
+    RedisServer server(with_args({}, true));
+    const EnvChanges env = user_with_key_parts(
+        server, "parts", {"state", "holders", "queue", "alive", "slots", "log", "wake:*"});
+    const Diagnosis diagnosis = doctor(env); // every part but :info
     INFO(diagnosis.report.dump(2));
     CHECK(diagnosis.exit_code == k_unsafe);
     const json first = diagnosis.of("permissions").at(0);
@@ -763,17 +776,10 @@ TEST_CASE("doctor: key patterns that leave out a waiter's or a drainer's list ar
     // Every key but the lists a waiter for several slots and a draining client block on: a
     // lowered limit or a `drain` would then fail on a NOPERM at run time.
     RedisServer server(with_args({}, true));
-    Connection admin = server.admin();
-    std::vector<std::string> rules{"ACL", "SETUSER",       "lists", "on",
-                                   ">pw", "~redsem:epoch", "&*",    "+@all"};
-    for (const std::string& part : std::vector<std::string>{
-             "state", "holders", "info", "queue", "alive", "slots", "log",
-             "wake:" + std::string(32, '?'), "wake:*:nudge", "wake:*:left", "wake:*:released"}) {
-        rules.push_back("~redsem:{*}:" + part);
-    }
-    admin.call(rules);
-    const EnvChanges env{{"REDSEM_URL", "redis://lists@127.0.0.1:" + std::to_string(server.port())},
-                         {"REDSEM_PASSWORD", "pw"}};
+    const EnvChanges env = user_with_key_parts(server, "lists",
+                                               {"state", "holders", "info", "queue", "alive",
+                                                "slots", "log", "wake:" + std::string(32, '?'),
+                                                "wake:*:nudge", "wake:*:left", "wake:*:released"});
     const Diagnosis diagnosis = doctor(env);
     INFO(diagnosis.report.dump(2));
     CHECK(diagnosis.exit_code == k_unsafe);
