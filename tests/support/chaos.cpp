@@ -397,6 +397,7 @@ struct Client {
     bool long_hold = false;
     pid_t pid = -1; // redsem run, or the shell; leader of its own process group
     long long spawned_ns = 0;
+    long long deadline_ms = 0; // a bare acquire's: the lease's end acquire printed; 0: none
     bool done = false;
     long long reaped_ns = 0;
     int exit_code = -1;   // 128+N when killed by signal N
@@ -1113,6 +1114,21 @@ void Harness::reaped(Client& client) {
     }
 }
 
+namespace {
+
+// "deadline_ms" of what `redsem acquire --json` printed (both releases print it); 0 when
+// there is none (it printed nothing, or was killed first).
+long long printed_deadline_ms(const std::string& json) {
+    const std::string field = "\"deadline_ms\":";
+    const auto at = json.find(field);
+    if (at == std::string::npos) {
+        return 0;
+    }
+    return std::strtoll(json.c_str() + at + field.size(), nullptr, 10);
+}
+
+} // namespace
+
 void Harness::reap() {
     for (auto it = m_active.begin(); it != m_active.end();) {
         Client& client = m_clients[static_cast<std::size_t>(*it)];
@@ -1132,7 +1148,11 @@ void Harness::reap() {
         client.err_last = last_line(slurp(err));
         std::error_code ignored;
         std::filesystem::remove(err, ignored);
-        std::filesystem::remove(m_dir + "/grant/" + std::to_string(client.id), ignored);
+        const std::string grant = m_dir + "/grant/" + std::to_string(client.id);
+        if (!client.run_form) {
+            client.deadline_ms = printed_deadline_ms(slurp(grant));
+        }
+        std::filesystem::remove(grant, ignored);
         reaped(client);
         it = m_active.erase(it);
     }
@@ -2456,11 +2476,16 @@ void Harness::collect(std::vector<Observed>& observed) {
         }
         long long overlap_end =
             client.fencing_from_ns != 0 ? std::min(end, client.fencing_from_ns) : end;
-        // A bare acquire's lease is never renewed: it ends at the latest a ttl after the
-        // script logged its entry. What the script does past that (starved of the CPU for
-        // longer than the lease on a loaded machine), only fencing can make safe, as after a
-        // SIGSTOP. Counted apart, and named.
-        const long long lease_end = client.s_ns + m_config.ttl.count() * 1'000'000;
+        // A bare acquire's lease is never renewed after acquire returned: it ends at the
+        // deadline acquire printed (its grant file, read at reaping: the lease it was given,
+        // renewed first if it had aged), else at the latest a ttl after the script logged its
+        // entry. What the script does past that (starved of the CPU for longer than the lease
+        // on a loaded machine, before or after it logged its entry), only fencing can make
+        // safe, as after a SIGSTOP. Counted apart, and named.
+        long long lease_end = client.s_ns + m_config.ttl.count() * 1'000'000;
+        if (client.deadline_ms > 0) {
+            lease_end = std::min(lease_end, client.deadline_ms * 1'000'000);
+        }
         if (!client.run_form && overlap_end > lease_end) {
             overlap_end = lease_end;
             m_result.outstayed_leases += 1;
