@@ -677,6 +677,7 @@ private:
     void evict();
     std::vector<std::string> evictable_in_use(Connection& admin) const;
     void flip_eviction();
+    void unbar_older_once_recorded(long long bar, long long began_ms, long long evicted_total);
     void pause_semaphore();
     void older_gc();
     void older_limit();
@@ -1749,6 +1750,16 @@ void Harness::flip_eviction() {
     // when every such holder has stopped. Those already started have a moment to enter or
     // end; if some still wait, the operator declares the loss for them too, as NEWS tells.
     m_shared.older_barred_until_ns = LLONG_MAX;
+    // A round that fails half-way bars them for the loss grace from then.
+    struct BarLapses {
+        std::atomic<long long>& barred_until_ns;
+        Milliseconds grace;
+        ~BarLapses() {
+            long long forever = LLONG_MAX;
+            barred_until_ns.compare_exchange_strong(
+                forever, real_now_ns() + std::chrono::nanoseconds(grace).count());
+        }
+    } lapses{m_shared.older_barred_until_ns, m_config.loss_grace};
     const auto older_deadline = Steady::now() + m_config.flip_older_wait;
     while (m_shared.older_unentered > 0 && Steady::now() < older_deadline) {
         std::this_thread::sleep_for(20ms);
@@ -1782,6 +1793,7 @@ void Harness::flip_eviction() {
     Window window;
     window.fault = Fault::eviction_flip;
     window.begin_ns = real_now_ns();
+    const long long flip_began_ms = server_time_ms(admin);
     MemoryRestored restored(admin, cache);
     admin.call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
     admin.call({"CONFIG", "SET", "maxmemory", std::to_string(used + 1024 * 1024)});
@@ -1807,20 +1819,10 @@ void Harness::flip_eviction() {
     window.end_ns = real_now_ns();
     if (!for_older) {
         // Older clients may start again once a call of this release has recorded the loss
-        // after the flip (they read lost_at), or else the loss grace after it.
-        const long long flipped_back = server_time_ms(admin);
-        const auto give_up_waiting = Steady::now() + m_config.loss_grace;
-        const auto recorded = [&] {
-            const Reply lost_at = admin.call({"HGET", "redsem:epoch", "lost_at"});
-            return !lost_at.is_nil() && std::stoll(lost_at.as_string()) >= flipped_back;
-        };
-        while (!recorded() && Steady::now() < give_up_waiting) {
-            std::this_thread::sleep_for(10ms);
-        }
-        if (!recorded()) {
-            m_shared.older_barred_until_ns =
-                window.end_ns + std::chrono::nanoseconds(m_config.loss_grace).count();
-        }
+        // after the last key went (they read lost_at), or else the loss grace after the flip.
+        const long long bar = window.end_ns + std::chrono::nanoseconds(m_config.loss_grace).count();
+        m_shared.older_barred_until_ns = bar;
+        unbar_older_once_recorded(bar, flip_began_ms, info_number(admin, "stats", "evicted_keys"));
     }
     evicted = info_number(admin, "stats", "evicted_keys") - before;
     std::vector<std::string> gone;
@@ -1843,9 +1845,44 @@ void Harness::flip_eviction() {
         m_shared.messages.push_back(message.str());
     }
     declare_loss(for_older);
-    if (for_older || m_shared.older_barred_until_ns == LLONG_MAX) {
+    if (for_older) {
         m_shared.older_barred_until_ns = 0;
     }
+}
+
+// Lifts the bar on older clients that flip_eviction() set (`bar`, unless another flip has set
+// its own since) once the epoch key shows a call of this release that saw the flip's last
+// eviction: its lost_at is from the flip (begun at server time `began_ms`) or later, and the
+// evictions it counted are all there were (`evicted_total`). Looks again every 50 ms, on
+// this thread (a follow-up), until the bar lapses or the chaos ends.
+void Harness::unbar_older_once_recorded(long long bar, long long began_ms,
+                                        long long evicted_total) {
+    if (m_shared.older_barred_until_ns != bar || real_now_ns() >= bar ||
+        Steady::now() >= m_chaos_end) {
+        return;
+    }
+    try {
+        Connection admin = m_server->admin();
+        const Reply epoch = admin.call({"HMGET", "redsem:epoch", "lost_at", "evicted"});
+        const auto& fields = epoch.as_array();
+        if (!fields[0].is_nil() && !fields[1].is_nil() &&
+            std::stoll(fields[0].as_string()) >= began_ms &&
+            std::stoll(fields[1].as_string()) == evicted_total) {
+            m_shared.older_barred_until_ns = 0;
+            std::lock_guard lock(m_shared.mutex);
+            std::ostringstream message;
+            message << std::fixed << std::setprecision(3)
+                    << "older clients start again t=" << rel(real_now_ns())
+                    << "s: the loss is on record";
+            m_shared.messages.push_back(message.str());
+            return;
+        }
+    } catch (const std::exception&) {
+        // (Redis restarting, or the connection killed): the bar stands, and the next look says
+    }
+    m_followups.emplace_back(Steady::now() + 50ms, [this, bar, began_ms, evicted_total] {
+        unbar_older_once_recorded(bar, began_ms, evicted_total);
+    });
 }
 
 void Harness::pause_semaphore() {
