@@ -26,11 +26,11 @@ TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUS
     // starvation does not dominate (a starved client is, correctly, fenced). Safety is checked
     // the same way.
     config.clients = 24;
-    config.duration = 40s;
+    config.duration = 50s;
     config.ttl = 4s;
     config.loss_grace = 10s;
     config.long_hold_min = 4s;
-    config.long_hold_max = 10s;
+    config.long_hold_max = 8s;
     config.pause_min = 6s;
     config.pause_max = 10s;
     config.client_pause = 6s;
@@ -45,6 +45,7 @@ TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUS
     config.eviction_every = 15s; // each closes admission for the loss grace
     config.eviction_flip_every = 20s;
     config.survivor_grace = 150s;
+    config.older_share = 0.25; // (barred around flips, refused while paused or weighted)
     const int min_cycles = 20;
     const int min_skewed = 5;
     const int min_kills = 10;

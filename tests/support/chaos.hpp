@@ -209,7 +209,8 @@ inline constexpr std::array<FaultEntry, 16> k_faults{{
      "closed for the loss grace after; a semaphore whose state hash went refuses (65) until "
      "its holders leave; a holder whose lease went: run stops its command (76), release finds "
      "no lease (1). Older clients see no policy (NEWS): none starts from the flip's start until "
-     "a call of this release has recorded the loss after it (or the loss grace after it); a "
+     "a call of this release has recorded the loss, counting every key it evicted (or the "
+     "loss grace after it); a "
      "flip waits up to flip_older_wait for those waiting to enter or end, and if some still "
      "wait, runs `redsem lost` for them too, as NEWS tells",
      "69 (EVICTING, or \"out of memory\" before database 15 is flushed) during it; 65 (\"state "
