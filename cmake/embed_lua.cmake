@@ -1,11 +1,17 @@
 # Generates a C++ header that embeds the Lua scripts (run as `cmake -P`).
+cmake_minimum_required(VERSION 3.22) # the project's policies (IN_LIST among them)
 # Inputs: PROTOCOL (src/semaphore/protocol.hpp: the facts C++ and Lua share, turned into Lua
-# constants ahead of everything else), LIB (|-separated list of the shared Lua modules,
-# lua/lib/*.lua, concatenated in the order given ahead of every script; lua/lib/call.lua says
-# why that order), SCRIPTS
+# constants ahead of everything else), LIB_DIR (lua/lib, the shared modules), SCRIPTS
 # (|-separated list), OUT (header path), and SUFFIX (optional: a line appended to every
 # script and to the library, which makes each another text; the tests build a "newer redsem"
-# with it).
+# with it), and LUA_OUT (optional: a directory where each script and the library are also
+# written as plain Lua, for tests/lua/check_globals.sh).
+#
+# Modules: a script or module names each module it needs on a line of its own,
+# `--- @include "NAME"` (LIB_DIR/NAME.lua). Ahead of a script go the modules it needs, directly
+# or through others, each after those it needs (depth first, in the order named), and
+# main.lua, whose run() the code below calls; a cycle is an error. The library holds the
+# modules of all scripts, in the same way.
 #
 # Each script is embedded twice:
 # - as a script for EVAL: `inline constexpr Script k_<name>_script` with its body and SHA1, so
@@ -25,7 +31,7 @@ string(REGEX REPLACE "//[^\n]*" "" protocol_text "${protocol_text}")
 string(REGEX REPLACE "[ \n]+" " " protocol_text "${protocol_text}")
 # (Without the semicolon, which would split a CMake list.)
 string(REGEX MATCHALL "inline constexpr [^;]*" declarations "${protocol_text}")
-set(lib_body "-- protocol: generated from src/semaphore/protocol.hpp, which says why each is so.\n")
+set(protocol_body "-- protocol: generated from src/semaphore/protocol.hpp, which says why each is so.\n")
 foreach(declaration IN LISTS declarations)
     if(NOT declaration MATCHES "^inline constexpr (long long|std::string_view) k_([a-z0-9_]+)(\\[\\])? = (.*)$")
         message(FATAL_ERROR "protocol.hpp: cannot turn into Lua: ${declaration}")
@@ -40,19 +46,65 @@ foreach(declaration IN LISTS declarations)
     if(NOT value MATCHES "^([0-9]+|\"[^\"\\]*\"|{ *\"[^\"\\]*\"( *, *\"[^\"\\]*\")* *})$")
         message(FATAL_ERROR "protocol.hpp: ${cpp_name}: not an integer, a string literal or an array of them: ${value}")
     endif()
-    string(APPEND lib_body "local ${lua_name} = ${value}\n")
+    string(APPEND protocol_body "local ${lua_name} = ${value}\n")
 endforeach()
 list(LENGTH declarations declared)
 if(declared EQUAL 0)
     message(FATAL_ERROR "protocol.hpp: no declarations found in ${PROTOCOL}")
 endif()
 
-string(REPLACE "|" ";" LIB "${LIB}")
-foreach(module IN LISTS LIB)
-    file(READ "${module}" module_body)
-    string(APPEND lib_body "${module_body}\n")
-endforeach()
+# Appends to the global property lua_modules the modules `file` needs that it does not hold
+# yet, each after those it needs. `chain`: the files that led here, to tell a cycle.
+function(lua_require file chain)
+    file(STRINGS "${file}" includes REGEX "^--- @include ")
+    foreach(line IN LISTS includes)
+        if(NOT line MATCHES "^--- @include \"([a-z_]+)\"$")
+            message(FATAL_ERROR "${file}: not an include: ${line}")
+        endif()
+        set(module "${LIB_DIR}/${CMAKE_MATCH_1}.lua")
+        if(NOT EXISTS "${module}")
+            message(FATAL_ERROR "${file}: includes ${CMAKE_MATCH_1}, and there is no ${module}")
+        endif()
+        get_property(held GLOBAL PROPERTY lua_modules)
+        if(module IN_LIST held)
+            continue()
+        endif()
+        if(module IN_LIST chain)
+            set(steps "")
+            foreach(step IN LISTS chain ITEMS "${file}" "${module}")
+                if(step)
+                    get_filename_component(step "${step}" NAME)
+                    list(APPEND steps "${step}")
+                endif()
+            endforeach()
+            string(REPLACE ";" " -> " path "${steps}")
+            message(FATAL_ERROR "an @include cycle: ${path}")
+        endif()
+        lua_require("${module}" "${chain};${file}")
+        set_property(GLOBAL APPEND PROPERTY lua_modules "${module}")
+    endforeach()
+endfunction()
+
+# The code of the modules `files` need (main.lua last but for what it needs), after the
+# protocol's constants.
+function(lua_modules_for files out)
+    set_property(GLOBAL PROPERTY lua_modules "")
+    foreach(file IN LISTS files ITEMS "${LIB_DIR}/main.lua")
+        lua_require("${file}" "")
+    endforeach()
+    set_property(GLOBAL APPEND PROPERTY lua_modules "${LIB_DIR}/main.lua")
+    get_property(modules GLOBAL PROPERTY lua_modules)
+    list(REMOVE_DUPLICATES modules)
+    set(code "${protocol_body}")
+    foreach(module IN LISTS modules)
+        file(READ "${module}" module_body)
+        string(APPEND code "${module_body}\n")
+    endforeach()
+    set(${out} "${code}" PARENT_SCOPE)
+endfunction()
+
 string(REPLACE "|" ";" SCRIPTS "${SCRIPTS}")
+lua_modules_for("${SCRIPTS}" lib_body)
 
 # The flags of each function (see FUNCTION LOAD): none (a function that writes, refused while
 # Redis is out of memory), or allow-oom for those that free memory (release, gc) or write
@@ -99,13 +151,20 @@ string(APPEND header "\ninline constexpr FunctionLibrary k_library{\"${library_n
 foreach(script IN LISTS SCRIPTS)
     get_filename_component(name "${script}" NAME_WE)
     file(READ "${script}" body)
-    set(full "${lib_body}local function script_body(call, KEYS, ARGV)\n${body}\nend\nreturn run(KEYS, ARGV, script_body)\n${SUFFIX}")
+    lua_modules_for("${script}" modules_body)
+    set(full "${modules_body}local function script_body(call, KEYS, ARGV)\n${body}\nend\nreturn run(KEYS, ARGV, script_body)\n${SUFFIX}")
     check_delimiter("${full}" "${script}")
     string(SHA1 sha "${full}")
+    if(DEFINED LUA_OUT)
+        file(WRITE "${LUA_OUT}/${name}.lua" "${full}")
+    endif()
     string(APPEND header "\ninline constexpr Script k_${name}_script{\"${name}\", \"${sha}\", R\"lua(${full})lua\",\n"
                          "                                      \"${library_name}_${name}\", &k_library};\n")
 endforeach()
 string(APPEND header "\n} // namespace redsem::scripts\n")
+if(DEFINED LUA_OUT)
+    file(WRITE "${LUA_OUT}/library.lua" "${library}")
+endif()
 # Only rewrite when changed, so an unchanged script does not trigger a rebuild.
 if(EXISTS "${OUT}")
     file(READ "${OUT}" old)

@@ -46,6 +46,17 @@
 --                                                         nothing changed
 -- Calling again with the same token is safe: a holder gets its lease back (and so collects a
 -- hand-over), a waiter keeps its place in the queue.
+--- @include "call"
+--- @include "cluster"
+--- @include "state"
+--- @include "slots"
+--- @include "records"
+--- @include "lifetime"
+--- @include "history"
+--- @include "epoch"
+--- @include "queue"
+--- @include "expiry"
+--- @include "pause"
 --
 -- Waiters far back refresh their place less often: one at position P beyond the NEAR_HEAD
 -- waiters behind the limit waits P - (limit + NEAR_HEAD) + 1 seconds longer than the caller's

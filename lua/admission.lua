@@ -9,6 +9,8 @@
 -- this epoch marker (see epoch.lua). A client that finds the server lacks the marker's
 -- script knows a loss is not noticed yet, and does not declare a fresh marker: that would
 -- write one.
+--- @include "state"
+--- @include "epoch"
 
 local now = server_now(call)
 local admission = admission_now(call, now)

@@ -20,6 +20,15 @@
 --   dead_for_ms, with kind 'holder', 'waiter', 'handover' or 'orphan', record the raw info
 --   entry ('' if none), and dead_for_ms how long ago the lease or liveness ran out (0 for
 --   orphans).
+--- @include "call"
+--- @include "cluster"
+--- @include "state"
+--- @include "records"
+--- @include "lifetime"
+--- @include "history"
+--- @include "queue"
+--- @include "expiry"
+--- @include "pause"
 
 local state, bad = load_state(call)
 if not state then

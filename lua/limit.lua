@@ -10,12 +10,21 @@
 -- known: stored by an older redsem, or none stored). Kind prove without INFO, for a
 -- new limit: call again proving this epoch marker (see epoch.lua); nothing changed.
 -- What an operator sets here stays (the state's field kept: see expiring_keys() in
--- state.lua): gc leaves the state hash, and it has no expiry, so an idle semaphore keeps its
+-- lifetime.lua): gc leaves the state hash, and it has no expiry, so an idle semaphore keeps its
 -- limit and history length until 'unset' gives them up: the limit becomes a caller's (an idle
 -- semaphore is then deleted, as gc would), the history length the default.
 -- A higher limit hands the new slots to the queue at once, in FIFO order. A lower one takes
 -- no slot away: holders keep theirs, and nobody is admitted until fewer than the limit hold
 -- (see fill_free_slots()). New holders always get a slot below the limit.
+--- @include "call"
+--- @include "cluster"
+--- @include "state"
+--- @include "lifetime"
+--- @include "history"
+--- @include "epoch"
+--- @include "queue"
+--- @include "expiry"
+--- @include "pause"
 
 local function limit_reply(limit, stored, held, queued, history, set_by)
     return {'limit', limit, 'stored', stored, 'held', held, 'queued', queued, 'history', history,

@@ -5,6 +5,8 @@
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
 -- Reply: lost_at_ms, opens_at_ms: the loss declared, and when admission opens again for a
 -- client with the loss grace every client has.
+--- @include "state"
+--- @include "epoch"
 
 local state, bad = load_state(call)
 if not state then

@@ -12,6 +12,10 @@
 -- limit is not one this redsem reads; nothing changed.
 -- A pause of a new semaphore stores it, with the default limit 1 as a caller's (the first
 -- acquire's -n applies). Resuming a semaphore that is not paused changes nothing.
+--- @include "state"
+--- @include "epoch"
+--- @include "expiry"
+--- @include "pause"
 
 local state, bad = load_state(call)
 if not state then

@@ -12,6 +12,14 @@
 -- keeper watches. A waiting token released by somebody else leaves a note in
 -- "<wake prefix><token>:left", which the waiter watches with its wake list (and acquire.lua
 -- reads when it refreshes its place): its acquire ends instead of queueing again.
+--- @include "call"
+--- @include "state"
+--- @include "records"
+--- @include "history"
+--- @include "epoch"
+--- @include "queue"
+--- @include "expiry"
+--- @include "pause"
 
 local RELEASED = {'kind', 'released'}
 local LEFT_QUEUE = {'kind', 'left_queue'}

@@ -12,6 +12,11 @@
 -- lease's own ttl); lost: the token holds nothing (its lease had run out, it was released, or
 -- it never existed), so the caller has lost its slot; queued: the token waits for a slot
 -- (nothing is lost, nothing changes).
+--- @include "state"
+--- @include "records"
+--- @include "lifetime"
+--- @include "history"
+--- @include "expiry"
 
 local state, bad = load_state(call)
 if not state then

@@ -1,11 +1,10 @@
 -- lib/call.lua: the context of one script call, which every function of lua/lib/ that needs
 -- it takes as its first argument (`call`), and the KEYS and ARGV every script shares.
 -- Provides: new_call(keys, argv), int_str(n), SEMAPHORE_KEYS.
--- Needs: nothing (the first module).
 --
--- The build concatenates lua/lib/*.lua ahead of each script, in the order of REDSEM_LUA_LIB in
--- CMakeLists.txt: call, cluster, state, history, epoch, queue, expiry, pause, main. Each module needs
--- only modules before it. The modules hold functions and constants only: whatever a call reads
+-- Each module and script names the modules of lua/lib/ it needs (`--- @include "NAME"`); the
+-- build puts them ahead of it, each after those it needs, and refuses a cycle
+-- (cmake/embed_lua.cmake). The modules hold functions and constants only: whatever a call reads
 -- or learns as it runs (its keys and flags, the server clock, the epoch, the events to log)
 -- lives in the table new_call() makes, and passes as an argument. So no flag one script sets
 -- can change what a shared function does in another, and the modules are also one Redis

@@ -3,7 +3,7 @@
 -- and telling keys that came by a slot migration from a failover.
 -- Provides: del_keys(call, ...), exist_count(call, ...), came_by_migration(recorded, myself),
 --   refuse_while_migrating(call).
--- Needs: call.lua (call.asked, call.not_a_cluster, call.wake_prefix, call.k_state).
+-- Reads the call's asked, not_a_cluster, wake_prefix and k_state (lib/call.lua).
 --
 -- Cluster slot migrations: a key built here is not checked by Redis before the script runs.
 -- While its slot is migrating away, such a key that is not on this node any more (or not yet

@@ -7,10 +7,12 @@
 --   server_identity(denied_ok, now), identify(call),
 --   marker_ran(call), judge_by_marker(call, now), judge_epoch(call, now, me),
 --   read_epoch(call, now), evicting_policy(call), eviction_since(call, stored).
--- Needs: call.lua (call.k_epoch, call.own_epoch; keeps call.epoch), cluster.lua
---   (came_by_migration()), state.lua (KEEP_STEP_MS, NOTHING_DUE, server_now(), pause_active(),
---   state.closed_logged), history.lua
---   (log_event()).
+-- Reads the call's k_epoch and own_epoch, keeps call.epoch, and the state's closed_logged.
+--- @include "call"
+--- @include "cluster"
+--- @include "state"
+--- @include "lifetime"
+--- @include "history"
 --
 -- Lost data: Redis may come back from a restart without the latest writes (no persistence, an
 -- older RDB snapshot, appendfsync everysec), or be another server (a promoted replica), or
@@ -143,7 +145,7 @@ end
 
 -- Eviction: under a maxmemory-policy that may evict any key (allkeys-*, with a maxmemory) Redis
 -- may drop a semaphore's keys while its holders run; under volatile-* it evicts only keys
--- with an expiry, and a semaphore in use has none (settle_expiry() in state.lua). A policy
+-- with an expiry, and a semaphore in use has none (settle_expiry() in lifetime.lua). A policy
 -- set to allkeys-* for a moment and set back leaves nothing in the keys to show it: so a
 -- sighting of such a policy, and any eviction that a sparing policy cannot explain, count as
 -- a possible loss of data (cause 'evicted'), and admission closes for the loss grace as
@@ -399,7 +401,7 @@ end
 -- For an acquire, before it writes anything: nil, or the error that refuses it on a Redis
 -- that may evict any key (INFO shows a maxmemory and an allkeys-* policy): an evicted
 -- semaphore would let a second holder in. (Without INFO this cannot be seen: README, "Least
--- privilege".) Under volatile-* the keys in use have no expiry (state.lua), so none of them
+-- privilege".) Under volatile-* the keys in use have no expiry (lifetime.lua), so none of them
 -- is evicted; under noeviction a full Redis refuses writes (OOM).
 local function refuse_if_evicting(call)
     local policy = evicting_policy(call)

@@ -3,8 +3,12 @@
 -- Provides: settle_lapsed(call, state, lapsed, now, act, visit), log_lapsed(call, state, now),
 --   expire_holder(call, state, token, deadline, now), earliest_deadline(call),
 --   prune(call, state, now).
--- Needs: call.lua, state.lua (parse_info(), expire_new(), NOTHING_DUE), history.lua
---   (log_entry()), queue.lua (remove_waiter(), remove_holder()).
+--- @include "call"
+--- @include "state"
+--- @include "records"
+--- @include "lifetime"
+--- @include "history"
+--- @include "queue"
 
 -- prune() looks at most at this many entries of each set per call.
 local PRUNE_BATCH = 100

@@ -1,7 +1,8 @@
 -- lib/history.lua: the semaphore's history (KEYS[8], a stream) and the event counters.
 -- Provides: log_event(call, state, now, event, value), log_entry(...), log_grant(...),
 --   log_limit(...), write_history(call, reply).
--- Needs: call.lua (call.events, call.log_now, call.state), state.lua (KEEP_STEP_MS).
+--- @include "call"
+--- @include "lifetime"
 --
 -- The events of one script call are one stream entry (ID: the server time, in ms), written
 -- at its end by write_history() (from finish()); each event is one field of it, the event's
@@ -16,7 +17,7 @@
 -- signal or at the end of --wait; DURATION: how long it waited), dropped (a waiter stopped
 -- refreshing its place), gc (removed by redsem gc), limit, and closed ("CAUSE LOST_AT_MS
 -- OPENS_AT_MS": admission closed after a possible loss of data; see epoch.lua).
--- The stream keeps the latest `history` entries (state field; DEFAULT_HISTORY in state.lua),
+-- The stream keeps the latest `history` entries (state field; DEFAULT_HISTORY in protocol.hpp),
 -- and is created only for a semaphore that has a state, with the same expiry as its other
 -- keys (see touch()). A key of another type in its place stops a new semaphore (load_state(),
 -- as for its other keys); appearing later, it only stops the history: writing history never

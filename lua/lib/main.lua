@@ -3,8 +3,10 @@
 -- runs the script's body, and ends with finish().
 -- Provides: finish(call, reply), run(keys, argv, body); within:
 --   refuse_without_permission(call).
--- Needs: call.lua (new_call()), cluster.lua (refuse_while_migrating()), state.lua
---   (settle_expiry()), history.lua (write_history()).
+--- @include "call"
+--- @include "cluster"
+--- @include "lifetime"
+--- @include "history"
 --
 -- The build (cmake/embed_lua.cmake) ends each script sent by EVAL with
 --     local function script_body(call, KEYS, ARGV) <the script> end
@@ -46,7 +48,7 @@ local function refuse_without_permission(call)
 end
 
 -- Every script call ends here, whichever return its body takes: writes the events the call
--- logged, settles the keys' expiry (state.lua), and returns its reply.
+-- logged, settles the keys' expiry (lifetime.lua), and returns its reply.
 local function finish(call, reply)
     reply = write_history(call, reply)
     if call.state then

@@ -1,8 +1,11 @@
 -- lib/pause.lua: a pause of admission (`redsem pause`, `redsem drain`) and its end.
 -- Provides: start_pause(call, state, now, json, until_ms), end_pause(call, state, now, json),
 --   settle_pause(call, state, now).
--- Needs: call.lua, state.lua (store_limit(), keep_state(), stop_keeping_state(),
---   pause_active()), history.lua (log_event()), queue.lua (fill_free_slots(), tell_drainer()).
+--- @include "call"
+--- @include "state"
+--- @include "lifetime"
+--- @include "history"
+--- @include "queue"
 --
 -- While a semaphore is paused nobody new is admitted (admission() in epoch.lua says so to
 -- every grant and hand-over); holders keep their slots and renew, waiters keep their places.

@@ -5,8 +5,14 @@
 --   hand_over(call, state, slot, now, bit_set, room), fill_free_slots(call, state, held, now),
 --   remove_holder(call, state, token, info, now, in_holders), and the constant NUDGE_KEEP_MS.
 -- Uses the protocol's CLAIM_MS, NEAR_HEAD, and the wake lists' names (src/semaphore/protocol.hpp).
--- Needs: call.lua, cluster.lua (del_keys()), state.lua (the state and records),
---   history.lua (log_grant()), epoch.lua (admission()).
+--- @include "call"
+--- @include "cluster"
+--- @include "state"
+--- @include "slots"
+--- @include "records"
+--- @include "lifetime"
+--- @include "history"
+--- @include "epoch"
 
 -- A nudge list nobody popped (its waiter died) expires after this.
 local NUDGE_KEEP_MS = 60000

@@ -9,7 +9,7 @@
 
 namespace redsem {
 
-// One entry of a semaphore's info hash, as the scripts write it (lua/lib/state.lua):
+// One entry of a semaphore's info hash, as the scripts write it (lua/lib/records.lua):
 // "h SLOTS FENCE ACQUIRED_MS TTL_MS JSON" for a holder (SLOTS: "3", or "0,3,4" for a holder of
 // several), "w WANTS GRACE SINCE_MS TTL_MS JSON" for a waiter (WANTS: '-' one slot, a count, or
 // 'x' for all of them).

@@ -757,7 +757,8 @@ TEST_CASE("lowering the limit while a dead holder awaits pruning admits nobody p
     const long long now_ms = std::stoll(time.at(0).as_string()) * 1000;
     admin.call({"ZADD", "redsem:{shrink}:holders", "XX", std::to_string(now_ms - 1000),
                 dying["token"].get<std::string>()});
-    // A deadline moved by hand: the scripts' lower bound on deadlines goes too (lua/lib/state.lua).
+    // A deadline moved by hand: the scripts' lower bound on deadlines goes too
+    // (lua/lib/lifetime.lua).
     admin.call({"HDEL", "redsem:{shrink}:state", "due"});
     REQUIRE(status_json(server, {"shrink"})["expired_holders"] == 1);
     REQUIRE(run_redsem({"limit", "shrink", "1"}, env).exit_code == 0);

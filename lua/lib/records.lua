@@ -1,0 +1,50 @@
+-- lib/records.lua: the info entries (KEYS[3]) of holders and waiters, whose format
+-- lib/call.lua describes.
+-- Provides: parse_info(raw), holder_info(slots, fence, now, ttl, json),
+--   weight_of(info, limit), and the constant KEEPER_MARK.
+--- @include "call"
+--- @include "slots"
+
+-- In a holder's metadata JSON: a keeper process holds the slot (acquire --while-pid). The
+-- client writes the JSON compactly; inside a string a quote would be escaped, so only the
+-- field itself matches.
+local KEEPER_MARK = '"keeper":true'
+
+-- An info entry (KEYS[3]) as a table {kind, slot, slots, fence, since, ttl, json}, and for a
+-- waiter `grace`, the loss grace it asked for (nil: the default), and `weight`: how many slots
+-- it asks for ('-': 1, 'x': all of them, --exclusive: exclusive is true and weight nil); nil
+-- when missing or malformed. slot: a holder's lowest slot, slots: all of them (nil when the
+-- record was edited by hand into something else).
+local function parse_info(raw)
+    if not raw then
+        return nil
+    end
+    local kind, field, fence, since, ttl, json = string.match(raw, '^(%a) (%S+) (%S+) (%S+) (%S+) (.*)$')
+    if not kind then
+        return nil
+    end
+    local info = {kind = kind, fence = fence, since = tonumber(since), ttl = tonumber(ttl), json = json}
+    if kind == 'w' then
+        info.grace = tonumber(fence)
+        info.exclusive = field == 'x'
+        info.weight = field == '-' and 1 or tonumber(field)
+    else
+        info.slots = parse_slots(field)
+        info.slot = info.slots and info.slots[1]
+    end
+    return info
+end
+
+-- How many slots the waiter `info` asks for under `limit` (all of them for --exclusive).
+local function weight_of(info, limit)
+    if info.exclusive then
+        return limit
+    end
+    return info.weight or 1
+end
+
+-- A holder's info entry; `slots` is a list (ascending).
+local function holder_info(slots, fence, now, ttl, json)
+    return 'h ' .. table.concat(slots, ',') .. ' ' .. int_str(fence) .. ' ' .. int_str(now) .. ' ' ..
+           ttl .. ' ' .. json
+end
