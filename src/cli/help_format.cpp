@@ -6,6 +6,7 @@
 #include <sstream>
 #include <sys/ioctl.h>
 #include <unistd.h>
+#include <vector>
 
 namespace redsem::cli {
 
@@ -19,6 +20,22 @@ std::size_t help_width() {
         return std::clamp<std::size_t>(size.ws_col, 60, 160);
     }
     return 80;
+}
+
+// `word` in pieces of at most `width` columns, each cut before a '[' (a URL's form, such as
+// "host[:port][,host[:port]...]"), where it has one to cut at; one piece when it fits.
+std::vector<std::string> pieces_of(std::string word, std::size_t width) {
+    std::vector<std::string> pieces;
+    while (display_width(word) > width) {
+        const std::size_t cut = word.rfind('[', width);
+        if (cut == std::string::npos || cut == 0) {
+            break;
+        }
+        pieces.push_back(word.substr(0, cut));
+        word.erase(0, cut);
+    }
+    pieces.push_back(std::move(word));
+    return pieces;
 }
 
 } // namespace
@@ -35,16 +52,20 @@ std::string wrap(const std::string& text, std::size_t width) {
         std::istringstream words(line);
         std::size_t column = 0;
         for (std::string word; words >> word;) {
-            const std::size_t length = display_width(word);
-            if (column > 0 && column + 1 + length > width) {
-                out += '\n';
-                column = 0;
-            } else if (column > 0) {
-                out += ' ';
-                ++column;
+            bool continued = false; // the pieces of one word go on, each on a line of its own
+            for (const std::string& piece : pieces_of(word, width)) {
+                const std::size_t length = display_width(piece);
+                if (column > 0 && (continued || column + 1 + length > width)) {
+                    out += '\n';
+                    column = 0;
+                } else if (column > 0) {
+                    out += ' ';
+                    ++column;
+                }
+                out += piece;
+                column += length;
+                continued = true;
             }
-            out += word;
-            column += length;
         }
     }
     return out;

@@ -7,8 +7,8 @@
 
 namespace redsem::cli {
 
-// `text` wrapped at spaces to lines of at most `width` columns (a word longer than that gets
-// a line of its own); its own line breaks are kept.
+// `text` wrapped at spaces to lines of at most `width` columns; a word longer than that is
+// cut before a '[' that lets it fit, else gets a line of its own. Its own line breaks are kept.
 std::string wrap(const std::string& text, std::size_t width);
 
 // CLI11's help, wrapped to the terminal's width (80 columns off a terminal): descriptions and

@@ -12,6 +12,8 @@
 #include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstdint>
 #include <fmt/format.h>
@@ -71,6 +73,30 @@ long long resolve_when(const std::string& text, const char* option, long long no
                         "time (now, YYYY-MM-DD, 'YYYY-MM-DD HH:MM[:SS[.mmm]]' with a "
                         "space or T, an optional Z or +HH:MM, or @SECONDS)",
                         option, printable(text)));
+    }
+}
+
+// Refuses --since or --until WHEN that cannot be read, before anything connects, and a bare
+// number followed by a word of time ("--since 1 week"): the shell made the word a NAME.
+void check_when(const std::optional<std::string>& when, const char* option,
+                const std::vector<std::string>& names) {
+    if (!when) {
+        return;
+    }
+    resolve_when(*when, option, 0);
+    static const std::set<std::string> k_time_words{
+        "ms",    "sec", "secs", "second", "seconds", "min",   "mins",   "minute", "minutes", "hour",
+        "hours", "day", "days", "week",   "weeks",   "month", "months", "year",   "years",   "ago"};
+    const bool bare = when->find_first_not_of("0123456789.") == std::string::npos;
+    for (const std::string& name : names) {
+        std::string lower = name;
+        std::transform(lower.begin(), lower.end(), lower.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        if (bare && k_time_words.contains(lower)) {
+            throw UsageError(fmt::format("{} {} {}: a duration is one word with its unit, as "
+                                         "in 7d, 12h or 30m (units: ms, s, m, h, d)",
+                                         option, *when, printable(name)));
+        }
     }
 }
 
@@ -289,6 +315,8 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
     if (args.follow && args.until) {
         throw UsageError("--follow and --until exclude each other");
     }
+    check_when(args.since, "--since", args.names);
+    check_when(args.until, "--until", args.names);
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
     std::vector<std::string> names = unique(args.names);

@@ -184,7 +184,8 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
         ->capture_default_str();
     command
         .add_option("--kill-after", args->kill_after,
-                    "After a lost slot, SIGKILL COMMAND this long after SIGTERM")
+                    "After a lost slot, SIGKILL COMMAND this long after SIGTERM, but no "
+                    "later than half-way through the lease's safety margin")
         ->type_name("DUR")
         ->capture_default_str();
     command

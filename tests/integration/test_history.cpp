@@ -428,6 +428,16 @@ TEST_CASE("log, --history and status --format/--watch: bad input is a usage erro
     const ProcessResult too_long = run_redsem({"log", "x", "--since", "1000000d"}, env);
     CHECK(too_long.exit_code == 64);
     CHECK(too_long.err.find("longer than the maximum") != std::string::npos);
+    // "--since 1 week": the shell made "week" a NAME; said, not read as 1 s and a semaphore.
+    for (const auto& args :
+         std::vector<std::vector<std::string>>{{"log", "deploy", "--since", "1", "week"},
+                                               {"log", "--until", "2", "Days", "deploy"}}) {
+        const ProcessResult words = run_redsem(args, env);
+        INFO(words.err);
+        CHECK(words.exit_code == 64);
+        CHECK(words.err.find("a duration is one word with its unit, as in 7d") !=
+              std::string::npos);
+    }
     // Nothing was written by any of them.
     Connection admin = server.admin();
     CHECK(admin.call({"EXISTS", Keys::make("redsem", "x").state}).as_integer() == 0);
