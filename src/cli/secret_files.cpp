@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <iostream>
 #include <optional>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,7 +37,13 @@ std::optional<std::string> refusal(const struct stat& file) {
         return "is not a regular file (a FIFO, a device or a socket)";
     }
     if (file.st_uid != geteuid() && file.st_uid != 0) {
-        return fmt::format("is owned by another user (uid {}), who could change it", file.st_uid);
+        // The way out: be that user, or read a copy of one's own (root reading a job user's).
+        const struct passwd* owner = getpwuid(file.st_uid);
+        const std::string who = owner != nullptr ? printable(owner->pw_name) : "that user";
+        return fmt::format("is owned by another user ({}, uid {}), who could change it: run "
+                           "redsem as {}, or give it a copy of your own (install -m 600 FILE "
+                           "COPY)",
+                           who, file.st_uid, who);
     }
     if ((file.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
         return "can be written by other users: chmod 600 it";

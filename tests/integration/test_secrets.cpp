@@ -291,7 +291,9 @@ TEST_CASE("a password file is opened once and refused unless it is a regular fil
     // Another user's file.
     if (geteuid() == 0) {
         REQUIRE(chown(file.c_str(), k_nobody, k_nobody) == 0);
-        refused(file, "is owned by another user (uid 65534)");
+        refused(file, "is owned by another user (nobody, uid 65534), who could change it: run "
+                      "redsem as nobody, or give it a copy of your own (install -m 600 FILE "
+                      "COPY)");
     }
 }
 
