@@ -203,8 +203,8 @@ int keep(const WatchedProcess& process, const KeptSlot& slot, int ready_fd) {
             }
             syslog(LOG_WARNING, "lost the slot of '%s' held for pid %d: %s; %s",
                    printable(slot.name).c_str(), static_cast<int>(process.pid()), reason.c_str(),
-                   process.lost_signal() != 0 ? fmt::format("sent it and its descendants {}",
-                                                            strsignal(process.lost_signal()))
+                   process.lost_signal() != 0 ? fmt::format("sent it and its descendants SIG{}",
+                                                            sigabbrev_np(process.lost_signal()))
                                                     .c_str()
                                               : "sent it nothing (--on-lost none)");
             if (!status.lost) {
