@@ -4,6 +4,7 @@
 --   keep_state(call, state, by_pause), stop_keeping_state(call, state),
 --   note_deadline(call, state, deadline), expire_new(state, key),
 --   store_setting(call, state, field, value), and the constants KEEP_MIN_MS, KEEP_STEP_MS.
+-- Uses the protocol's PAUSE_MARK.
 --- @include "call"
 --- @include "state"
 

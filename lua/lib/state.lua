@@ -4,7 +4,7 @@
 --   queue_length(call, state), store_limit(call, state, limit, by), remark_limit(call, state),
 --   mark_weighted(call, state, limit_by), pause_active(state, now), and the constants
 --   PAUSE_MARK_TICKET, NOTHING_DUE.
--- Uses the protocol's PAUSE_MARK.
+-- Uses the protocol's PAUSE_MARK, DEFAULT_HISTORY and STATE_FORMAT.
 --- @include "call"
 --
 -- `state` is the table load_state() returns: the state hash's fields as this call knows them,
