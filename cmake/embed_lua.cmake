@@ -107,15 +107,17 @@ string(REPLACE "|" ";" SCRIPTS "${SCRIPTS}")
 lua_modules_for("${SCRIPTS}" lib_body)
 
 # The flags of each function (see FUNCTION LOAD): none (a function that writes, refused while
-# Redis is out of memory), or allow-oom for those that free memory (release, gc) or write
-# nothing that grows (admission), as EVAL lets them run there today: a full Redis must not
-# keep a slot from being given back. Also pause and lost: an operator's freeze (or its end),
-# or a declared loss of data, must not wait for memory (each writes a few fields).
+# Redis is out of memory), or allow-oom for those that free memory (release, gc), as EVAL lets
+# them run there today: a full Redis must not keep a slot from being given back. Also pause
+# and lost: an operator's freeze (or its end), or a declared loss of data, must not wait for
+# memory (each writes a few fields). The view writes nothing (no-writes: it runs under
+# FCALL_RO, on a replica, and out of memory); a call that must write (the removal of an epoch
+# proof) sends its text instead (Script::no_writes).
 set(flags_release "{'allow-oom'}")
 set(flags_gc "{'allow-oom'}")
-set(flags_admission "{'allow-oom'}")
 set(flags_pause "{'allow-oom'}")
 set(flags_lost "{'allow-oom'}")
+set(flags_view "{'no-writes'}")
 
 set(bodies "")
 set(registrations "")
@@ -158,8 +160,12 @@ foreach(script IN LISTS SCRIPTS)
     if(DEFINED LUA_OUT)
         file(WRITE "${LUA_OUT}/${name}.lua" "${full}")
     endif()
+    set(no_writes false)
+    if(DEFINED flags_${name} AND "${flags_${name}}" MATCHES "no-writes")
+        set(no_writes true)
+    endif()
     string(APPEND header "\ninline constexpr Script k_${name}_script{\"${name}\", \"${sha}\", R\"lua(${full})lua\",\n"
-                         "                                      \"${library_name}_${name}\", &k_library};\n")
+                         "                                      \"${library_name}_${name}\", &k_library, ${no_writes}};\n")
 endforeach()
 string(APPEND header "\n} // namespace redsem::scripts\n")
 if(DEFINED LUA_OUT)

@@ -119,39 +119,6 @@ json waiter_json(const WaiterView& waiter, long long now) {
     return out;
 }
 
-// Live and dead entries of one semaphore, counted apart (see SemaphoreSummary).
-struct Counts {
-    long long held = 0;    // slots of live holders
-    long long expired = 0; // holders
-    long long waiting = 0;
-    long long stale = 0;
-};
-
-Counts count(const SemaphoreView& view) {
-    Counts counts;
-    bool exclusive_held = false;
-    for (const auto& holder : view.holders) {
-        if (holder.expired) {
-            ++counts.expired;
-            continue;
-        }
-        // Held slots, not holders: one of --slots K counts for K, as against the limit.
-        counts.held += static_cast<long long>(
-            holder.record && !holder.record->slots.empty() ? holder.record->slots.size() : 1);
-        if (holder.token == view.exclusive && view.limit) {
-            exclusive_held = true;
-        }
-    }
-    if (exclusive_held) {
-        // It uses every slot, also those a raised limit added (nobody else gets them).
-        counts.held = std::max(counts.held, *view.limit);
-    }
-    for (const auto& waiter : view.waiters) {
-        ++(waiter.stale ? counts.stale : counts.waiting);
-    }
-    return counts;
-}
-
 // "2/3 held (1 expired), 4 waiting (1 stale)": dead entries never count as held or waiting.
 std::string headline(long long held, long long expired, std::optional<long long> limit,
                      long long waiting, long long stale) {
@@ -175,13 +142,12 @@ json view_json(const SemaphoreView& view) {
     for (const auto& waiter : view.waiters) {
         waiters.push_back(waiter_json(waiter, view.server_now_ms));
     }
-    const Counts counts = count(view);
     json out{{"name", view.name},
              {"limit", view.limit ? json(*view.limit) : json(nullptr)},
-             {"held", counts.held},
-             {"expired_holders", counts.expired},
-             {"waiting", counts.waiting},
-             {"stale_waiters", counts.stale},
+             {"held", view.held},
+             {"expired_holders", view.expired},
+             {"waiting", view.waiting},
+             {"stale_waiters", view.stale},
              {"holders", holders},
              {"waiters", waiters},
              {"admission", admission_json(view.admission)},
@@ -217,10 +183,8 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
         }
         return;
     }
-    const Counts counts = count(view);
-    out << fmt::format(
-        "{}: {}\n", terminal_safe(view.name),
-        headline(counts.held, counts.expired, view.limit, counts.waiting, counts.stale));
+    out << fmt::format("{}: {}\n", terminal_safe(view.name),
+                       headline(view.held, view.expired, view.limit, view.waiting, view.stale));
     if (!closed.empty()) {
         out << closed << "\n";
     }

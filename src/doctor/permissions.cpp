@@ -63,8 +63,6 @@ const std::vector<Probe>& probes() {
             {Need::always, {"ping"}},
             {Need::always, {"scan", "0"}},
             {Need::always, {"blpop", "K", "0"}},
-            {Need::always, {"hgetall", "K"}},
-            {Need::always, {"zmscore", "K", "m"}},
         };
         // What the scripts run (the one list their own check reads), each on a key but TIME.
         for (const std::string_view command : k_script_commands) {

@@ -19,6 +19,9 @@ struct Script {
     // no library's (it is sent by EVALSHA or EVAL only).
     const char* function = nullptr;
     const FunctionLibrary* library = nullptr;
+    // Its function is registered no-writes (FUNCTION LOAD's flags): a call of it that must
+    // write sends the script's text (EVALSHA, EVAL) instead.
+    bool no_writes = false;
 };
 
 } // namespace redsem

@@ -25,13 +25,18 @@ struct WaiterView {
     bool stale = false; // stopped refreshing its place (dead?), not pruned yet
 };
 
-// One semaphore as `status NAME` shows it. Times are the server's.
+// One semaphore as `status NAME` shows it, judged by lua/view.lua. Times are the server's.
 struct SemaphoreView {
     std::string name;
     std::optional<long long> limit; // nullopt: the semaphore does not exist (or has no limit)
     long long server_now_ms = 0;
     std::vector<HolderView> holders; // by slot
     std::vector<WaiterView> waiters; // in queue order
+    // Counted as SemaphoreSummary counts them (dead entries apart).
+    long long held = 0;
+    long long expired = 0;
+    long long waiting = 0;
+    long long stale = 0;
     AdmissionState admission;        // closed after a possible loss of data?
     std::optional<Pause> pause{};    // paused now (redsem pause)?
     std::string exclusive{};         // the token of an --exclusive holder ("": none)
@@ -75,12 +80,14 @@ struct UnlistedNode {
     std::string why;  // the error
 };
 
-// Reads one semaphore with read-only commands, in pages (so that no single call is long on a
-// big semaphore); changes nothing. A page-by-page read is not one atomic snapshot.
+// Reads one semaphore with lua/view.lua, in pages (so that no single call is long on a big
+// semaphore); changes nothing but, without INFO, the proof of the epoch (see
+// Semaphore::admission()). A page-by-page read is not one atomic snapshot.
 SemaphoreView inspect(Connection& connection, std::string_view prefix, std::string_view name);
 
-// Every semaphore under `prefix`, sorted by name, found with SCAN (never KEYS) and read in
-// pipelined batches; on a Redis Cluster, on every primary, each timed by its node's clock.
+// Every semaphore under `prefix`, sorted by name, found with SCAN (never KEYS) and read with
+// lua/view.lua in pipelined batches; on a Redis Cluster, on every primary, each timed by its
+// node's clock.
 // A semaphore with a key of another type at one of its names is listed with `unreadable` set.
 // Changes nothing but, `with_admission`, the proof of the epoch that a user without INFO
 // writes and removes (Semaphore::admission()); without, `admission` is left open.

@@ -96,8 +96,7 @@ void check_readable(const Reply& reply, std::string_view name, std::string_view 
                                     wrong->wanted, consequence));
 }
 
-void throw_foreign_key(Connection& connection, const Keys& keys, std::string_view name,
-                       std::string_view consequence) {
+std::optional<wire::WrongType> find_foreign_key(Connection& connection, const Keys& keys) {
     const std::pair<const std::string*, std::string_view> expected[] = {
         {&keys.state, "hash"}, {&keys.holders, "zset"}, {&keys.info, "hash"}, {&keys.queue, "zset"},
         {&keys.alive, "zset"}, {&keys.slots, "string"}, {&keys.log, "stream"}};
@@ -110,11 +109,21 @@ void throw_foreign_key(Connection& connection, const Keys& keys, std::string_vie
         const Reply& type = found[i];
         if (type.type == Reply::Type::status && type.text != "none" &&
             type.text != expected[i].second) {
-            throw ConflictError(fmt::format("key '{}' of semaphore '{}' holds a {}, not the {} "
-                                            "redsem keeps there (made by hand?); {}",
-                                            printable(*expected[i].first, 300), printable(name),
-                                            printable(type.text), expected[i].second, consequence));
+            return wire::WrongType{.key = *expected[i].first,
+                                   .found = type.text,
+                                   .wanted = std::string(expected[i].second)};
         }
+    }
+    return std::nullopt;
+}
+
+void throw_foreign_key(Connection& connection, const Keys& keys, std::string_view name,
+                       std::string_view consequence) {
+    if (const std::optional<wire::WrongType> wrong = find_foreign_key(connection, keys)) {
+        throw ConflictError(fmt::format("key '{}' of semaphore '{}' holds a {}, not the {} "
+                                        "redsem keeps there (made by hand?); {}",
+                                        printable(wrong->key, 300), printable(name),
+                                        printable(wrong->found), wrong->wanted, consequence));
     }
     throw ConflictError(fmt::format("a key of semaphore '{}' held the wrong kind of value; {}",
                                     printable(name), consequence));

@@ -1,10 +1,12 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "redis/reply.hpp"
+#include "semaphore/wire.hpp"
 
 namespace redsem {
 
@@ -54,6 +56,11 @@ struct Keys {
 // format this one does not read (load_state() in lua/lib/state.lua). Throws either reply as a
 // ConflictError (a foreign key's ends with `consequence`); any other reply passes.
 void check_readable(const Reply& reply, std::string_view name, std::string_view consequence);
+
+// The first of `keys` that holds another kind of value than redsem keeps there (asked with
+// TYPE), if any: after a WRONGTYPE error (a key of another type appeared after the semaphore
+// was made).
+std::optional<wire::WrongType> find_foreign_key(Connection& connection, const Keys& keys);
 
 // After a WRONGTYPE error about semaphore `name` (a key of another type appeared after the
 // semaphore was made): throws a ConflictError naming the first of its keys that holds another

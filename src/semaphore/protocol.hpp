@@ -31,6 +31,10 @@ inline constexpr long long k_claim_ms = 3'000;
 // k_claim_ms (lua/acquire.lua).
 inline constexpr long long k_near_head = 8;
 
+// The latest time a record or a score may name, 9999-12-31 in epoch milliseconds: larger ones
+// (edited by hand) are taken as this.
+inline constexpr long long k_latest_time_ms = 253'402'300'799'999;
+
 // The format of a semaphore's stored state (its keys and records, lua/lib/state.lua), kept in
 // the state hash's field `format` whenever the limit is stored. 0.1.0 wrote none (format 1);
 // this release reads 1 and 2. A release that changes what is stored in a way older ones

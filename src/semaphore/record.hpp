@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "semaphore/semaphore.hpp"
+#include "semaphore/values.hpp"
 
 namespace redsem {
 
@@ -25,10 +25,6 @@ struct Record {
     long long ttl_ms = 0;
     HolderMeta meta;
 };
-
-// The latest time a record's numbers may name, 9999-12-31 in epoch milliseconds: larger
-// ones (edited by hand) are taken as this.
-inline constexpr long long k_latest_time_ms = 253'402'300'799'999;
 
 // Parses one info entry; nullopt when it is not in the format above (edited by hand).
 std::optional<Record> parse_record(std::string_view raw);

@@ -171,7 +171,9 @@ Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof 
                                          {m_keys.own_epoch},
                                          declares ? ScriptCall::Send::body_only
                                                   : ScriptCall::Send::sha_only};
-            const ScriptCall call{script,
+            // A function registered no-writes could not remove the proof: its text goes.
+            const Script by_text{script.name, script.sha1, script.body};
+            const ScriptCall call{script.no_writes ? by_text : script,
                                   m_keys.script_keys(),
                                   args,
                                   m_keys.cluster_script_keys(),
@@ -566,7 +568,8 @@ LimitInfo Semaphore::unset_limit() {
 }
 
 AdmissionState Semaphore::admission() {
-    const Reply reply = run(scripts::k_admission_script, {}, Proof::reads);
+    const Reply reply =
+        run(scripts::k_view_script, wire::view_args(wire::ViewPart::admission), Proof::reads);
     if (is_error_code(reply, "NOSCRIPT")) {
         // Without INFO, the server could not prove that it has seen the epoch: the next call
         // that may admit records a possible loss (see lua/lib/epoch.lua), from its own time.
@@ -577,7 +580,11 @@ AdmissionState Semaphore::admission() {
                               .noticed = false,
                               .server_now_ms = now};
     }
-    return wire::decode_admission(reply);
+    const wire::View view = wire::decode_view(reply);
+    if (!view.admission) {
+        throw InternalError("view.lua answered without admission");
+    }
+    return *view.admission;
 }
 
 PauseInfo Semaphore::pause_call(wire::PauseAction action, const HolderMeta* by,

@@ -114,7 +114,7 @@ private:
     enum class Proof {
         none,   // it does not judge it
         admits, // it may admit somebody: it proves the server's identity, or records a loss
-        reads   // it only reads (admission.lua): it proves, or, unable to, writes nothing
+        reads   // it only reads (view.lua): it proves, or, unable to, writes nothing
     };
     // Runs `script` on the semaphore's keys with `args` after ARGV[1] (the wake-list prefix),
     // proving the server's identity as `proof` says, calling again as the script asks. With

@@ -169,7 +169,7 @@ struct LimitInfo {
 };
 
 // Whether admission is closed after a possible loss of data, for the loss grace every client
-// has, as the server sees it now (lua/admission.lua).
+// has, as the server sees it now (lua/view.lua).
 struct AdmissionState {
     bool known = true;         // false: the server denies INFO, so nothing can be said
     long long opens_at_ms = 0; // server clock; 0: admission is open

@@ -78,7 +78,7 @@ const Reply* Fields::find(std::string_view name) const {
     return nullptr;
 }
 
-const Reply& Fields::get(std::string_view name) const {
+const Reply& Fields::value(std::string_view name) const {
     const Reply* value = find(name);
     if (value == nullptr) {
         throw InternalError(fmt::format("{} answered without '{}'", m_script, name));
@@ -96,15 +96,15 @@ bool Fields::has(std::string_view name) const {
 }
 
 long long Fields::integer(std::string_view name) const {
-    return get(name).as_integer();
+    return value(name).as_integer();
 }
 
 const std::string& Fields::string(std::string_view name) const {
-    return get(name).as_string();
+    return value(name).as_string();
 }
 
 const std::vector<Reply>& Fields::array(std::string_view name) const {
-    return get(name).as_array();
+    return value(name).as_array();
 }
 
 std::optional<WrongType> wrong_type(const Reply& reply) {
@@ -248,7 +248,7 @@ RenewReply decode_renew(const Reply& reply) {
     throw InternalError(fmt::format("unexpected renew reply '{}'", printable(kind)));
 }
 
-// ---- limit.lua, pause.lua, admission.lua, lost.lua ----------------------------------------
+// ---- limit.lua, pause.lua, lost.lua -------------------------------------------------------
 
 std::vector<std::string> limit_args(std::optional<long long> new_limit,
                                     std::optional<long long> history) {
@@ -296,19 +296,114 @@ std::optional<PauseInfo> decode_pause(const Reply& reply) {
     return info;
 }
 
-AdmissionState decode_admission(const Reply& reply) {
-    const Fields fields(reply, "admission.lua");
-    return AdmissionState{.opens_at_ms = fields.integer("opens_at_ms"),
-                          .cause = fields.string("cause"),
-                          .lost_at_ms = fields.integer("lost_at_ms"),
-                          .noticed = fields.integer("noticed") == 1,
-                          .server_now_ms = fields.integer("now_ms")};
-}
-
 LossDeclared decode_lost(const Reply& reply) {
     const Fields fields(reply, "lost.lua");
     return LossDeclared{.lost_at_ms = fields.integer("lost_at_ms"),
                         .opens_at_ms = fields.integer("opens_at_ms")};
+}
+
+// ---- view.lua -----------------------------------------------------------------------------
+
+std::vector<std::string> view_args(ViewPart part, long long first_holder, long long first_waiter,
+                                   long long page) {
+    const char* word = part == ViewPart::all       ? "all"
+                       : part == ViewPart::counts  ? "counts"
+                       : part == ViewPart::entries ? "entries"
+                                                   : "admission";
+    return {word, std::to_string(first_holder), std::to_string(first_waiter),
+            std::to_string(page)};
+}
+
+namespace {
+
+// The fields of a holder's or a waiter's record (record_fields() in lua/view.lua).
+Record view_record(const Reply& reply) {
+    const Fields fields(reply, "view.lua");
+    Record record{.since_ms = fields.integer("since_ms"),
+                  .ttl_ms = fields.integer("ttl_ms"),
+                  .meta = parse_meta(fields.string("meta"))};
+    if (fields.has("wants")) {
+        record.kind = Record::Kind::waiter;
+        record.wants = fields.integer("wants");
+        return record;
+    }
+    for (const Reply& slot : fields.array("slots")) {
+        record.slots.push_back(slot.as_integer());
+    }
+    if (record.slots.empty()) {
+        throw InternalError("view.lua answered a holder without slots");
+    }
+    record.slot = record.slots.front();
+    record.fence = fields.integer("fence");
+    return record;
+}
+
+ViewEntry view_entry(const Reply& reply) {
+    const Fields fields(reply, "view.lua");
+    ViewEntry entry{.token = fields.string("token"), .dead = fields.integer("dead") == 1};
+    if (fields.has("deadline_ms")) {
+        entry.deadline_ms = fields.integer("deadline_ms");
+    } else {
+        entry.position = fields.integer("position");
+    }
+    if (fields.has("record")) {
+        entry.record = view_record(fields.value("record"));
+    }
+    return entry;
+}
+
+} // namespace
+
+View decode_view(const Reply& reply) {
+    const Fields fields(reply, "view.lua");
+    if (fields.kind() != "view") {
+        throw InternalError(fmt::format("unexpected view reply '{}'", printable(fields.kind())));
+    }
+    View view{.server_now_ms = fields.integer("now_ms")};
+    if (fields.has("limit")) {
+        view.limit = fields.integer("limit");
+    }
+    if (fields.has("exclusive")) {
+        view.exclusive = fields.string("exclusive");
+    }
+    if (fields.has("paused")) {
+        view.pause = Pause{.by = parse_meta(fields.string("paused")),
+                           .since_ms = fields.integer("paused_since_ms"),
+                           .until_ms = fields.integer("paused_until_ms")};
+    }
+    if (fields.has("held")) {
+        view.holders = fields.integer("holders");
+        view.held = fields.integer("held");
+        view.expired = fields.integer("expired");
+        view.waiting = fields.integer("waiting");
+        view.stale = fields.integer("stale");
+        view.history = fields.integer("history");
+        view.acquired_total = fields.integer("acquired_total");
+        view.expired_total = fields.integer("expired_total");
+        view.lost_total = fields.integer("lost_total");
+    }
+    if (fields.has("oldest")) {
+        view.oldest = view_entry(fields.value("oldest"));
+    }
+    if (fields.has("oldest_wait_since_ms")) {
+        view.oldest_wait_since_ms = fields.integer("oldest_wait_since_ms");
+    }
+    if (fields.has("opens_at_ms")) {
+        view.admission = AdmissionState{.opens_at_ms = fields.integer("opens_at_ms"),
+                                        .cause = fields.string("cause"),
+                                        .lost_at_ms = fields.integer("lost_at_ms"),
+                                        .noticed = fields.integer("noticed") == 1,
+                                        .server_now_ms = view.server_now_ms};
+    }
+    if (fields.has("holder_entries")) {
+        for (const Reply& entry : fields.array("holder_entries")) {
+            view.holder_entries.push_back(view_entry(entry));
+        }
+        for (const Reply& entry : fields.array("waiter_entries")) {
+            view.waiter_entries.push_back(view_entry(entry));
+        }
+    }
+    return view;
 }
 
 // ---- gc.lua -------------------------------------------------------------------------------

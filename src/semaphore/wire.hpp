@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "redis/reply.hpp"
+#include "semaphore/record.hpp"
 #include "semaphore/values.hpp"
 
 namespace redsem::wire {
@@ -32,11 +33,12 @@ public:
     long long integer(std::string_view name) const;
     const std::string& string(std::string_view name) const;
     const std::vector<Reply>& array(std::string_view name) const;
+    // The value itself (a nested list of names and values, for one).
+    const Reply& value(std::string_view name) const;
     Milliseconds ms(std::string_view name) const { return Milliseconds{integer(name)}; }
 
 private:
     const Reply* find(std::string_view name) const;
-    const Reply& get(std::string_view name) const;
 
     const Reply& m_reply;
     std::string_view m_script;
@@ -142,7 +144,7 @@ struct StillQueued {};
 using RenewReply = std::variant<Renewal, Lost, StillQueued>;
 RenewReply decode_renew(const Reply& reply);
 
-// ---- limit.lua, pause.lua, admission.lua, lost.lua ----------------------------------------
+// ---- limit.lua, pause.lua, lost.lua -------------------------------------------------------
 
 std::vector<std::string> limit_args(std::optional<long long> new_limit,
                                     std::optional<long long> history);
@@ -155,8 +157,52 @@ std::vector<std::string> pause_args(PauseAction action, const std::string& by_js
 // nullopt: the stored limit is not one this redsem reads; nothing changed.
 std::optional<PauseInfo> decode_pause(const Reply& reply);
 
-AdmissionState decode_admission(const Reply& reply);
 LossDeclared decode_lost(const Reply& reply);
+
+// ---- view.lua -----------------------------------------------------------------------------
+
+// What a view call reads (see lua/view.lua): the counts and admission, the counts alone, only
+// the pages of entries asked for, or admission alone.
+enum class ViewPart { all, counts, entries, admission };
+// `page` holders from rank `first_holder` and waiters from queue position `first_waiter` (0:
+// the first), none when `page` is 0.
+std::vector<std::string> view_args(ViewPart part, long long first_holder = 0,
+                                   long long first_waiter = 0, long long page = 0);
+
+// A holder or a waiter as view.lua judges it.
+struct ViewEntry {
+    std::string token;
+    bool dead = false;         // lease ran out, hand-over lapsed, or stopped refreshing
+    long long deadline_ms = 0; // holders: the lease's end
+    long long position = 0;    // waiters: 1 = next
+    std::optional<Record> record{}; // nullopt: its info entry is missing or malformed
+};
+
+// One semaphore as view.lua sees it: what it was asked for (ViewPart), at server time
+// `server_now_ms`. The counts are 0 where not asked for.
+struct View {
+    long long server_now_ms = 0;
+    std::optional<long long> limit{}; // nullopt: none stored, or one this redsem cannot read
+    std::string exclusive{};          // the token of an --exclusive holder ("": none)
+    std::optional<Pause> pause{};     // in force now
+    long long holders = 0;            // live ones
+    long long held = 0;               // slots of live holders
+    long long expired = 0;            // dead holders not pruned yet
+    long long waiting = 0;            // live waiters
+    long long stale = 0;              // waiters past their liveness
+    long long history = 0;            // events its history keeps
+    long long acquired_total = 0;
+    long long expired_total = 0;
+    long long lost_total = 0;
+    std::optional<ViewEntry> oldest{}; // the live holder that has held longest
+    std::optional<long long> oldest_wait_since_ms{};
+    // Asked for, and proven (without INFO a call must prove the epoch: Semaphore::admission()).
+    std::optional<AdmissionState> admission{};
+    std::vector<ViewEntry> holder_entries{}; // the pages asked for
+    std::vector<ViewEntry> waiter_entries{};
+};
+// A reply of kind view (check wrong_type() and newer_format() first).
+View decode_view(const Reply& reply);
 
 // ---- gc.lua -------------------------------------------------------------------------------
 

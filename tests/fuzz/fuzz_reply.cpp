@@ -104,7 +104,7 @@ void decode_reply(const redsem::Reply& reply) {
     attempt([&] { (void)wire::decode_renew(reply); });
     attempt([&] { (void)wire::decode_limit(reply); });
     attempt([&] { (void)wire::decode_pause(reply); });
-    attempt([&] { (void)wire::decode_admission(reply); });
+    attempt([&] { (void)wire::decode_view(reply); });
     attempt([&] { (void)wire::decode_lost(reply); });
     attempt([&] { (void)wire::decode_gc(reply); });
     attempt([&] { (void)wire::wrong_type(reply); });

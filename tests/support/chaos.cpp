@@ -581,11 +581,13 @@ std::vector<ExitRule> exit_rules(const Evidence& seen) {
                     seen.during(c, Fault::eviction_flip);
          }},
         // Holders without a state hash: refused until they leave (the longest hold, and a
-        // lease of one stopped or killed meanwhile).
+        // lease of one stopped or killed meanwhile), or for as long as the poll saw holders
+        // without a limit (waiters queued before the loss are still handed slots, one by one).
         {"65(state hash gone after a flip)", &Result::exit_state_gone_after_flip,
          [&seen](const Client& c) {
              return c.exit_code == 65 && said(c, "state key") && said(c, "is gone") &&
-                    seen.during(c, Fault::eviction_flip, seen.state_gone_after_ns);
+                    (seen.during(c, Fault::eviction_flip, seen.state_gone_after_ns) ||
+                     seen.marked(c, "gone"));
          }},
         // The previous release cannot read a marked limit ("1 paused", "10 weighted").
         {"older 65(paused)", &Result::older_refused_paused,
@@ -2058,9 +2060,6 @@ void Harness::fail_back() {
 }
 
 void Harness::poll_marks() {
-    if (m_older.empty()) {
-        return; // only older clients are refused by a mark
-    }
     try {
         if (!m_poll) {
             m_poll = std::make_unique<Connection>(m_server->admin());
@@ -2068,18 +2067,29 @@ void Harness::poll_marks() {
         const long long now = real_now_ns();
         for (std::size_t s = 0; s < m_config.semaphores.size(); ++s) {
             const SemaphoreSpec& spec = m_config.semaphores[s];
-            if (spec.without_info) {
-                continue;
+            const std::string keys = prefix_of(spec) + ":{" + spec.name + "}:";
+            // The limit, and whether anybody holds, at one instant.
+            const Reply read = m_poll->call(
+                {"EVAL",
+                 "return {redis.call('HGET', KEYS[1], 'limit') or '', "
+                 "redis.call('ZCARD', KEYS[2])}",
+                 "2", keys + "state", keys + "holders"});
+            const std::string& text = read.at(0).as_string();
+            // Marks only older clients are refused by, where they run; and holders without a
+            // limit (a state hash evicted, or made anew by an older release's setting), which
+            // every client is refused by until they leave.
+            std::vector<std::pair<std::string, bool>> words{
+                {"gone", text.empty() && read.at(1).as_integer() > 0}};
+            if (!m_older.empty() && !spec.without_info) {
+                words.emplace_back("paused", text.find("paused") != std::string::npos);
+                words.emplace_back("weighted", text.find("weighted") != std::string::npos);
             }
-            const Reply limit =
-                m_poll->call({"HGET", prefix_of(spec) + ":{" + spec.name + "}:state", "limit"});
-            const std::string text = limit.is_nil() ? "" : limit.as_string();
-            for (const std::string word : {"paused", "weighted"}) {
+            for (const auto& [word, marked] : words) {
                 const auto key = std::make_pair(static_cast<int>(s), word);
                 const auto on = m_marked_since.find(key);
-                if (text.find(word) != std::string::npos && on == m_marked_since.end()) {
+                if (marked && on == m_marked_since.end()) {
                     m_marked_since.emplace(key, m_last_poll_ns > 0 ? m_last_poll_ns : now);
-                } else if (text.find(word) == std::string::npos && on != m_marked_since.end()) {
+                } else if (!marked && on != m_marked_since.end()) {
                     std::lock_guard lock(m_shared.mutex);
                     m_shared.marks.push_back({static_cast<int>(s), word, on->second, now});
                     m_marked_since.erase(on);
@@ -2159,7 +2169,7 @@ void Harness::redis_actions() {
                 followup = i;
             }
         }
-        const auto poll_at = m_older.empty() ? Steady::time_point::max() : next_poll;
+        const auto poll_at = next_poll;
         {
             std::unique_lock lock(m_shared.mutex);
             const auto until = std::min({due, followup_at, poll_at, m_chaos_end});

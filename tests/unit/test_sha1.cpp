@@ -26,7 +26,7 @@ TEST_CASE("sha1_hex gives the standard digests") {
 TEST_CASE("sha1_hex names every script as CMake did") {
     for (const Script* script :
          {&scripts::k_acquire_script, &scripts::k_release_script, &scripts::k_renew_script,
-          &scripts::k_limit_script, &scripts::k_gc_script, &scripts::k_admission_script,
+          &scripts::k_limit_script, &scripts::k_gc_script, &scripts::k_view_script,
           &scripts::k_pause_script, &scripts::k_lost_script}) {
         INFO(script->name);
         CHECK(sha1_hex(script->body) == script->sha1);

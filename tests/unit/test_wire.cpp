@@ -236,22 +236,115 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
         CHECK_FALSE(none->pause.has_value());
         CHECK_FALSE(decode_pause(sent_by(pause, {{"kind", s("conflict")}})).has_value());
     }
-    SECTION("admission and lost") {
-        const AdmissionState state =
-            decode_admission(sent_by(scripts::k_admission_script, {{"opens_at_ms", n(2000)},
-                                                                   {"cause", s("change")},
-                                                                   {"lost_at_ms", n(1000)},
-                                                                   {"noticed", n(0)},
-                                                                   {"now_ms", n(1500)}}));
-        CHECK(state.closed());
-        CHECK(state.cause == "change");
-        CHECK(state.lost_at_ms == 1000);
-        CHECK_FALSE(state.noticed);
-        CHECK(state.server_now_ms == 1500);
+    SECTION("lost") {
         const LossDeclared lost = decode_lost(
             sent_by(scripts::k_lost_script, {{"lost_at_ms", n(1000)}, {"opens_at_ms", n(61000)}}));
         CHECK(lost.lost_at_ms == 1000);
         CHECK(lost.opens_at_ms == 61000);
+    }
+    SECTION("view: the counts, admission, entries of each kind, and a pause") {
+        const Script& view = scripts::k_view_script;
+        const Reply holder_record = sent_by(view, {{"since_ms", n(1000)},
+                                                   {"ttl_ms", n(60000)},
+                                                   {"meta", s(k_pause_json)},
+                                                   {"slots", list({n(0), n(3)})},
+                                                   {"fence", n(77)}});
+        const Reply waiter_record = sent_by(view, {{"since_ms", n(1200)},
+                                                   {"ttl_ms", n(5000)},
+                                                   {"meta", s("{}")},
+                                                   {"wants", n(0)}});
+        const Reply holder = sent_by(view, {{"token", s("h1")},
+                                            {"dead", n(0)},
+                                            {"deadline_ms", n(61000)},
+                                            {"record", holder_record}});
+        const Reply waiter = sent_by(view, {{"token", s("w1")},
+                                            {"dead", n(1)},
+                                            {"position", n(1)},
+                                            {"record", waiter_record}});
+        const Reply unreadable = sent_by(view, {{"token", s("w2")}, {"dead", n(0)}, {"position", n(2)}});
+        const View decoded = decode_view(sent_by(view, {{"kind", s("view")},
+                                                        {"now_ms", n(1500)},
+                                                        {"limit", n(4)},
+                                                        {"exclusive", s("")},
+                                                        {"paused", s(k_pause_json)},
+                                                        {"paused_since_ms", n(1100)},
+                                                        {"paused_until_ms", n(0)},
+                                                        {"holders", n(1)},
+                                                        {"held", n(2)},
+                                                        {"expired", n(0)},
+                                                        {"waiting", n(1)},
+                                                        {"stale", n(1)},
+                                                        {"history", n(100)},
+                                                        {"acquired_total", n(9)},
+                                                        {"expired_total", n(2)},
+                                                        {"lost_total", n(1)},
+                                                        {"oldest", holder},
+                                                        {"oldest_wait_since_ms", n(1200)},
+                                                        {"opens_at_ms", n(2000)},
+                                                        {"cause", s("change")},
+                                                        {"lost_at_ms", n(1000)},
+                                                        {"noticed", n(0)},
+                                                        {"holder_entries", list({holder})},
+                                                        {"waiter_entries", list({waiter, unreadable})}}));
+        CHECK(decoded.server_now_ms == 1500);
+        CHECK(decoded.limit == 4);
+        REQUIRE(decoded.pause.has_value());
+        CHECK(decoded.pause->by.user == "ann");
+        CHECK(decoded.pause->since_ms == 1100);
+        CHECK(decoded.held == 2);
+        CHECK(decoded.stale == 1);
+        CHECK(decoded.lost_total == 1);
+        REQUIRE(decoded.admission.has_value());
+        CHECK(decoded.admission->closed());
+        CHECK(decoded.admission->cause == "change");
+        CHECK_FALSE(decoded.admission->noticed);
+        CHECK(decoded.admission->server_now_ms == 1500);
+        REQUIRE(decoded.oldest.has_value());
+        CHECK(decoded.oldest->token == "h1");
+        REQUIRE(decoded.holder_entries.size() == 1);
+        const ViewEntry& h = decoded.holder_entries.front();
+        CHECK(h.deadline_ms == 61000);
+        REQUIRE(h.record.has_value());
+        CHECK(h.record->kind == Record::Kind::holder);
+        CHECK(h.record->slots == std::vector<long long>{0, 3});
+        CHECK(h.record->slot == 0);
+        CHECK(h.record->fence == 77);
+        CHECK(h.record->meta.host == "ops");
+        REQUIRE(decoded.waiter_entries.size() == 2);
+        const ViewEntry& w = decoded.waiter_entries.front();
+        CHECK(w.dead);
+        CHECK(w.position == 1);
+        REQUIRE(w.record.has_value());
+        CHECK(w.record->kind == Record::Kind::waiter);
+        CHECK(w.record->wants == 0);
+        CHECK(w.record->since_ms == 1200);
+        CHECK_FALSE(decoded.waiter_entries.back().record.has_value());
+        CHECK(decoded.waiter_entries.back().position == 2);
+        // Only what was asked for: no counts, no admission (without INFO it is unproven).
+        const View bare = decode_view(sent_by(view, {{"kind", s("view")},
+                                                     {"now_ms", n(1500)},
+                                                     {"exclusive", s("")},
+                                                     {"unproven", n(1)}}));
+        CHECK_FALSE(bare.limit.has_value());
+        CHECK_FALSE(bare.pause.has_value());
+        CHECK_FALSE(bare.admission.has_value());
+        CHECK(bare.holder_entries.empty());
+        // A holder's record without slots is the scripts' mistake, said as such.
+        const Reply no_slots = sent_by(view, {{"token", s("h2")},
+                                              {"dead", n(0)},
+                                              {"deadline_ms", n(1)},
+                                              {"record", sent_by(view, {{"since_ms", n(1)},
+                                                                         {"ttl_ms", n(1)},
+                                                                         {"meta", s("{}")},
+                                                                         {"slots", list({})},
+                                                                         {"fence", n(1)}})}});
+        CHECK_THROWS_AS(decode_view(sent_by(view, {{"kind", s("view")},
+                                                   {"now_ms", n(1)},
+                                                   {"holder_entries", list({no_slots})},
+                                                   {"waiter_entries", list({})}})),
+                        InternalError);
+        CHECK_THROWS_AS(decode_view(sent_by(view, {{"kind", s("prove")}, {"marker", s("")}})),
+                        InternalError);
     }
     SECTION("gc: a step with what it removed, and the last one") {
         const Script& gc = scripts::k_gc_script;

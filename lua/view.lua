@@ -1,0 +1,229 @@
+-- view.lua: one semaphore as its readers see it (status, the overview, --watch, Prometheus,
+-- doctor, the holders a waiting line names), judged by the rules the other scripts act on:
+-- the limit and its marks, a pause and its end, leases that ran out, hand-overs nobody
+-- collected, waiters that stopped refreshing, holders of several slots and of all of them,
+-- and admission after a possible loss of data. Changes nothing: the library registers it
+-- no-writes (FCALL_RO, and on a replica). Sent by EVALSHA or EVAL, in a transaction after the
+-- epoch marker's script (Semaphore::run()), it proves the epoch without INFO, and then removes
+-- the proof (see epoch.lua): the one write a reader makes.
+-- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
+-- ARGV[2] what to read: 'all' (the counts and admission), 'counts' (no admission), 'entries'
+--         (only the entries asked for below, and the clock), or 'admission' (only that)
+-- ARGV[3] the first holder (by slot: a rank in the holders set) and ARGV[4] the first waiter
+--         (in queue order) to list; ARGV[5] how many of each (0: none). A reader of a big
+--         semaphore calls again for the next page, so no single call is long.
+-- Reply (names and values; the wire's decoder is src/semaphore/wire.cpp):
+--   now_ms, and unless 'admission': limit (absent when none is stored, or one this redsem
+--   does not read), exclusive (the token of an --exclusive holder, '' none), and while a pause
+--   is in force paused (who, as JSON), paused_since_ms, paused_until_ms (0: until resumed);
+--   with 'all' and 'counts': holders, held (slots: one of --slots K holds K), expired (dead
+--   holders: lease ran out, or hand-over lapsed; not pruned yet), waiting, stale (waiters past
+--   their liveness), history, acquired_total, expired_total, lost_total, oldest (the entry of
+--   the live holder that has held longest) and oldest_wait_since_ms, when there are such;
+--   with 'all' and 'admission': opens_at_ms (0: open), cause, lost_at_ms, noticed (see
+--   admission_now() in epoch.lua), or, where INFO is denied and no proof came, unproven 1;
+--   holder_entries and waiter_entries: the pages asked for, each entry a list of token,
+--   dead (1: lease ran out, hand-over lapsed, or stopped refreshing), deadline_ms (holders)
+--   or position (waiters, 1: next), and its record's fields when its info entry is readable
+--   (entry_fields()).
+--   With 'admission', where INFO is denied and no proof came: kind prove (see epoch.lua).
+--   Also kind wrongtype or newer (see state.lua).
+--- @include "call"
+--- @include "cluster"
+--- @include "state"
+--- @include "records"
+--- @include "expiry"
+--- @include "epoch"
+
+local what = ARGV[2]
+local state, bad = load_state(call)
+if not state then
+    return bad
+end
+call.state = nil -- read-only: finish() settles no expiry
+local now = server_now(call)
+local reply = {'kind', 'view', 'now_ms', now}
+
+local function add(...)
+    for _, value in ipairs({...}) do
+        reply[#reply + 1] = value
+    end
+end
+
+-- Admission as admission_now() judged it (nil: unproven).
+local function add_admission(admission)
+    if not admission then
+        add('unproven', 1)
+    else
+        add('opens_at_ms', admission.opens_at, 'cause', admission.cause, 'lost_at_ms',
+            admission.lost_at, 'noticed', admission.noticed and 1 or 0)
+    end
+end
+
+if what == 'admission' then
+    local admission = admission_now(call, now)
+    if not admission then
+        -- (A client that finds the server lacks the marker's script knows a loss is not
+        -- noticed yet, and does not declare a fresh marker: that would write one.)
+        return {'kind', 'prove', 'marker', redis.call('HGET', call.k_epoch, 'cache_marker') or ''}
+    end
+    add_admission(admission)
+    return reply
+end
+
+-- A time a sorted set holds as a score (edited by hand it may be -inf or 1e300), as a whole
+-- number of milliseconds that time arithmetic can take.
+local function time_ms(score)
+    local ms = tonumber(score) or 0
+    return math.floor(math.max(-LATEST_TIME_MS, math.min(LATEST_TIME_MS, ms)))
+end
+
+-- The fields of the record `info` (parse_info()) that readers show.
+local function record_fields(info)
+    if info.kind == 'w' then
+        return {'since_ms', time_ms(info.since), 'ttl_ms', time_ms(info.ttl), 'meta', info.json,
+                'wants', info.exclusive and 0 or info.weight or 1}
+    end
+    local fence = tonumber(info.fence)
+    if not info.slots or not fence then
+        return nil
+    end
+    return {'since_ms', time_ms(info.since), 'ttl_ms', time_ms(info.ttl), 'meta', info.json,
+            'slots', info.slots, 'fence', fence}
+end
+
+-- An entry of holder_entries or waiter_entries: `fields`, then under 'record' the fields of
+-- its info entry `raw`, when that is a readable record of its kind ('h' or 'w').
+local function entry(fields, raw, kind)
+    local info = parse_info(raw)
+    local record = info and info.kind == kind and record_fields(info)
+    if record then
+        fields[#fields + 1] = 'record'
+        fields[#fields + 1] = record
+    end
+    return fields
+end
+
+-- The info entries of `tokens`, in order (false: none), a thousand at a time (unpack() has
+-- a limit).
+local function records_of(tokens)
+    local records = {}
+    for first = 1, #tokens, 1000 do
+        local got = redis.call('HMGET', call.k_info, unpack(tokens, first, math.min(#tokens, first + 999)))
+        for i = 1, #got do
+            records[first + i - 1] = got[i]
+        end
+    end
+    return records
+end
+
+-- Who is dead but not pruned yet, judged as prune() and gc judge it: holders whose lease ran
+-- out, hand-overs nobody collected (settle_lapsed()), waiters that stopped refreshing.
+local dead_holders, stale_waiters = {}, {}
+local expired_count, stale_count = 0, 0
+for _, token in ipairs(redis.call('ZRANGE', call.k_holders, '-inf', now, 'BYSCORE')) do
+    dead_holders[token] = true
+    expired_count = expired_count + 1
+end
+settle_lapsed(call, state, redis.call('ZRANGE', call.k_alive, '-inf', now, 'BYSCORE', 'WITHSCORES'),
+              now, false, function(kind, token)
+    if kind == 'waiter' then
+        stale_waiters[token] = true
+        stale_count = stale_count + 1
+    elseif kind == 'handover' and not dead_holders[token] then
+        dead_holders[token] = true
+        expired_count = expired_count + 1
+    end
+end)
+
+if state.limit then
+    add('limit', state.limit)
+end
+add('exclusive', state.exclusive or '')
+if pause_active(state, now) then
+    add('paused', state.paused, 'paused_since_ms', state.paused_since, 'paused_until_ms',
+        state.paused_until)
+end
+
+if what ~= 'entries' then
+    local listed = redis.call('ZRANGE', call.k_holders, 0, -1, 'WITHSCORES')
+    local holders = {}
+    for i = 1, #listed, 2 do
+        holders[#holders + 1] = listed[i]
+    end
+    local held, oldest, oldest_record, exclusive_held = 0, nil, nil, false
+    local records = records_of(holders)
+    for i, token in ipairs(holders) do
+        if not dead_holders[token] then
+            local info = parse_info(records[i])
+            local slots = info and info.kind == 'h' and info.slots
+            held = held + (slots and #slots or 1)
+            exclusive_held = exclusive_held or token == state.exclusive
+            if slots and info.since and (not oldest or info.since < oldest.since) then
+                oldest, oldest_record = info, entry({'token', token, 'dead', 0, 'deadline_ms', time_ms(listed[2 * i])},
+                                                  records[i], 'h')
+            end
+        end
+    end
+    if exclusive_held and state.limit then
+        -- It uses every slot, also those a raised limit added (nobody else gets them).
+        held = math.max(held, state.limit)
+    end
+    local queued = queue_length(call, state)
+    local oldest_wait = nil
+    if queued > 0 then
+        local waiters = redis.call('ZRANGE', call.k_queue, 0, -1)
+        local waiting = records_of(waiters)
+        for i, token in ipairs(waiters) do
+            local info = not stale_waiters[token] and parse_info(waiting[i])
+            if info and info.kind == 'w' and info.since and (not oldest_wait or info.since < oldest_wait) then
+                oldest_wait = info.since
+            end
+        end
+    end
+    stale_count = math.min(stale_count, queued)
+    add('holders', #holders - expired_count, 'held', held, 'expired', expired_count,
+        'waiting', queued - stale_count, 'stale', stale_count, 'history', state.history)
+    local totals = redis.call('HMGET', call.k_state, 'expired_total', 'lost_total')
+    add('acquired_total', state.acquired_total, 'expired_total', tonumber(totals[1]) or 0,
+        'lost_total', tonumber(totals[2]) or 0)
+    if oldest_record then
+        add('oldest', oldest_record)
+    end
+    if oldest_wait then
+        add('oldest_wait_since_ms', time_ms(oldest_wait))
+    end
+    if what == 'all' then
+        add_admission(admission_now(call, now))
+    end
+end
+
+local first_holder, first_waiter, page = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if page > 0 then
+    local entries = {}
+    local page_of = redis.call('ZRANGE', call.k_holders, first_holder, first_holder + page - 1, 'WITHSCORES')
+    local tokens = {}
+    for i = 1, #page_of, 2 do
+        tokens[#tokens + 1] = page_of[i]
+    end
+    local records = records_of(tokens)
+    for i, token in ipairs(tokens) do
+        entries[i] = entry({'token', token, 'dead', dead_holders[token] and 1 or 0, 'deadline_ms',
+                            time_ms(page_of[2 * i])}, records[i], 'h')
+    end
+    add('holder_entries', entries)
+    entries = {}
+    tokens = {}
+    for _, token in ipairs(redis.call('ZRANGE', call.k_queue, first_waiter, first_waiter + page - 1)) do
+        if token ~= PAUSE_MARK then
+            tokens[#tokens + 1] = token
+        end
+    end
+    records = records_of(tokens)
+    for i, token in ipairs(tokens) do
+        entries[i] = entry({'token', token, 'dead', stale_waiters[token] and 1 or 0, 'position',
+                            first_waiter + i}, records[i], 'w')
+    end
+    add('waiter_entries', entries)
+end
+return reply
