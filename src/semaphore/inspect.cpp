@@ -100,8 +100,8 @@ SemaphoreSummary summary_of(Connection& connection, std::string_view prefix,
                                            .lost = view.lost_total};
     }
     if (with_admission) {
-        summary.admission = view.admission ? *view.admission
-                                           : Semaphore(connection, prefix, name).admission();
+        summary.admission =
+            view.admission ? *view.admission : Semaphore(connection, prefix, name).admission();
     }
     return summary;
 }
@@ -141,9 +141,8 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
     SemaphoreView view{.name = std::string(name)};
     for (long long first = 0;; first += k_page) {
         const wire::ViewPart part = first == 0 ? wire::ViewPart::all : wire::ViewPart::entries;
-        Reply reply =
-            std::move(connection.eval_pipeline({view_call(keys, part, first, first, k_page)})
-                          .front());
+        Reply reply = std::move(
+            connection.eval_pipeline({view_call(keys, part, first, first, k_page)}).front());
         if (reply.is_error() && is_error_code(reply, "WRONGTYPE")) {
             throw_foreign_key(connection, keys, name,
                               "status cannot show it (delete the key, or choose another --prefix)");
@@ -163,8 +162,8 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
             view.expired = page.expired;
             view.waiting = page.waiting;
             view.stale = page.stale;
-            view.admission = page.admission ? *page.admission
-                                            : Semaphore(connection, prefix, name).admission();
+            view.admission =
+                page.admission ? *page.admission : Semaphore(connection, prefix, name).admission();
         }
         const bool more = static_cast<long long>(page.holder_entries.size()) == k_page ||
                           static_cast<long long>(page.waiter_entries.size()) == k_page;
@@ -238,11 +237,11 @@ std::vector<std::string> tokens_starting_with(Connection& connection, std::strin
 SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std::string_view name,
                            bool with_admission) {
     const Keys keys = Keys::make(prefix, name);
-    const Reply reply = std::move(
-        connection
-            .eval_pipeline({view_call(keys, with_admission ? wire::ViewPart::all
-                                                           : wire::ViewPart::counts)})
-            .front());
+    const Reply reply =
+        std::move(connection
+                      .eval_pipeline({view_call(keys, with_admission ? wire::ViewPart::all
+                                                                     : wire::ViewPart::counts)})
+                      .front());
     const std::string why = unreadable(connection, keys, reply);
     if (!why.empty()) {
         return SemaphoreSummary{.name = std::string(name), .unreadable = why};
@@ -272,11 +271,10 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
             for (std::size_t i = batch; i < end; ++i) {
                 const Reply& reply = replies[i - batch];
                 const std::string why = unreadable(connection, Keys::make(prefix, names[i]), reply);
-                summaries.push_back(why.empty() ? summary_of(connection, prefix, names[i],
-                                                             wire::decode_view(reply),
-                                                             with_admission)
-                                                : SemaphoreSummary{.name = names[i],
-                                                                   .unreadable = why});
+                summaries.push_back(why.empty()
+                                        ? summary_of(connection, prefix, names[i],
+                                                     wire::decode_view(reply), with_admission)
+                                        : SemaphoreSummary{.name = names[i], .unreadable = why});
             }
         }
     };

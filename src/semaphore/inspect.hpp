@@ -37,9 +37,9 @@ struct SemaphoreView {
     long long expired = 0;
     long long waiting = 0;
     long long stale = 0;
-    AdmissionState admission;        // closed after a possible loss of data?
-    std::optional<Pause> pause{};    // paused now (redsem pause)?
-    std::string exclusive{};         // the token of an --exclusive holder ("": none)
+    AdmissionState admission;     // closed after a possible loss of data?
+    std::optional<Pause> pause{}; // paused now (redsem pause)?
+    std::string exclusive{};      // the token of an --exclusive holder ("": none)
 };
 
 // One line of `status` without a name. Dead entries the scripts have not pruned yet are

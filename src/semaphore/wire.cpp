@@ -310,8 +310,7 @@ std::vector<std::string> view_args(ViewPart part, long long first_holder, long l
                        : part == ViewPart::counts  ? "counts"
                        : part == ViewPart::entries ? "entries"
                                                    : "admission";
-    return {word, std::to_string(first_holder), std::to_string(first_waiter),
-            std::to_string(page)};
+    return {word, std::to_string(first_holder), std::to_string(first_waiter), std::to_string(page)};
 }
 
 namespace {

@@ -172,9 +172,9 @@ std::vector<std::string> view_args(ViewPart part, long long first_holder = 0,
 // A holder or a waiter as view.lua judges it.
 struct ViewEntry {
     std::string token;
-    bool dead = false;         // lease ran out, hand-over lapsed, or stopped refreshing
-    long long deadline_ms = 0; // holders: the lease's end
-    long long position = 0;    // waiters: 1 = next
+    bool dead = false;              // lease ran out, hand-over lapsed, or stopped refreshing
+    long long deadline_ms = 0;      // holders: the lease's end
+    long long position = 0;         // waiters: 1 = next
     std::optional<Record> record{}; // nullopt: its info entry is missing or malformed
 };
 

@@ -2069,11 +2069,10 @@ void Harness::poll_marks() {
             const SemaphoreSpec& spec = m_config.semaphores[s];
             const std::string keys = prefix_of(spec) + ":{" + spec.name + "}:";
             // The limit, and whether anybody holds, at one instant.
-            const Reply read = m_poll->call(
-                {"EVAL",
-                 "return {redis.call('HGET', KEYS[1], 'limit') or '', "
-                 "redis.call('ZCARD', KEYS[2])}",
-                 "2", keys + "state", keys + "holders"});
+            const Reply read = m_poll->call({"EVAL",
+                                             "return {redis.call('HGET', KEYS[1], 'limit') or '', "
+                                             "redis.call('ZCARD', KEYS[2])}",
+                                             "2", keys + "state", keys + "holders"});
             const std::string& text = read.at(0).as_string();
             // Marks only older clients are refused by, where they run; and holders without a
             // limit (a state hash evicted, or made anew by an older release's setting), which

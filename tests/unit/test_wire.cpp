@@ -249,43 +249,42 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
                                                    {"meta", s(k_pause_json)},
                                                    {"slots", list({n(0), n(3)})},
                                                    {"fence", n(77)}});
-        const Reply waiter_record = sent_by(view, {{"since_ms", n(1200)},
-                                                   {"ttl_ms", n(5000)},
-                                                   {"meta", s("{}")},
-                                                   {"wants", n(0)}});
+        const Reply waiter_record = sent_by(
+            view, {{"since_ms", n(1200)}, {"ttl_ms", n(5000)}, {"meta", s("{}")}, {"wants", n(0)}});
         const Reply holder = sent_by(view, {{"token", s("h1")},
                                             {"dead", n(0)},
                                             {"deadline_ms", n(61000)},
                                             {"record", holder_record}});
-        const Reply waiter = sent_by(view, {{"token", s("w1")},
-                                            {"dead", n(1)},
-                                            {"position", n(1)},
-                                            {"record", waiter_record}});
-        const Reply unreadable = sent_by(view, {{"token", s("w2")}, {"dead", n(0)}, {"position", n(2)}});
-        const View decoded = decode_view(sent_by(view, {{"kind", s("view")},
-                                                        {"now_ms", n(1500)},
-                                                        {"limit", n(4)},
-                                                        {"exclusive", s("")},
-                                                        {"paused", s(k_pause_json)},
-                                                        {"paused_since_ms", n(1100)},
-                                                        {"paused_until_ms", n(0)},
-                                                        {"holders", n(1)},
-                                                        {"held", n(2)},
-                                                        {"expired", n(0)},
-                                                        {"waiting", n(1)},
-                                                        {"stale", n(1)},
-                                                        {"history", n(100)},
-                                                        {"acquired_total", n(9)},
-                                                        {"expired_total", n(2)},
-                                                        {"lost_total", n(1)},
-                                                        {"oldest", holder},
-                                                        {"oldest_wait_since_ms", n(1200)},
-                                                        {"opens_at_ms", n(2000)},
-                                                        {"cause", s("change")},
-                                                        {"lost_at_ms", n(1000)},
-                                                        {"noticed", n(0)},
-                                                        {"holder_entries", list({holder})},
-                                                        {"waiter_entries", list({waiter, unreadable})}}));
+        const Reply waiter = sent_by(
+            view,
+            {{"token", s("w1")}, {"dead", n(1)}, {"position", n(1)}, {"record", waiter_record}});
+        const Reply unreadable =
+            sent_by(view, {{"token", s("w2")}, {"dead", n(0)}, {"position", n(2)}});
+        const View decoded =
+            decode_view(sent_by(view, {{"kind", s("view")},
+                                       {"now_ms", n(1500)},
+                                       {"limit", n(4)},
+                                       {"exclusive", s("")},
+                                       {"paused", s(k_pause_json)},
+                                       {"paused_since_ms", n(1100)},
+                                       {"paused_until_ms", n(0)},
+                                       {"holders", n(1)},
+                                       {"held", n(2)},
+                                       {"expired", n(0)},
+                                       {"waiting", n(1)},
+                                       {"stale", n(1)},
+                                       {"history", n(100)},
+                                       {"acquired_total", n(9)},
+                                       {"expired_total", n(2)},
+                                       {"lost_total", n(1)},
+                                       {"oldest", holder},
+                                       {"oldest_wait_since_ms", n(1200)},
+                                       {"opens_at_ms", n(2000)},
+                                       {"cause", s("change")},
+                                       {"lost_at_ms", n(1000)},
+                                       {"noticed", n(0)},
+                                       {"holder_entries", list({holder})},
+                                       {"waiter_entries", list({waiter, unreadable})}}));
         CHECK(decoded.server_now_ms == 1500);
         CHECK(decoded.limit == 4);
         REQUIRE(decoded.pause.has_value());
@@ -321,10 +320,9 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
         CHECK_FALSE(decoded.waiter_entries.back().record.has_value());
         CHECK(decoded.waiter_entries.back().position == 2);
         // Only what was asked for: no counts, no admission (without INFO it is unproven).
-        const View bare = decode_view(sent_by(view, {{"kind", s("view")},
-                                                     {"now_ms", n(1500)},
-                                                     {"exclusive", s("")},
-                                                     {"unproven", n(1)}}));
+        const View bare = decode_view(sent_by(
+            view,
+            {{"kind", s("view")}, {"now_ms", n(1500)}, {"exclusive", s("")}, {"unproven", n(1)}}));
         CHECK_FALSE(bare.limit.has_value());
         CHECK_FALSE(bare.pause.has_value());
         CHECK_FALSE(bare.admission.has_value());
@@ -334,10 +332,10 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
                                               {"dead", n(0)},
                                               {"deadline_ms", n(1)},
                                               {"record", sent_by(view, {{"since_ms", n(1)},
-                                                                         {"ttl_ms", n(1)},
-                                                                         {"meta", s("{}")},
-                                                                         {"slots", list({})},
-                                                                         {"fence", n(1)}})}});
+                                                                        {"ttl_ms", n(1)},
+                                                                        {"meta", s("{}")},
+                                                                        {"slots", list({})},
+                                                                        {"fence", n(1)}})}});
         CHECK_THROWS_AS(decode_view(sent_by(view, {{"kind", s("view")},
                                                    {"now_ms", n(1)},
                                                    {"holder_entries", list({no_slots})},
