@@ -7,26 +7,29 @@
 -- epoch marker's script (Semaphore::run()), it proves the epoch without INFO, and then removes
 -- the proof (see epoch.lua): the one write a reader makes.
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
--- ARGV[2] what to read: 'all' (the counts and admission), 'counts' (no admission), 'entries'
---         (only the entries asked for below, and the clock), or 'admission' (only that)
+-- ARGV[2] what to read besides the clock, the limit, the pause and the pages of entries: a
+--         list of 'counts', 'oldest' and 'admission', joined by commas ('' for none).
+--         'admission' alone asks for nothing else, and a proof where it is needed.
 -- ARGV[3] the first holder (by slot: a rank in the holders set) and ARGV[4] the first waiter
 --         (in queue order) to list; ARGV[5] how many of each (0: none). A reader of a big
 --         semaphore calls again for the next page, so no single call is long.
--- Reply (names and values; the wire's decoder is src/semaphore/wire.cpp):
---   now_ms, and unless 'admission': limit (absent when none is stored, or one this redsem
---   does not read), exclusive (the token of an --exclusive holder, '' none), and while a pause
---   is in force paused (who, as JSON), paused_since_ms, paused_until_ms (0: until resumed);
---   with 'all' and 'counts': holders, held (slots: one of --slots K holds K), expired (dead
---   holders: lease ran out, or hand-over lapsed; not pruned yet), waiting, stale (waiters past
---   their liveness), history, acquired_total, expired_total, lost_total, oldest (the entry of
---   the live holder that has held longest) and oldest_wait_since_ms, when there are such;
---   with 'all' and 'admission': opens_at_ms (0: open), cause, lost_at_ms, noticed (see
---   admission_now() in epoch.lua), or, where INFO is denied and no proof came, unproven 1;
---   holder_entries and waiter_entries: the pages asked for, each entry a list of token,
---   dead (1: lease ran out, hand-over lapsed, or stopped refreshing), deadline_ms (holders)
---   or position (waiters, 1: next), and its record's fields when its info entry is readable
---   (entry_fields()).
---   With 'admission', where INFO is denied and no proof came: kind prove (see epoch.lua).
+-- Reply (names and values; the wire's decoder is src/semaphore/wire.cpp): now_ms; limit
+--   (absent when none is stored, or one this redsem does not read), exclusive (the token of
+--   an --exclusive holder, '' none), and while a pause is in force paused (who, as JSON),
+--   paused_since_ms, paused_until_ms (0: until resumed);
+--   with 'counts': holders, held (slots, as the scripts count them: used_slots()), expired
+--   (dead holders: lease ran out, or hand-over lapsed; not pruned yet), waiting, stale
+--   (waiters past their liveness), history, acquired_total, expired_total, lost_total, and
+--   oldest_wait_since_ms (the live waiter that queued first) when there is one;
+--   with 'oldest': oldest, the entry of the live holder that has held longest (this reads
+--   every holder's record), when there is one;
+--   with 'admission': opens_at_ms (0: open), cause, lost_at_ms, noticed (see admission_now()
+--   in epoch.lua), or, where INFO is denied and no proof came, unproven 1 (asked alone: kind
+--   prove, see epoch.lua);
+--   with a page: holder_entries and waiter_entries, each entry a list of token, dead (1:
+--   lease ran out, hand-over lapsed, or stopped refreshing), deadline_ms (holders) or
+--   position (waiters, 1: next), and under record its record's fields when its info entry is
+--   readable (record_fields()).
 --   Also kind wrongtype or newer (see state.lua).
 --- @include "call"
 --- @include "cluster"
@@ -35,7 +38,10 @@
 --- @include "expiry"
 --- @include "epoch"
 
-local what = ARGV[2]
+local wants = {}
+for part in string.gmatch(ARGV[2], '[^,]+') do
+    wants[part] = true
+end
 local state, bad = load_state(call)
 if not state then
     return bad
@@ -60,7 +66,7 @@ local function add_admission(admission)
     end
 end
 
-if what == 'admission' then
+if ARGV[2] == 'admission' then
     local admission = admission_now(call, now)
     if not admission then
         -- (A client that finds the server lacks the marker's script knows a loss is not
@@ -145,57 +151,70 @@ if pause_active(state, now) then
         state.paused_until)
 end
 
-if what ~= 'entries' then
+if wants.counts then
+    -- Held slots as the scripts count them (used_slots()), less those of dead holders.
+    local holders = redis.call('ZCARD', call.k_holders) - expired_count
+    local held, exclusive_held = holders + state.extra, false
+    for token in pairs(dead_holders) do
+        local info = parse_info(redis.call('HGET', call.k_info, token))
+        if info and info.kind == 'h' and info.slots then
+            held = held - (#info.slots - 1)
+        end
+    end
+    if state.exclusive and holders > 0 and not dead_holders[state.exclusive] and
+       redis.call('ZSCORE', call.k_holders, state.exclusive) then
+        -- It uses every slot, also those a raised limit added (nobody else gets them).
+        held = math.max(held, state.limit or 0)
+    end
+    local queued = queue_length(call, state)
+    stale_count = math.min(stale_count, queued)
+    add('holders', holders, 'held', held, 'expired', expired_count, 'waiting', queued - stale_count,
+        'stale', stale_count, 'history', state.history)
+    local totals = redis.call('HMGET', call.k_state, 'expired_total', 'lost_total')
+    add('acquired_total', state.acquired_total, 'expired_total', tonumber(totals[1]) or 0,
+        'lost_total', tonumber(totals[2]) or 0)
+    -- The first live waiter in the queue, which is in arrival order.
+    for first = 0, queued - 1, 100 do
+        local since = nil
+        for _, token in ipairs(redis.call('ZRANGE', call.k_queue, first, first + 99)) do
+            local info = not stale_waiters[token] and token ~= PAUSE_MARK and
+                         parse_info(redis.call('HGET', call.k_info, token))
+            if info and info.kind == 'w' and info.since then
+                since = info.since
+                break
+            end
+        end
+        if since then
+            add('oldest_wait_since_ms', time_ms(since))
+            break
+        end
+    end
+end
+
+if wants.oldest then
     local listed = redis.call('ZRANGE', call.k_holders, 0, -1, 'WITHSCORES')
     local holders = {}
     for i = 1, #listed, 2 do
         holders[#holders + 1] = listed[i]
     end
-    local held, oldest, oldest_record, exclusive_held = 0, nil, nil, false
     local records = records_of(holders)
+    local oldest, oldest_entry = nil, nil
     for i, token in ipairs(holders) do
-        if not dead_holders[token] then
-            local info = parse_info(records[i])
-            local slots = info and info.kind == 'h' and info.slots
-            held = held + (slots and #slots or 1)
-            exclusive_held = exclusive_held or token == state.exclusive
-            if slots and info.since and (not oldest or info.since < oldest.since) then
-                oldest, oldest_record = info, entry({'token', token, 'dead', 0, 'deadline_ms', time_ms(listed[2 * i])},
-                                                  records[i], 'h')
-            end
+        local info = not dead_holders[token] and parse_info(records[i])
+        if info and info.kind == 'h' and info.slots and info.since and
+           (not oldest or info.since < oldest.since) then
+            oldest = info
+            oldest_entry = entry({'token', token, 'dead', 0, 'deadline_ms', time_ms(listed[2 * i])},
+                                 records[i], 'h')
         end
     end
-    if exclusive_held and state.limit then
-        -- It uses every slot, also those a raised limit added (nobody else gets them).
-        held = math.max(held, state.limit)
+    if oldest_entry then
+        add('oldest', oldest_entry)
     end
-    local queued = queue_length(call, state)
-    local oldest_wait = nil
-    if queued > 0 then
-        local waiters = redis.call('ZRANGE', call.k_queue, 0, -1)
-        local waiting = records_of(waiters)
-        for i, token in ipairs(waiters) do
-            local info = not stale_waiters[token] and parse_info(waiting[i])
-            if info and info.kind == 'w' and info.since and (not oldest_wait or info.since < oldest_wait) then
-                oldest_wait = info.since
-            end
-        end
-    end
-    stale_count = math.min(stale_count, queued)
-    add('holders', #holders - expired_count, 'held', held, 'expired', expired_count,
-        'waiting', queued - stale_count, 'stale', stale_count, 'history', state.history)
-    local totals = redis.call('HMGET', call.k_state, 'expired_total', 'lost_total')
-    add('acquired_total', state.acquired_total, 'expired_total', tonumber(totals[1]) or 0,
-        'lost_total', tonumber(totals[2]) or 0)
-    if oldest_record then
-        add('oldest', oldest_record)
-    end
-    if oldest_wait then
-        add('oldest_wait_since_ms', time_ms(oldest_wait))
-    end
-    if what == 'all' then
-        add_admission(admission_now(call, now))
-    end
+end
+
+if wants.admission then
+    add_admission(admission_now(call, now))
 end
 
 local first_holder, first_waiter, page = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])

@@ -30,11 +30,9 @@ long long to_number(const std::string& text) {
                                     printable(text)));
 }
 
-ScriptCall view_call(const Keys& keys, wire::ViewPart part, long long first_holder = 0,
-                     long long first_waiter = 0, long long page = 0) {
+ScriptCall view_call(const Keys& keys, const wire::ViewRead& read) {
     return ScriptCall{scripts::k_view_script, keys.script_keys(),
-                      keys.script_args(wire::view_args(part, first_holder, first_waiter, page)),
-                      keys.cluster_script_keys()};
+                      keys.script_args(wire::view_args(read)), keys.cluster_script_keys()};
 }
 
 // Why semaphore `keys` cannot be read, from its view's `reply` ("": it can): a key of another
@@ -61,6 +59,11 @@ std::string unreadable(Connection& connection, const Keys& keys, const Reply& re
     return "";
 }
 
+// What a summary reads.
+wire::ViewRead summary_read(bool with_admission) {
+    return {.counts = true, .oldest = true, .admission = with_admission};
+}
+
 HolderView holder_view(wire::ViewEntry entry) {
     return HolderView{.token = std::move(entry.token),
                       .record = std::move(entry.record),
@@ -75,7 +78,7 @@ WaiterView waiter_view(wire::ViewEntry entry) {
                       .stale = entry.dead};
 }
 
-// The summary of semaphore `name` from its view (ViewPart::all or counts); admission as the
+// The summary of semaphore `name` from its view (summary_read()); admission as the
 // view read it, or, where the view could not prove it (no INFO), as Semaphore::admission()
 // proves it, `with_admission`.
 SemaphoreSummary summary_of(Connection& connection, std::string_view prefix,
@@ -140,9 +143,12 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
     const Keys keys = Keys::make(prefix, name);
     SemaphoreView view{.name = std::string(name)};
     for (long long first = 0;; first += k_page) {
-        const wire::ViewPart part = first == 0 ? wire::ViewPart::all : wire::ViewPart::entries;
-        Reply reply = std::move(
-            connection.eval_pipeline({view_call(keys, part, first, first, k_page)}).front());
+        const wire::ViewRead read{.counts = first == 0,
+                                  .admission = first == 0,
+                                  .first_holder = first,
+                                  .first_waiter = first,
+                                  .page = k_page};
+        Reply reply = std::move(connection.eval_pipeline({view_call(keys, read)}).front());
         if (reply.is_error() && is_error_code(reply, "WRONGTYPE")) {
             throw_foreign_key(connection, keys, name,
                               "status cannot show it (delete the key, or choose another --prefix)");
@@ -237,11 +243,8 @@ std::vector<std::string> tokens_starting_with(Connection& connection, std::strin
 SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std::string_view name,
                            bool with_admission) {
     const Keys keys = Keys::make(prefix, name);
-    const Reply reply =
-        std::move(connection
-                      .eval_pipeline({view_call(keys, with_admission ? wire::ViewPart::all
-                                                                     : wire::ViewPart::counts)})
-                      .front());
+    const Reply reply = std::move(
+        connection.eval_pipeline({view_call(keys, summary_read(with_admission))}).front());
     const std::string why = unreadable(connection, keys, reply);
     if (!why.empty()) {
         return SemaphoreSummary{.name = std::string(name), .unreadable = why};
@@ -253,7 +256,7 @@ SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std:
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
                                               bool with_admission,
                                               std::vector<UnlistedNode>* unlisted) {
-    const wire::ViewPart part = with_admission ? wire::ViewPart::all : wire::ViewPart::counts;
+    const wire::ViewRead read = summary_read(with_admission);
     std::vector<SemaphoreSummary> summaries;
     std::size_t first = 0; // the first summary of the node being read
     auto visit = [&] {
@@ -265,7 +268,7 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
             const std::size_t end = std::min(names.size(), batch + k_batch);
             std::vector<ScriptCall> calls;
             for (std::size_t i = batch; i < end; ++i) {
-                calls.push_back(view_call(Keys::make(prefix, names[i]), part));
+                calls.push_back(view_call(Keys::make(prefix, names[i]), read));
             }
             const std::vector<Reply> replies = connection.eval_pipeline(calls);
             for (std::size_t i = batch; i < end; ++i) {

@@ -568,8 +568,7 @@ LimitInfo Semaphore::unset_limit() {
 }
 
 AdmissionState Semaphore::admission() {
-    const Reply reply =
-        run(scripts::k_view_script, wire::view_args(wire::ViewPart::admission), Proof::reads);
+    const Reply reply = run(scripts::k_view_script, wire::admission_args(), Proof::reads);
     if (is_error_code(reply, "NOSCRIPT")) {
         // Without INFO, the server could not prove that it has seen the epoch: the next call
         // that may admit records a possible loss (see lua/lib/epoch.lua), from its own time.

@@ -304,13 +304,24 @@ LossDeclared decode_lost(const Reply& reply) {
 
 // ---- view.lua -----------------------------------------------------------------------------
 
-std::vector<std::string> view_args(ViewPart part, long long first_holder, long long first_waiter,
-                                   long long page) {
-    const char* word = part == ViewPart::all       ? "all"
-                       : part == ViewPart::counts  ? "counts"
-                       : part == ViewPart::entries ? "entries"
-                                                   : "admission";
-    return {word, std::to_string(first_holder), std::to_string(first_waiter), std::to_string(page)};
+std::vector<std::string> view_args(const ViewRead& read) {
+    std::string parts;
+    for (const auto& [wanted, name] :
+         {std::pair{read.counts, "counts"}, std::pair{read.oldest, "oldest"},
+          std::pair{read.admission, "admission"}}) {
+        if (wanted) {
+            parts += parts.empty() ? name : fmt::format(",{}", name);
+        }
+    }
+    if (parts == "admission") {
+        parts = "admission,"; // ("admission" alone asks for a proof: admission_args())
+    }
+    return {parts, std::to_string(read.first_holder), std::to_string(read.first_waiter),
+            std::to_string(read.page)};
+}
+
+std::vector<std::string> admission_args() {
+    return {"admission", "0", "0", "0"};
 }
 
 namespace {

@@ -161,13 +161,20 @@ LossDeclared decode_lost(const Reply& reply);
 
 // ---- view.lua -----------------------------------------------------------------------------
 
-// What a view call reads (see lua/view.lua): the counts and admission, the counts alone, only
-// the pages of entries asked for, or admission alone.
-enum class ViewPart { all, counts, entries, admission };
-// `page` holders from rank `first_holder` and waiters from queue position `first_waiter` (0:
-// the first), none when `page` is 0.
-std::vector<std::string> view_args(ViewPart part, long long first_holder = 0,
-                                   long long first_waiter = 0, long long page = 0);
+// What a view call reads (see lua/view.lua) besides the clock, the limit and the pause.
+struct ViewRead {
+    bool counts = false;    // live and dead holders and waiters, held slots, history counters
+    bool oldest = false;    // the live holder that has held longest (reads every record)
+    bool admission = false; // admission after a possible loss of data
+    // `page` holders from rank `first_holder` and waiters from queue position `first_waiter`
+    // (0: the first); none when `page` is 0.
+    long long first_holder = 0;
+    long long first_waiter = 0;
+    long long page = 0;
+};
+std::vector<std::string> view_args(const ViewRead& read);
+// Admission alone, proven where INFO is denied (Semaphore::admission()).
+std::vector<std::string> admission_args();
 
 // A holder or a waiter as view.lua judges it.
 struct ViewEntry {
@@ -178,7 +185,7 @@ struct ViewEntry {
     std::optional<Record> record{}; // nullopt: its info entry is missing or malformed
 };
 
-// One semaphore as view.lua sees it: what it was asked for (ViewPart), at server time
+// One semaphore as view.lua sees it: what it was asked for (ViewRead), at server time
 // `server_now_ms`. The counts are 0 where not asked for.
 struct View {
     long long server_now_ms = 0;

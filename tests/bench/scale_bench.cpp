@@ -16,6 +16,7 @@
 #include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fmt/format.h>
@@ -90,6 +91,39 @@ nlohmann::json measure(Connection& admin, const std::string& redsem, const std::
             {"longest_call", command}};
 }
 
+double median(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    return values[values.size() / 2];
+}
+
+// `args` run by `redsem` and by `against` in turn, `rounds` times each, against the same data
+// (read-only commands): the median of each, and their ratio.
+nlohmann::json compare(const std::string& redsem, const std::string& against,
+                       const std::string& url, const std::vector<std::string>& args, int rounds) {
+    std::vector<double> ours;
+    std::vector<double> theirs;
+    for (int round = 0; round < rounds; ++round) {
+        ours.push_back(time_redsem(redsem, url, args));
+        theirs.push_back(time_redsem(against, url, args));
+    }
+    std::string shown = "redsem";
+    for (const auto& arg : args) {
+        shown += " " + arg;
+    }
+    const double a = median(ours);
+    const double b = median(theirs);
+    return {{"command", shown},
+            {"seconds", a},
+            {"seconds_min_max",
+             {*std::min_element(ours.begin(), ours.end()),
+              *std::max_element(ours.begin(), ours.end())}},
+            {"against_seconds", b},
+            {"against_min_max",
+             {*std::min_element(theirs.begin(), theirs.end()),
+              *std::max_element(theirs.begin(), theirs.end())}},
+            {"ratio", a / b}};
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -104,6 +138,13 @@ int main(int argc, char** argv) {
     app.add_option("--semaphores", semaphores, "Number of small semaphores");
     long long expired = 100'000;
     app.add_option("--expired", expired, "Expired holders of one semaphore, for gc");
+    std::string against;
+    app.add_option("--against", against,
+                   "Another redsem build: the read-only commands run by both in turn, on the "
+                   "same data, and their ratio is printed");
+    int rounds = 5;
+    app.add_option("--rounds", rounds, "Runs of each build per command, with --against")
+        ->check(CLI::Range(1, 100));
     CLI11_PARSE(app, argc, argv);
 
     Connection admin(ConnectOptions{parse_redis_url(url)});
@@ -125,6 +166,11 @@ int main(int argc, char** argv) {
     nlohmann::json results = nlohmann::json::array();
     results.push_back(measure(admin, redsem, url, {"status", "big"}));
     results.push_back(measure(admin, redsem, url, {"status", "big", "--json"}));
+    nlohmann::json compared = nlohmann::json::array();
+    if (!against.empty()) {
+        compared.push_back(compare(redsem, against, url, {"status", "big"}, rounds));
+        compared.push_back(compare(redsem, against, url, {"status", "big", "--json"}, rounds));
+    }
     admin.call({"DEL", "redsem:{big}:state", "redsem:{big}:holders", "redsem:{big}:info",
                 "redsem:{big}:queue", "redsem:{big}:alive", "redsem:{big}:slots"});
 
@@ -135,6 +181,14 @@ int main(int argc, char** argv) {
     run_batched(admin, commands);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     results.push_back(measure(admin, redsem, url, {"status"}));
+    if (!against.empty()) {
+        for (const std::vector<std::string>& args :
+             {std::vector<std::string>{"status"}, std::vector<std::string>{"status", "--json"},
+              std::vector<std::string>{"status", "--format", "prometheus"},
+              std::vector<std::string>{"gc", "--dry-run"}}) {
+            compared.push_back(compare(redsem, against, url, args, rounds));
+        }
+    }
     results.push_back(measure(admin, redsem, url, {"gc", "--dry-run"}));
     results.push_back(measure(admin, redsem, url, {"gc"}));
 
@@ -151,11 +205,9 @@ int main(int argc, char** argv) {
     results.push_back(measure(admin, redsem, url, {"gc", "dead"}));
     admin.call({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
 
-    std::cout << nlohmann::json{{"holders", holders},
-                                {"waiters", holders},
-                                {"semaphores", semaphores},
-                                {"expired_holders", expired},
-                                {"results", results}}
+    std::cout << nlohmann::json{{"holders", holders},       {"waiters", holders},
+                                {"semaphores", semaphores}, {"expired_holders", expired},
+                                {"results", results},       {"compared", compared}}
                      .dump(2)
               << "\n";
     return 0;
