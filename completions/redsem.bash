@@ -30,9 +30,9 @@ _redsem_all_opts() {
     local opts='-h --help -u --url --prefix --connect-timeout --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni --insecure'
     case $1 in
         '') opts+=' --version' ;;
-        acquire) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas -q --quiet --json --while-pid --on-lost --kill-after' ;;
+        acquire) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --through-loss --replicas -q --quiet --json --while-pid --on-lost --kill-after' ;;
         renew) opts+=' --ttl --replicas' ;;
-        run) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
+        run) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --through-loss --replicas -q --quiet --on-lost --kill-after --lost-exit-code -c --command' ;;
         status) opts+=' --json --format --watch --names' ;;
         log) opts+=' --since --until --json -f --follow' ;;
         gc) opts+=' --dry-run --json' ;;

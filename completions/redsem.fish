@@ -262,6 +262,7 @@ complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s w -l wait -
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s E -l conflict-exit-code -x -d 'Exit status when no slot was had in time'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l label -x -d 'Text shown beside this holder in status (then no CI job is recorded)'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l loss-grace -x -d 'This call only: wait DUR (0-60s) after Redis may have lost data'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -l through-loss -d 'With -w 0: wait for a closed admission to open, then try once'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run renew' -l replicas -x -d 'Count a slot or renewal only once N replicas have it'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire run' -s q -l quiet -d 'Do not show the queue position'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l json -d 'Print the result as JSON'

@@ -19,6 +19,8 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <functional>
+#include <poll.h>
+#include <system_error>
 #include <unistd.h>
 
 namespace redsem::cli {
@@ -163,6 +165,28 @@ std::string holders_of(Connection& connection, const std::string& prefix, const 
     }
 }
 
+// How often -w 0 --through-loss waits for a closed admission to open before it gives up (73): each
+// time, another loss of data came meanwhile. And how long after the time the server named it tries.
+constexpr int k_reopen_rounds = 3;
+constexpr Milliseconds k_reopen_margin{50};
+
+// Waits `duration`; throws WaitInterrupted when `fd` becomes readable first (a signal, or the
+// --while-pid process exited).
+void wait_readable(int fd, Milliseconds duration) {
+    pollfd ready{fd, POLLIN, 0};
+    const auto until = std::chrono::steady_clock::now() + duration;
+    for (auto left = duration; left.count() > 0;
+         left = std::chrono::ceil<Milliseconds>(until - std::chrono::steady_clock::now())) {
+        const int result = poll(&ready, 1, static_cast<int>(left.count()));
+        if (result > 0) {
+            throw WaitInterrupted();
+        }
+        if (result < 0 && errno != EINTR) {
+            throw std::system_error(errno, std::generic_category(), "poll");
+        }
+    }
+}
+
 // What a caller refused by a closed admission is told: what redsem knows of the loss, for how
 // long nobody is admitted (or this caller, with a --loss-grace of its own), and the way out.
 std::string closed_message(const std::string& name, const AdmissionClosed& closed, bool own_grace) {
@@ -177,9 +201,10 @@ std::string closed_message(const std::string& name, const AdmissionClosed& close
     if (closed.cause == "start") {
         return fmt::format(
             "Redis has no record of redsem and started {} ago (INFO server: uptime_in_seconds): "
-            "if it restarted without its data, it forgot who held '{}'; {}. On a new or "
-            "throwaway Redis, REDSEM_LOSS_GRACE=0 admits this caller at once (see Lost data "
-            "in redsem(1))",
+            "if it restarted without its data, it forgot who held '{}'; {}. Only on a Redis "
+            "that holds no leases (a new or throwaway one) may REDSEM_LOSS_GRACE=0 admit this "
+            "caller at once: on one in use it lets it in beside a holder Redis forgot (see Lost "
+            "data in redsem(1))",
             seconds_ago(closed.lost_ago), printable(name), who);
     }
     if (closed.cause == "unproven") {
@@ -187,8 +212,9 @@ std::string closed_message(const std::string& name, const AdmissionClosed& close
             "this Redis process could not show that it has seen redsem's records of '{}' before "
             "(noticed {} ago: it is new, restarted, another server took over, or its scripts "
             "were flushed; INFO, which would tell, is denied to this user or renamed): it may "
-            "have forgotten who held it; {}. On a new or throwaway Redis, REDSEM_LOSS_GRACE=0 "
-            "admits this caller at once (see Lost data in redsem(1))",
+            "have forgotten who held it; {}. Only on a Redis that holds no leases (a new or "
+            "throwaway one) may REDSEM_LOSS_GRACE=0 admit this caller at once: on one in use it "
+            "lets it in beside a holder Redis forgot (see Lost data in redsem(1))",
             printable(name), seconds_ago(closed.lost_ago), who);
     }
     if (closed.cause == "evicted") {
@@ -268,6 +294,9 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
                                 format_duration(k_default_loss_grace),
                                 format_duration(k_default_loss_grace)))
         ->type_name("DUR");
+    command.add_flag("--through-loss", request.through_loss,
+                     "With -w 0: while admission is closed after a possible loss of data, wait "
+                     "for it to open (at most the loss grace), then try once (cron)");
     command.add_option("--replicas", request.replicas, k_replicas_help)->type_name("N");
     command.add_flag("-q,--quiet", request.quiet,
                      "Show no queue position while waiting, and no notice when no slot was free "
@@ -296,6 +325,10 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
     parsed.options.ttl = parse_ttl(request.ttl, "--ttl");
     if (request.wait) {
         parsed.options.wait = parse_duration(*request.wait, "--wait");
+    }
+    if (request.through_loss && (!parsed.options.wait || parsed.options.wait->count() != 0)) {
+        throw UsageError("--through-loss goes with -w 0 (a longer wait already waits through a "
+                         "closed admission)");
     }
     parsed.busy_exit = request.conflict_exit_code
                            ? parse_exit_code(*request.conflict_exit_code, "--conflict-exit-code")
@@ -355,6 +388,23 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
     std::optional<Lease> lease;
     try {
         lease = semaphore.acquire(options, generate_token());
+        // --through-loss: -w 0 skips a busy semaphore, not a closed admission: after a
+        // possible loss of data (not a pause) it waits until admission opens, as the server
+        // says (at most the loss grace), then tries once more. So a cron job on a Redis
+        // restarted just before runs.
+        for (int round = 0; !lease && request.through_loss && last_closed.closed() &&
+                            !last_closed.pause && round < k_reopen_rounds;
+             ++round) {
+            if (!request.quiet && round == 0) {
+                std::fprintf(stderr,
+                             "redsem: %s; waiting for that (--through-loss), then trying "
+                             "once\n",
+                             closed_message(request.name, last_closed, own_grace).c_str());
+            }
+            wait_readable(options.interrupt_fd, last_closed.opens_in + k_reopen_margin);
+            last_closed = AdmissionClosed{};
+            lease = semaphore.acquire(options, generate_token());
+        }
     } catch (const WaitInterrupted&) {
         if (signals.received() == 0 && owner != nullptr) {
             feedback.clear();

@@ -27,11 +27,12 @@ struct SlotRequest {
     std::optional<std::string> label;
     std::optional<std::string> loss_grace;
     std::optional<std::string> replicas;
+    bool through_loss = false; // with -w 0: wait for a closed admission to open, then try once
     bool quiet = false;
 };
 
-// Declares NAME, -n, --slots, --exclusive, --ttl, -w, -E, --label, --loss-grace, --replicas
-// and -q on `command`.
+// Declares NAME, -n, --slots, --exclusive, --ttl, -w, -E, --label, --loss-grace,
+// --through-loss, --replicas and -q on `command`.
 void add_slot_options(CLI::App& command, SlotRequest& request);
 
 struct ParsedRequest {

@@ -189,13 +189,14 @@ TEST_CASE("a brand-new Redis admits nobody until the loss grace has passed since
     RedisServer server(options);
     const auto started = Clock::now();
     // -w 0: refused at once with its own exit code (not 75: nobody holds a slot), saying why
-    // and what to do on a throwaway Redis; -E does not change it.
+    // and what the way out costs on a Redis in use; -E does not change it.
     const auto refused = run_redsem(
         {"acquire", "fresh", "-w", "0", "-E", "0", "--loss-grace", "3s"}, env_for(server));
     CHECK(refused.exit_code == 73);
     CHECK(line_count(refused.err) == 1);
     CHECK(refused.err.find("redsem: error: Redis has no record of redsem and started") == 0);
-    CHECK(refused.err.find("REDSEM_LOSS_GRACE=0 admits this caller at once") != std::string::npos);
+    CHECK(refused.err.find("REDSEM_LOSS_GRACE=0 admit this caller at once: on one in use it lets "
+                           "it in beside a holder Redis forgot") != std::string::npos);
     // Waiting: admitted once the grace has passed, and no sooner.
     const auto waited =
         run_redsem({"acquire", "fresh", "--loss-grace", "3s", "--json"}, env_for(server));
@@ -218,6 +219,63 @@ TEST_CASE("a brand-new Redis admits nobody until the loss grace has passed since
     const auto bad_env = run_redsem({"acquire", "q3", "-w", "0"}, env);
     CHECK(bad_env.exit_code == 64);
     CHECK(bad_env.err.find("REDSEM_LOSS_GRACE") != std::string::npos);
+}
+
+TEST_CASE("the cron form with --through-loss runs once admission opens on a Redis restarted "
+          "just before, and still skips a busy semaphore at once") {
+    RedisServer::Options options;
+    options.new_data_set = true;
+    RedisServer server(options);
+    const auto started = Clock::now();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    // Says why once, waits until admission opens, and runs the job.
+    const auto cron = run_redsem({"run", "-w", "0", "-E", "0", "--through-loss", "--loss-grace",
+                                  "3s", "nightly", "--", "sh", "-c", "echo x >> " + ran},
+                                 env_for(server));
+    CHECK(cron.exit_code == 0);
+    CHECK(Clock::now() - started >= 2s);
+    CHECK(read_file(ran) == "x\n");
+    CHECK(line_count(cron.err) == 1);
+    CHECK(cron.err.find("redsem: Redis has no record of redsem and started") == 0);
+    CHECK(cron.err.find("; waiting for that (--through-loss), then trying once") !=
+          std::string::npos);
+    // Open, and busy: it skips at once, with -E's code, and runs nothing.
+    const json held = acquire_json(server, {"nightly", "--ttl", "1m", "--loss-grace", "0"});
+    const auto busy = run_redsem({"run", "-w", "0", "-E", "0", "--through-loss", "-q", "nightly",
+                                  "--", "sh", "-c", "echo y >> " + ran},
+                                 env_for(server));
+    CHECK(busy.exit_code == 0);
+    CHECK(busy.err.empty());
+    CHECK(read_file(ran) == "x\n");
+    // -q: the same wait, silently.
+    RedisServer::Options other;
+    other.new_data_set = true;
+    RedisServer second(other);
+    const auto quiet = run_redsem(
+        {"acquire", "q", "-w", "0", "-q", "--through-loss", "--loss-grace", "2s"}, env_for(second));
+    CHECK(quiet.exit_code == 0);
+    CHECK(quiet.err.empty());
+    // Only with -w 0.
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"acquire", "q", "--through-loss"},
+          std::vector<std::string>{"acquire", "q", "-w", "5s", "--through-loss"}}) {
+        const auto usage = run_redsem(args, env_for(second));
+        CHECK(usage.exit_code == 64);
+        CHECK(first_line(usage.err) ==
+              "redsem: error: --through-loss goes with -w 0 (a longer wait "
+              "already waits through a closed admission)");
+    }
+}
+
+TEST_CASE("a pause is no loss of data: run with -w 0 exits 73 at once, whatever -E says") {
+    RedisServer server;
+    const auto env = env_for(server);
+    REQUIRE(run_redsem({"pause", "frozen", "--reason", "maintenance"}, env).exit_code == 0);
+    const auto paused = run_redsem({"run", "-w", "0", "-E", "0", "frozen", "--", "true"}, env);
+    CHECK(paused.exit_code == 73);
+    CHECK(paused.err.find("paused") != std::string::npos);
+    CHECK(line_count(paused.err) == 1);
 }
 
 TEST_CASE("a slot handed to a waiter killed with SIGKILL moves on within the claim window") {
