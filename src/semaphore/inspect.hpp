@@ -12,32 +12,32 @@
 namespace redsem {
 
 struct HolderView {
-    std::string token;
-    std::optional<Record> record; // nullopt when the stored entry is missing or malformed
+    std::string token{};
+    std::optional<Record> record{}; // nullopt when the stored entry is missing or malformed
     long long deadline_ms = 0;
     bool expired = false; // lease ran out or hand-over not collected in time; not pruned
 };
 
 struct WaiterView {
-    std::string token;
+    std::string token{};
     long long position = 1; // 1 = next: the numbering `status` and the waiting line show
-    std::optional<Record> record;
+    std::optional<Record> record{};
     bool stale = false; // stopped refreshing its place (dead?), not pruned yet
 };
 
 // One semaphore as `status NAME` shows it, judged by lua/view.lua. Times are the server's.
 struct SemaphoreView {
-    std::string name;
-    std::optional<long long> limit; // nullopt: the semaphore does not exist (or has no limit)
+    std::string name{};
+    std::optional<long long> limit{}; // nullopt: the semaphore does not exist (or has no limit)
     long long server_now_ms = 0;
-    std::vector<HolderView> holders; // by slot
-    std::vector<WaiterView> waiters; // in queue order
+    std::vector<HolderView> holders{}; // by slot
+    std::vector<WaiterView> waiters{}; // in queue order
     // Counted as SemaphoreSummary counts them (dead entries apart).
     long long held = 0;
     long long expired = 0;
     long long waiting = 0;
     long long stale = 0;
-    AdmissionState admission;     // closed after a possible loss of data?
+    AdmissionState admission{};   // closed after a possible loss of data?
     std::optional<Pause> pause{}; // paused now (redsem pause)?
     std::string exclusive{};      // the token of an --exclusive holder ("": none)
 };
@@ -54,23 +54,23 @@ struct HistoryCounters {
 };
 
 struct SemaphoreSummary {
-    std::string name;
-    std::optional<long long> limit;
-    long long held = 0;           // slots of live holders (one of --slots K counts K)
-    long long holders = 0;        // live holders
-    long long expired = 0;        // holders whose lease ran out, or whose hand-over lapsed
-    long long waiting = 0;        // live waiters
-    long long stale = 0;          // waiters past their liveness
-    std::optional<Record> oldest; // the live holder that has held longest
-    std::optional<long long> oldest_wait_since_ms; // when the live waiter queued first queued
-    long long history = 0;                         // events its history keeps (0: none)
-    std::optional<HistoryCounters> counters;       // while its history is on
+    std::string name{};
+    std::optional<long long> limit{};
+    long long held = 0;             // slots of live holders (one of --slots K counts K)
+    long long holders = 0;          // live holders
+    long long expired = 0;          // holders whose lease ran out, or whose hand-over lapsed
+    long long waiting = 0;          // live waiters
+    long long stale = 0;            // waiters past their liveness
+    std::optional<Record> oldest{}; // the live holder that has held longest
+    std::optional<long long> oldest_wait_since_ms{}; // when the live waiter queued first queued
+    long long history = 0;                           // events its history keeps (0: none)
+    std::optional<HistoryCounters> counters{};       // while its history is on
     long long server_now_ms = 0;  // the clock of the server (cluster node) that holds it
-    AdmissionState admission;     // closed after a possible loss of data?
+    AdmissionState admission{};   // closed after a possible loss of data?
     std::optional<Pause> pause{}; // paused now (redsem pause)?
     // Set when a key of another type is at one of its names (a key made by hand): which key,
     // and what it holds. The semaphore cannot be read then, and the other fields say nothing.
-    std::string unreadable;
+    std::string unreadable{};
 };
 
 // A primary of a Redis Cluster that a listing could not reach (down, or cut off): the listing

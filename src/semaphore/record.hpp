@@ -17,13 +17,13 @@ struct Record {
     enum class Kind { holder, waiter };
 
     Kind kind = Kind::holder;
-    long long slot = -1;          // holders only: the lowest of `slots`
-    std::vector<long long> slots; // holders only: every slot it holds, ascending
-    long long wants = 1;          // waiters only: how many slots it asks for; 0: all (--exclusive)
-    long long fence = 0;          // holders only
-    long long since_ms = 0;       // acquired (holder) or queued (waiter), server clock
+    long long slot = -1;            // holders only: the lowest of `slots`
+    std::vector<long long> slots{}; // holders only: every slot it holds, ascending
+    long long wants = 1;    // waiters only: how many slots it asks for; 0: all (--exclusive)
+    long long fence = 0;    // holders only
+    long long since_ms = 0; // acquired (holder) or queued (waiter), server clock
     long long ttl_ms = 0;
-    HolderMeta meta;
+    HolderMeta meta{};
 };
 
 // Parses one info entry; nullopt when it is not in the format above (edited by hand).
