@@ -583,10 +583,13 @@ std::vector<ExitRule> exit_rules(const Evidence& seen) {
         // Holders without a state hash: refused until they leave (the longest hold, and a
         // lease of one stopped or killed meanwhile), or for as long as the poll saw holders
         // without a limit (waiters queued before the loss are still handed slots, one by one).
+        // Also after an eviction round: a state hash an older release made anew, with a TTL,
+        // may be evicted (the poll does not run while a round does).
         {"65(state hash gone after a flip)", &Result::exit_state_gone_after_flip,
          [&seen](const Client& c) {
              return c.exit_code == 65 && said(c, "state key") && said(c, "is gone") &&
                     (seen.during(c, Fault::eviction_flip, seen.state_gone_after_ns) ||
+                     seen.during(c, Fault::eviction, seen.state_gone_after_ns) ||
                      seen.marked(c, "gone"));
          }},
         // The previous release cannot read a marked limit ("1 paused", "10 weighted").
