@@ -13,6 +13,8 @@
 --         place in the queue and never stored with the semaphore; '' for LOSS_GRACE_MS
 -- ARGV[10] how many slots the caller asks for (a count; 'x': all of them, --exclusive, as many
 --         as the limit when they are granted)
+-- A caller whose metadata asks for one run per occurrence ("once_per", run --once-per) claims
+-- it when granted, and skips while another claim is in force (see lib/occurrence.lua).
 -- Reply, by kind:
 --   ok: fence, slot, deadline_ms, limit, now_ms, slots      the caller holds its slots: slot
 --                                                         the lowest, slots all ("0,3,4")
@@ -28,6 +30,12 @@
 --                                                         slot, else -1; refresh_extra_ms: how
 --                                                         much later than usual to refresh
 --   busy: held, limit, queued                             full, and ARGV[5] == 'try'
+--                                                         (logged as skipped, with the holders)
+--   skipped: why, token, since_ms, until_ms, by, now_ms   another run claims the occurrence:
+--                                                         why 'ran' (it succeeded) or
+--                                                         'running'; token, since_ms, by (its
+--                                                         metadata): the claim's; until_ms:
+--                                                         when the window ends
 --   wait and busy add, while admission is closed, closed_for_ms, cause, lost_ms_ago: closed
 --   for that long after a possible loss of data of `cause` ('start', 'change', 'unproven',
 --   'evicted' or 'declared', see epoch.lua) lost_ms_ago ms ago; and while paused, pause,
@@ -57,6 +65,7 @@
 --- @include "queue"
 --- @include "expiry"
 --- @include "pause"
+--- @include "occurrence"
 --
 -- Waiters far back refresh their place less often: one at position P beyond the NEAR_HEAD
 -- waiters behind the limit waits P - (limit + NEAR_HEAD) + 1 seconds longer than the caller's
@@ -103,6 +112,7 @@ end
 local grace = tonumber(ARGV[9])
 prune(call, state, now)
 settle_pause(call, state, now)
+local window = occurrence_window(json)
 
 local function granted_reply(fence, slot, deadline, limit_now, listed)
     return {'kind', 'ok', 'fence', fence, 'slot', slot, 'deadline_ms', deadline, 'limit', limit_now,
@@ -123,22 +133,56 @@ local function collected(deadline)
     local info = parse_info(redis.call('HGET', call.k_info, token)) or {}
     del_keys(call, call.wake_prefix .. token, call.wake_prefix .. token .. NUDGE_SUFFIX)
     redis.call('ZREM', call.k_alive, token)
+    if window then
+        -- Handed over while another run claims the occurrence (by an older redsem, which
+        -- does not judge it, or while a run holds another slot): given back.
+        local claim = occurrence_taken(call, state, now, token)
+        if claim then
+            remove_holder(call, state, token, info, now, true)
+            log_skip(call, state, now, token, json, claim.done and 'ran' or 'running', claim)
+            return skip_reply(claim, now)
+        end
+        if string.match(state.occurrence or '', '^%d+ %d+ (%S+)') ~= token then
+            claim_occurrence(call, state, now, token, json)
+        end
+    end
     return granted_reply(tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit,
                          table.concat(info.slots or {info.slot or 0}, ','))
 end
 
 -- The reply to a caller whose place in the queue is gone because somebody ended it: released
 -- by `redsem release` (released), or refused as asking for more slots than a lowered limit
--- (toolarge; see refuse_too_large()); nil when neither.
+-- (toolarge; see refuse_too_large()), or, for one that asks for one run per occurrence, passed
+-- over by a hand-over because another run claims it (skipped; see skip_waiter()); nil when
+-- none of these.
 local function left_queue()
     for _, why in ipairs({LEFT_SUFFIX, TOO_LARGE_SUFFIX}) do
         local note = call.wake_prefix .. token .. why
         if redis.call('EXISTS', note) == 1 then
             redis.call('DEL', note)
-            return why == LEFT_SUFFIX and {'kind', 'released'} or too_large_reply(state.limit or limit)
+            if why == TOO_LARGE_SUFFIX then
+                return too_large_reply(state.limit or limit)
+            end
+            local claim = window and occurrence_taken(call, state, now, token)
+            return claim and skip_reply(claim, now) or {'kind', 'released'}
         end
     end
     return nil
+end
+
+-- A caller that asks for one run per occurrence skips while another run claims it: at once
+-- when that run is done, or when the caller would not wait; a waiter waits for the run's end
+-- (a hand-over then judges the claim again). Its place in the queue goes.
+if window then
+    local claim = occurrence_taken(call, state, now, token)
+    if claim and (claim.done or mode ~= 'wait') and
+       not (known and redis.call('ZSCORE', call.k_holders, token)) then -- (see collected())
+        if known and redis.call('ZSCORE', call.k_queue, token) then
+            remove_waiter(call, state, token, now)
+        end
+        log_skip(call, state, now, token, json, claim.done and 'ran' or 'running', claim)
+        return skip_reply(claim, now)
+    end
 end
 
 local position
@@ -205,6 +249,12 @@ local function grant(held, waited)
     if admission(call, now, grace) > 0 then
         return nil
     end
+    local claim = window and occurrence_taken(call, state, now, token)
+    if claim then
+        -- A run claims the occurrence and holds another slot: waiting could not tell its end.
+        log_skip(call, state, now, token, json, 'running', claim)
+        return skip_reply(claim, now)
+    end
     if held == 0 then
         redis.call('DEL', call.k_slots) -- all slots are free: forget any stale bits
         if state.extra > 0 or state.exclusive then
@@ -241,6 +291,7 @@ local function grant(held, waited)
     end
     touch(call, state, deadline)
     log_grant(call, state, now, token, listed, fence, waited, json)
+    claim_occurrence(call, state, now, token, json)
     return granted_reply(fence, slots[1], deadline, limit, listed)
 end
 
@@ -362,6 +413,9 @@ end
 
 if mode ~= 'wait' then
     touch(call, state, now) -- a new semaphore's state (limit, history) expires like the rest
+    if state.history > 0 then
+        log_skip(call, state, now, token, json, 'busy', holders_of(call))
+    end
     return with_admission({'kind', 'busy', 'held',
                            used_slots(state, held or redis.call('ZCARD', call.k_holders)),
                            'limit', limit, 'queued', queued})

@@ -3,7 +3,9 @@
 -- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix   ARGV[2] token
 -- ARGV[3] 'own' when the waiter itself leaves the queue (it gave up, or was interrupted);
 --         otherwise somebody else released a waiting token, and the waiter is told so
--- ARGV[4] (optional) the exit status of `run`'s command, kept as "exit" in the released event
+-- ARGV[4] (optional) the exit status of `run`'s command, kept as "exit" in the released event;
+--         a run that claimed its occurrence (run --once-per) is done when it is 0, and gives
+--         the occurrence back otherwise (see lib/occurrence.lua)
 -- Reply, by kind: released (the token held a slot and released it), left_queue (it was queued
 -- and left the queue), not_found (unknown here: expired, released already, never acquired);
 -- prove without INFO: call again proving this epoch marker (see epoch.lua); nothing changed.
@@ -20,6 +22,7 @@
 --- @include "queue"
 --- @include "expiry"
 --- @include "pause"
+--- @include "occurrence"
 
 local RELEASED = {'kind', 'released'}
 local LEFT_QUEUE = {'kind', 'left_queue'}
@@ -52,6 +55,9 @@ if info and info.kind == 'h' then
                         status .. '}'
         end
         log_entry(call, state, now, 'released', token, info, now - (info.since or now))
+    end
+    if deadline then
+        settle_occurrence(call, state, token, ARGV[4] or '') -- before the slot is handed on
     end
     if remove_holder(call, state, token, info, now, deadline ~= nil) then
         if string.find(info.json, KEEPER_MARK, 1, true) then

@@ -2,6 +2,7 @@
 -- Provides: tell_drainer(call), nudge_near_head_entrant(call, state, now),
 --   remove_waiter(call, state, token, now),
 --   take_slots(...), untake_slots(...), recount_slots(call, state, held), refuse_too_large(...),
+--   skip_waiter(...),
 --   hand_over(call, state, slot, now, bit_set, room), fill_free_slots(call, state, held, now),
 --   remove_holder(call, state, token, info, now, in_holders), and the constant NUDGE_KEEP_MS.
 -- Uses the protocol's CLAIM_MS, NEAR_HEAD, and the wake lists' names (src/semaphore/protocol.hpp).
@@ -13,6 +14,7 @@
 --- @include "lifetime"
 --- @include "history"
 --- @include "epoch"
+--- @include "occurrence"
 
 -- A nudge list nobody popped (its waiter died) expires after this.
 local NUDGE_KEEP_MS = 60000
@@ -180,6 +182,22 @@ local function refuse_too_large(call, state, token, waiter, now)
     end
 end
 
+-- Takes waiter `token`, whose record is `waiter`, out of the queue because another run claims
+-- the occurrence it asks for one run of (`claim`, see lib/occurrence.lua): its acquire ends,
+-- told by its ":left" list, with the claim.
+local function skip_waiter(call, state, token, waiter, now, claim)
+    local alive_until = tonumber(redis.call('ZSCORE', call.k_alive, token)) or now
+    local why = claim.done and 'ran' or 'running'
+    remove_waiter(call, state, token, now)
+    log_skip(call, state, now, token, waiter.json, why, claim)
+    if not call.asked then
+        local note = call.wake_prefix .. token .. LEFT_SUFFIX
+        redis.call('RPUSH', note, SKIPPED_NOTE .. ' ' .. why .. ' ' .. int_str(claim.since) .. ' ' ..
+                   int_str(claim.till) .. ' ' .. claim.token .. ' ' .. claim.json)
+        redis.call('PEXPIREAT', note, int_str(math.max(alive_until, now) + NUDGE_KEEP_MS))
+    end
+end
+
 -- Gives free slots to the head of the queue, `room` of them at most: `slot` when the caller
 -- passes one straight on (room 1; its bit is set here unless `bit_set` says it still is),
 -- else the lowest free ones. The new holder learns of it from its wake list ("FENCE SLOT
@@ -208,7 +226,11 @@ local function hand_over(call, state, slot, now, bit_set, room)
         end
         local waiter = parse_info(redis.call('HGET', k_info, token))
         local weight = waiter and waiter.kind == 'w' and weight_of(waiter, limit)
-        if weight and weight > limit then
+        local claim = weight and occurrence_window(waiter.json) and
+                      occurrence_taken(call, state, now, token)
+        if claim then
+            skip_waiter(call, state, token, waiter, now, claim)
+        elseif weight and weight > limit then
             refuse_too_large(call, state, token, waiter, now)
         elseif weight and (weight > room or admission(call, now, waiter.grace) > 0) then
             redis.call('ZADD', k_queue, head[2], token) -- back in its place
@@ -243,6 +265,7 @@ local function hand_over(call, state, slot, now, bit_set, room)
             touch(call, state, deadline)
             nudge_near_head_entrant(call, state, now)
             log_grant(call, state, now, token, listed, fence, now - (waiter.since or now), waiter.json)
+            claim_occurrence(call, state, now, token, waiter.json)
             return weight
         else
             -- A queue entry without waiter metadata (changed by hand): drop it, try the next.

@@ -111,7 +111,7 @@ local function load_state(call)
     local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'due', 'history',
                             'acquired_total', 'closed_logged', 'limit_by', 'pinned', 'kept',
                             'paused', 'paused_since', 'paused_until', 'pause_kept',
-                            'extra_slots', 'exclusive', 'weighted', 'format')
+                            'extra_slots', 'exclusive', 'weighted', 'format', 'occurrence')
     if got.err then
         return nil, wrong_type(k_state, redis.call('TYPE', k_state).ok, 'hash')
     end
@@ -139,7 +139,7 @@ local function load_state(call)
                    kept = got[10] == '1', paused = got[11] or nil,
                    paused_since = tonumber(got[12]) or 0, paused_until = tonumber(got[13]) or 0,
                    pause_kept = got[14] == '1', extra = tonumber(got[15]) or 0,
-                   exclusive = got[16] or nil, weighted = got[17] == '1'}
+                   exclusive = got[16] or nil, weighted = got[17] == '1', occurrence = got[19] or nil}
     call.state = state
     return state
 end

@@ -107,6 +107,39 @@ bool is_wait(const Event& event) {
            (event.kind == "gc" && !event.slot);
 }
 
+// "HOST (pid PID)" of whoever a skip found in its way.
+std::string skipped_for_text(const SkippedFor& whom) {
+    return fmt::format("{} (pid {})", terminal_safe(whom.meta.host, 64), whom.meta.pid);
+}
+
+// "busy: held by web-1 (pid 812), web-2 (pid 77)", "ran on web-1 (pid 812) at 01:14:31,
+// window until 21:14:31", "running on web-1 (pid 812) since 01:14:31": whom a skip found.
+std::string skip_detail(const Event& event) {
+    // The time of day, and the date too when it is not the event's.
+    const std::string day = local_time(event.time_ms).substr(0, 10);
+    const auto clock = [&day](long long ms) {
+        const std::string text = local_time(ms);
+        return text.starts_with(day) ? text.substr(11, 8) : text.substr(0, 19);
+    };
+    if (event.skipped == "busy") {
+        std::vector<std::string> named;
+        for (const SkippedFor& whom : event.skipped_for) {
+            named.push_back(skipped_for_text(whom));
+        }
+        return named.empty() ? std::string("busy")
+                             : fmt::format("busy: held by {}", fmt::join(named, ", "));
+    }
+    if (event.skipped_for.empty()) {
+        return event.skipped;
+    }
+    const SkippedFor& claim = event.skipped_for.front();
+    if (event.skipped == "ran") {
+        return fmt::format("ran on {} at {}{}", skipped_for_text(claim), clock(claim.since_ms),
+                           claim.until_ms ? ", window until " + clock(*claim.until_ms) : "");
+    }
+    return fmt::format("running on {} since {}", skipped_for_text(claim), clock(claim.since_ms));
+}
+
 // "waited 2m13s", "held 40m", "limit 2 -> 3", "Redis restarted or failed over; nobody
 // admitted until 03:15:42.120": what an event adds to its kind.
 std::string detail(const Event& event) {
@@ -138,6 +171,9 @@ std::string detail(const Event& event) {
         return fmt::format("limit {} -> {}",
                            event.limit_from ? std::to_string(*event.limit_from) : "-",
                            *event.limit_to);
+    }
+    if (event.kind == "skipped") {
+        return skip_detail(event);
     }
     std::string text;
     if (event.duration_ms) {
@@ -207,6 +243,20 @@ json event_json(const Event& event) {
     }
     if (event.kind == "released") {
         out["exit_status"] = optional_json(event.exit_status);
+    }
+    if (event.kind == "skipped") {
+        out["skipped"] = event.skipped;
+        json by = json::array();
+        for (const SkippedFor& whom : event.skipped_for) {
+            by.push_back({{"token", whom.token},
+                          {"since_ms", whom.since_ms},
+                          {"until_ms", optional_json(whom.until_ms)},
+                          {"host", whom.meta.host},
+                          {"pid", whom.meta.pid},
+                          {"user", whom.meta.user},
+                          {"label", whom.meta.label}});
+        }
+        out["by"] = std::move(by);
     }
     out["host"] = meta ? json(meta->host) : json(nullptr);
     out["pid"] = meta ? json(meta->pid) : json(nullptr);

@@ -27,6 +27,7 @@ struct RunArgs {
     std::string on_lost = "term";
     std::string kill_after = format_duration(k_default_kill_after);
     std::optional<std::string> lost_exit_code;
+    std::optional<std::string> once_per;
     std::optional<std::string> shell_command;
     std::vector<std::string> command;
 };
@@ -91,10 +92,25 @@ void check_command(const std::string& command, const RunArgs& args) {
     }
 }
 
+// --once-per WINDOW: at least a second (the claim is kept to the millisecond, by the server's
+// clock) and at most a year.
+Milliseconds parse_once_per(const std::string& text) {
+    constexpr Milliseconds k_longest{366LL * 24 * 3600 * 1000};
+    const Milliseconds window = parse_duration(text, "--once-per");
+    if (window < Milliseconds{1000} || window > k_longest) {
+        throw UsageError(
+            fmt::format("--once-per: '{}' is not from 1s to 366d", printable(text, 100)));
+    }
+    return window;
+}
+
 int run_run(const RunArgs& args, const GlobalOptions& global) {
     const std::vector<std::string> argv = command_line(args);
-    const ParsedRequest parsed =
+    ParsedRequest parsed =
         parse_slot_request(args.request, label_for(args, argv), holder_meta("", getpid(), "run"));
+    if (args.once_per) {
+        parsed.options.meta.once_per_ms = parse_once_per(*args.once_per).count();
+    }
     SuperviseOptions supervise_options;
     supervise_options.stop_on_lost = args.on_lost == "term";
     supervise_options.kill_after = parse_duration(args.kill_after, "--kill-after");
@@ -109,8 +125,12 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     Connection connection(connect);
     Semaphore semaphore(connection, prefix, name);
     SignalWatch signals{k_forwarded_signals};
-    const auto lease =
-        wait_for_slot(connection, prefix, semaphore, args.request, parsed.options, signals);
+    std::optional<Lease> lease;
+    try {
+        lease = wait_for_slot(connection, prefix, semaphore, args.request, parsed.options, signals);
+    } catch (const Skipped&) {
+        return static_cast<int>(ExitCode::ok); // another run has this occurrence: as good as done
+    }
     if (!lease) {
         return parsed.busy_exit;
     }
@@ -194,6 +214,13 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
             fmt::format("Exit status after the slot was lost and COMMAND stopped (default {})",
                         static_cast<int>(ExitCode::lost)))
         ->type_name("CODE");
+    command
+        .add_option("--once-per", args->once_per,
+                    "Run COMMAND once per WINDOW across all callers that say so (cron on many "
+                    "hosts): while a run that started less than WINDOW ago succeeded or still "
+                    "runs, skip (exit 0). A run that fails or loses its slot lets the next one "
+                    "run")
+        ->type_name("WINDOW");
     command
         .add_option("-c,--command", args->shell_command,
                     "Run this shell command line with /bin/sh -c instead of COMMAND")

@@ -9,6 +9,7 @@
 #include "util/duration.hpp"
 #include "util/name.hpp"
 #include "util/number.hpp"
+#include "util/time_format.hpp"
 #include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
@@ -163,6 +164,25 @@ std::string holders_of(Connection& connection, const std::string& prefix, const 
     } catch (const std::exception&) {
         return "";
     }
+}
+
+// What a caller of `run --once-per` that skipped is told: who claims the occurrence, since
+// when, and when the window ends.
+std::string skip_message(const std::string& name, const Skip& skip) {
+    const HolderMeta& by = skip.by;
+    const std::string who =
+        fmt::format("{} (pid {}{}{})", terminal_safe(by.host, 64), by.pid,
+                    by.user.empty() ? "" : ", user " + terminal_safe(by.user, 64),
+                    by.label.empty() ? "" : ", '" + terminal_safe(by.label, 80) + "'");
+    const auto when = [](long long ms) { return local_time(ms).substr(0, 19); };
+    if (skip.done) {
+        return fmt::format("skipped '{}': it ran on {} at {} and succeeded; the next run may "
+                           "start at {} (--once-per)",
+                           printable(name), who, when(skip.since_ms), when(skip.until_ms));
+    }
+    return fmt::format("skipped '{}': it is running on {} since {} (--once-per; a waiting "
+                       "caller would run it if that run fails)",
+                       printable(name), who, when(skip.since_ms));
 }
 
 // How often -w 0 --through-loss waits for a closed admission to open before it gives up (73): each
@@ -405,6 +425,13 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
             last_closed = AdmissionClosed{};
             lease = semaphore.acquire(options, generate_token());
         }
+    } catch (const Skipped& skipped) {
+        feedback.clear();
+        if (!request.quiet) {
+            std::fprintf(stderr, "redsem: %s\n",
+                         skip_message(request.name, skipped.skip()).c_str());
+        }
+        throw;
     } catch (const WaitInterrupted&) {
         if (signals.received() == 0 && owner != nullptr) {
             feedback.clear();

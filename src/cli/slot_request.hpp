@@ -51,8 +51,9 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
 // queued (position, and the holders: host, pid, label, for how long), how the wait goes on
 // after 1m, 2m, 4m, 8m and then every 10m, and names the holders when giving up. When admission is
 // closed after a possible loss of data at the server, says so once on stderr (unless -q). Returns
-// nullopt when no slot came in time, after saying so on stderr (unless -q). When a signal caught by
-// `signals` arrives, leaves the queue and throws Interrupted. When `owner` (the --while-pid
+// nullopt when no slot came in time, after saying so on stderr (unless -q). A caller of
+// `run --once-per` that skips is told why (unless -q), and Skipped is thrown. When a signal caught
+// by `signals` arrives, leaves the queue and throws Interrupted. When `owner` (the --while-pid
 // process) exits first, leaves the queue and throws UsageError: nobody is left to hold the slot
 // for.
 std::optional<Lease> wait_for_slot(Connection& connection, const std::string& prefix,

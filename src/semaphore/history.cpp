@@ -17,21 +17,6 @@ namespace {
 // Events read per XRANGE call: keeps every call short on a long history.
 constexpr std::size_t k_page = 1000;
 
-std::vector<std::string_view> split_spaces(std::string_view text, std::size_t parts) {
-    std::vector<std::string_view> out;
-    std::size_t pos = 0;
-    while (out.size() + 1 < parts) {
-        const std::size_t space = text.find(' ', pos);
-        if (space == std::string_view::npos) {
-            break;
-        }
-        out.push_back(text.substr(pos, space - pos));
-        pos = space + 1;
-    }
-    out.push_back(text.substr(pos));
-    return out;
-}
-
 // A part of an event: '-' is "does not apply"; anything else must be a number.
 bool number_part(std::string_view text, std::optional<long long>& out) {
     if (text == "-") {
@@ -45,6 +30,41 @@ bool number_part(std::string_view text, std::optional<long long>& out) {
 bool known_cause(std::string_view cause) {
     return cause == "start" || cause == "change" || cause == "unproven" || cause == "evicted" ||
            cause == "declared";
+}
+
+// A skip's JSON (lua/lib/occurrence.lua's log_skip()): the caller's metadata, with "skipped"
+// (why) and "by" (the holders, or the claim, each with its token and since_ms).
+void read_skip(std::string_view text, Event& event) {
+    const auto json = nlohmann::json::parse(text, nullptr, false);
+    if (!json.is_object()) {
+        return;
+    }
+    if (const auto why = json.find("skipped"); why != json.end() && why->is_string()) {
+        event.skipped = why->get<std::string>();
+    }
+    const auto by = json.find("by");
+    if (by == json.end() || !by->is_array()) {
+        return;
+    }
+    for (const auto& one : *by) {
+        if (!one.is_object()) {
+            continue;
+        }
+        SkippedFor whom;
+        whom.meta = parse_meta(one.dump());
+        if (const auto token = one.find("token"); token != one.end() && token->is_string()) {
+            whom.token = token->get<std::string>();
+        }
+        if (const auto since = one.find("since_ms");
+            since != one.end() && since->is_number_integer()) {
+            whom.since_ms = since->get<long long>();
+        }
+        if (const auto until = one.find("until_ms");
+            until != one.end() && until->is_number_integer()) {
+            whom.until_ms = until->get<long long>();
+        }
+        event.skipped_for.push_back(std::move(whom));
+    }
 }
 
 bool parse_value(std::string_view value, Event& event) {
@@ -100,6 +120,9 @@ bool parse_value(std::string_view value, Event& event) {
             status != json.end() && status->is_number_integer()) {
             event.exit_status = status->get<long long>();
         }
+    }
+    if (event.kind == "skipped") {
+        read_skip(parts[4], event);
     }
     return true;
 }

@@ -16,23 +16,35 @@ namespace redsem {
 // "FROM TO" for a limit change, "CAUSE LOST_AT_MS OPENS_AT_MS" for admission closed after a
 // possible loss of data, "UNTIL_MS JSON" for a pause ('-': until resumed; JSON: who paused,
 // label the reason) and "PAUSED_FOR_MS JSON" for its end ('{}': its --for ran out).
+// Who a caller that skipped found in its way: a holder (the semaphore was busy), or the run
+// that claims the occurrence (run --once-per).
+struct SkippedFor {
+    std::string token;
+    long long since_ms = 0;            // its grant (server clock)
+    std::optional<long long> until_ms; // a claim: when its window ends
+    HolderMeta meta{};
+};
+
 struct Event {
     std::string name;      // the semaphore
     std::string id;        // the stream entry's ID, "MS-SEQ" (shared by a script call's events)
     long long time_ms = 0; // server clock, from the ID
     std::string kind;      // acquired, queued, released, expired, unclaimed, lost, left, dropped,
-                           // gc, limit, closed, paused, resumed (or a kind this redsem does
-                           // not know)
+                           // skipped, gc, limit, closed, paused, resumed (or a kind this
+                           // redsem does not know)
     std::string token;
     std::optional<long long> slot;  // the lowest of `slots`
     std::vector<long long> slots{}; // every slot of the grant (--slots K)
     std::optional<long long> fence;
-    std::optional<long long> duration_ms; // waited (acquired, left, dropped), held, or paused
-                                          // (resumed)
-    std::optional<HolderMeta> meta;       // nullopt when unknown; paused, resumed: by whom
-    std::optional<long long> until_ms;    // paused: when it ends (nullopt: until resumed)
-    std::optional<long long> exit_status; // released by `run`: its command's exit status
-    std::optional<long long> limit_from;  // limit: nullopt for a new semaphore
+    std::optional<long long> duration_ms;  // waited (acquired, left, dropped), held, or paused
+                                           // (resumed)
+    std::optional<HolderMeta> meta;        // nullopt when unknown; paused, resumed: by whom
+    std::optional<long long> until_ms;     // paused: when it ends (nullopt: until resumed)
+    std::optional<long long> exit_status;  // released by `run`: its command's exit status
+    std::string skipped;                   // skipped: "busy" (-w 0), "ran" or "running" (a
+                                           // claim of the occurrence: run --once-per)
+    std::vector<SkippedFor> skipped_for{}; // skipped: the holders, or the claim
+    std::optional<long long> limit_from;   // limit: nullopt for a new semaphore
     std::optional<long long> limit_to;
     std::string cause; // closed: "start", "change", "unproven", "evicted" or "declared" (see
                        // AdmissionClosed)

@@ -42,6 +42,10 @@ inline constexpr long long k_latest_time_ms = 253'402'300'799'999;
 // rather than misread it.
 inline constexpr long long k_state_format = 2;
 
+// The field of a caller's metadata JSON that asks for one run per occurrence (run --once-per):
+// its window in ms (lua/lib/occurrence.lua).
+inline constexpr std::string_view k_once_per_field = "once_per";
+
 // While a semaphore is paused its queue holds this member behind every waiter, so that no gc
 // (also one of a release before pauses) takes it for empty. It is nobody's token (those are 32
 // hex digits), and every reader counts it as nobody.
@@ -51,8 +55,12 @@ inline constexpr std::string_view k_pause_mark = "paused";
 // "wake:" + token is a waiter's wake list (its grant); + token + a suffix, what it or its
 // keeper is told besides; + "drained", a draining client's.
 inline constexpr std::string_view k_wake_part = "wake:";
-inline constexpr std::string_view k_nudge_suffix = ":nudge";        // moved near the head
-inline constexpr std::string_view k_left_suffix = ":left";          // released while it waited
+inline constexpr std::string_view k_nudge_suffix = ":nudge"; // moved near the head
+inline constexpr std::string_view k_left_suffix = ":left";   // released while it waited: "1", or
+                                                             // k_skipped_note and the claim
+// What a hand-over pushes to a waiter's ":left" list when it passes the waiter over because
+// another run claims the occurrence: followed by " WHY SINCE_MS UNTIL_MS TOKEN JSON".
+inline constexpr std::string_view k_skipped_note = "skipped";
 inline constexpr std::string_view k_too_large_suffix = ":toolarge"; // the limit fell below it
 inline constexpr std::string_view k_released_suffix = ":released";  // its keeper may stop
 inline constexpr std::string_view k_drained_list = "drained";       // a holder left a pause

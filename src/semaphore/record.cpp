@@ -79,6 +79,21 @@ std::optional<std::vector<long long>> parse_slot_list(std::string_view text) {
     }
 }
 
+std::vector<std::string_view> split_spaces(std::string_view text, std::size_t parts) {
+    std::vector<std::string_view> out;
+    std::size_t pos = 0;
+    while (out.size() + 1 < parts) {
+        const std::size_t space = text.find(' ', pos);
+        if (space == std::string_view::npos) {
+            break;
+        }
+        out.push_back(text.substr(pos, space - pos));
+        pos = space + 1;
+    }
+    out.push_back(text.substr(pos));
+    return out;
+}
+
 HolderMeta parse_meta(std::string_view json) {
     HolderMeta out;
     // The metadata may have been edited by hand: take each field only if it has its type.
@@ -93,6 +108,10 @@ HolderMeta parse_meta(std::string_view json) {
         }
         if (const auto pid = meta.find("pid"); pid != meta.end() && pid->is_number_integer()) {
             out.pid = pid->get<long long>();
+        }
+        if (const auto window = meta.find(k_once_per_field);
+            window != meta.end() && window->is_number_integer()) {
+            out.once_per_ms = window->get<long long>();
         }
         if (const auto ci = meta.find("ci"); ci != meta.end() && ci->is_object()) {
             out.ci = CiJob{.system = string_field(*ci, "system"),

@@ -32,6 +32,10 @@ std::optional<Record> parse_record(std::string_view raw);
 // "0,3,4" (or "3") as slot numbers; nullopt when anything else.
 std::optional<std::vector<long long>> parse_slot_list(std::string_view text);
 
+// `text` cut at its spaces into `parts` parts at most, the last one the rest (a JSON that may
+// hold spaces): what the scripts write as "A B ... JSON".
+std::vector<std::string_view> split_spaces(std::string_view text, std::size_t parts);
+
 // Parses the metadata JSON of an entry (HolderMeta::to_json()); a field that is missing or
 // has another type (edited by hand) stays empty.
 HolderMeta parse_meta(std::string_view json);

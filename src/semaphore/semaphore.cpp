@@ -128,6 +128,9 @@ std::string HolderMeta::to_json() const {
     if (keeper) {
         json["keeper"] = true;
     }
+    if (once_per_ms) {
+        json[std::string(k_once_per_field)] = *once_per_ms;
+    }
     if (ci) {
         json["ci"] = {
             {"system", ci->system}, {"url", ci->url}, {"pipeline", ci->pipeline}, {"job", ci->job}};
@@ -260,6 +263,10 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
             return std::nullopt;
         }
         if (reply.at(0).as_string() == left_list) {
+            if (auto skip = wire::decode_left_note(reply.at(1).as_string())) {
+                skip->server_now_ms = queued.server_now_ms;
+                throw Skipped(std::move(*skip));
+            }
             throw_place_released(token);
         }
         if (reply.at(0).as_string() == too_large_list) {
@@ -424,6 +431,9 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
             }
             if (const auto* too_large = std::get_if<wire::TooLarge>(&reply)) {
                 throw_too_large(options, too_large->limit);
+            }
+            if (const auto* skip = std::get_if<Skip>(&reply)) {
+                throw Skipped(*skip); // nothing held nor queued: the script saw to it
             }
             const QueuedReply& queued = std::get<QueuedReply>(reply);
             waited = true;

@@ -3,10 +3,12 @@
 // The values redsem and its scripts exchange (see wire.hpp), and the options of an acquire.
 
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "semaphore/protocol.hpp"
@@ -50,6 +52,9 @@ struct HolderMeta {
     std::string label;
     bool keeper = false;       // a keeper process renews it (acquire --while-pid)
     std::optional<CiJob> ci{}; // recorded when no --label was given
+    // run --once-per: the window in which one run of the occurrence is enough (see
+    // lua/lib/occurrence.lua, which reads it here).
+    std::optional<long long> once_per_ms{};
 
     std::string to_json() const;
 };
@@ -97,6 +102,29 @@ struct AdmissionClosed {
     std::optional<PauseSeen> pause{};
 
     bool closed() const noexcept { return opens_in.count() > 0 || pause.has_value(); }
+};
+
+// Another run claims the occurrence that a caller of `run --once-per` asked for one run of,
+// so it skipped (lua/lib/occurrence.lua).
+struct Skip {
+    bool done = false;      // that run succeeded; else it runs still
+    std::string token{};    // the claim's
+    HolderMeta by{};        // who runs or ran it
+    long long since_ms = 0; // when it was granted (server clock)
+    long long until_ms = 0; // when the window ends (server clock)
+    long long server_now_ms = 0;
+};
+
+// Thrown by Semaphore::acquire() when the caller skipped: an outcome, not a failure, and
+// nothing is held or queued.
+class Skipped : public std::exception {
+public:
+    explicit Skipped(Skip skip) : m_skip(std::move(skip)) {}
+    const Skip& skip() const noexcept { return m_skip; }
+    const char* what() const noexcept override { return "skipped: another run claims it"; }
+
+private:
+    Skip m_skip;
 };
 
 struct AcquireOptions {

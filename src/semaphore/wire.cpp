@@ -2,6 +2,7 @@
 
 #include "semaphore/record.hpp"
 #include "util/name.hpp"
+#include "util/number.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -184,7 +185,33 @@ AcquireReply decode_acquire(const Reply& reply) {
     if (kind == "released") {
         return Released{};
     }
+    if (kind == "skipped") {
+        return Skip{.done = fields.string("why") == "ran",
+                    .token = fields.string("token"),
+                    .by = parse_meta(fields.string("by")),
+                    .since_ms = fields.integer("since_ms"),
+                    .until_ms = fields.integer("until_ms"),
+                    .server_now_ms = fields.integer("now_ms")};
+    }
     throw InternalError(fmt::format("unexpected acquire reply '{}'", printable(kind)));
+}
+
+std::optional<Skip> decode_left_note(const std::string& payload) {
+    // "skipped WHY SINCE_MS UNTIL_MS TOKEN JSON"
+    const auto parts = split_spaces(payload, 6);
+    if (parts.size() != 6 || parts[0] != k_skipped_note) {
+        return std::nullopt;
+    }
+    const auto since = parse_integer(parts[2]);
+    const auto until = parse_integer(parts[3]);
+    if (!since || !until) {
+        return std::nullopt;
+    }
+    return Skip{.done = parts[1] == "ran",
+                .token = std::string(parts[4]),
+                .by = parse_meta(parts[5]),
+                .since_ms = *since,
+                .until_ms = *until};
 }
 
 HandOver decode_hand_over(const std::string& payload) {

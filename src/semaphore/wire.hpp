@@ -113,8 +113,13 @@ struct Released {};
 struct TooLarge {
     long long limit = 0;
 };
-using AcquireReply = std::variant<Granted, Busy, QueuedReply, ConflictReply, Released, TooLarge>;
+using AcquireReply =
+    std::variant<Granted, Busy, QueuedReply, ConflictReply, Released, TooLarge, Skip>;
 AcquireReply decode_acquire(const Reply& reply);
+
+// The payload of a waiter's ":left" list: nullopt for "1" (released by somebody else), the
+// skip for k_skipped_note and its claim (skip_waiter() in lua/lib/queue.lua).
+std::optional<Skip> decode_left_note(const std::string& payload);
 
 // What release() pushes to a waiter's wake list when it hands a slot over
 // (hand_over() in lua/lib/queue.lua): "FENCE SLOT DEADLINE_MS NOW_MS LIMIT SLOTS". Any release

@@ -1,0 +1,140 @@
+-- lib/occurrence.lua: one run per occurrence (`run --once-per WINDOW`): the claim in the
+-- state hash's field `occurrence`, and the skips it causes.
+-- Provides: occurrence_window(json), occurrence_taken(call, state, now, token),
+--   claim_occurrence(call, state, now, token, json), settle_occurrence(call, state, token,
+--   status), skip_reply(claim, now), holders_of(call),
+--   log_skip(call, state, now, token, json, why, by).
+-- Uses the protocol's ONCE_PER_FIELD.
+--- @include "call"
+--- @include "state"
+--- @include "lifetime"
+--- @include "records"
+--- @include "history"
+--
+-- A caller that asks for one run per WINDOW says so in its metadata JSON ("once_per":MS, which
+-- the client writes compactly, so inside a string the field would be escaped and not match),
+-- and so does its record while it waits: a hand-over (lib/queue.lua) judges the occurrence as
+-- a grant here does. Granted, it claims the occurrence: the field `occurrence` holds
+-- "SINCE_MS UNTIL_MS TOKEN STATE JSON", UNTIL_MS its grant plus its WINDOW by the server's
+-- clock, STATE 'run' while it holds the slot and 'done' once it released it with exit status
+-- 0, JSON its metadata. Until UNTIL_MS every other caller that asks for one run per occurrence
+-- skips: at once when the run is done, or when it runs and the caller would not wait (-w 0);
+-- a waiter waits for the run's end, and skips if it succeeded. A run that fails (another
+-- status, a signal, `redsem release` by somebody else) or loses its slot (its lease ran out:
+-- the claim's TOKEN holds nothing while STATE is 'run') gives the occurrence back: the next
+-- caller runs. Callers without a WINDOW ignore the claim. An older redsem neither knows the
+-- field nor takes `--once-per`.
+
+local ONCE_PATTERN = '"' .. ONCE_PER_FIELD .. '":(%d+)'
+-- How many holders a skip because the semaphore was full names in the history.
+local SKIP_NAMES_HOLDERS = 3
+
+-- The window in ms that metadata `json` asks for; nil for none.
+local function occurrence_window(json)
+    local window = tonumber(string.match(json, ONCE_PATTERN))
+    if window and window > 0 then
+        return window
+    end
+    return nil
+end
+
+-- The claim in force at server time `now` that is not `token`'s, as a table {since, till,
+-- token, done, json}; nil when nobody claims the occurrence, when its window ended, when
+-- `token` claimed it, or when the run that claimed it failed or lost its slot.
+local function occurrence_taken(call, state, now, token)
+    local raw = state.occurrence
+    if not raw then
+        return nil
+    end
+    local since, till, owner, status, json = string.match(raw, '^(%d+) (%d+) (%S+) (%a+) (.*)$')
+    since, till = tonumber(since), tonumber(till)
+    if not till or now >= till or owner == token then
+        return nil
+    end
+    if status ~= 'done' then
+        local deadline = tonumber(redis.call('ZSCORE', call.k_holders, owner))
+        if not deadline or deadline <= now then
+            return nil -- the run lost its slot (or was handed one it never collected)
+        end
+    end
+    return {since = since, till = till, token = owner, done = status == 'done', json = json}
+end
+
+-- `token`, granted at `now` with metadata `json`, claims the occurrence when `json` asks for
+-- a window; the keys then outlive the window (touch()), so the claim does.
+local function claim_occurrence(call, state, now, token, json)
+    local window = occurrence_window(json)
+    if not window then
+        return
+    end
+    local till = now + window
+    state.occurrence = int_str(now) .. ' ' .. int_str(till) .. ' ' .. token .. ' run ' .. json
+    redis.call('HSET', call.k_state, 'occurrence', state.occurrence)
+    touch(call, state, till)
+end
+
+-- Holder `token` leaves with exit `status` ('' when it was not its own `run` that released it):
+-- a claim of its own is done when the status is 0, and given back otherwise.
+local function settle_occurrence(call, state, token, status)
+    local raw = state.occurrence
+    if not raw then
+        return
+    end
+    local head, owner, tail = string.match(raw, '^(%d+ %d+) (%S+) run (.*)$')
+    if owner ~= token then
+        return
+    end
+    if status == '0' then
+        state.occurrence = head .. ' ' .. owner .. ' done ' .. tail
+        redis.call('HSET', call.k_state, 'occurrence', state.occurrence)
+    else
+        state.occurrence = nil
+        redis.call('HDEL', call.k_state, 'occurrence')
+    end
+end
+
+-- The reply to a caller that skips because of `claim` (occurrence_taken()).
+local function skip_reply(claim, now)
+    return {'kind', 'skipped', 'why', claim.done and 'ran' or 'running', 'token', claim.token,
+            'since_ms', claim.since, 'until_ms', claim.till, 'by', claim.json, 'now_ms', now}
+end
+
+-- The holders whose leases end first, SKIP_NAMES_HOLDERS at most, as log_skip() takes them.
+local function holders_of(call)
+    local holders = {}
+    for _, token in ipairs(redis.call('ZRANGE', call.k_holders, 0, SKIP_NAMES_HOLDERS - 1)) do
+        local info = parse_info(redis.call('HGET', call.k_info, token))
+        if info then
+            holders[#holders + 1] = {token = token, since = info.since, json = info.json}
+        end
+    end
+    return holders
+end
+
+-- `json` with `text` (',"name":value...') added to its fields.
+local function with_fields(json, text)
+    if json == '{}' then
+        return '{' .. string.sub(text, 2) .. '}'
+    end
+    return string.sub(json, 1, -2) .. text .. '}'
+end
+
+-- Logs that `token` (metadata `json`) skipped: `why` is 'ran' or 'running' (`by` is the claim)
+-- or 'busy' (`by` is a list of holders' {token, since, json}). The event's JSON is the
+-- caller's, with "skipped" (why) and "by": the claim's or the holders' metadata, each with
+-- its token and since_ms, and for a claim its until_ms.
+local function log_skip(call, state, now, token, json, why, by)
+    if state.history <= 0 or string.sub(json, -1) ~= '}' then
+        return
+    end
+    local whom = {}
+    for _, one in ipairs(why == 'busy' and by or {by}) do
+        if string.sub(one.json, 1, 1) == '{' and string.sub(one.json, -1) == '}' then
+            whom[#whom + 1] = with_fields(one.json, ',"token":"' .. one.token .. '","since_ms":' ..
+                                          int_str(one.since or 0) ..
+                                          (one.till and ',"until_ms":' .. int_str(one.till) or ''))
+        end
+    end
+    log_event(call, state, now, 'skipped', token .. ' - - - ' ..
+              with_fields(json, ',"skipped":"' .. why .. '","by":[' .. table.concat(whom, ',') .. ']'))
+end
