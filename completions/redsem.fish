@@ -20,7 +20,7 @@ function __redsem_value_opts
             printf '%s\n' --ttl --replicas
         case run
             printf '%s\n' -n --limit --slots --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
-                --replicas --on-lost --kill-after --lost-exit-code -c --command
+                --replicas --on-lost --kill-after --lost-exit-code --once-per -c --command
         case status
             printf '%s\n' --format
         case limit
@@ -282,6 +282,7 @@ complete -c redsem -n '__redsem_seen_subcommand_from pause resume drain lost' -l
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l on-lost -x -a 'term ignore' -d 'What to do when the slot is lost'
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l kill-after -x -d 'SIGKILL this long after SIGTERM (DUR)'
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l lost-exit-code -x -d 'Exit status after the slot was lost'
+complete -c redsem -n '__redsem_seen_subcommand_from run' -l once-per -x -d 'Run once per WINDOW across callers; skip (exit 0) within it'
 complete -c redsem -n '__redsem_seen_subcommand_from run' -s c -l command -x -d 'Shell command line to run with /bin/sh -c'
 
 # status and gc

@@ -16,6 +16,7 @@
 #include <cctype>
 #include <csignal>
 #include <cstdint>
+#include <cstring>
 #include <fmt/format.h>
 #include <iostream>
 #include <limits>
@@ -182,7 +183,13 @@ std::string detail(const Event& event) {
     }
     if (event.exit_status) {
         // As run reports it: 128+N for a command killed by signal N.
-        text += fmt::format("{}command exited {}", text.empty() ? "" : ", ", *event.exit_status);
+        const long long status = *event.exit_status;
+        const char* signal = status > 128 && status < 128 + NSIG
+                                 ? sigabbrev_np(static_cast<int>(status - 128))
+                                 : nullptr;
+        text += fmt::format("{}command {}", text.empty() ? "" : ", ",
+                            signal != nullptr ? fmt::format("killed by SIG{} ({})", signal, status)
+                                              : fmt::format("exited {}", status));
     }
     return text;
 }

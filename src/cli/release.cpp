@@ -1,5 +1,6 @@
 #include "cli/commands.hpp"
 #include "cli/token_lookup.hpp"
+#include "process/process_tree.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/name.hpp"
 
@@ -11,18 +12,32 @@ namespace redsem::cli {
 
 namespace {
 
+// How long the successor of a `run` that died waits for the command's group to end (see
+// GroupGuard): SIGKILL has been sent to all of it, so only a process stuck in the kernel
+// (uninterruptible I/O) outlives it. Past that the slot is not given back: its lease ends it.
+constexpr Milliseconds k_group_end_wait{60'000};
+
 struct ReleaseArgs {
     std::string name;
     std::string token;
+    // Internal, for the successor of a `run` that died (see GroupGuard and run.cpp): the
+    // command's process group, which must have ended first, and the status to record.
+    std::optional<pid_t> after_group;
+    std::optional<int> exit_status;
 };
 
 int run_release(const ReleaseArgs& args, const GlobalOptions& global) {
     check_name(args.name);
     const std::string prefix = resolve_prefix(global);
+    if (args.after_group && !wait_for_group_end(*args.after_group, k_group_end_wait)) {
+        throw UnavailableError(fmt::format("process group {} still runs; the slot of '{}' is "
+                                           "left to its lease",
+                                           *args.after_group, printable(args.name)));
+    }
     Connection connection(resolve_connection(global));
     const std::string token = resolve_token(connection, prefix, args.name, args.token);
     Semaphore semaphore(connection, prefix, args.name);
-    switch (semaphore.release(token, Releaser::someone_else)) {
+    switch (semaphore.release(token, Releaser::someone_else, args.exit_status)) {
     case ReleaseOutcome::released:
         return 0;
     case ReleaseOutcome::left_queue:
@@ -45,6 +60,8 @@ Runner setup_release(CLI::App& command, const GlobalOptions& global) {
     command.description("Give back the slot of semaphore NAME held by TOKEN. Exits 1 when "
                         "TOKEN holds nothing.");
     add_name_and_token(command, args->name, args->token);
+    command.add_option("--after-group", args->after_group)->group(""); // (see ReleaseArgs)
+    command.add_option("--exit-status", args->exit_status)->group("");
     return [args, &global] { return run_release(*args, global); };
 }
 

@@ -5,6 +5,7 @@
 #include "process/environment.hpp"
 #include "process/heartbeat.hpp"
 #include "process/holder_meta.hpp"
+#include "process/inherited_secret.hpp"
 #include "process/supervise.hpp"
 #include "semaphore/held_slot.hpp"
 #include "util/duration.hpp"
@@ -92,6 +93,20 @@ void check_command(const std::string& command, const RunArgs& args) {
     }
 }
 
+// Should redsem die while the command runs (a CI runner's SIGKILL), its guard kills the
+// command's group and then starts this: `redsem release` of the slot, with the command's
+// environment (its connection and inherited password), once nothing of the group runs, with
+// the status of a command killed by SIGKILL. So the next holder need not wait for the lease.
+Successor release_after_death(const std::string& prefix, const std::string& name,
+                              const Lease& lease, const std::vector<std::string>& environment) {
+    return Successor{.args = {"release", "--after-group=", "--exit-status",
+                              std::to_string(128 + SIGKILL), "--prefix", prefix, "--", name,
+                              lease.token},
+                     .group_arg = 1,
+                     .env = environment,
+                     .keep = inherited_secret_fds(environment)};
+}
+
 // --once-per WINDOW: at least a second (the claim is kept to the millisecond, by the server's
 // clock) and at most a year.
 Milliseconds parse_once_per(const std::string& text) {
@@ -139,8 +154,9 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     // wait above.
     signals.add(SIGCHLD);
 
-    ChildProcess child(argv,
-                       child_environment(name, *lease, connection_for_child(global, connect)));
+    const std::vector<std::string> environment =
+        child_environment(name, *lease, connection_for_child(global, connect));
+    ChildProcess child(argv, environment, release_after_death(prefix, name, *lease, environment));
     // The heartbeat renews on the connection the slot was acquired on; `slot` uses it again
     // once the heartbeat has stopped (heartbeat.stop() below, or its destructor first).
     Heartbeat heartbeat(connection, prefix, name, *lease, Heartbeat::Start::when_due,

@@ -185,6 +185,16 @@ std::string skip_message(const std::string& name, const Skip& skip) {
                        printable(name), who, when(skip.since_ms));
 }
 
+// A waiter stopped by `signal` (a CI job cancelled) says so in one line, unless -q.
+void say_left(const SlotRequest& request, int signal) {
+    if (!request.quiet) {
+        std::fprintf(stderr,
+                     "redsem: SIG%s: stopped waiting for '%s' and left its queue; "
+                     "nothing is held\n",
+                     sigabbrev_np(signal), printable(request.name).c_str());
+    }
+}
+
 // How often -w 0 --through-loss waits for a closed admission to open before it gives up (73): each
 // time, another loss of data came meanwhile. And how long after the time the server named it tries.
 constexpr int k_reopen_rounds = 3;
@@ -320,7 +330,7 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
     command.add_option("--replicas", request.replicas, k_replicas_help)->type_name("N");
     command.add_flag("-q,--quiet", request.quiet,
                      "Show no queue position while waiting, and no notice when no slot was free "
-                     "(a closed admission is still told)");
+                     "or a run was skipped (a closed admission is still told)");
 }
 
 ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label,
@@ -439,6 +449,8 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
                                          "slot of '{}'; nothing is held",
                                          owner->pid(), printable(request.name)));
         }
+        feedback.clear();
+        say_left(request, signals.received());
         throw Interrupted(signals.received());
     }
     if (signals.received() != 0) {
@@ -446,6 +458,8 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
         if (lease) {
             semaphore.release_quietly(lease->token);
         }
+        feedback.clear();
+        say_left(request, signals.received());
         throw Interrupted(signals.received());
     }
     feedback.clear(); // before any message

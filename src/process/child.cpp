@@ -152,7 +152,8 @@ void ignore_sigpipe() {
 }
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv,
-                           const std::vector<std::string>& env) {
+                           const std::vector<std::string>& env, std::optional<Successor> successor)
+    : m_guard(std::move(successor)) {
     // Everything the child needs is prepared before vfork(): the child shares this memory
     // until it execs, and may only make plain system calls.
     std::vector<char*> args;

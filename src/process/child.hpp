@@ -37,7 +37,9 @@ class ChildProcess {
 public:
     // Starts `argv` (searched in PATH) with environment `env` ("NAME=value" entries). Throws
     // Error with exit code 127 when the command is not found, 126 when it cannot be executed.
-    ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+    // When redsem dies, its guard starts `successor` once the group is dead (see GroupGuard).
+    ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                 std::optional<Successor> successor = std::nullopt);
     ~ChildProcess();
     ChildProcess(const ChildProcess&) = delete;
     ChildProcess& operator=(const ChildProcess&) = delete;

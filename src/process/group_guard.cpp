@@ -15,9 +15,58 @@ namespace redsem {
 
 namespace {
 
+// The successor's command line and environment, made before the fork: the guard may only make
+// plain system calls (redsem may have other threads), and fills in the group's number itself.
+struct Prepared {
+    std::vector<std::string> strings; // argv, then env
+    std::vector<char*> argv;
+    std::vector<char*> envp;
+    std::vector<int> keep;
+    char* group_digits = nullptr; // where the group's number goes
+};
+
+constexpr std::size_t k_group_digits = 20;
+
+// Writes `number` as decimal digits at `out`, ending with '\0' (no allocation).
+void write_number(char* out, long long number) {
+    char reversed[k_group_digits];
+    std::size_t length = 0;
+    do {
+        reversed[length++] = static_cast<char>('0' + number % 10);
+        number /= 10;
+    } while (number > 0 && length < k_group_digits);
+    for (std::size_t i = 0; i < length; ++i) {
+        out[i] = reversed[length - 1 - i];
+    }
+    out[length] = '\0';
+}
+
+// Starts the successor in a group of its own, with the signal dispositions a new program
+// expects; returns once it is out of the guard's group (or could not be started).
+void start_successor(Prepared& successor) {
+    write_number(successor.group_digits, getpid());
+    const pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        struct sigaction standard {};
+        standard.sa_handler = SIG_DFL;
+        sigemptyset(&standard.sa_mask);
+        for (int signal = 1; signal < NSIG; ++signal) {
+            if (signal != SIGKILL && signal != SIGSTOP) {
+                sigaction(signal, &standard, nullptr);
+            }
+        }
+        execve("/proc/self/exe", successor.argv.data(), successor.envp.data());
+        _exit(127);
+    }
+    if (pid > 0) {
+        setpgid(pid, pid); // here too: out of the group before the guard kills it
+    }
+}
+
 // The guard's life, in the forked child: only async-signal-safe calls (redsem may have other
 // threads). `lifeline` is the read end of the pipe.
-[[noreturn]] void guard(int lifeline) {
+[[noreturn]] void guard(int lifeline, Prepared* successor) {
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
@@ -36,19 +85,30 @@ namespace {
         dup2(null, STDOUT_FILENO);
         dup2(null, STDERR_FILENO);
     }
-    close_all_but({lifeline});
+    if (successor != nullptr) {
+        successor->keep.push_back(lifeline);
+        std::sort(successor->keep.begin(), successor->keep.end()); // (no allocation)
+        close_all_but(successor->keep);
+    } else {
+        close_all_but({lifeline});
+    }
     char byte = 0;
     while (read(lifeline, &byte, 1) < 0 && errno == EINTR) {
+    }
+    if (successor != nullptr) {
+        close(lifeline);
+        start_successor(*successor);
     }
     kill(0, SIGKILL); // the whole group, this process last
     _exit(0);
 }
 
-} // namespace
-
-void close_all_but(std::initializer_list<int> keep) {
+template <typename Descriptors> void close_all_except(const Descriptors& keep) {
     unsigned first = 3;
     for (const int fd : keep) {
+        if (fd < 0) {
+            continue;
+        }
         if (static_cast<unsigned>(fd) > first) {
             close_range(first, static_cast<unsigned>(fd) - 1, 0);
         }
@@ -57,7 +117,37 @@ void close_all_but(std::initializer_list<int> keep) {
     close_range(first, ~0U, 0);
 }
 
-GroupGuard::GroupGuard() {
+} // namespace
+
+void close_all_but(std::initializer_list<int> keep) {
+    close_all_except(keep);
+}
+
+void close_all_but(const std::vector<int>& keep) {
+    close_all_except(keep);
+}
+
+GroupGuard::GroupGuard(std::optional<Successor> successor) {
+    std::optional<Prepared> prepared;
+    if (successor) {
+        prepared.emplace();
+        Prepared& p = *prepared;
+        p.strings.emplace_back("redsem");
+        p.strings.insert(p.strings.end(), successor->args.begin(), successor->args.end());
+        std::string& group = p.strings.at(successor->group_arg + 1);
+        const std::size_t digits_at = group.size();
+        group.append(k_group_digits + 1, '\0'); // room for the digits, written by the guard
+        const std::size_t argc = p.strings.size();
+        p.strings.insert(p.strings.end(), successor->env.begin(), successor->env.end());
+        for (std::size_t i = 0; i < p.strings.size(); ++i) {
+            (i < argc ? p.argv : p.envp).push_back(p.strings[i].data());
+        }
+        p.argv.push_back(nullptr);
+        p.envp.push_back(nullptr);
+        p.group_digits = p.argv[successor->group_arg + 1] + digits_at;
+        p.keep = std::move(successor->keep);
+        p.keep.reserve(p.keep.size() + 1);
+    }
     int lifeline[2];
     if (pipe2(lifeline, O_CLOEXEC) != 0) {
         throw InternalError(fmt::format("cannot create a pipe: {}", std::strerror(errno)));
@@ -70,7 +160,7 @@ GroupGuard::GroupGuard() {
     if (m_pid == 0) {
         setpgid(0, 0);
         close(lifeline[1]);
-        guard(lifeline[0]);
+        guard(lifeline[0], prepared ? &*prepared : nullptr);
     }
     const int fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &original, nullptr);

@@ -1,23 +1,39 @@
 #pragma once
 
 #include <initializer_list>
+#include <optional>
+#include <string>
 #include <sys/types.h>
+#include <vector>
 
 namespace redsem {
 
-// Closes every file descriptor from 3 on but those in `keep`.
+// Closes every file descriptor from 3 on but those in `keep`, which is sorted.
 void close_all_but(std::initializer_list<int> keep);
+void close_all_but(const std::vector<int>& keep);
+
+// What a guard starts once redsem died and it killed the group: this same program, in a
+// process group of its own (so the kill does not reach it), with `args` after argv[0], the
+// killed group's number appended to args[group_arg], environment `env`, and the descriptors
+// `keep` left open (an inherited password: see inherited_secret()). `run` gives its slot back
+// this way (see cli/run.cpp).
+struct Successor {
+    std::vector<std::string> args{};
+    std::size_t group_arg = 0;
+    std::vector<std::string> env{};
+    std::vector<int> keep{};
+};
 
 // The leader of a new process group, for a command that must not outlive redsem: a process
 // that ignores every signal it can and waits on a pipe only redsem writes to. When redsem
 // dies, by any signal (a CI runner's SIGKILL of redsem's own group, the OOM killer), the
 // pipe closes and the guard kills its group with SIGKILL, itself included; so the command's
 // whole process tree ends before its lease can run out and the slot be handed on. Processes
-// that left the group (setsid(), a daemon) escape it.
+// that left the group (setsid(), a daemon) escape it. Then it starts its successor, if any.
 class GroupGuard {
 public:
     // Starts the guard. Throws InternalError when it could not be started.
-    GroupGuard();
+    explicit GroupGuard(std::optional<Successor> successor = std::nullopt);
     // Ends the guard alone (SIGKILL, not waited for): the group goes on as it is. For a
     // process about to exit, which leaves the guard to whoever reaps its orphans.
     ~GroupGuard();

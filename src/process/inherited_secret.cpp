@@ -1,5 +1,11 @@
 #include "process/inherited_secret.hpp"
 
+#include "util/number.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <string_view>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -22,6 +28,23 @@ std::optional<std::string> inherited_secret(const std::string& secret, const cha
         return std::nullopt;
     }
     return "/proc/self/fd/" + std::to_string(fd);
+}
+
+std::vector<int> inherited_secret_fds(const std::vector<std::string>& env) {
+    constexpr std::string_view k_path = "=/proc/self/fd/";
+    std::vector<int> fds;
+    for (const std::string& entry : env) {
+        const std::size_t at = entry.find(k_path);
+        if (at == std::string::npos) {
+            continue;
+        }
+        if (const auto fd = parse_integer(std::string_view(entry).substr(at + k_path.size()), 0,
+                                          std::numeric_limits<int>::max())) {
+            fds.push_back(static_cast<int>(*fd));
+        }
+    }
+    std::sort(fds.begin(), fds.end());
+    return fds;
 }
 
 } // namespace redsem

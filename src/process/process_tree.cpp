@@ -3,6 +3,8 @@
 #include "process/boot_timer.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <dirent.h>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <sys/syscall.h>
+#include <thread>
 #include <unistd.h>
 
 namespace redsem {
@@ -19,11 +22,14 @@ namespace redsem {
 namespace {
 
 struct ProcStat {
+    char state = '?'; // R, S, D, T, Z (a zombie: it ended, and nobody reaped it yet)...
     pid_t parent = 0;
+    pid_t group = 0;
     unsigned long long start = 0; // clock ticks after boot
 };
 
-// Fields 4 (ppid) and 22 (starttime) of /proc/PID/stat; nullopt when it is gone.
+// Fields 3 (state), 4 (ppid), 5 (pgrp) and 22 (starttime) of /proc/PID/stat; nullopt when it
+// is gone.
 std::optional<ProcStat> read_stat(pid_t pid) {
     std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
@@ -42,8 +48,8 @@ std::optional<ProcStat> read_stat(pid_t pid) {
     std::istringstream fields(line.substr(name_end + 1));
     std::string skip;
     ProcStat stat;
-    fields >> skip >> stat.parent; // field 3 (state), 4 (ppid)
-    for (int field = 5; field < 22; ++field) {
+    fields >> stat.state >> stat.parent >> stat.group;
+    for (int field = 6; field < 22; ++field) {
         fields >> skip;
     }
     fields >> stat.start;
@@ -62,7 +68,44 @@ bool ended(int pidfd) {
     return ::poll(&entry, 1, 0) > 0;
 }
 
+// Whether a process of group `group` runs (or is stopped): one that ended and waits to be
+// reaped does not count.
+bool group_lives(pid_t group) {
+    if (kill(-group, 0) != 0 && errno == ESRCH) {
+        return false;
+    }
+    bool lives = false;
+    if (DIR* proc = opendir("/proc")) {
+        while (const dirent* entry = readdir(proc)) {
+            char* end = nullptr;
+            const long pid = std::strtol(entry->d_name, &end, 10);
+            if (pid <= 0 || *end != '\0') {
+                continue;
+            }
+            const auto stat = read_stat(static_cast<pid_t>(pid));
+            if (stat && stat->group == group && stat->state != 'Z' && stat->state != 'X') {
+                lives = true;
+                break;
+            }
+        }
+        closedir(proc);
+    }
+    return lives;
+}
+
 } // namespace
+
+bool wait_for_group_end(pid_t group, Milliseconds timeout) {
+    constexpr Milliseconds k_look_every{10};
+    const auto give_up_at = BootClock::now() + timeout;
+    while (group_lives(group)) {
+        if (BootClock::now() >= give_up_at) {
+            return false;
+        }
+        std::this_thread::sleep_for(k_look_every);
+    }
+    return true;
+}
 
 ProcessTree::ProcessTree(pid_t root) {
     std::multimap<pid_t, pid_t> children;

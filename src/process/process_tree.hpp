@@ -7,6 +7,10 @@
 
 namespace redsem {
 
+// Waits until no process of process group `group` runs (those that ended and were not reaped
+// yet do not count), or for `timeout`; true when none runs.
+bool wait_for_group_end(pid_t group, Milliseconds timeout);
+
 // A process and all its descendants as /proc shows them at one moment, each held by a pidfd:
 // a signal sent later reaches those processes or none, never one that reused a pid.
 class ProcessTree {

@@ -35,7 +35,7 @@ block() {
 }
 
 # --- cron: the variable lines, then the job's command (after 5 time fields and the user) ---
-cron=$(block cron "A cron job that must not overlap")
+cron=$(block cron "A cron job that one host of many runs")
 [ -n "$cron" ] || fail "cron: no cron block found"
 cron_env=()
 job=''
@@ -65,23 +65,37 @@ EOF
 chmod +x "$dir/backup.sh"
 job=${job//\/usr\/local\/bin\/backup.sh/$dir/backup.sh}
 # cron runs the line with /bin/sh, the variables in its environment, stdout and stderr mailed.
-env -i PATH="$PATH" HOME="$dir" REDSEM_LOSS_GRACE=0 "${cron_env[@]}" /bin/sh -c "$job" \
-    >"$dir/first.out" 2>&1 &
+cron_run() {
+    env -i PATH="$PATH" HOME="$dir" REDSEM_LOSS_GRACE=0 "${cron_env[@]}" /bin/sh -c "$job"
+}
+observe() { REDSEM_URL=$url REDSEM_PASSWORD_FILE=$dir/password redsem "$@"; }
+cron_run >"$dir/first.out" 2>&1 &
 first=$!
 for _ in $(seq 200); do [ -s "$dir/backups" ] && break; sleep 0.05; done
 [ -s "$dir/backups" ] || fail "cron: the first host's backup never started ($(cat "$dir/first.out"))"
-env -i PATH="$PATH" HOME="$dir" REDSEM_LOSS_GRACE=0 "${cron_env[@]}" /bin/sh -c "$job" \
-    >"$dir/second.out" 2>&1
-second=$?
+# A second host while it runs: it waits for the run's end, then skips.
+cron_run >"$dir/second.out" 2>&1 &
+second=$!
+for _ in $(seq 200); do
+    observe status nightly-backup --json 2>/dev/null | grep -q '"waiting":1' && break
+    sleep 0.05
+done
 touch "$dir/backup-done"
 wait "$first"
 first_status=$?
+wait "$second"
+second_status=$?
+# A third host after it ended: skips at once.
+cron_run >"$dir/third.out" 2>&1
+third_status=$?
 runs=$(wc -l <"$dir/backups")
-if [ "$first_status" = 0 ] && [ "$second" = 0 ] && [ "$runs" = 1 ] && [ ! -s "$dir/first.out" ] &&
-    [ ! -s "$dir/second.out" ]; then
-    ok "cron: two hosts at once, one backup, the other skipped quietly (no mail)"
+skips=$(observe log nightly-backup --json | grep -c '"event":"skipped"')
+if [ "$first_status$second_status$third_status" = 000 ] && [ "$runs" = 1 ] && [ "$skips" = 2 ] &&
+    [ ! -s "$dir/first.out" ] && [ ! -s "$dir/second.out" ] && [ ! -s "$dir/third.out" ]; then
+    ok "cron: three hosts, one backup, two skips on record, no mail"
 else
-    fail "cron: exits $first_status/$second, $runs backups, mail: $(cat "$dir/first.out" "$dir/second.out")"
+    fail "cron: exits $first_status/$second_status/$third_status, $runs backups, $skips skips," \
+        "mail: $(cat "$dir/first.out" "$dir/second.out" "$dir/third.out")"
 fi
 
 # --- CI: deploy.sh calls redsem itself, as the recipe says it may ---

@@ -750,6 +750,6 @@ TEST_CASE("log says how a run ended: a released event carries its command's exit
     INFO(table.out);
     CHECK(table.out.rfind("TIME (CE", 0) == 0); // CET or CEST
     CHECK(table.out.find("command exited 3") != std::string::npos);
-    CHECK(table.out.find("command exited 143") != std::string::npos);
+    CHECK(table.out.find("command killed by SIGTERM (143)") != std::string::npos);
     CHECK(table.out.find(" \n") == std::string::npos); // no line ends with spaces
 }

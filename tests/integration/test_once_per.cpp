@@ -1,0 +1,248 @@
+// One run per occurrence (`run --once-per WINDOW`), and every skip on record: cron on several
+// hosts with skewed clocks, a run that fails or loses its slot, waiters that wait for a run's
+// outcome, gc, and a busy try (-w 0) in the history. Real processes, a real redis-server; the
+// observer is the file each run appends to, not redsem's word.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+#include "support/prerequisites.hpp"
+#include "support/skip.hpp"
+
+#include <csignal>
+#include <cstdlib>
+#include <thread>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+// `redsem run [options] NAME -- sh -c 'echo WHO >> FILE; BODY'`.
+std::vector<std::string> job(std::vector<std::string> options, const std::string& name,
+                             const std::string& who, const std::string& file,
+                             const std::string& body = "true") {
+    options.insert(options.begin(), "run");
+    options.insert(options.end(),
+                   {name, "--", "sh", "-c", "echo " + who + " >> " + file + "; " + body});
+    return options;
+}
+
+// The events of `name` of one kind.
+std::vector<json> events_of(const RedisServer& server, const std::string& name,
+                            const std::string& kind) {
+    std::vector<json> found;
+    for (const json& event : history_events(server, name)) {
+        if (event["event"] == kind) {
+            found.push_back(event);
+        }
+    }
+    return found;
+}
+
+// `env` with the wall clock moved by `skew` for redsem (libfaketime), the monotonic clock real.
+EnvChanges skewed(EnvChanges env, const std::string& library, const std::string& skew) {
+    env["LD_PRELOAD"] = library;
+    env["FAKETIME"] = skew;
+    env["FAKETIME_NO_CACHE"] = "1";
+    env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1";
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    env["ASAN_OPTIONS"] = std::string(asan != nullptr ? asan : "") + ":verify_asan_link_order=0";
+    return env;
+}
+
+// The server time at which the claim of `name`'s occurrence ends (0: none).
+long long claim_ends_ms(Connection& admin, const std::string& name) {
+    const Reply field = admin.call({"HGET", semaphore_key(name, "state"), "occurrence"});
+    if (field.is_nil()) {
+        return 0;
+    }
+    const std::string& text = field.as_string();
+    const auto first = text.find(' ');
+    return std::atoll(text.c_str() + first + 1);
+}
+
+} // namespace
+
+TEST_CASE("run --once-per runs the job once for three hosts with skewed clocks and starts "
+          "further apart than the job lasts, and the others skip, exit 0, and are on record") {
+    const auto faketime = find_libfaketime();
+    if (!faketime) {
+        REDSEM_SKIP("libfaketime (Debian package faketime)");
+    }
+    RedisServer server;
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const EnvChanges env = env_for(server);
+    const auto host_a = run_redsem(job({"--once-per", "20h", "-q"}, "nightly", "a", ran),
+                                   skewed(env, *faketime, "-3m"));
+    REQUIRE(host_a.exit_code == 0);
+    REQUIRE(read_file(ran) == "a\n");
+    // After the job ended: a lock alone would let these run it again.
+    const auto host_b =
+        run_redsem(job({"--once-per", "20h"}, "nightly", "b", ran), skewed(env, *faketime, "+5m"));
+    const auto host_c = run_redsem(job({"--once-per", "20h", "-q", "-w", "0"}, "nightly", "c", ran),
+                                   skewed(env, *faketime, "+10m x1.1"));
+    CHECK(read_file(ran) == "a\n");
+    CHECK(host_b.exit_code == 0);
+    CHECK(line_count(host_b.err) == 1);
+    CHECK(host_b.err.find("redsem: skipped 'nightly': it ran on ") == 0);
+    CHECK(host_b.err.find(" and succeeded; the next run may start at ") != std::string::npos);
+    CHECK(host_c.exit_code == 0);
+    CHECK(host_c.err.empty()); // -q keeps stderr quiet; the history still has it
+    // `redsem log` answers "did it run, where, who skipped".
+    const auto acquired = events_of(server, "nightly", "acquired");
+    const auto released = events_of(server, "nightly", "released");
+    const auto skipped = events_of(server, "nightly", "skipped");
+    REQUIRE(acquired.size() == 1);
+    REQUIRE(released.size() == 1);
+    CHECK(released[0]["exit_status"] == 0);
+    REQUIRE(skipped.size() == 2);
+    for (const json& skip : skipped) {
+        CHECK(skip["skipped"] == "ran");
+        REQUIRE(skip["by"].size() == 1);
+        CHECK(skip["by"][0]["token"] == acquired[0]["token"]);
+        CHECK(skip["by"][0]["since_ms"] == acquired[0]["time_ms"]);
+        CHECK(skip["by"][0]["until_ms"] ==
+              acquired[0]["time_ms"].get<long long>() + 20 * 3600'000LL);
+        CHECK(skip["token"] != acquired[0]["token"]);
+    }
+    const auto table = run_redsem({"log", "nightly"}, env);
+    CHECK(table.out.find("skipped") != std::string::npos);
+    CHECK(table.out.find("ran on ") != std::string::npos);
+}
+
+TEST_CASE("run --once-per: a run that fails gives the occurrence back, a waiter waits for the "
+          "outcome and runs, and one that would not wait skips while it runs") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const std::string go = scratch.path("go");
+    const EnvChanges env = env_for(server);
+    const std::string wait_then_fail = "while [ ! -e " + go + " ]; do sleep 0.05; done; exit 3";
+    Child first(job({"--once-per", "1h", "-q"}, "backup", "a", ran, wait_then_fail), env);
+    REQUIRE(wait_until([&] { return read_file(ran) == "a\n"; }, 20s));
+    // -w 0 while it runs: skips at once, runs nothing.
+    const auto hasty = run_redsem(job({"--once-per", "1h", "-w", "0"}, "backup", "c", ran), env);
+    CHECK(hasty.exit_code == 0);
+    CHECK(hasty.err.find("redsem: skipped 'backup': it is running on ") == 0);
+    // Two waiters queue behind it, in this order.
+    Child second(job({"--once-per", "1h", "-q"}, "backup", "b", ran), env);
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key("backup", "queue")) == 1; }, 20s));
+    Child third(job({"--once-per", "1h"}, "backup", "e", ran), env);
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key("backup", "queue")) == 2; }, 20s));
+    std::fclose(std::fopen(go.c_str(), "w"));
+    CHECK(first.wait().exit_code == 3);
+    // The failed run gave the occurrence back: the first waiter ran it; the second then
+    // skipped, as that run succeeded.
+    CHECK(second.wait().exit_code == 0);
+    const auto skipped = third.wait();
+    CHECK(skipped.exit_code == 0);
+    CHECK(skipped.err.find("it ran on ") != std::string::npos);
+    CHECK(read_file(ran) == "a\nb\n");
+    const auto released = events_of(server, "backup", "released");
+    REQUIRE(released.size() == 2);
+    CHECK(released[0]["exit_status"] == 3);
+    CHECK(released[1]["exit_status"] == 0);
+    const auto skips = events_of(server, "backup", "skipped");
+    REQUIRE(skips.size() == 2);
+    CHECK(skips[0]["skipped"] == "running");
+    CHECK(skips[0]["by"][0]["token"] == released[0]["token"]);
+    CHECK(skips[1]["skipped"] == "ran");
+    CHECK(skips[1]["by"][0]["token"] == released[1]["token"]);
+    // Nothing is left queued or held.
+    CHECK(zcard(admin, semaphore_key("backup", "queue")) == 0);
+    CHECK(zcard(admin, semaphore_key("backup", "holders")) == 0);
+}
+
+TEST_CASE("run --once-per: a run that lost its slot gives the occurrence back") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const EnvChanges env = env_for(server);
+    Child stopped(job({"--once-per", "1h", "--ttl", "1s", "-q"}, "lost", "a", ran, "sleep 30"),
+                  env);
+    REQUIRE(wait_until([&] { return read_file(ran) == "a\n"; }, 20s));
+    const std::string holders = semaphore_key("lost", "holders");
+    const std::string token = admin.call({"ZRANGE", holders, "0", "0"}).at(0).as_string();
+    stopped.signal(SIGSTOP); // no renewal: the lease runs out by the server's clock
+    REQUIRE(wait_until(
+        [&] {
+            const Reply deadline = admin.call({"ZSCORE", holders, token});
+            return deadline.is_nil() ||
+                   std::atoll(deadline.as_string().c_str()) < server_time_ms(admin);
+        },
+        20s));
+    const auto next = run_redsem(job({"--once-per", "1h", "-w", "0"}, "lost", "b", ran), env);
+    CHECK(next.exit_code == 0);
+    CHECK(read_file(ran) == "a\nb\n");
+    stopped.signal(SIGCONT);
+    CHECK(stopped.wait().exit_code == 76);
+}
+
+TEST_CASE("run --once-per: a new run may start once the window ended, and gc keeps the claim "
+          "until then") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const EnvChanges env = env_for(server);
+    REQUIRE(run_redsem(job({"--once-per", "2s"}, "hourly", "a", ran), env).exit_code == 0);
+    const long long ends = claim_ends_ms(admin, "hourly");
+    REQUIRE(ends > 0);
+    // gc leaves an idle semaphore whose claim is in force.
+    REQUIRE(run_redsem({"gc", "hourly"}, env).exit_code == 0);
+    if (server_time_ms(admin) < ends) {
+        CHECK(claim_ends_ms(admin, "hourly") == ends);
+        CHECK(run_redsem(job({"--once-per", "2s"}, "hourly", "b", ran), env).exit_code == 0);
+        if (server_time_ms(admin) < ends) {
+            CHECK(read_file(ran) == "a\n");
+        }
+    }
+    REQUIRE(wait_until([&] { return server_time_ms(admin) >= ends; }, 20s));
+    REQUIRE(run_redsem(job({"--once-per", "2s"}, "hourly", "c", ran), env).exit_code == 0);
+    CHECK(read_file(ran).ends_with("c\n"));
+    // A caller without --once-per ignores the claim.
+    REQUIRE(run_redsem(job({}, "hourly", "d", ran), env).exit_code == 0);
+    CHECK(read_file(ran).ends_with("c\nd\n"));
+}
+
+TEST_CASE("a try refused as busy (-w 0) is on record as skipped, with the holder, also with -q") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    const json held = acquire_json(server, {"deploy", "--ttl", "1m", "--label", "release 7"});
+    for (const bool quiet : {false, true}) {
+        std::vector<std::string> args{"run", "-w", "0", "deploy", "--", "true"};
+        if (quiet) {
+            args.insert(args.begin() + 1, "-q");
+        }
+        const auto busy = run_redsem(args, env);
+        CHECK(busy.exit_code == 75);
+        CHECK(busy.err.empty() == quiet);
+    }
+    const auto skipped = events_of(server, "deploy", "skipped");
+    REQUIRE(skipped.size() == 2);
+    for (const json& skip : skipped) {
+        CHECK(skip["skipped"] == "busy");
+        REQUIRE(skip["by"].size() == 1);
+        CHECK(skip["by"][0]["token"] == held["token"]);
+        CHECK(skip["by"][0]["label"] == "release 7");
+        CHECK(skip["by"][0]["until_ms"].is_null());
+    }
+    const auto table = run_redsem({"log", "deploy"}, env);
+    CHECK(table.out.find("busy: held by ") != std::string::npos);
+}
+
+TEST_CASE("run --once-per refuses a window it cannot keep") {
+    RedisServer server;
+    for (const char* window : {"0", "500ms", "367d", "soon", ""}) {
+        INFO(window);
+        const auto refused =
+            run_redsem({"run", "--once-per", window, "job", "--", "true"}, env_for(server));
+        CHECK(refused.exit_code == 64);
+        CHECK(first_line(refused.err).starts_with("redsem: error: --once-per: "));
+    }
+}
