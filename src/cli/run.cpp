@@ -46,17 +46,24 @@ std::vector<std::string> command_line(const RunArgs& args) {
     return args.command;
 }
 
-// The label a holder gets without --label: the command's name, never its arguments, which
-// may hold secrets (`--api-key=...`) and would be kept in the history. For -c, the first
-// word of CMDLINE that is not a variable assignment (`TOKEN=... deploy` gives "deploy").
+// The last part of path `word` ("deploy.sh" for "/srv/ci/bin/deploy.sh").
+std::string base_name(const std::string& word) {
+    const std::size_t slash = word.find_last_of('/');
+    return slash == std::string::npos || slash + 1 == word.size() ? word : word.substr(slash + 1);
+}
+
+// The label a holder gets without --label: the command's name without its directory (the
+// lines that name holders stay short), never its arguments, which may hold secrets
+// (`--api-key=...`) and would be kept in the history. For -c, the first word of CMDLINE that
+// is not a variable assignment (`TOKEN=... deploy` gives "deploy").
 std::string label_for(const RunArgs& args, const std::vector<std::string>& argv) {
     if (!args.shell_command) {
-        return argv.front();
+        return base_name(argv.front());
     }
     std::istringstream words(*args.shell_command);
     for (std::string word; words >> word;) {
         if (word.find('=') == std::string::npos) {
-            return word;
+            return base_name(word);
         }
     }
     return "sh -c";

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <functional>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <system_error>
 #include <unistd.h>
 
@@ -30,12 +31,112 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One status line on a terminal, rewritten in place while waiting.
+// A time to wait, in whole seconds rounded up ("1m" for 59.99 s, as for 60 s).
+std::string seconds_up(Milliseconds duration) {
+    return format_duration(Milliseconds{(duration.count() + 999) / 1000 * 1000});
+}
+
+// How long ago something happened, in whole seconds rounded down ("less than 1s").
+std::string seconds_ago(Milliseconds duration) {
+    return duration.count() < 1000 ? "less than 1s"
+                                   : format_duration(Milliseconds{duration.count() / 1000 * 1000});
+}
+
+// "; held by HOST (pid PID, 'LABEL', for DUR), ..." for the live holders in `view` other than
+// `token` (at most three named), or "" when there are none.
+std::string holders_text(const SemaphoreView& view, const std::string& token) {
+    constexpr std::size_t k_named = 3;
+    std::vector<std::string> named;
+    std::size_t live = 0;
+    for (const HolderView& holder : view.holders) {
+        if (holder.expired || !holder.record || holder.token == token) {
+            continue;
+        }
+        if (++live > k_named) {
+            continue;
+        }
+        const HolderMeta& meta = holder.record->meta;
+        const Milliseconds held{std::max(0LL, view.server_now_ms - holder.record->since_ms)};
+        named.push_back(
+            fmt::format("{} (pid {}{}, for {})", terminal_safe(meta.host, 64), meta.pid,
+                        meta.label.empty() ? "" : ", '" + terminal_safe(meta.label, 40) + "'",
+                        seconds_ago(held)));
+    }
+    if (named.empty()) {
+        return "";
+    }
+    std::string text = "; held by " + fmt::format("{}", fmt::join(named, ", "));
+    if (live > k_named) {
+        text += fmt::format(" and {} more", live - k_named);
+    }
+    return text;
+}
+
+// Numbered as `status` numbers the queue: 1 is next.
+std::string place_text(long long number, long long queued, long long held, long long limit) {
+    return fmt::format("number {} of {} in the queue, {}/{} held", number, queued, held, limit);
+}
+
+// The live holders of `name` as holders_text() names them, or "" when they cannot be read:
+// said beside a wait, it must never end it.
+std::string holders_of(Connection& connection, const std::string& prefix, const std::string& name) {
+    try {
+        return holders_text(inspect(connection, prefix, name), "");
+    } catch (const std::exception&) {
+        return "";
+    }
+}
+
+// A waiter's wait as one read of the semaphore's view shows it, so that its place and the
+// holders named agree: `place` as place_text() says it, `holders` as holders_text().
+struct WaitScene {
+    bool waiting = false; // the token still waits (else it was granted meanwhile, or left)
+    std::string place{};
+    std::string holders{};
+};
+
+// The scene of waiter `token` of `name`; nullopt when the view cannot be read.
+std::optional<WaitScene> read_wait_scene(Connection& connection, const std::string& prefix,
+                                         const std::string& name, const std::string& token) {
+    try {
+        const SemaphoreView view = inspect(connection, prefix, name);
+        WaitScene scene;
+        for (const WaiterView& waiter : view.waiters) {
+            if (waiter.token == token) {
+                scene.waiting = true;
+                scene.place =
+                    place_text(waiter.position, view.waiting, view.held, view.limit.value_or(0));
+            }
+        }
+        scene.holders = holders_text(view, token);
+        return scene;
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+}
+
+// The line a waiter is told of its wait: from one read of the view (`scene`, nullopt when it
+// could not be read: then the place the acquire's reply gave, without holders); nullopt when
+// it no longer waits.
+std::optional<std::string> wait_text(const std::optional<WaitScene>& scene,
+                                     const QueuePosition& position) {
+    if (!scene) {
+        return place_text(position.ahead + 1, position.queued, position.held, position.limit);
+    }
+    if (!scene->waiting) {
+        return std::nullopt;
+    }
+    return scene->place + scene->holders;
+}
+
+// One status line on a terminal, rewritten in place while waiting, cut to the terminal's width.
 class WaitFeedback {
 public:
-    WaitFeedback(std::string name, bool enabled)
+    using Scene = std::function<std::optional<WaitScene>()>;
+
+    WaitFeedback(std::string name, bool enabled, Scene scene)
         : m_name(std::move(name)), m_enabled(enabled && isatty(STDERR_FILENO) != 0),
-          m_started(Clock::now()) {}
+          m_scene(std::move(scene)), m_started(Clock::now()) {}
     ~WaitFeedback() { clear(); }
     WaitFeedback(const WaitFeedback&) = delete;
     WaitFeedback& operator=(const WaitFeedback&) = delete;
@@ -47,12 +148,17 @@ public:
         if (!m_enabled || Clock::now() - m_started < std::chrono::seconds(1)) {
             return;
         }
-        // Numbered as `status` numbers the queue: 1 is next.
-        std::fprintf(stderr,
-                     "\rredsem: waiting for '%s': number %lld of %lld in the queue, %lld/%lld "
-                     "held\033[K",
-                     printable(m_name).c_str(), position.ahead + 1, position.queued, position.held,
-                     position.limit);
+        const auto text = wait_text(m_scene(), position);
+        if (!text) {
+            return;
+        }
+        std::string line = fmt::format("redsem: waiting for '{}': {}", printable(m_name), *text);
+        winsize size{};
+        if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 4 &&
+            line.size() >= size.ws_col) {
+            line = line.substr(0, size.ws_col - 4) + "...";
+        }
+        std::fprintf(stderr, "\r%s\033[K", line.c_str());
         std::fflush(stderr);
         m_shown = true;
     }
@@ -68,17 +174,18 @@ public:
 private:
     std::string m_name;
     bool m_enabled;
+    Scene m_scene;
     bool m_shown = false;
     Clock::time_point m_started;
 };
 
 // Off a terminal (a CI log, cron's mail), waiting is told in whole lines: one when queued,
-// naming the holders; a short one now and then while the wait goes on (after 1m, 2m, 4m, 8m,
-// then every 10m); the holders again when giving up (see wait_for_slot()).
+// naming the holders; one now and then while the wait goes on (after 1m, 2m, 4m, 8m, then
+// every 10m), naming them again; the holders again when giving up (see wait_for_slot()).
 class WaitLog {
 public:
-    WaitLog(std::string name, bool enabled, std::function<std::string()> holders)
-        : m_name(std::move(name)), m_enabled(enabled), m_holders(std::move(holders)),
+    WaitLog(std::string name, bool enabled, WaitFeedback::Scene scene)
+        : m_name(std::move(name)), m_enabled(enabled), m_scene(std::move(scene)),
           m_started(Clock::now()) {}
 
     void update(const QueuePosition& position) {
@@ -87,8 +194,10 @@ public:
         }
         if (!m_told) {
             m_told = true;
-            std::fprintf(stderr, "redsem: waiting for '%s': %s%s\n", printable(m_name).c_str(),
-                         where(position).c_str(), m_holders().c_str());
+            if (const auto text = wait_text(m_scene(), position)) {
+                std::fprintf(stderr, "redsem: waiting for '%s': %s\n", printable(m_name).c_str(),
+                             text->c_str());
+            }
             return;
         }
         const auto waited =
@@ -97,74 +206,22 @@ public:
             return;
         }
         m_due = std::min(m_due * 2, m_due + k_longest_interval);
-        std::fprintf(stderr, "redsem: still waiting for '%s' after %s: %s\n",
-                     printable(m_name).c_str(), format_duration(waited).c_str(),
-                     where(position).c_str());
+        if (const auto text = wait_text(m_scene(), position)) {
+            std::fprintf(stderr, "redsem: still waiting for '%s' after %s: %s\n",
+                         printable(m_name).c_str(), format_duration(waited).c_str(), text->c_str());
+        }
     }
 
 private:
     static constexpr std::chrono::minutes k_longest_interval{10};
 
-    // Numbered as `status` numbers the queue: 1 is next.
-    static std::string where(const QueuePosition& position) {
-        return fmt::format("number {} of {} in the queue, {}/{} held", position.ahead + 1,
-                           position.queued, position.held, position.limit);
-    }
-
     std::string m_name;
     bool m_enabled;
-    std::function<std::string()> m_holders;
+    WaitFeedback::Scene m_scene;
     Clock::time_point m_started;
     std::chrono::minutes m_due{1}; // the next line, counted from m_started
     bool m_told = false;
 };
-
-// A time to wait, in whole seconds rounded up ("1m" for 59.99 s, as for 60 s).
-std::string seconds_up(Milliseconds duration) {
-    return format_duration(Milliseconds{(duration.count() + 999) / 1000 * 1000});
-}
-
-// How long ago something happened, in whole seconds rounded down ("less than 1s").
-std::string seconds_ago(Milliseconds duration) {
-    return duration.count() < 1000 ? "less than 1s"
-                                   : format_duration(Milliseconds{duration.count() / 1000 * 1000});
-}
-
-// "; held by HOST (pid PID, 'LABEL', for DUR), ..." for the live holders of `name` (at most
-// three named), or "" when there are none or they cannot be read: said beside a wait, it
-// must never end it.
-std::string holders_of(Connection& connection, const std::string& prefix, const std::string& name) {
-    constexpr std::size_t k_named = 3;
-    try {
-        const SemaphoreView view = inspect(connection, prefix, name);
-        std::vector<std::string> named;
-        std::size_t live = 0;
-        for (const HolderView& holder : view.holders) {
-            if (holder.expired || !holder.record) {
-                continue;
-            }
-            if (++live > k_named) {
-                continue;
-            }
-            const HolderMeta& meta = holder.record->meta;
-            const Milliseconds held{std::max(0LL, view.server_now_ms - holder.record->since_ms)};
-            named.push_back(
-                fmt::format("{} (pid {}{}, for {})", terminal_safe(meta.host, 64), meta.pid,
-                            meta.label.empty() ? "" : ", '" + terminal_safe(meta.label, 80) + "'",
-                            seconds_ago(held)));
-        }
-        if (named.empty()) {
-            return "";
-        }
-        std::string text = "; held by " + fmt::format("{}", fmt::join(named, ", "));
-        if (live > k_named) {
-            text += fmt::format(" and {} more", live - k_named);
-        }
-        return text;
-    } catch (const std::exception&) {
-        return "";
-    }
-}
 
 // What a caller of `run --once-per` that skipped is told: who claims the occurrence, since
 // when, and when the window ends.
@@ -385,9 +442,11 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
                                    Semaphore& semaphore, const SlotRequest& request,
                                    AcquireOptions options, const SignalWatch& signals,
                                    const WatchedProcess* owner) {
-    WaitFeedback feedback(request.name, !request.quiet);
+    std::string token = generate_token();
+    const auto scene = [&] { return read_wait_scene(connection, prefix, request.name, token); };
+    WaitFeedback feedback(request.name, !request.quiet, scene);
+    WaitLog log(request.name, !request.quiet && !feedback.enabled(), scene);
     const auto holders = [&] { return holders_of(connection, prefix, request.name); };
-    WaitLog log(request.name, !request.quiet && !feedback.enabled(), holders);
     std::optional<AnyReadable> signal_or_exit;
     if (owner != nullptr) {
         signal_or_exit.emplace(std::initializer_list<int>{signals.fd(), owner->fd()});
@@ -417,7 +476,7 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
     };
     std::optional<Lease> lease;
     try {
-        lease = semaphore.acquire(options, generate_token());
+        lease = semaphore.acquire(options, token);
         // --through-loss: -w 0 skips a busy semaphore, not a closed admission: after a
         // possible loss of data (not a pause) it waits until admission opens, as the server
         // says (at most the loss grace), then tries once more. So a cron job on a Redis
@@ -433,7 +492,8 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
             }
             wait_readable(options.interrupt_fd, last_closed.opens_in + k_reopen_margin);
             last_closed = AdmissionClosed{};
-            lease = semaphore.acquire(options, generate_token());
+            token = generate_token();
+            lease = semaphore.acquire(options, token);
         }
     } catch (const Skipped& skipped) {
         feedback.clear();

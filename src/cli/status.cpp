@@ -15,12 +15,15 @@
 #include "util/token.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <fmt/format.h>
+#include <initializer_list>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <poll.h>
 #include <sstream>
+#include <string_view>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -168,6 +171,38 @@ std::string pause_line(const std::string& name, const std::optional<Pause>& paus
                                           : std::nullopt);
 }
 
+// render_table(), but on a terminal narrower than the table the columns named `spare` go
+// first, in that order (what --json also shows), before the last column (LABEL) is cut.
+std::string render_narrow(std::vector<std::vector<std::string>> rows, std::size_t width,
+                          std::initializer_list<std::string_view> spare) {
+    const auto fits = [&] {
+        const std::string table = render_table(rows, 0, rows[0].size() - 1);
+        return width == 0 || display_width(table.substr(0, table.find('\n'))) <= width;
+    };
+    for (const std::string_view column : spare) {
+        if (fits()) {
+            break;
+        }
+        const auto at = std::find(rows[0].begin(), rows[0].end(), column);
+        if (at == rows[0].end()) {
+            continue;
+        }
+        const auto index = at - rows[0].begin();
+        for (auto& row : rows) {
+            row.erase(row.begin() + index);
+        }
+    }
+    return render_table(rows, width, rows[0].size() - 1);
+}
+
+// What a waiter asks for: "1", a count (--slots K), or "all" (--exclusive).
+std::string wants_cell(const std::optional<Record>& record) {
+    if (!record) {
+        return "?";
+    }
+    return record->wants == 0 ? "all" : std::to_string(record->wants);
+}
+
 void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width) {
     const long long now = view.server_now_ms;
     std::string closed = admission_line(view.admission);
@@ -202,11 +237,11 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
                  left > 0 ? "in " + format_duration(Milliseconds{left}) : "expired " + ago(-left),
                  r ? std::to_string(r->fence) : "?", r ? label_cell(r->meta) : "?"});
         }
-        out << render_table(rows, width, rows[0].size() - 1);
+        out << render_narrow(rows, width, {"FENCE", "RENEWED"});
     }
     if (!view.waiters.empty()) {
         std::vector<std::vector<std::string>> rows{
-            {"QUEUED", "TOKEN", "HOST", "PID", "USER", "WAITING", "LABEL"}};
+            {"QUEUED", "TOKEN", "HOST", "PID", "USER", "WAITING", "WANTS", "LABEL"}};
         for (const auto& waiter : view.waiters) {
             const auto& r = waiter.record;
             std::string waited = r ? format_duration(Milliseconds{now - r->since_ms}) : "?";
@@ -215,7 +250,7 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
             }
             rows.push_back({std::to_string(waiter.position), short_token(waiter.token),
                             r ? r->meta.host : "?", pid_cell(r), r ? r->meta.user : "?", waited,
-                            r ? label_cell(r->meta) : "?"});
+                            wants_cell(r), r ? label_cell(r->meta) : "?"});
         }
         out << render_table(rows, width, rows[0].size() - 1);
     }

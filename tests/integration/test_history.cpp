@@ -153,8 +153,15 @@ TEST_CASE("history: each step of a scripted sequence logs its events exactly onc
     CHECK(new_events(server, "h", seen) == Events{{"queued", dead}});
     std::this_thread::sleep_for(100ms);
     CHECK(run_redsem({"acquire", "h", "-w", "0"}, env).exit_code == 75);
-    CHECK(new_events(server, "h", seen) == Events{{"dropped", dead}});
-    CHECK(history_events(server, "h").back()["host"] == "ghost");
+    // The busy try is on record too, naming the holder it found.
+    const Events dropped = new_events(server, "h", seen);
+    REQUIRE(dropped.size() == 2);
+    CHECK(dropped[0] == std::pair<std::string, std::string>{"dropped", dead});
+    CHECK(dropped[1].first == "skipped");
+    const auto after_drop = history_events(server, "h");
+    CHECK(after_drop[after_drop.size() - 2]["host"] == "ghost");
+    CHECK(after_drop.back()["skipped"] == "busy");
+    CHECK(after_drop.back()["by"][0]["token"] == d["token"]);
 
     // The limit changes while in use.
     REQUIRE(run_redsem({"limit", "h", "2"}, env).exit_code == 0);
@@ -319,7 +326,7 @@ TEST_CASE("log: time windows, every semaphore merged by time, labels escaped in 
     REQUIRE(run_redsem({"limit", "one", "2"}, env).exit_code == 0);
 
     const auto all = json_lines(run_redsem({"log", "--json"}, env).out);
-    REQUIRE(all.size() == 5); // limit and acquired of each, and one's new limit
+    REQUIRE(all.size() == 6); // limit and acquired of each, one's busy try, and its new limit
     for (std::size_t i = 1; i < all.size(); ++i) {
         CHECK(all[i - 1]["time_ms"] <= all[i]["time_ms"]);
     }
@@ -348,10 +355,10 @@ TEST_CASE("log: time windows, every semaphore merged by time, labels escaped in 
         run_redsem({"log", "--json", "--until", "@" + std::to_string(second / 1000 - 100)}, env)
             .out);
     CHECK(earlier.empty());
-    CHECK(json_lines(run_redsem({"log", "--json", "--since", "1h"}, env).out).size() == 5);
+    CHECK(json_lines(run_redsem({"log", "--json", "--since", "1h"}, env).out).size() == 6);
     CHECK(
         json_lines(run_redsem({"log", "one", "--json", "--since", "1d", "--until", "now"}, env).out)
-            .size() == 3);
+            .size() == 4);
 }
 
 TEST_CASE("history: a foreign key in its place never breaks a semaphore in use, nor hides the "

@@ -516,10 +516,56 @@ TEST_CASE("one queue numbering: 1 is next, in text, JSON and the waiting line") 
     std::system(line.c_str());
     const std::string shown = read_file(out);
     CHECK(shown.find("number 3 of 3 in the queue") != std::string::npos);
+    // It names the holder, as the line off a terminal does.
+    CHECK(shown.find("number 3 of 3 in the queue, 1/1 held; held by ") != std::string::npos);
     // Cleared ("\r" and erase to the end of the line) before the message that ends the wait.
     const auto message = shown.find("redsem: no slot of 'q' free within 2.5s");
     REQUIRE(message != std::string::npos);
     CHECK(shown.substr(0, message).ends_with("\r\033[K"));
+}
+
+TEST_CASE("status shows what each waiter wants, and on a 70-column terminal drops FENCE before "
+          "it cuts LABEL") {
+    RedisServer server;
+    const auto env = env_for(server);
+    acquire_json(server, {"w", "-n", "2", "--slots", "2", "--label", "db"});
+    Child heavy({"acquire", "w", "--slots", "2", "--label", "heavy"}, env);
+    REQUIRE(wait_until([&] { return status_json(server, {"w"})["waiters"].size() == 1; }, 10s));
+    Child alone({"acquire", "w", "--exclusive", "--label", "alone"}, env);
+    REQUIRE(wait_until([&] { return status_json(server, {"w"})["waiters"].size() == 2; }, 10s));
+    const std::string text = run_redsem({"status", "w"}, env).out;
+    INFO(text);
+    const auto lines = lines_of(text);
+    REQUIRE(lines.size() == 6);
+    CHECK(lines[3].find("WAITING  WANTS  LABEL") != std::string::npos);
+    CHECK(lines[4].find(" 2      heavy") != std::string::npos);
+    CHECK(lines[5].find(" all    alone") != std::string::npos);
+    // On a terminal of 70 columns (script(1)) the fence (in --json too) gives way, and then the
+    // time of the last renewal, before the label: whole, and every line fits, where the other
+    // columns leave room (a long host name may not).
+    const std::string& header = lines[1];
+    const std::size_t renewed = header.find("RENEWED");
+    const std::size_t expires = header.find("EXPIRES");
+    const std::size_t fence = header.find("FENCE");
+    REQUIRE(fence != std::string::npos);
+    const bool room = renewed + (fence - expires) + std::string("db").size() <= 70;
+    const std::string out = server.dir() + "/narrow";
+    const std::string line = "script -qfec \"stty cols 70 rows 24; " + redsem_binary() + " --url " +
+                             server.socket_url() + " status w\" /dev/null > " + out;
+    REQUIRE(std::system(line.c_str()) == 0);
+    const std::string shown = read_file(out);
+    INFO(shown);
+    CHECK(shown.find("FENCE") == std::string::npos);
+    if (room) {
+        CHECK(shown.find(" db\r\n") != std::string::npos);
+        for (std::string row : lines_of(shown)) {
+            std::erase(row, '\r');
+            // Display columns: UTF-8 continuation bytes take none ("..." is one character).
+            CHECK(std::count_if(row.begin(), row.end(), [](char c) {
+                      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+                  }) <= 70);
+        }
+    }
 }
 
 TEST_CASE("text from other users is shown escaped in tables and kept exact in JSON") {

@@ -34,15 +34,6 @@ std::map<std::string, std::pair<std::string, long long>> snapshot(Connection& ad
     return keys;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-    std::vector<std::string> lines;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) {
-        lines.push_back(line);
-    }
-    return lines;
-}
-
 // Queues a waiter directly through the acquire script with a short liveness, as a waiter
 // that died would leave itself.
 void add_dead_waiter(const RedisServer& server, const std::string& name, const std::string& token,

@@ -102,6 +102,16 @@ inline std::string without_wait_lines(const std::string& err) {
     return kept;
 }
 
+// The lines of `text`, without their newlines.
+inline std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        lines.push_back(line);
+    }
+    return lines;
+}
+
 // The number of lines in `text` (a final line without newline counts).
 inline std::size_t line_count(const std::string& text) {
     std::size_t lines = 0;
