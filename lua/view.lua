@@ -25,7 +25,8 @@
 --   every holder's record), when there is one;
 --   with 'admission': opens_at_ms (0: open), cause, lost_at_ms, noticed (see admission_now()
 --   in epoch.lua), or, where INFO is denied and no proof came, unproven 1 (asked alone: kind
---   prove, see epoch.lua);
+--   prove, see epoch.lua), with the closure a call that could tell recorded, while it is in
+--   force: recorded_opens_at_ms, recorded_cause, recorded_lost_at_ms;
 --   with a page: holder_entries and waiter_entries, each entry a list of token, dead (1:
 --   lease ran out, hand-over lapsed, or stopped refreshing), deadline_ms (holders) or
 --   position (waiters, 1: next), and under record its record's fields when its info entry is
@@ -56,10 +57,17 @@ local function add(...)
     end
 end
 
--- Admission as admission_now() judged it (nil: unproven).
+-- Admission as admission_now() judged it (nil: unproven: then the closure on record, if one
+-- is in force, as recorded_opens_at_ms and recorded_cause, for a reader that may not prove).
 local function add_admission(admission)
     if not admission then
         add('unproven', 1)
+        local recorded = redis.call('HMGET', call.k_epoch, 'lost_at', 'cause')
+        local lost_at = tonumber(recorded[1]) or 0
+        if lost_at > 0 and now < lost_at + LOSS_GRACE_MS then
+            add('recorded_opens_at_ms', lost_at + LOSS_GRACE_MS, 'recorded_cause', recorded[2] or '',
+                'recorded_lost_at_ms', lost_at)
+        end
     else
         add('opens_at_ms', admission.opens_at, 'cause', admission.cause, 'lost_at_ms',
             admission.lost_at, 'noticed', admission.noticed and 1 or 0)

@@ -316,8 +316,8 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
     // A cluster primary that is down leaves out its semaphores, with a warning and exit 69 (so
     // that a script notices): the rest is still listed.
     std::vector<UnlistedNode> unlisted;
-    const auto summaries =
-        readable_only(list_semaphores(connection, prefix, true, &unlisted), std::cerr);
+    const auto summaries = readable_only(
+        list_semaphores(connection, prefix, AdmissionRead::proven, &unlisted), std::cerr);
     const int status = unlisted.empty() ? 0 : static_cast<int>(ExitCode::unavailable);
     if (as_json) {
         json out = json::array();
@@ -587,8 +587,8 @@ int run_status(const StatusArgs& given, const GlobalOptions& global) {
         std::vector<SemaphoreSummary> summaries;
         int status = 0;
         if (args.names.empty()) {
-            summaries =
-                readable_only(list_semaphores(connection, prefix, true, &unlisted), std::cerr);
+            summaries = readable_only(
+                list_semaphores(connection, prefix, AdmissionRead::proven, &unlisted), std::cerr);
             status = unlisted.empty() ? 0 : listed;
         } else {
             // Named, one that cannot be read is an error (65), as in the tables.

@@ -33,11 +33,11 @@ std::vector<Finding> check_permissions(Connection& connection, const ServerFacts
 
 // redsem's keys under `prefix` on every primary: how many semaphores, which are abandoned
 // (only dead holders and waiters left), and keys at redsem's names that are not redsem's.
-// With `read_admission` (the user may run INFO, so reading it writes nothing), also whether
-// admission is closed after a possible loss of data.
+// Also whether admission is closed after a possible loss of data: as INFO shows it, or for a
+// user without INFO, as a call that could tell recorded it (doctor writes no proof).
 // With `shared_epoch` (not a cluster, where each semaphore has its own), says what a missing
 // epoch key means for the first admissions, by the server's `uptime_s` when known.
-Finding check_own_keys(Connection& connection, const std::string& prefix, bool read_admission,
-                       bool shared_epoch, std::optional<long long> uptime_s);
+Finding check_own_keys(Connection& connection, const std::string& prefix, bool shared_epoch,
+                       std::optional<long long> uptime_s);
 
 } // namespace redsem::doctor

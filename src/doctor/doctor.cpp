@@ -800,11 +800,8 @@ DoctorReport examine(Connection& connection, const DoctorSettings& settings) {
         attempt(
             findings, "keys", "",
             [&] {
-                const bool info_everywhere =
-                    std::all_of(nodes.begin(), nodes.end(),
-                                [](const ServerFacts& facts) { return !facts.info.empty(); });
                 const ServerFacts& first = nodes.front();
-                return check_own_keys(connection, settings.prefix, info_everywhere, !first.cluster,
+                return check_own_keys(connection, settings.prefix, !first.cluster,
                                       first.info.number("uptime_in_seconds"));
             },
             several);

@@ -127,20 +127,22 @@ std::string plural(std::size_t count, std::string_view one, std::string_view man
 
 } // namespace
 
-Finding check_own_keys(Connection& connection, const std::string& prefix, bool read_admission,
-                       bool shared_epoch, std::optional<long long> uptime_s) {
+Finding check_own_keys(Connection& connection, const std::string& prefix, bool shared_epoch,
+                       std::optional<long long> uptime_s) {
     Finding finding("keys");
     Scanned scanned;
     connection.for_each_primary([&] { scan_node(connection, prefix, scanned); });
-    // Admission is read by a script that needs the epoch key; without INFO it writes (and
-    // removes) a proof, which doctor must not.
-    read_admission = read_admission && !scanned.epoch_foreign;
+    // Admission is read by a script that needs the epoch key; without INFO it could only be
+    // proven by writing (and removing) a proof, which doctor must not: then it is read as a
+    // call that could tell recorded it.
+    const AdmissionRead admission =
+        scanned.epoch_foreign ? AdmissionRead::none : AdmissionRead::recorded;
     std::vector<SemaphoreSummary> summaries;
     if (scanned.foreign.empty() && scanned.unreadable.empty()) {
-        summaries = list_semaphores(connection, prefix, read_admission);
+        summaries = list_semaphores(connection, prefix, admission);
     } else {
         for (const std::string& name : scanned.names) {
-            summaries.push_back(summarize(connection, prefix, name, read_admission));
+            summaries.push_back(summarize(connection, prefix, name, admission));
         }
     }
     const std::set<std::string>& names = scanned.names;

@@ -60,8 +60,8 @@ std::string unreadable(Connection& connection, const Keys& keys, const Reply& re
 }
 
 // What a summary reads.
-wire::ViewRead summary_read(bool with_admission) {
-    return {.counts = true, .oldest = true, .admission = with_admission};
+wire::ViewRead summary_read(AdmissionRead admission) {
+    return {.counts = true, .oldest = true, .admission = admission != AdmissionRead::none};
 }
 
 HolderView holder_view(wire::ViewEntry entry) {
@@ -78,11 +78,10 @@ WaiterView waiter_view(wire::ViewEntry entry) {
                       .stale = entry.dead};
 }
 
-// The summary of semaphore `name` from its view (summary_read()); admission as the
-// view read it, or, where the view could not prove it (no INFO), as Semaphore::admission()
-// proves it, `with_admission`.
+// The summary of semaphore `name` from its view (summary_read()); admission as the view
+// read it, or, where it could not judge it (no INFO), as `admission` says (AdmissionRead).
 SemaphoreSummary summary_of(Connection& connection, std::string_view prefix,
-                            const std::string& name, wire::View view, bool with_admission) {
+                            const std::string& name, wire::View view, AdmissionRead admission) {
     SemaphoreSummary summary{.name = name,
                              .limit = view.limit,
                              .held = view.held,
@@ -102,9 +101,14 @@ SemaphoreSummary summary_of(Connection& connection, std::string_view prefix,
                                            .expired = view.expired_total,
                                            .lost = view.lost_total};
     }
-    if (with_admission) {
-        summary.admission =
-            view.admission ? *view.admission : Semaphore(connection, prefix, name).admission();
+    if (view.admission) {
+        summary.admission = *view.admission;
+    } else if (admission == AdmissionRead::proven) {
+        summary.admission = Semaphore(connection, prefix, name).admission();
+    } else if (admission == AdmissionRead::recorded) {
+        AdmissionState unknown;
+        unknown.known = false;
+        summary.admission = view.recorded_admission.value_or(unknown);
     }
     return summary;
 }
@@ -241,22 +245,21 @@ std::vector<std::string> tokens_starting_with(Connection& connection, std::strin
 }
 
 SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std::string_view name,
-                           bool with_admission) {
+                           AdmissionRead admission) {
     const Keys keys = Keys::make(prefix, name);
-    const Reply reply = std::move(
-        connection.eval_pipeline({view_call(keys, summary_read(with_admission))}).front());
+    const Reply reply =
+        std::move(connection.eval_pipeline({view_call(keys, summary_read(admission))}).front());
     const std::string why = unreadable(connection, keys, reply);
     if (!why.empty()) {
         return SemaphoreSummary{.name = std::string(name), .unreadable = why};
     }
-    return summary_of(connection, prefix, std::string(name), wire::decode_view(reply),
-                      with_admission);
+    return summary_of(connection, prefix, std::string(name), wire::decode_view(reply), admission);
 }
 
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
-                                              bool with_admission,
+                                              AdmissionRead admission,
                                               std::vector<UnlistedNode>* unlisted) {
-    const wire::ViewRead read = summary_read(with_admission);
+    const wire::ViewRead read = summary_read(admission);
     std::vector<SemaphoreSummary> summaries;
     std::size_t first = 0; // the first summary of the node being read
     auto visit = [&] {
@@ -276,7 +279,7 @@ std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::strin
                 const std::string why = unreadable(connection, Keys::make(prefix, names[i]), reply);
                 summaries.push_back(why.empty()
                                         ? summary_of(connection, prefix, names[i],
-                                                     wire::decode_view(reply), with_admission)
+                                                     wire::decode_view(reply), admission)
                                         : SemaphoreSummary{.name = names[i], .unreadable = why});
             }
         }

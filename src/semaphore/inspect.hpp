@@ -85,21 +85,26 @@ struct UnlistedNode {
 // Semaphore::admission()). A page-by-page read is not one atomic snapshot.
 SemaphoreView inspect(Connection& connection, std::string_view prefix, std::string_view name);
 
+// How a listing reads admission: `none` (left open); `recorded`, as lua/view.lua judges it,
+// or where INFO is denied as a call that could tell recorded it (else unknown), which writes
+// nothing; `proven`, where INFO is denied by the proof of the epoch, which a user without INFO
+// writes and removes (Semaphore::admission()).
+enum class AdmissionRead { none, recorded, proven };
+
 // Every semaphore under `prefix`, sorted by name, found with SCAN (never KEYS) and read with
 // lua/view.lua in pipelined batches; on a Redis Cluster, on every primary, each timed by its
 // node's clock.
 // A semaphore with a key of another type at one of its names is listed with `unreadable` set.
-// Changes nothing but, `with_admission`, the proof of the epoch that a user without INFO
-// writes and removes (Semaphore::admission()); without, `admission` is left open.
+// Changes nothing but the proof that `admission` may write (see AdmissionRead).
 // With `unlisted`, a cluster primary that cannot be reached is noted there, and the others are
 // listed; without, it fails the listing.
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
-                                              bool with_admission = true,
+                                              AdmissionRead admission = AdmissionRead::proven,
                                               std::vector<UnlistedNode>* unlisted = nullptr);
 
 // One semaphore's line of list_semaphores(), timed by the clock of the server that holds it.
 SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std::string_view name,
-                           bool with_admission = true);
+                           AdmissionRead admission = AdmissionRead::proven);
 
 // The names of every semaphore under `prefix` that has key `part` ("state": every one;
 // "log": those with a history), sorted, found with SCAN (on a Redis Cluster, on every primary;

@@ -432,6 +432,13 @@ View decode_view(const Reply& reply) {
                                         .noticed = fields.integer("noticed") == 1,
                                         .server_now_ms = view.server_now_ms};
     }
+    if (fields.has("recorded_opens_at_ms")) {
+        view.recorded_admission =
+            AdmissionState{.opens_at_ms = fields.integer("recorded_opens_at_ms"),
+                           .cause = fields.string("recorded_cause"),
+                           .lost_at_ms = fields.integer("recorded_lost_at_ms"),
+                           .server_now_ms = view.server_now_ms};
+    }
     if (fields.has("holder_entries")) {
         for (const Reply& entry : fields.array("holder_entries")) {
             view.holder_entries.push_back(view_entry(entry));

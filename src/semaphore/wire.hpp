@@ -210,6 +210,8 @@ struct View {
     std::optional<long long> oldest_wait_since_ms{};
     // Asked for, and proven (without INFO a call must prove the epoch: Semaphore::admission()).
     std::optional<AdmissionState> admission{};
+    // Asked for and not proven: the closure a call that could tell recorded, while in force.
+    std::optional<AdmissionState> recorded_admission{};
     std::vector<ViewEntry> holder_entries{}; // the pages asked for
     std::vector<ViewEntry> waiter_entries{};
 };

@@ -544,5 +544,12 @@ TEST_CASE("without INFO: `redsem lost` closes admission, and a caller's own grac
     CHECK(refused.exit_code == k_closed);
     CHECK(refused.err.find("an operator declared") != std::string::npos);
     CHECK(holders(admin, "decl") == 1);
+    // doctor, which may write no proof, says so too, as status does.
+    const ProcessResult doctor = run_redsem({"doctor"}, as_app(server));
+    INFO(doctor.out);
+    CHECK(doctor.out.find("admission closed after a possible loss of data in 1 of them") !=
+          std::string::npos);
+    CHECK(run_redsem({"status", "decl"}, as_app(server)).out.find("admission closed") !=
+          std::string::npos);
     CHECK(run_redsem({"acquire", "decl", "-w", "0"}, as_app(server, "0")).exit_code == 0);
 }

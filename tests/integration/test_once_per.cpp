@@ -10,6 +10,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 
 using namespace redsem;
@@ -113,6 +114,37 @@ TEST_CASE("run --once-per runs the job once for three hosts with skewed clocks a
     const auto table = run_redsem({"log", "nightly"}, env);
     CHECK(table.out.find("skipped") != std::string::npos);
     CHECK(table.out.find("ran on ") != std::string::npos);
+}
+
+TEST_CASE("run --once-per on a Redis restarted just before: three hosts with skewed clocks "
+          "wait for admission to open, and the job runs once") {
+    const auto faketime = find_libfaketime();
+    if (!faketime) {
+        REDSEM_SKIP("libfaketime (Debian package faketime)");
+    }
+    RedisServer::Options options;
+    options.new_data_set = true; // admission is closed for the loss grace
+    RedisServer server(options);
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const EnvChanges env = env_for(server);
+    std::vector<std::unique_ptr<Child>> hosts;
+    for (const auto& [who, skew] : {std::pair{"a", "-2m"}, {"b", "+0"}, {"c", "+7m x1.1"}}) {
+        hosts.push_back(std::make_unique<Child>(
+            job({"--once-per", "20h", "-q", "--loss-grace", "2s"}, "nightly", who, ran),
+            skewed(env, *faketime, skew)));
+    }
+    for (auto& host : hosts) {
+        const auto result = host->wait(60s);
+        INFO(result.err);
+        CHECK(result.exit_code == 0);
+        // -q keeps the skip quiet; the closed admission is told (one line), as documented.
+        CHECK(line_count(result.err) <= 1);
+        CHECK(result.err.find("skipped") == std::string::npos);
+    }
+    CHECK(line_count(read_file(ran)) == 1);
+    CHECK(events_of(server, "nightly", "acquired").size() == 1);
+    CHECK(events_of(server, "nightly", "skipped").size() == 2);
 }
 
 TEST_CASE("run --once-per: a run that fails gives the occurrence back, a waiter waits for the "
