@@ -244,16 +244,16 @@ if weight > 1 or exclusive then
 end
 
 -- Takes the lowest free slots for `token`, which waited `waited` ms for them; nil when
--- admission is closed, or when the bitmap and the holders disagree beyond repair.
+-- admission is closed, when another run of the occurrence the caller asks for one run of
+-- holds a slot, or when the bitmap and the holders disagree beyond repair.
 local function grant(held, waited)
     if admission(call, now, grace) > 0 then
         return nil
     end
-    local claim = window and occurrence_taken(call, state, now, token)
-    if claim then
-        -- A run claims the occurrence and holds another slot: waiting could not tell its end.
-        log_skip(call, state, now, token, json, 'running', claim)
-        return skip_reply(claim, now)
+    if window and occurrence_taken(call, state, now, token) then
+        -- A run of the occurrence holds another slot (a limit above 1): this caller waits for
+        -- its end in the queue (see hand_over()); one that would not wait skipped above.
+        return nil
     end
     if held == 0 then
         redis.call('DEL', call.k_slots) -- all slots are free: forget any stale bits

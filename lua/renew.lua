@@ -10,13 +10,18 @@
 --         was granted the lease (run's heartbeat, a keeper) sends ''.
 -- Reply, by kind: renewed, with deadline_ms, now_ms, ttl_ms (the longer of ARGV[3] and the
 -- lease's own ttl); lost: the token holds nothing (its lease had run out, it was released, or
--- it never existed), so the caller has lost its slot; queued: the token waits for a slot
+-- it never existed), so the caller has lost its slot, with why ('expired': its deadline had
+-- passed by the server's clock; 'gone': the semaphore has no state, its keys are gone;
+-- 'unknown': the token is not there), now_ms, and the latest possible loss of data the epoch
+-- knows of, lost_at_ms (0: none) and cause (see epoch.lua), noticed now if INFO shows it;
+-- queued: the token waits for a slot
 -- (nothing is lost, nothing changes).
 --- @include "state"
 --- @include "records"
 --- @include "lifetime"
 --- @include "history"
 --- @include "expiry"
+--- @include "epoch"
 
 local state, bad = load_state(call)
 if not state then
@@ -24,6 +29,18 @@ if not state then
 end
 local token = ARGV[2]
 local now = server_now(call)
+
+-- The reply to a caller whose lease is lost for reason `why`, with what the epoch knows of a
+-- loss of data (a call without INFO that proves nothing learns none: lost_at 0).
+local function lost(why)
+    local read, epoch = pcall(read_epoch, call, now) -- (a foreign key there only hides it)
+    if not read then
+        epoch = {}
+    end
+    return {'kind', 'lost', 'why', why, 'now_ms', now, 'lost_at_ms', epoch.lost_at or 0,
+            'cause', epoch.cause or ''}
+end
+
 local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))
 if not deadline then
     if redis.call('ZSCORE', call.k_queue, token) then
@@ -32,14 +49,14 @@ if not deadline then
     if ARGV[5] ~= 'claimed' then
         log_entry(call, state, now, 'lost', token, nil, nil)
     end
-    return {'kind', 'lost'}
+    return lost(state.raw_limit and 'unknown' or 'gone')
 end
 if deadline <= now then
     -- Expired, not yet pruned: it is lost; pass its slot on now.
     local info = state.history > 0 and parse_info(redis.call('HGET', call.k_info, token))
     expire_holder(call, state, token, deadline, now)
     log_entry(call, state, now, 'lost', token, info or nil, info and info.since and now - info.since)
-    return {'kind', 'lost'}
+    return lost('expired')
 end
 local info = parse_info(redis.call('HGET', call.k_info, token))
 local kept_ttl = (info and info.ttl) or DEFAULT_TTL_MS

@@ -73,8 +73,9 @@ local function claim_occurrence(call, state, now, token, json)
     touch(call, state, till)
 end
 
--- Holder `token` leaves with exit `status` ('' when it was not its own `run` that released it):
--- a claim of its own is done when the status is 0, and given back otherwise.
+-- Holder `token` leaves with exit `status` ('' when it was not its own `run` that released it,
+-- or when it leaves without a release): a claim of its own is done when the status is 0, and
+-- given back otherwise; a claim already done stays.
 local function settle_occurrence(call, state, token, status)
     local raw = state.occurrence
     if not raw then

@@ -228,8 +228,14 @@ local function hand_over(call, state, slot, now, bit_set, room)
         local weight = waiter and waiter.kind == 'w' and weight_of(waiter, limit)
         local claim = weight and occurrence_window(waiter.json) and
                       occurrence_taken(call, state, now, token)
-        if claim then
+        if claim and claim.done then
             skip_waiter(call, state, token, waiter, now, claim)
+        elseif claim then
+            -- Another run of the occurrence holds a slot (a limit above 1): the head waits for
+            -- its end, when that run's release hands it the slot or passes it over. FIFO: nobody
+            -- behind it goes first.
+            redis.call('ZADD', k_queue, head[2], token)
+            return 0
         elseif weight and weight > limit then
             refuse_too_large(call, state, token, waiter, now)
         elseif weight and (weight > room or admission(call, now, waiter.grace) > 0) then
@@ -297,6 +303,9 @@ end
 local function remove_holder(call, state, token, info, now, in_holders)
     local k_holders = call.k_holders
     info = info or parse_info(redis.call('HGET', call.k_info, token))
+    -- A run of an occurrence that leaves without a release of its own (its lease ran out, a
+    -- hand-over nobody collected, gc) gives the occurrence back before its slot is handed on.
+    settle_occurrence(call, state, token, '')
     if info and info.kind == 'h' and info.slots then
         local limit = state.limit or 0
         local others = redis.call('ZCARD', k_holders)

@@ -29,6 +29,10 @@ struct ReleaseArgs {
 int run_release(const ReleaseArgs& args, const GlobalOptions& global) {
     check_name(args.name);
     const std::string prefix = resolve_prefix(global);
+    if (args.after_group && *args.after_group <= 1) {
+        throw UsageError(fmt::format("--after-group: '{}' is not a process group of a command",
+                                     *args.after_group));
+    }
     if (args.after_group && !wait_for_group_end(*args.after_group, k_group_end_wait)) {
         throw UnavailableError(fmt::format("process group {} still runs; the slot of '{}' is "
                                            "left to its lease",

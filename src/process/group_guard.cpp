@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@ namespace {
 // The successor's command line and environment, made before the fork: the guard may only make
 // plain system calls (redsem may have other threads), and fills in the group's number itself.
 struct Prepared {
+    std::string program;              // this binary's path (so `ps` names it), or /proc/self/exe
     std::vector<std::string> strings; // argv, then env
     std::vector<char*> argv;
     std::vector<char*> envp;
@@ -56,7 +58,7 @@ void start_successor(Prepared& successor) {
                 sigaction(signal, &standard, nullptr);
             }
         }
-        execve("/proc/self/exe", successor.argv.data(), successor.envp.data());
+        execve(successor.program.c_str(), successor.argv.data(), successor.envp.data());
         _exit(127);
     }
     if (pid > 0) {
@@ -132,6 +134,13 @@ GroupGuard::GroupGuard(std::optional<Successor> successor) {
     if (successor) {
         prepared.emplace();
         Prepared& p = *prepared;
+        // Its path where it still has one, so that `ps` names the successor redsem; a binary
+        // replaced or deleted since (an upgrade) is still this one as /proc/self/exe.
+        std::error_code error;
+        p.program = std::filesystem::read_symlink("/proc/self/exe", error).string();
+        if (error || p.program.ends_with(" (deleted)")) {
+            p.program = "/proc/self/exe";
+        }
         p.strings.emplace_back("redsem");
         p.strings.insert(p.strings.end(), successor->args.begin(), successor->args.end());
         std::string& group = p.strings.at(successor->group_arg + 1);

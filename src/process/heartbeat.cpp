@@ -35,7 +35,8 @@ BootClock::time_point valid_until(BootClock::time_point confirmed, Milliseconds 
 Heartbeat::Heartbeat(Connection& connection, std::string prefix, std::string name,
                      const Lease& lease, Start start, long long replicas)
     : m_connection(connection), m_prefix(std::move(prefix)), m_name(std::move(name)),
-      m_token(lease.token), m_ttl(lease.ttl), m_replicas(replicas) {
+      m_token(lease.token), m_ttl(lease.ttl), m_granted_ms(lease.deadline_ms - lease.ttl.count()),
+      m_replicas(replicas) {
     // The lease's own end, mapped onto the local clock (for a slot handed over, from the grant,
     // which may have come long after the waiter last asked), and never more than
     // k_max_unconfirmed after the server last answered this process.
@@ -130,8 +131,9 @@ void Heartbeat::run(bool renew_at_once) {
         std::optional<Renewal> renewal;
         bool gone = false;
         std::string error;
+        LeaseLoss loss;
         try {
-            renewal = semaphore.renew(m_token, m_ttl, m_replicas);
+            renewal = semaphore.renew(m_token, m_ttl, m_replicas, false, &loss);
             gone = !renewal;
         } catch (const NotHeldError&) {
             // Queued, not holding: a Redis that lost the grant but kept the queue entry (a
@@ -153,7 +155,9 @@ void Heartbeat::run(bool renew_at_once) {
             retry.answered();
         } else if (gone) {
             m_status.lost = true;
-            m_status.last_error = "the server says this token no longer holds a slot";
+            m_status.last_error = loss.why.empty()
+                                      ? "the server says this token no longer holds a slot"
+                                      : loss.describe(m_granted_ms);
             notify();
             return;
         } else {

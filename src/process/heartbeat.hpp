@@ -72,6 +72,7 @@ private:
     std::string m_name;
     std::string m_token;
     Milliseconds m_ttl;
+    long long m_granted_ms; // the server's time at the grant (or the renewal that confirmed it)
     long long m_replicas;
     std::optional<BootClock::time_point> m_start_due; // set while the thread waits to start
 

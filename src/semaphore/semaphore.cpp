@@ -139,6 +139,35 @@ std::string HolderMeta::to_json() const {
     return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+std::string LeaseLoss::describe(long long granted_ms) const {
+    if (lost_at_ms > granted_ms) {
+        if (cause == "start") {
+            return "Redis no longer has redsem's records (it restarted without its data, or was "
+                   "flushed, since the grant)";
+        }
+        if (cause == "change") {
+            return "Redis restarted or another server took over since the grant (a failover)";
+        }
+        if (cause == "evicted") {
+            return "Redis may have evicted redsem's keys since the grant";
+        }
+        if (cause == "declared") {
+            return "an operator declared a possible loss of data since the grant (redsem lost)";
+        }
+        return "Redis could not show it kept redsem's records since the grant (a restart?)";
+    }
+    if (why == "expired") {
+        return "its lease ran out by the server's clock before this renewal (redsem was stopped "
+               "or starved, or could not reach Redis in time)";
+    }
+    if (why == "gone") {
+        return "the semaphore's keys are gone from Redis (restarted without its data, another "
+               "server without them, or deleted)";
+    }
+    return "the server says this token no longer holds a slot (given back by 'redsem release', "
+           "or its lease ran out and was removed)";
+}
+
 Semaphore::Semaphore(Connection& connection, std::string_view prefix, std::string_view name)
     : m_connection(connection), m_name(name), m_keys(Keys::make(prefix, name)) {}
 
@@ -538,7 +567,7 @@ ReleaseOutcome Semaphore::release_here(const std::string& token, Releaser by,
 }
 
 std::optional<Renewal> Semaphore::renew(const std::string& token, std::optional<Milliseconds> ttl,
-                                        long long replicas, bool claimed) {
+                                        long long replicas, bool claimed, LeaseLoss* loss) {
     const wire::RenewReply reply = wire::decode_renew(
         run(scripts::k_renew_script, wire::renew_args(token, ttl, replicas > 0, claimed)));
     if (std::holds_alternative<wire::StillQueued>(reply)) {
@@ -548,6 +577,9 @@ std::optional<Renewal> Semaphore::renew(const std::string& token, std::optional<
     }
     const auto* renewed = std::get_if<Renewal>(&reply);
     if (renewed == nullptr) {
+        if (loss != nullptr) {
+            *loss = std::get<wire::Lost>(reply).loss;
+        }
         return std::nullopt;
     }
     const Renewal renewal = *renewed;

@@ -60,10 +60,12 @@ public:
     // NotReplicatedError when fewer confirm it (the renewal stands on the master, but may not
     // survive a failover).
     // `claimed`: the caller cannot know that the token ever held a slot (`redsem renew`), so
-    // a token the semaphore does not have logs no `lost` event.
+    // a token the semaphore does not have logs no `lost` event. When the slot is lost and
+    // `loss` is given, it says why, as far as the server can tell.
     std::optional<Renewal> renew(const std::string& token,
                                  std::optional<Milliseconds> ttl = std::nullopt,
-                                 long long replicas = 0, bool claimed = false);
+                                 long long replicas = 0, bool claimed = false,
+                                 LeaseLoss* loss = nullptr);
 
     // How long --replicas waits for the replicas to confirm a write to a lease of `ttl`: a
     // quarter of it (so the lease is still good by the local clock), at most the command

@@ -152,6 +152,18 @@ struct AcquireOptions {
     long long replicas = 0;
 };
 
+// Why a renewal found no lease (lua/renew.lua), as far as the server can tell.
+struct LeaseLoss {
+    std::string why{};        // "expired" (by the server's clock), "gone" (the semaphore's keys
+                              // are), or "unknown" (the token is not there)
+    long long lost_at_ms = 0; // the latest possible loss of data (server clock; 0: none known)
+    std::string cause{};      // of that loss, as AdmissionState names it
+    long long server_now_ms = 0;
+
+    // What a holder granted at server time `granted_ms` is told: why its slot is gone.
+    std::string describe(long long granted_ms) const;
+};
+
 // A held slot, as the server granted it.
 struct Lease {
     std::string token;

@@ -267,7 +267,10 @@ RenewReply decode_renew(const Reply& reply) {
                        .ttl = fields.ms("ttl_ms")};
     }
     if (kind == "lost") {
-        return Lost{};
+        return Lost{.loss = {.why = fields.string("why"),
+                             .lost_at_ms = fields.integer("lost_at_ms"),
+                             .cause = fields.string("cause"),
+                             .server_now_ms = fields.integer("now_ms")}};
     }
     if (kind == "queued") {
         return StillQueued{};

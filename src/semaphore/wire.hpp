@@ -143,7 +143,9 @@ ReleaseOutcome decode_release(const Reply& reply);
 std::vector<std::string> renew_args(const std::string& token, std::optional<Milliseconds> ttl,
                                     bool for_replicas, bool claimed);
 // The token holds nothing: its lease was lost.
-struct Lost {};
+struct Lost {
+    LeaseLoss loss;
+};
 // The token waits in the queue: it holds nothing yet, and nothing is lost.
 struct StillQueued {};
 using RenewReply = std::variant<Renewal, Lost, StillQueued>;

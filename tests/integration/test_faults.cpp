@@ -49,6 +49,7 @@ TEST_CASE("Redis restarted without persistence: the lease is lost and handled as
     REQUIRE(wait_for_file(ready, 10s));
     server.restart();
     const auto result = run.wait(20s); // nothing hangs
+    INFO(result.err);
     CHECK(result.exit_code == 76);
     CHECK(result.err.find("lost the slot of 'amnesia'") != std::string::npos);
 

@@ -191,6 +191,62 @@ TEST_CASE("run --once-per: a run that fails gives the occurrence back, a waiter 
     CHECK(zcard(admin, semaphore_key("backup", "holders")) == 0);
 }
 
+TEST_CASE("run --once-per with a limit above 1: a waiter waits for the run's outcome though a "
+          "slot is free, and runs the job if that run fails") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const EnvChanges env = env_for(server);
+    for (const int status : {1, 0}) {
+        INFO("the first run exits " << status);
+        const std::string name = "wide" + std::to_string(status);
+        const std::string go = scratch.path("go" + std::to_string(status));
+        std::fclose(std::fopen(ran.c_str(), "w"));
+        Child first(
+            job({"--once-per", "1h", "-n", "2", "-q"}, name, "a", ran,
+                "while [ ! -e " + go + " ]; do sleep 0.05; done; exit " + std::to_string(status)),
+            env);
+        REQUIRE(wait_until([&] { return read_file(ran) == "a\n"; }, 20s));
+        Child second(job({"--once-per", "1h", "-n", "2", "-q"}, name, "b", ran), env);
+        // Queued behind the run, with a slot free.
+        REQUIRE(wait_until([&] { return zcard(admin, semaphore_key(name, "queue")) == 1; }, 20s));
+        CHECK(zcard(admin, semaphore_key(name, "holders")) == 1);
+        std::fclose(std::fopen(go.c_str(), "w"));
+        CHECK(first.wait().exit_code == status);
+        CHECK(second.wait().exit_code == 0);
+        CHECK(read_file(ran) == (status == 0 ? "a\n" : "a\nb\n"));
+    }
+}
+
+TEST_CASE("run --once-per: a waiter that died after a failed run was handed the slot does not "
+          "keep the occurrence from the next waiter") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const std::string go = scratch.path("go");
+    const EnvChanges env = env_for(server);
+    Child first(job({"--once-per", "1h", "-q"}, "dead", "a", ran,
+                    "while [ ! -e " + go + " ]; do sleep 0.05; done; exit 1"),
+                env);
+    REQUIRE(wait_until([&] { return read_file(ran) == "a\n"; }, 20s));
+    Child doomed(job({"--once-per", "1h", "-q"}, "dead", "b", ran), env);
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key("dead", "queue")) == 1; }, 20s));
+    Child third(job({"--once-per", "1h"}, "dead", "c", ran), env);
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key("dead", "queue")) == 2; }, 20s));
+    doomed.signal(SIGKILL);
+    doomed.wait();
+    std::fclose(std::fopen(go.c_str(), "w"));
+    CHECK(first.wait().exit_code == 1);
+    // The dead waiter's hand-over goes unclaimed; the occurrence goes with it, to the next.
+    const auto result = third.wait(30s);
+    INFO(result.err);
+    CHECK(result.exit_code == 0);
+    CHECK(read_file(ran) == "a\nc\n");
+    CHECK(events_of(server, "dead", "skipped").empty());
+}
+
 TEST_CASE("run --once-per: a run that lost its slot gives the occurrence back") {
     RedisServer server;
     Connection admin = server.admin();

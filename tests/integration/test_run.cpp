@@ -173,6 +173,25 @@ TEST_CASE("SIGKILL to redsem takes the command's group with it, and the slot is 
     CHECK((*released)["time_ms"].get<long long>() < deadline_ms);
 }
 
+TEST_CASE("a slot lost because Redis lost the semaphore's keys says so") {
+    RedisServer server;
+    Connection admin = server.admin();
+    Scratch scratch;
+    const std::string ready = scratch.path("ready");
+    Child run(
+        {"run", "flushed", "--ttl", "3s", "--", "sh", "-c", "touch " + ready + "; exec sleep 30"},
+        env_for(server));
+    REQUIRE(wait_for_file(ready, 10s));
+    admin.call({"FLUSHALL"});
+    const auto result = run.wait(20s);
+    INFO(result.err);
+    CHECK(result.exit_code == 76);
+    // FLUSHALL took the epoch too: as after a restart without data.
+    CHECK(result.err.find("lost the slot of 'flushed': Redis no longer has redsem's records (it "
+                          "restarted without its data, or was flushed, since the grant)") !=
+          std::string::npos);
+}
+
 TEST_CASE(
     "a lost lease stops the child and exits with the lost code, unless the child is let finish") {
     RedisServer server;
@@ -188,6 +207,10 @@ TEST_CASE(
     const auto result = run.wait(10s);
     CHECK(result.exit_code == 76);
     CHECK(result.err.find("lost the slot of 'lost'") != std::string::npos);
+    // Why, as far as the server can tell.
+    CHECK(result.err.find("the server says this token no longer holds a slot (given back by "
+                          "'redsem release', or its lease ran out and was removed)") !=
+          std::string::npos);
 
     const std::string ready2 = scratch.path("ready2");
     const std::string done = scratch.path("done");

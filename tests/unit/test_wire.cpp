@@ -180,7 +180,22 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
         CHECK(std::get<Renewal>(renewed).deadline_ms == 1'800'000'030'000);
         CHECK(std::get<Renewal>(renewed).server_now_ms == 1'800'000'000'000);
         CHECK(std::get<Renewal>(renewed).ttl == Milliseconds{30'000});
-        CHECK(std::holds_alternative<Lost>(decode_renew(sent_by(renew, {{"kind", s("lost")}}))));
+        const auto lost = decode_renew(sent_by(renew, {{"kind", s("lost")},
+                                                       {"why", s("expired")},
+                                                       {"now_ms", n(1'800'000'000'000)},
+                                                       {"lost_at_ms", n(1'799'999'990'000)},
+                                                       {"cause", s("change")}}));
+        const LeaseLoss& loss = std::get<Lost>(lost).loss;
+        CHECK(loss.why == "expired");
+        CHECK(loss.lost_at_ms == 1'799'999'990'000);
+        CHECK(loss.cause == "change");
+        // A loss of data after the grant is the reason; before it, the lease's own end.
+        CHECK(loss.describe(1'799'999'980'000)
+                  .starts_with("Redis restarted or another server "
+                               "took over since the grant"));
+        CHECK(loss.describe(1'799'999'995'000)
+                  .starts_with("its lease ran out by the server's "
+                               "clock"));
         CHECK(std::holds_alternative<StillQueued>(
             decode_renew(sent_by(renew, {{"kind", s("queued")}}))));
     }
