@@ -68,6 +68,26 @@ bool ended(int pidfd) {
     return ::poll(&entry, 1, 0) > 0;
 }
 
+// Calls `visit(pid, stat)` for each process /proc shows now, until it returns false.
+template <typename Visit> void each_process(Visit visit) {
+    DIR* proc = opendir("/proc");
+    if (proc == nullptr) {
+        return;
+    }
+    while (const dirent* entry = readdir(proc)) {
+        char* end = nullptr;
+        const long pid = std::strtol(entry->d_name, &end, 10);
+        if (pid <= 0 || *end != '\0') {
+            continue;
+        }
+        if (const auto stat = read_stat(static_cast<pid_t>(pid));
+            stat && !visit(static_cast<pid_t>(pid), *stat)) {
+            break;
+        }
+    }
+    closedir(proc);
+}
+
 // Whether a process of group `group` runs (or is stopped): one that ended and waits to be
 // reaped does not count.
 bool group_lives(pid_t group) {
@@ -75,21 +95,10 @@ bool group_lives(pid_t group) {
         return false;
     }
     bool lives = false;
-    if (DIR* proc = opendir("/proc")) {
-        while (const dirent* entry = readdir(proc)) {
-            char* end = nullptr;
-            const long pid = std::strtol(entry->d_name, &end, 10);
-            if (pid <= 0 || *end != '\0') {
-                continue;
-            }
-            const auto stat = read_stat(static_cast<pid_t>(pid));
-            if (stat && stat->group == group && stat->state != 'Z' && stat->state != 'X') {
-                lives = true;
-                break;
-            }
-        }
-        closedir(proc);
-    }
+    each_process([&](pid_t, const ProcStat& stat) {
+        lives = stat.group == group && stat.state != 'Z' && stat.state != 'X';
+        return !lives;
+    });
     return lives;
 }
 
@@ -110,20 +119,11 @@ bool wait_for_group_end(pid_t group, Milliseconds timeout) {
 ProcessTree::ProcessTree(pid_t root) {
     std::multimap<pid_t, pid_t> children;
     std::map<pid_t, unsigned long long> starts;
-    if (DIR* proc = opendir("/proc")) {
-        while (const dirent* entry = readdir(proc)) {
-            char* end = nullptr;
-            const long pid = std::strtol(entry->d_name, &end, 10);
-            if (pid <= 0 || *end != '\0') {
-                continue;
-            }
-            if (const auto stat = read_stat(static_cast<pid_t>(pid))) {
-                children.emplace(stat->parent, static_cast<pid_t>(pid));
-                starts[static_cast<pid_t>(pid)] = stat->start;
-            }
-        }
-        closedir(proc);
-    }
+    each_process([&](pid_t pid, const ProcStat& stat) {
+        children.emplace(stat.parent, pid);
+        starts[pid] = stat.start;
+        return true;
+    });
     std::vector<pid_t> pending{root};
     while (!pending.empty()) {
         const pid_t pid = pending.back();
