@@ -1,17 +1,17 @@
 -- acquire.lua: takes a slot, or queues the caller in FIFO order.
 -- KEYS: see lib/call.lua.
--- ARGV[1] wake-list prefix        ARGV[2] token (caller-generated, 128 random bits)
--- ARGV[3] limit, or '' for the stored one (1 for a new semaphore)
--- ARGV[4] lease ttl in ms
--- ARGV[5] 'wait' (queue if full) or 'try' (never queue)
--- ARGV[6] waiter liveness in ms: a queued caller at the head must call again within it, one
+-- ARGV[1], ARGV[2]: see lib/call.lua     ARGV[3] token (caller-generated, 128 random bits)
+-- ARGV[4] limit, or '' for the stored one (1 for a new semaphore)
+-- ARGV[5] lease ttl in ms
+-- ARGV[6] 'wait' (queue if full) or 'try' (never queue)
+-- ARGV[7] waiter liveness in ms: a queued caller at the head must call again within it, one
 --         further back within it plus its refresh_extra_ms (see below)
--- ARGV[7] metadata JSON {host, pid, user, label}
--- ARGV[8] '1' when this token may be known already (a retry, or a queued waiter refreshing
+-- ARGV[8] metadata JSON {host, pid, user, label}
+-- ARGV[9] '1' when this token may be known already (a retry, or a queued waiter refreshing
 --         its place), '0' for a token never sent before (skips the look-ups)
--- ARGV[9] the loss grace in ms for the caller's own admission (see epoch.lua), kept with its
+-- ARGV[10] the loss grace in ms for the caller's own admission (see epoch.lua), kept with its
 --         place in the queue and never stored with the semaphore; '' for LOSS_GRACE_MS
--- ARGV[10] how many slots the caller asks for (a count; 'x': all of them, --exclusive, as many
+-- ARGV[11] how many slots the caller asks for (a count; 'x': all of them, --exclusive, as many
 --         as the limit when they are granted)
 -- A caller whose metadata asks for one run per occurrence ("once_per", run --once-per) claims
 -- it when granted, and skips while another claim is in force (see lib/occurrence.lua).
@@ -29,7 +29,7 @@
 --                                                         out, for a waiter that may take that
 --                                                         slot, else -1; refresh_extra_ms: how
 --                                                         much later than usual to refresh
---   busy: held, limit, queued                             full, and ARGV[5] == 'try'
+--   busy: held, limit, queued                             full, and ARGV[6] == 'try'
 --                                                         (logged as skipped, with the holders)
 --   skipped: why, token, since_ms, until_ms, by, now_ms   another run claims the occurrence:
 --                                                         why 'ran' (it succeeded) or
@@ -82,9 +82,9 @@ local state, bad = load_state(call)
 if not state then
     return bad
 end
-local token, ttl = ARGV[2], tonumber(ARGV[4])
-local limit = tonumber(ARGV[3]) or state.limit or 1
-local mode, liveness, json, known = ARGV[5], tonumber(ARGV[6]), ARGV[7], ARGV[8] == '1'
+local token, ttl = ARGV[3], tonumber(ARGV[5])
+local limit = tonumber(ARGV[4]) or state.limit or 1
+local mode, liveness, json, known = ARGV[6], tonumber(ARGV[7]), ARGV[8], ARGV[9] == '1'
 local now = server_now(call)
 -- A newcomer behind a queue, when nothing can have run out (prune() has nothing to do) and
 -- the limit is the stored one, admits nobody: it queues (or is busy), as FIFO wants. Such a
@@ -109,7 +109,7 @@ if admits then
 elseif call.marker then
     marker_ran(call) -- the proof its transaction wrote is removed, as every call removes it
 end
-local grace = tonumber(ARGV[9])
+local grace = tonumber(ARGV[10])
 prune(call, state, now)
 settle_pause(call, state, now)
 local window = occurrence_window(json)
@@ -234,8 +234,8 @@ if state.limit ~= limit then
 end
 
 -- How many slots the caller asks for: a count, or 'x' for every slot of the limit (--exclusive).
-local exclusive = ARGV[10] == 'x'
-local weight = exclusive and limit or tonumber(ARGV[10]) or 1
+local exclusive = ARGV[11] == 'x'
+local weight = exclusive and limit or tonumber(ARGV[11]) or 1
 if weight > limit and not position then
     return too_large_reply(limit) -- (a queued one is refused when its turn comes: hand_over())
 end

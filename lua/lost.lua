@@ -2,7 +2,7 @@
 -- for the loss grace, as after a restart (see declare_loss() in lib/epoch.lua), to every
 -- semaphore this call's epoch key vouches for: all of the prefix on one server, this
 -- semaphore on a Redis Cluster.
--- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix
+-- KEYS: see lib/call.lua.   ARGV[1], ARGV[2]: see there
 -- Reply: lost_at_ms, opens_at_ms: the loss declared, and when admission opens again for a
 -- client with the loss grace every client has.
 --- @include "state"

@@ -1,9 +1,9 @@
 -- release.lua: gives a slot back (handing it to the head of the queue), or takes a waiter
 -- out of the queue.
--- KEYS: see lib/call.lua.   ARGV[1] wake-list prefix   ARGV[2] token
--- ARGV[3] 'own' when the waiter itself leaves the queue (it gave up, or was interrupted);
+-- KEYS: see lib/call.lua.   ARGV[1], ARGV[2]: see there   ARGV[3] token
+-- ARGV[4] 'own' when the waiter itself leaves the queue (it gave up, or was interrupted);
 --         otherwise somebody else released a waiting token, and the waiter is told so
--- ARGV[4] (optional) the exit status of `run`'s command, kept as "exit" in the released event;
+-- ARGV[5] (optional) the exit status of `run`'s command, kept as "exit" in the released event;
 --         a run that claimed its occurrence (run --once-per) is done when it is 0, and gives
 --         the occurrence back otherwise (see lib/occurrence.lua)
 -- Reply, by kind: released (the token held a slot and released it), left_queue (it was queued
@@ -32,7 +32,7 @@ local state, bad = load_state(call)
 if not state then
     return bad
 end
-local token = ARGV[2]
+local token = ARGV[3]
 local now = server_now(call)
 local proof = demand_proof(call, now)
 if proof then
@@ -48,7 +48,7 @@ if info and info.kind == 'h' then
         return NOT_FOUND
     end
     if state.history > 0 and deadline then
-        local status = ARGV[4] and string.match(ARGV[4], '^%d+$')
+        local status = ARGV[5] and string.match(ARGV[5], '^%d+$')
         if status and string.sub(info.json, -1) == '}' then
             local json = info.json
             info.json = string.sub(json, 1, -2) .. (json == '{}' and '' or ',') .. '"exit":' ..
@@ -57,7 +57,7 @@ if info and info.kind == 'h' then
         log_entry(call, state, now, 'released', token, info, now - (info.since or now))
     end
     if deadline then
-        settle_occurrence(call, state, token, ARGV[4] or '') -- before the slot is handed on
+        settle_occurrence(call, state, token, ARGV[5] or '') -- before the slot is handed on
     end
     if remove_holder(call, state, token, info, now, deadline ~= nil) then
         if string.find(info.json, KEEPER_MARK, 1, true) then
@@ -74,7 +74,7 @@ if info and info.kind == 'w' then
     local alive_until = tonumber(redis.call('ZSCORE', call.k_alive, token)) or now
     remove_waiter(call, state, token, now)
     log_entry(call, state, now, 'left', token, info, now - (info.since or now))
-    if ARGV[3] ~= 'own' and not call.asked then
+    if ARGV[4] ~= 'own' and not call.asked then
         -- Kept until the waiter must have refreshed its place, and then some: one stopped for
         -- longer lost its place anyway, and queues again when it wakes. (Not pushed on a
         -- Cluster node importing the slot, as nudges are not: see lib/cluster.lua.)

@@ -48,15 +48,19 @@
 --                            keys that came by a slot migration are told from a failover
 --                            (see epoch.lua).
 --   KEYS[8] log      stream  the semaphore's history (see history.lua)
--- ARGV[1] is always the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:",
--- and the last ARGV is always flags the client library adds (Connection::eval), a sum of: 1
--- when it was sent with EVAL (its text, not its SHA1); 2 when it was sent to a Cluster node
--- after ASKING (the node is importing the slot: see cluster.lua); 4 when its keys hash to
--- several Cluster slots (a Cluster refuses such a script, so this server is not one). A
--- call that proves the epoch marker without INFO (see epoch.lua) adds " EXPECTED NONCE NEW":
--- the marker the client expects the epoch key to hold ('-': none), the nonce the marker's
--- script wrote to the epoch's field proof just before, in the same transaction, and the
--- fresh marker the call declares ('-': none; its script is the one that ran).
+-- ARGV, the same for every script at both ends (Keys::script_args() builds the first two):
+--   ARGV[1]  the name prefix of the per-waiter wake lists, "<prefix>:{name}:wake:"
+--   ARGV[2]  '' or, for a call that proves the epoch marker without INFO (see epoch.lua),
+--            "EXPECTED NONCE NEW": the marker the client expects the epoch key to hold ('-':
+--            none), the nonce the marker's script wrote to the epoch's field proof just
+--            before, in the same transaction, and the fresh marker the call declares ('-':
+--            none; its script is the one that ran)
+--   ARGV[3..] the script's own (see its header)
+--   the last: flags the client library adds (Connection::eval), a sum of: 1 when it was sent
+--            with EVAL (its text, not its SHA1); 2 when it was sent to a Cluster node after
+--            ASKING (the node is importing the slot: see cluster.lua); 4 when its keys hash
+--            to several Cluster slots (a Cluster refuses such a script, so this server is
+--            not one)
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
 -- hash tag, so they live on the same Cluster slot.
 --
@@ -83,8 +87,8 @@ end
 
 -- The context of one script call with `keys` and `argv` (KEYS and ARGV).
 local function new_call(keys, argv)
-    local bits, expected, nonce, new = string.match(argv[#argv], '^(%d+) (%S+) (%S+) (%S+)')
-    local flags = tonumber(bits or argv[#argv]) or 0
+    local expected, nonce, new = string.match(argv[2], '^(%S+) (%S+) (%S+)$')
+    local flags = tonumber(argv[#argv]) or 0
     local marker = nil
     if nonce then
         marker = {expected = expected == '-' and '' or expected, nonce = nonce,

@@ -23,7 +23,6 @@ struct Command {
 // refuses a script whose keys are on several hash slots (CROSSSLOT): `cluster_keys`, when not
 // empty, are the keys to use there instead (redsem's shared epoch key is one per semaphore on a
 // cluster).
-// `flags_note`, when not empty, follows the flags in the last argument (after a space).
 struct ScriptCall {
     // How the script is sent: EVALSHA and on NOSCRIPT EVAL; EVALSHA alone (a NOSCRIPT reply
     // stands); or EVAL alone.
@@ -34,7 +33,6 @@ struct ScriptCall {
     std::vector<std::string> args;
     std::vector<std::string> cluster_keys = {};
     Send send = Send::sha_then_body;
-    std::string flags_note = {};
 };
 
 } // namespace redsem

@@ -74,8 +74,7 @@ std::vector<std::string> script_argv(const ScriptCall& call, const std::vector<s
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), call.args.begin(), call.args.end());
     const int flags = (span_slots(keys) ? keys_span_slots : 0) | (way == Way::body ? by_body : 0);
-    argv.push_back(call.flags_note.empty() ? std::to_string(flags)
-                                           : fmt::format("{} {}", flags, call.flags_note));
+    argv.push_back(std::to_string(flags));
     return argv;
 }
 
@@ -86,9 +85,7 @@ std::vector<std::string> mark_asked(const std::vector<std::string>& argv) {
     if (!marked.empty() &&
         (marked[0] == "FCALL" || marked[0] == "EVALSHA" || marked[0] == "EVAL")) {
         std::string& flags = marked.back();
-        const std::size_t end = flags.find(' ');
-        const std::string rest = end == std::string::npos ? "" : flags.substr(end);
-        flags = std::to_string(std::stoi(flags.substr(0, end)) | asked) + rest;
+        flags = std::to_string(std::stoi(flags) | asked);
     }
     return marked;
 }

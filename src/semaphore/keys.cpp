@@ -69,8 +69,8 @@ std::vector<std::string> Keys::script_keys() const {
     return {state, holders, info, queue, alive, slots, epoch, log};
 }
 
-std::vector<std::string> Keys::script_args(std::vector<std::string> args) const {
-    args.insert(args.begin(), wake_prefix);
+std::vector<std::string> Keys::script_args(std::vector<std::string> args, std::string proof) const {
+    args.insert(args.begin(), {wake_prefix, std::move(proof)});
     return args;
 }
 

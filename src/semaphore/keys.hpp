@@ -46,8 +46,10 @@ struct Keys {
     // The KEYS array every script takes, in lua/lib/call.lua's order: with the shared epoch key,
     // or with the semaphore's own (on a Redis Cluster, where a script's keys share one slot).
     std::vector<std::string> script_keys() const;
-    // A script's ARGV: the wake-list prefix, then `args` (see wire.hpp).
-    std::vector<std::string> script_args(std::vector<std::string> args) const;
+    // A script's ARGV: the wake-list prefix, the proof of the epoch (`proof`: "" for none; see
+    // Semaphore::run()), then `args` (see wire.hpp).
+    std::vector<std::string> script_args(std::vector<std::string> args,
+                                         std::string proof = {}) const;
     std::vector<std::string> cluster_script_keys() const;
 };
 

@@ -171,8 +171,7 @@ std::string LeaseLoss::describe(long long granted_ms) const {
 Semaphore::Semaphore(Connection& connection, std::string_view prefix, std::string_view name)
     : m_connection(connection), m_name(name), m_keys(Keys::make(prefix, name)) {}
 
-Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof proof) {
-    args = m_keys.script_args(std::move(args));
+Reply Semaphore::run(const Script& script, const std::vector<std::string>& args, Proof proof) {
     // Without INFO: in one transaction, the marker script of the marker the epoch key holds,
     // by EVALSHA, then the script, told the marker and the proof's nonce. Where the server
     // lacks the marker script, a fresh marker's, by EVAL, and the script told to declare it:
@@ -191,7 +190,8 @@ Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof 
         Reply reply;
         if (!proves) {
             reply = std::move(m_connection
-                                  .eval_pipeline({ScriptCall{script, m_keys.script_keys(), args,
+                                  .eval_pipeline({ScriptCall{script, m_keys.script_keys(),
+                                                             m_keys.script_args(args),
                                                              m_keys.cluster_script_keys()}})
                                   .front());
         } else {
@@ -205,13 +205,11 @@ Reply Semaphore::run(const Script& script, std::vector<std::string> args, Proof 
                                                   : ScriptCall::Send::sha_only};
             // A function registered no-writes could not remove the proof: its text goes.
             const Script by_text{script.name, script.sha1, script.body};
-            const ScriptCall call{script.no_writes ? by_text : script,
-                                  m_keys.script_keys(),
-                                  args,
-                                  m_keys.cluster_script_keys(),
-                                  ScriptCall::Send::sha_then_body,
-                                  fmt::format("{} {} {}", expected.empty() ? "-" : expected, nonce,
-                                              declares ? fresh : "-")};
+            const ScriptCall call{
+                script.no_writes ? by_text : script, m_keys.script_keys(),
+                m_keys.script_args(args, fmt::format("{} {} {}", expected.empty() ? "-" : expected,
+                                                     nonce, declares ? fresh : "-")),
+                m_keys.cluster_script_keys()};
             std::vector<Reply> replies = m_connection.eval_atomically({marker_call, call});
             if (is_error_code(replies[0], "NOSCRIPT") && !declares) {
                 // This process never checked the epoch: a restart, another server, SCRIPT

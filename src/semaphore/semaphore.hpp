@@ -118,11 +118,13 @@ private:
         admits, // it may admit somebody: it proves the server's identity, or records a loss
         reads   // it only reads (view.lua): it proves, or, unable to, writes nothing
     };
-    // Runs `script` on the semaphore's keys with `args` after ARGV[1] (the wake-list prefix),
-    // proving the server's identity as `proof` says, calling again as the script asks. With
+    // Runs `script` on the semaphore's keys with `args` after ARGV[1] and ARGV[2] (see
+    // Keys::script_args()), proving the server's identity as `proof` says, calling again as
+    // the script asks. With
     // Proof::reads, a server that cannot prove it (lacks the marker's script, or the epoch
     // has no marker) gives a NOSCRIPT error reply, returned as it is.
-    Reply run(const Script& script, std::vector<std::string> args, Proof proof = Proof::none);
+    Reply run(const Script& script, const std::vector<std::string>& args,
+              Proof proof = Proof::none);
     // release() on the server this connection uses now, without asking the sentinels first.
     ReleaseOutcome release_here(const std::string& token, Releaser by = Releaser::owner,
                                 std::optional<int> exit_status = std::nullopt);
