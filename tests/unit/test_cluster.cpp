@@ -1,9 +1,13 @@
 #include <catch2/catch.hpp>
 
 #include "redis/cluster.hpp"
+#include "replies.hpp"
 #include "util/errors.hpp"
 
 using namespace redsem;
+using redsem::replies::array;
+using redsem::replies::bulk;
+using redsem::replies::integer;
 
 TEST_CASE("key_slot: CRC16 modulo 16384 of the hash tag, as the Redis Cluster spec defines it") {
     // The spec's check value: CRC16/XMODEM("123456789") = 0x31C3.
@@ -50,29 +54,8 @@ TEST_CASE("parse_redirect: MOVED and ASK with their slot and node") {
 
 namespace {
 
-Reply integer(long long value) {
-    Reply reply;
-    reply.type = Reply::Type::integer;
-    reply.integer = value;
-    return reply;
-}
-
-Reply text(const std::string& value) {
-    Reply reply;
-    reply.type = Reply::Type::string;
-    reply.text = value;
-    return reply;
-}
-
-Reply array(std::vector<Reply> elements) {
-    Reply reply;
-    reply.type = Reply::Type::array;
-    reply.elements = std::move(elements);
-    return reply;
-}
-
 Reply node(const std::string& host, long long port) {
-    return array({text(host), integer(port), text("0123456789abcdef")});
+    return array({bulk(host), integer(port), bulk("0123456789abcdef")});
 }
 
 } // namespace
@@ -111,7 +94,7 @@ TEST_CASE("SlotMap: CLUSTER SLOTS ranges, primaries and replicas, and MOVED upda
         }
         return false;
     };
-    CHECK(refused(text("nope")));
+    CHECK(refused(bulk("nope")));
     CHECK(refused(array({array({integer(5), integer(2), node("h", 1)})})));
     CHECK(refused(array({array({integer(0), integer(16384), node("h", 1)})})));
     CHECK(refused(array({array({integer(0), integer(1), node("h", 70000)})})));

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "redis/reply.hpp"
+#include "replies.hpp"
 #include "util/errors.hpp"
 
 using namespace redsem;
@@ -91,15 +92,11 @@ TEST_CASE("each error class has its documented exit code") {
 }
 
 TEST_CASE("Reply accessors refuse the wrong shape") {
-    Reply integer;
-    integer.type = Reply::Type::integer;
-    integer.integer = 7;
+    const Reply integer = replies::integer(7);
     CHECK(integer.as_integer() == 7);
     CHECK_THROWS_AS(integer.as_string(), InternalError);
     CHECK_THROWS_AS(integer.as_array(), InternalError);
-    Reply array;
-    array.type = Reply::Type::array;
-    array.elements.push_back(integer);
+    const Reply array = replies::array({integer});
     CHECK(array.at(0).as_integer() == 7);
     CHECK_THROWS_AS(array.at(1), InternalError);
 }

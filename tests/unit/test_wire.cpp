@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "lua_scripts.hpp"
+#include "replies.hpp"
 #include "semaphore/wire.hpp"
 
 #include <string>
@@ -13,30 +14,11 @@
 
 using namespace redsem;
 using namespace redsem::wire;
+using redsem::replies::array;
+using redsem::replies::bulk;
+using redsem::replies::integer;
 
 namespace {
-
-// A reply element: a string, an integer or a list.
-Reply s(std::string text) {
-    Reply reply;
-    reply.type = Reply::Type::string;
-    reply.text = std::move(text);
-    return reply;
-}
-
-Reply n(long long value) {
-    Reply reply;
-    reply.type = Reply::Type::integer;
-    reply.integer = value;
-    return reply;
-}
-
-Reply list(std::vector<Reply> elements) {
-    Reply reply;
-    reply.type = Reply::Type::array;
-    reply.elements = std::move(elements);
-    return reply;
-}
 
 // A reply of names and values, as `script` sends it; checks that the script's text writes
 // each name.
@@ -46,10 +28,10 @@ Reply sent_by(const Script& script, std::vector<std::pair<std::string, Reply>> f
     for (auto& [name, value] : fields) {
         INFO(script.name << " writes '" << name << "'");
         CHECK(body.find("'" + name + "'") != std::string::npos);
-        elements.push_back(s(name));
+        elements.push_back(bulk(name));
         elements.push_back(std::move(value));
     }
-    return list(std::move(elements));
+    return array(std::move(elements));
 }
 
 const std::string k_pause_json = R"({"host":"ops","label":"migration","pid":7,"user":"ann"})";
@@ -59,13 +41,14 @@ const std::string k_pause_json = R"({"host":"ops","label":"migration","pid":7,"u
 TEST_CASE("acquire's replies of every kind") {
     const Script& acquire = scripts::k_acquire_script;
     SECTION("ok: the slots held, and the lease") {
-        const auto reply = decode_acquire(sent_by(acquire, {{"kind", s("ok")},
-                                                            {"fence", n(41)},
-                                                            {"slot", n(2)},
-                                                            {"deadline_ms", n(1'800'000'060'000)},
-                                                            {"limit", n(5)},
-                                                            {"now_ms", n(1'800'000'000'000)},
-                                                            {"slots", s("2,3,4")}}));
+        const auto reply =
+            decode_acquire(sent_by(acquire, {{"kind", bulk("ok")},
+                                             {"fence", integer(41)},
+                                             {"slot", integer(2)},
+                                             {"deadline_ms", integer(1'800'000'060'000)},
+                                             {"limit", integer(5)},
+                                             {"now_ms", integer(1'800'000'000'000)},
+                                             {"slots", bulk("2,3,4")}}));
         const auto& granted = std::get<Granted>(reply);
         CHECK(granted.fence == 41);
         CHECK(granted.slot == 2);
@@ -76,14 +59,15 @@ TEST_CASE("acquire's replies of every kind") {
     }
     SECTION("wait: the place, with admission open, and closed after a loss") {
         const auto wait = [&](std::vector<std::pair<std::string, Reply>> closed) {
-            std::vector<std::pair<std::string, Reply>> fields{{"kind", s("wait")},
-                                                              {"position", n(3)},
-                                                              {"held", n(2)},
-                                                              {"limit", n(2)},
-                                                              {"next_expiry_in_ms", n(-1)},
-                                                              {"queued", n(4)},
-                                                              {"now_ms", n(1'800'000'000'000)},
-                                                              {"refresh_extra_ms", n(1000)}};
+            std::vector<std::pair<std::string, Reply>> fields{
+                {"kind", bulk("wait")},
+                {"position", integer(3)},
+                {"held", integer(2)},
+                {"limit", integer(2)},
+                {"next_expiry_in_ms", integer(-1)},
+                {"queued", integer(4)},
+                {"now_ms", integer(1'800'000'000'000)},
+                {"refresh_extra_ms", integer(1000)}};
             fields.insert(fields.end(), closed.begin(), closed.end());
             return std::get<QueuedReply>(decode_acquire(sent_by(acquire, std::move(fields))));
         };
@@ -98,8 +82,9 @@ TEST_CASE("acquire's replies of every kind") {
         CHECK_FALSE(open.closed.closed());
         CHECK(open.closed.cause.empty());
 
-        const QueuedReply closed = wait(
-            {{"closed_for_ms", n(42'000)}, {"cause", s("evicted")}, {"lost_ms_ago", n(18'000)}});
+        const QueuedReply closed = wait({{"closed_for_ms", integer(42'000)},
+                                         {"cause", bulk("evicted")},
+                                         {"lost_ms_ago", integer(18'000)}});
         CHECK(closed.closed.opens_in == Milliseconds{42'000});
         CHECK(closed.closed.cause == "evicted");
         CHECK(closed.closed.lost_ago == Milliseconds{18'000});
@@ -108,13 +93,14 @@ TEST_CASE("acquire's replies of every kind") {
     }
     SECTION("busy while paused until resumed, and paused for a while") {
         for (const long long ends_in : {-1LL, 90'000LL}) {
-            const auto reply = decode_acquire(sent_by(acquire, {{"kind", s("busy")},
-                                                                {"held", n(1)},
-                                                                {"limit", n(1)},
-                                                                {"queued", n(0)},
-                                                                {"pause", s(k_pause_json)},
-                                                                {"paused_ms_ago", n(5000)},
-                                                                {"pause_ends_in_ms", n(ends_in)}}));
+            const auto reply =
+                decode_acquire(sent_by(acquire, {{"kind", bulk("busy")},
+                                                 {"held", integer(1)},
+                                                 {"limit", integer(1)},
+                                                 {"queued", integer(0)},
+                                                 {"pause", bulk(k_pause_json)},
+                                                 {"paused_ms_ago", integer(5000)},
+                                                 {"pause_ends_in_ms", integer(ends_in)}}));
             const AdmissionClosed& closed = std::get<Busy>(reply).closed;
             CHECK(closed.opens_in == Milliseconds{0});
             REQUIRE(closed.pause.has_value());
@@ -130,27 +116,28 @@ TEST_CASE("acquire's replies of every kind") {
         }
     }
     SECTION("conflict, toolarge and released") {
-        const auto conflict = decode_acquire(sent_by(
-            acquire,
-            {{"kind", s("conflict")}, {"stored_limit", n(-2)}, {"held", n(3)}, {"queued", n(1)}}));
+        const auto conflict = decode_acquire(sent_by(acquire, {{"kind", bulk("conflict")},
+                                                               {"stored_limit", integer(-2)},
+                                                               {"held", integer(3)},
+                                                               {"queued", integer(1)}}));
         CHECK(std::get<ConflictReply>(conflict).stored_limit == -2);
         CHECK(std::get<ConflictReply>(conflict).held == 3);
         CHECK(std::get<ConflictReply>(conflict).queued == 1);
         const auto too_large =
-            decode_acquire(sent_by(acquire, {{"kind", s("toolarge")}, {"limit", n(2)}}));
+            decode_acquire(sent_by(acquire, {{"kind", bulk("toolarge")}, {"limit", integer(2)}}));
         CHECK(std::get<TooLarge>(too_large).limit == 2);
         CHECK(std::holds_alternative<Released>(
-            decode_acquire(sent_by(acquire, {{"kind", s("released")}}))));
+            decode_acquire(sent_by(acquire, {{"kind", bulk("released")}}))));
     }
 }
 
 TEST_CASE("what every script may answer: a foreign key, or a proof it asks for") {
     for (const Script* script : {&scripts::k_acquire_script, &scripts::k_release_script,
                                  &scripts::k_limit_script, &scripts::k_pause_script}) {
-        const Reply wrong = sent_by(*script, {{"kind", s("wrongtype")},
-                                              {"key", s("redsem:{x}:queue")},
-                                              {"found", s("string")},
-                                              {"wanted", s("zset")}});
+        const Reply wrong = sent_by(*script, {{"kind", bulk("wrongtype")},
+                                              {"key", bulk("redsem:{x}:queue")},
+                                              {"found", bulk("string")},
+                                              {"wanted", bulk("zset")}});
         const auto found = wrong_type(wrong);
         REQUIRE(found.has_value());
         CHECK(found->key == "redsem:{x}:queue");
@@ -158,13 +145,14 @@ TEST_CASE("what every script may answer: a foreign key, or a proof it asks for")
         CHECK(found->wanted == "zset");
         CHECK_FALSE(demanded_proof(wrong).has_value());
 
-        const Reply prove = sent_by(*script, {{"kind", s("prove")}, {"marker", s("")}});
+        const Reply prove = sent_by(*script, {{"kind", bulk("prove")}, {"marker", bulk("")}});
         CHECK(demanded_proof(prove) == std::optional<std::string>(""));
         CHECK_FALSE(wrong_type(prove).has_value());
     }
     // Neither, for any other reply, of whatever shape.
     for (const Reply& other :
-         {n(1), s("prove"), list({}), list({s("prove"), s("m")}), list({s("limit"), n(1)})}) {
+         {integer(1), bulk("prove"), array({}), array({bulk("prove"), bulk("m")}),
+          array({bulk("limit"), integer(1)})}) {
         CHECK_FALSE(wrong_type(other).has_value());
         CHECK_FALSE(demanded_proof(other).has_value());
     }
@@ -173,18 +161,19 @@ TEST_CASE("what every script may answer: a foreign key, or a proof it asks for")
 TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
     SECTION("renew") {
         const Script& renew = scripts::k_renew_script;
-        const auto renewed = decode_renew(sent_by(renew, {{"kind", s("renewed")},
-                                                          {"deadline_ms", n(1'800'000'030'000)},
-                                                          {"now_ms", n(1'800'000'000'000)},
-                                                          {"ttl_ms", n(30'000)}}));
+        const auto renewed =
+            decode_renew(sent_by(renew, {{"kind", bulk("renewed")},
+                                         {"deadline_ms", integer(1'800'000'030'000)},
+                                         {"now_ms", integer(1'800'000'000'000)},
+                                         {"ttl_ms", integer(30'000)}}));
         CHECK(std::get<Renewal>(renewed).deadline_ms == 1'800'000'030'000);
         CHECK(std::get<Renewal>(renewed).server_now_ms == 1'800'000'000'000);
         CHECK(std::get<Renewal>(renewed).ttl == Milliseconds{30'000});
-        const auto lost = decode_renew(sent_by(renew, {{"kind", s("lost")},
-                                                       {"why", s("expired")},
-                                                       {"now_ms", n(1'800'000'000'000)},
-                                                       {"lost_at_ms", n(1'799'999'990'000)},
-                                                       {"cause", s("change")}}));
+        const auto lost = decode_renew(sent_by(renew, {{"kind", bulk("lost")},
+                                                       {"why", bulk("expired")},
+                                                       {"now_ms", integer(1'800'000'000'000)},
+                                                       {"lost_at_ms", integer(1'799'999'990'000)},
+                                                       {"cause", bulk("change")}}));
         const LeaseLoss& loss = std::get<Lost>(lost).loss;
         CHECK(loss.why == "expired");
         CHECK(loss.lost_at_ms == 1'799'999'990'000);
@@ -197,25 +186,25 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
                   .starts_with("its lease ran out by the server's "
                                "clock"));
         CHECK(std::holds_alternative<StillQueued>(
-            decode_renew(sent_by(renew, {{"kind", s("queued")}}))));
+            decode_renew(sent_by(renew, {{"kind", bulk("queued")}}))));
     }
     SECTION("release") {
         const Script& release = scripts::k_release_script;
-        CHECK(decode_release(sent_by(release, {{"kind", s("released")}})) ==
+        CHECK(decode_release(sent_by(release, {{"kind", bulk("released")}})) ==
               ReleaseOutcome::released);
-        CHECK(decode_release(sent_by(release, {{"kind", s("left_queue")}})) ==
+        CHECK(decode_release(sent_by(release, {{"kind", bulk("left_queue")}})) ==
               ReleaseOutcome::left_queue);
-        CHECK(decode_release(sent_by(release, {{"kind", s("not_found")}})) ==
+        CHECK(decode_release(sent_by(release, {{"kind", bulk("not_found")}})) ==
               ReleaseOutcome::not_found);
     }
     SECTION("limit") {
         const LimitInfo info =
-            decode_limit(sent_by(scripts::k_limit_script, {{"limit", n(4)},
-                                                           {"stored", n(1)},
-                                                           {"held", n(2)},
-                                                           {"queued", n(7)},
-                                                           {"history", n(0)},
-                                                           {"set_by", s("operator")}}));
+            decode_limit(sent_by(scripts::k_limit_script, {{"limit", integer(4)},
+                                                           {"stored", integer(1)},
+                                                           {"held", integer(2)},
+                                                           {"queued", integer(7)},
+                                                           {"history", integer(0)},
+                                                           {"set_by", bulk("operator")}}));
         CHECK(info.limit == 4);
         CHECK(info.stored);
         CHECK(info.held == 2);
@@ -226,15 +215,15 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
     SECTION("pause: in force, none, and a limit this redsem cannot read") {
         const Script& pause = scripts::k_pause_script;
         const auto reply = [&](const std::string& json, long long since) {
-            return sent_by(pause, {{"kind", s("ok")},
-                                   {"held", n(1)},
-                                   {"queued", n(2)},
-                                   {"limit", n(3)},
-                                   {"now_ms", n(1'800'000'000'000)},
-                                   {"pause", s(json)},
-                                   {"since_ms", n(since)},
-                                   {"until_ms", n(0)},
-                                   {"due_in_ms", n(-1)}});
+            return sent_by(pause, {{"kind", bulk("ok")},
+                                   {"held", integer(1)},
+                                   {"queued", integer(2)},
+                                   {"limit", integer(3)},
+                                   {"now_ms", integer(1'800'000'000'000)},
+                                   {"pause", bulk(json)},
+                                   {"since_ms", integer(since)},
+                                   {"until_ms", integer(0)},
+                                   {"due_in_ms", integer(-1)}});
         };
         const auto paused = decode_pause(reply(k_pause_json, 1'799'999'990'000));
         REQUIRE(paused.has_value());
@@ -249,57 +238,61 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
         const auto none = decode_pause(reply("", 0));
         REQUIRE(none.has_value());
         CHECK_FALSE(none->pause.has_value());
-        CHECK_FALSE(decode_pause(sent_by(pause, {{"kind", s("conflict")}})).has_value());
+        CHECK_FALSE(decode_pause(sent_by(pause, {{"kind", bulk("conflict")}})).has_value());
     }
     SECTION("lost") {
-        const LossDeclared lost = decode_lost(
-            sent_by(scripts::k_lost_script, {{"lost_at_ms", n(1000)}, {"opens_at_ms", n(61000)}}));
+        const LossDeclared lost =
+            decode_lost(sent_by(scripts::k_lost_script,
+                                {{"lost_at_ms", integer(1000)}, {"opens_at_ms", integer(61000)}}));
         CHECK(lost.lost_at_ms == 1000);
         CHECK(lost.opens_at_ms == 61000);
     }
     SECTION("view: the counts, admission, entries of each kind, and a pause") {
         const Script& view = scripts::k_view_script;
-        const Reply holder_record = sent_by(view, {{"since_ms", n(1000)},
-                                                   {"ttl_ms", n(60000)},
-                                                   {"meta", s(k_pause_json)},
-                                                   {"slots", list({n(0), n(3)})},
-                                                   {"fence", n(77)}});
-        const Reply waiter_record = sent_by(
-            view, {{"since_ms", n(1200)}, {"ttl_ms", n(5000)}, {"meta", s("{}")}, {"wants", n(0)}});
-        const Reply holder = sent_by(view, {{"token", s("h1")},
-                                            {"dead", n(0)},
-                                            {"deadline_ms", n(61000)},
+        const Reply holder_record = sent_by(view, {{"since_ms", integer(1000)},
+                                                   {"ttl_ms", integer(60000)},
+                                                   {"meta", bulk(k_pause_json)},
+                                                   {"slots", array({integer(0), integer(3)})},
+                                                   {"fence", integer(77)}});
+        const Reply waiter_record = sent_by(view, {{"since_ms", integer(1200)},
+                                                   {"ttl_ms", integer(5000)},
+                                                   {"meta", bulk("{}")},
+                                                   {"wants", integer(0)}});
+        const Reply holder = sent_by(view, {{"token", bulk("h1")},
+                                            {"dead", integer(0)},
+                                            {"deadline_ms", integer(61000)},
                                             {"record", holder_record}});
-        const Reply waiter = sent_by(
-            view,
-            {{"token", s("w1")}, {"dead", n(1)}, {"position", n(1)}, {"record", waiter_record}});
+        const Reply waiter = sent_by(view, {{"token", bulk("w1")},
+                                            {"dead", integer(1)},
+                                            {"position", integer(1)},
+                                            {"record", waiter_record}});
         const Reply unreadable =
-            sent_by(view, {{"token", s("w2")}, {"dead", n(0)}, {"position", n(2)}});
+            sent_by(view, {{"token", bulk("w2")}, {"dead", integer(0)}, {"position", integer(2)}});
         const View decoded =
-            decode_view(sent_by(view, {{"kind", s("view")},
-                                       {"now_ms", n(1500)},
-                                       {"limit", n(4)},
-                                       {"exclusive", s("")},
-                                       {"paused", s(k_pause_json)},
-                                       {"paused_since_ms", n(1100)},
-                                       {"paused_until_ms", n(0)},
-                                       {"holders", n(1)},
-                                       {"held", n(2)},
-                                       {"expired", n(0)},
-                                       {"waiting", n(1)},
-                                       {"stale", n(1)},
-                                       {"history", n(100)},
-                                       {"acquired_total", n(9)},
-                                       {"expired_total", n(2)},
-                                       {"lost_total", n(1)},
+            decode_view(sent_by(view, {{"kind", bulk("view")},
+                                       {"now_ms", integer(1500)},
+                                       {"limit", integer(4)},
+                                       {"exclusive", bulk("")},
+                                       {"paused", bulk(k_pause_json)},
+                                       {"paused_since_ms", integer(1100)},
+                                       {"paused_until_ms", integer(0)},
+                                       {"holders", integer(1)},
+                                       {"held", integer(2)},
+                                       {"expired", integer(0)},
+                                       {"waiting", integer(1)},
+                                       {"stale", integer(1)},
+                                       {"history", integer(100)},
+                                       {"acquired_total", integer(9)},
+                                       {"expired_total", integer(2)},
+                                       {"lost_total", integer(1)},
                                        {"oldest", holder},
-                                       {"oldest_wait_since_ms", n(1200)},
-                                       {"opens_at_ms", n(2000)},
-                                       {"cause", s("change")},
-                                       {"lost_at_ms", n(1000)},
-                                       {"noticed", n(0)},
-                                       {"holder_entries", list({holder})},
-                                       {"waiter_entries", list({waiter, unreadable})}}));
+                                       {"oldest_wait_since_ms", integer(1200)},
+                                       {"opens_at_ms", integer(2000)},
+                                       {"cause", bulk("change")},
+                                       {"lost_at_ms", integer(1000)},
+                                       {"noticed", integer(0)},
+                                       {"holder_entries", array({holder})},
+                                       {"waiter_entries", array({waiter, unreadable})}}));
         CHECK(decoded.server_now_ms == 1500);
         CHECK(decoded.limit == 4);
         REQUIRE(decoded.pause.has_value());
@@ -335,42 +328,43 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
         CHECK_FALSE(decoded.waiter_entries.back().record.has_value());
         CHECK(decoded.waiter_entries.back().position == 2);
         // Only what was asked for: no counts, no admission (without INFO it is unproven).
-        const View bare = decode_view(sent_by(
-            view,
-            {{"kind", s("view")}, {"now_ms", n(1500)}, {"exclusive", s("")}, {"unproven", n(1)}}));
+        const View bare = decode_view(sent_by(view, {{"kind", bulk("view")},
+                                                     {"now_ms", integer(1500)},
+                                                     {"exclusive", bulk("")},
+                                                     {"unproven", integer(1)}}));
         CHECK_FALSE(bare.limit.has_value());
         CHECK_FALSE(bare.pause.has_value());
         CHECK_FALSE(bare.admission.has_value());
         CHECK(bare.holder_entries.empty());
         // A holder's record without slots is the scripts' mistake, said as such.
-        const Reply no_slots = sent_by(view, {{"token", s("h2")},
-                                              {"dead", n(0)},
-                                              {"deadline_ms", n(1)},
-                                              {"record", sent_by(view, {{"since_ms", n(1)},
-                                                                        {"ttl_ms", n(1)},
-                                                                        {"meta", s("{}")},
-                                                                        {"slots", list({})},
-                                                                        {"fence", n(1)}})}});
-        CHECK_THROWS_AS(decode_view(sent_by(view, {{"kind", s("view")},
-                                                   {"now_ms", n(1)},
-                                                   {"holder_entries", list({no_slots})},
-                                                   {"waiter_entries", list({})}})),
+        const Reply no_slots = sent_by(view, {{"token", bulk("h2")},
+                                              {"dead", integer(0)},
+                                              {"deadline_ms", integer(1)},
+                                              {"record", sent_by(view, {{"since_ms", integer(1)},
+                                                                        {"ttl_ms", integer(1)},
+                                                                        {"meta", bulk("{}")},
+                                                                        {"slots", array({})},
+                                                                        {"fence", integer(1)}})}});
+        CHECK_THROWS_AS(decode_view(sent_by(view, {{"kind", bulk("view")},
+                                                   {"now_ms", integer(1)},
+                                                   {"holder_entries", array({no_slots})},
+                                                   {"waiter_entries", array({})}})),
                         InternalError);
-        CHECK_THROWS_AS(decode_view(sent_by(view, {{"kind", s("prove")}, {"marker", s("")}})),
+        CHECK_THROWS_AS(decode_view(sent_by(view, {{"kind", bulk("prove")}, {"marker", bulk("")}})),
                         InternalError);
     }
     SECTION("gc: a step with what it removed, and the last one") {
         const Script& gc = scripts::k_gc_script;
-        const Reply removed = sent_by(gc, {{"kind", s("waiter")},
-                                           {"token", s("ab12")},
-                                           {"record", s("w - - 1 30000 {}")},
-                                           {"dead_for_ms", n(2500)}});
-        const GcStep step = decode_gc(sent_by(gc, {{"next_phase", s("holders")},
-                                                   {"next_position", s("100")},
-                                                   {"deleted", n(0)},
-                                                   {"holders", n(4)},
-                                                   {"queued", n(1)},
-                                                   {"removed", list({removed})}}));
+        const Reply removed = sent_by(gc, {{"kind", bulk("waiter")},
+                                           {"token", bulk("ab12")},
+                                           {"record", bulk("w - - 1 30000 {}")},
+                                           {"dead_for_ms", integer(2500)}});
+        const GcStep step = decode_gc(sent_by(gc, {{"next_phase", bulk("holders")},
+                                                   {"next_position", bulk("100")},
+                                                   {"deleted", integer(0)},
+                                                   {"holders", integer(4)},
+                                                   {"queued", integer(1)},
+                                                   {"removed", array({removed})}}));
         CHECK(step.next.phase == "holders");
         CHECK(step.next.position == "100");
         CHECK(step.holders == 4);
@@ -380,12 +374,12 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
         CHECK(step.removed[0].token == "ab12");
         CHECK(step.removed[0].record == "w - - 1 30000 {}");
         CHECK(step.removed[0].dead_for_ms == 2500);
-        const GcStep last = decode_gc(sent_by(gc, {{"next_phase", s("")},
-                                                   {"next_position", s("0")},
-                                                   {"deleted", n(-1)},
-                                                   {"holders", n(0)},
-                                                   {"queued", n(0)},
-                                                   {"removed", list({})}}));
+        const GcStep last = decode_gc(sent_by(gc, {{"next_phase", bulk("")},
+                                                   {"next_position", bulk("0")},
+                                                   {"deleted", integer(-1)},
+                                                   {"holders", integer(0)},
+                                                   {"queued", integer(0)},
+                                                   {"removed", array({})}}));
         CHECK(last.next.phase.empty());
         CHECK(last.deleted == -1);
         CHECK(last.removed.empty());
@@ -409,17 +403,20 @@ TEST_CASE("a hand-over note, from this release and from an older one") {
 TEST_CASE("a reply of another shape is an internal error naming what is wrong") {
     const Script& acquire = scripts::k_acquire_script;
     // Positional, as an earlier build sent it.
-    CHECK_THROWS_WITH(decode_acquire(list({s("ok"), n(1), n(0), n(2), n(1), n(3), s("0")})),
+    CHECK_THROWS_WITH(decode_acquire(array({bulk("ok"), integer(1), integer(0), integer(2),
+                                            integer(1), integer(3), bulk("0")})),
                       Catch::Contains("acquire.lua answered something other than names"));
     // A name whose value is missing.
-    CHECK_THROWS_AS(decode_renew(list({s("kind"), s("renewed"), s("deadline_ms")})), InternalError);
+    CHECK_THROWS_AS(decode_renew(array({bulk("kind"), bulk("renewed"), bulk("deadline_ms")})),
+                    InternalError);
     // A field left out.
-    CHECK_THROWS_WITH(decode_acquire(sent_by(acquire, {{"kind", s("toolarge")}})),
+    CHECK_THROWS_WITH(decode_acquire(sent_by(acquire, {{"kind", bulk("toolarge")}})),
                       Catch::Contains("acquire.lua answered without 'limit'"));
     // A kind nobody sends.
-    CHECK_THROWS_WITH(decode_acquire(sent_by(acquire, {{"kind", s("later")}})),
+    CHECK_THROWS_WITH(decode_acquire(sent_by(acquire, {{"kind", bulk("later")}})),
                       Catch::Contains("unexpected acquire reply 'later'"));
     // A field of another type.
-    CHECK_THROWS_AS(decode_lost(list({s("lost_at_ms"), s("soon"), s("opens_at_ms"), n(1)})),
-                    InternalError);
+    CHECK_THROWS_AS(
+        decode_lost(array({bulk("lost_at_ms"), bulk("soon"), bulk("opens_at_ms"), integer(1)})),
+        InternalError);
 }
