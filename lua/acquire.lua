@@ -73,8 +73,8 @@
 -- an idle queue costs Redis about the log of its length in calls, not its length. A waiter
 -- that moves up near the head is nudged (nudge_near_head_entrant()), so the waiters near the
 -- head always refresh as often as the head, and those that may take the next free slot look
--- again when a lease may run out. A waiter that died far back in the queue is still handed its slot
--- when it gets to the head, and loses it CLAIM_MS later (see hand_over()).
+-- again when a lease may run out. A waiter that died far back in the queue is still handed its
+-- slot when it gets to the head, and loses it CLAIM_MS later (see hand_over()).
 local REFRESH_EXTRA_PER_POSITION_MS = 1000
 local REFRESH_EXTRA_MAX_MS = 15 * 60 * 1000
 

@@ -146,8 +146,8 @@ if phase == 'orphans' then
     end
 end
 
--- The slots of holders that an older redsem removed come back (waiters take them at their
--- next refresh of their place).
+-- Slots an older redsem left on the books when it removed a holder of several come back (see
+-- recount_slots(); waiters take them at their next refresh of their place).
 if not dry_run then
     recount_slots(call, state, redis.call('ZCARD', call.k_holders))
 end

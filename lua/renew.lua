@@ -14,8 +14,7 @@
 -- passed by the server's clock; 'gone': the semaphore has no state, its keys are gone;
 -- 'unknown': the token is not there), now_ms, and the latest possible loss of data the epoch
 -- knows of, lost_at_ms (0: none) and cause (see epoch.lua), noticed now if INFO shows it;
--- queued: the token waits for a slot
--- (nothing is lost, nothing changes).
+-- queued: the token waits for a slot (nothing is lost, nothing changes).
 --- @include "state"
 --- @include "records"
 --- @include "lifetime"

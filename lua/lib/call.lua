@@ -14,16 +14,16 @@
 --
 -- KEYS, the same for every script; all share the hash tag {name}, so a script stays on one
 -- Redis Cluster slot:
---   KEYS[1] state    hash    limit, limit_by ('operator' or 'caller', see limit.lua), fence,
---                            ticket, keep and pinned (see touch(), settle_expiry()), due (see
---                            prune()),
---                            history, counters (see state.lua, history.lua), closed_logged
---                            (see epoch.lua), extra_slots, exclusive and weighted (holders of
---                            several slots: see used_slots(), WEIGHTED_SUFFIX),
---                            kept and pause_kept (see keep_state()), paused,
---                            paused_since and paused_until (see lib/pause.lua), occurrence
---                            (run --once-per: see lib/occurrence.lua); redsem 0.1
---                            also stored a loss_grace, which nothing here reads
+--   KEYS[1] state    hash    limit, limit_by ('operator' or 'caller', see limit.lua), format
+--                            (STATE_FORMAT, see load_state()), fence, ticket, keep and pinned
+--                            (see touch(), settle_expiry()), due (see prune()), history,
+--                            counters (see state.lua, history.lua), closed_logged (see
+--                            epoch.lua), extra_slots, exclusive and weighted (holders of
+--                            several slots: see used_slots(), WEIGHTED_SUFFIX), kept and
+--                            pause_kept (see keep_state()), paused, paused_since and
+--                            paused_until (see lib/pause.lua), occurrence (run --once-per:
+--                            see lib/occurrence.lua); redsem 0.1 also stored a loss_grace,
+--                            which nothing here reads
 --   KEYS[2] holders  zset    token -> lease deadline (server ms)
 --   KEYS[3] info     hash    token -> "h SLOTS FENCE ACQUIRED_MS TTL_MS JSON" for a holder
 --                            (SLOTS: "3", or "0,3,4" for a holder of several: --slots),
@@ -38,9 +38,11 @@
 --   KEYS[7] epoch    hash    run and replid (the run_id and master_replid of the Redis
 --                            process that wrote it), cache_marker (written by a call without
 --                            INFO) and proof (a nonce, for one transaction: see epoch.lua),
---                            lost_at (server ms of the latest
---                            possible loss of data, 0: none), cause ('start' or 'change',
---                            see epoch.lua) and checked_at (when it was written). On one server
+--                            lost_at (server ms of the latest possible loss of data, 0: none),
+--                            cause ('start', 'change', 'unproven', 'evicted' or 'declared',
+--                            see epoch.lua), evicted and config_sets (the eviction counters
+--                            last seen, see eviction_since()) and checked_at (when it was
+--                            written; redsem 0.1 reads it). On one server
 --                            "<prefix>:epoch", one per prefix and database, never expires; on a
 --                            Redis Cluster, where a script's keys must share a slot, the
 --                            semaphore's own "<prefix>:{name}:epoch", which expires with it,

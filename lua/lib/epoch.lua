@@ -1,12 +1,12 @@
 -- lib/epoch.lua: the epoch and admission after a possible loss of data: whether this server
 -- is the Redis process, in the replication history, that last wrote the epoch key (KEYS[7]);
 -- when it may have lost data; and until when nobody new is admitted.
--- Provides: admission(call, state, now, grace), admission_now(call, now),
+-- Provides: admission(call, now, grace), admission_now(call, now),
 --   demand_proof(call, now), refuse_if_evicting(call), declare_loss(call, now), LOSS_GRACE_MS;
---   within: PROCESS,
---   server_identity(denied_ok, now), identify(call),
---   marker_ran(call), judge_by_marker(call, now), judge_epoch(call, now, me),
---   read_epoch(call, now), evicting_policy(call), eviction_since(call, stored).
+--   within: PROCESS, server_identity(denied_ok, now), identify(call), marker_ran(call),
+--   judge_by_marker(call, now), judge_identity(call, now, me, stored),
+--   judge_epoch(call, now, me), read_epoch(call, now), log_closed(call, state, now, epoch),
+--   evicting_policy(call), info_counter(section, pattern), eviction_since(call, stored).
 -- Reads the call's k_epoch and own_epoch, keeps call.epoch, and the state's closed_logged.
 --- @include "call"
 --- @include "cluster"
@@ -14,12 +14,11 @@
 --- @include "lifetime"
 --- @include "history"
 --
--- Lost data: Redis may come back from a restart without the latest writes (no persistence, an
--- older RDB snapshot, appendfsync everysec), or be another server (a promoted replica), or
--- the same server promoted back after others took writes it never received (a failback). A
--- lease it forgot may still be running. Then nobody new is admitted to any semaphore until
--- the loss grace has passed since the possible loss: by then every holder that renews (run,
--- acquire --while-pid) has found its lease gone and stopped (see admission()).
+-- Lost data: after a restart without the latest writes, a failover or a failback, a lease the
+-- server forgot may still be running. So nobody new is admitted to any semaphore until the
+-- loss grace has passed since the possible loss: by then every holder that renews (run,
+-- acquire --while-pid) has found its lease gone and stopped (see admission(); the cases, and
+-- what is not covered: docs/DESIGN.md, "Admission after lost data").
 --
 -- The epoch key names the server that wrote it: its run_id (a new one at every start) and its
 -- master_replid (a new one at every promotion, REPLICAOF NO ONE or a failover, and adopted
@@ -41,10 +40,8 @@
 -- possible loss, and the epoch's marker from then on. The marker script's text never changes
 -- between releases, so an upgrade proves what the release before it proved. Redis 7 neither
 -- persists nor replicates scripts, so a promoted replica or a restarted server lacks the
--- marker's script. Not seen this way: a failback to a node that still has it cached, when no
--- call that may admit reached the other node meanwhile (it would have drawn a new marker);
--- on Redis 6.2, which replicates and persists SCRIPT LOAD and EVAL, failovers and restarts
--- from an AOF. INFO, where allowed, decides.
+-- marker's script (what this cannot see, such as Redis 6.2, which does both: docs/DESIGN.md,
+-- "Admission after lost data"). INFO, where allowed, decides.
 -- Admission stays closed for LOSS_GRACE_MS after a possible loss (src/semaphore/protocol.hpp).
 
 -- The server process this code runs in, as INFO server named it to an earlier call:

@@ -95,8 +95,6 @@ end
 -- has run out; their slots go to the queue. At most PRUNE_BATCH of each per call, so that no
 -- script runs long; the rest go on the next call. Nothing is looked at before the state's
 -- `due` (most calls), and `due` moves to the earliest deadline left after a complete pass.
--- (An older redsem's scripts do not keep `due`: while they share a semaphore with this one,
--- a lease they grant that runs out before `due` is pruned at `due`, late but never early.)
 local function prune(call, state, now)
     if now < state.due then
         return

@@ -13,10 +13,13 @@
 -- Kinds: acquired (directly, or by hand-over; DURATION: how long it waited), queued,
 -- released (DURATION: how long it held the slot), expired (a lease ran out by the server's
 -- clock; DURATION: from the grant to the deadline), unclaimed (a hand-over nobody collected
--- in time), lost (a renewal found no lease; see renew.lua), left (a waiter left the queue: released, by a
--- signal or at the end of --wait; DURATION: how long it waited), dropped (a waiter stopped
--- refreshing its place), gc (removed by redsem gc), limit, and closed ("CAUSE LOST_AT_MS
--- OPENS_AT_MS": admission closed after a possible loss of data; see epoch.lua).
+-- in time), lost (a renewal found no lease; see renew.lua), left (a waiter left the queue:
+-- released, by a signal, at the end of --wait, or refused as asking for more than a lowered
+-- limit; DURATION: how long it waited), dropped (a waiter stopped refreshing its place), gc
+-- (removed by redsem gc), skipped (see log_skip() in lib/occurrence.lua), limit, paused
+-- ("UNTIL_MS JSON", '-': until resumed) and resumed ("DURATION_MS JSON"; see lib/pause.lua),
+-- and closed ("CAUSE LOST_AT_MS OPENS_AT_MS": admission closed after a possible loss of data;
+-- see epoch.lua).
 -- The stream keeps the latest `history` entries (state field; DEFAULT_HISTORY in protocol.hpp),
 -- and is created only for a semaphore that has a state, with the same expiry as its other
 -- keys (see touch()). A key of another type in its place stops a new semaphore (load_state(),

@@ -105,17 +105,17 @@ end
 
 -- At the end of a call: while anybody holds or waits, the keys have no expiry (pinned: the
 -- state's field pinned is '1'); once nobody does, they expire at the horizon again, and a
--- weighted semaphore is plain again (see WEIGHTED_SUFFIX). An older
--- redsem's touch() sets an expiry without knowing of pins: a pinned state with one is pinned
--- anew. Costs one ZCARD on most calls, two when nobody holds.
+-- weighted semaphore is plain again (see WEIGHTED_SUFFIX). An older redsem's touch() sets an
+-- expiry without knowing of pins: a pinned state with one is pinned anew. Costs one ZCARD on
+-- most calls, two when nobody holds.
 local function settle_expiry(call, state)
     if not state.raw_limit then
         return -- no semaphore here (refused, or only read)
     end
     remark_limit(call, state)
     if state.paused and not redis.call('ZSCORE', call.k_queue, PAUSE_MARK) then
-        -- An older redsem dropped it (after its `limit` wrote a plain number: it handed it a
-        -- slot, found no record, and took it out as a queue entry edited by hand).
+        -- An older redsem drops it: once its `limit` writes a plain number, it hands the mark
+        -- a slot, finds no record, and removes it as a queue entry edited by hand.
         redis.call('ZADD', call.k_queue, PAUSE_MARK_TICKET, PAUSE_MARK)
     end
     local occupied = redis.call('ZCARD', call.k_holders) > 0 or queue_length(call, state) > 0

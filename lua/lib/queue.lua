@@ -34,8 +34,7 @@ end
 -- place near the head (position limit + NEAR_HEAD - 1) may have last refreshed its place far
 -- back, and so sleep long (see acquire.lua). Its nudge list ("<wake list>:nudge", which it
 -- watches with its wake list) gets the time until `due`, when a lease may run out: it looks
--- again then, or within the head's refresh interval. (A waiter of an older redsem does not
--- watch it; it refreshes often anyway, and the list expires.)
+-- again then, or within the head's refresh interval.
 local function nudge_near_head_entrant(call, state, now)
     local limit = state.limit or 0
     if limit < 1 or call.asked then
@@ -116,7 +115,8 @@ end
 -- (Writes only what changes, and shrinks by HDEL: a release must run on a full Redis, where a
 -- script sent by EVAL is refused at its first write that may grow memory.)
 local function untake_slots(call, state, token, info, others)
-    -- Nobody else holds: whatever the count says (an older release), none.
+    -- Nobody else holds: none, whatever the count says (an older redsem that removes a holder
+    -- of several leaves its extra slots counted).
     local extra = others == 0 and 0 or math.max(state.extra - (#info.slots - 1), 0)
     store_extra(call, state, extra)
     if state.exclusive == token or (state.exclusive and others == 0) then
@@ -126,14 +126,13 @@ local function untake_slots(call, state, token, info, others)
 end
 
 -- Brings the books of the slots in use (the bitmap, and the state's extra_slots and
--- exclusive) back to the holders' records of `held` holders, where they disagree: a redsem
--- before --slots that removes an expired holder of several slots (an older gc, or an older
--- acquire's prune) cannot read its record "0,1,2", and so clears neither its bits nor its
--- extra slots, which would otherwise stay in use for as long as anybody holds. (It clears the
--- bit of a holder of one slot, as this one does.) Only a semaphore with extra slots or an
--- exclusive holder on its books can be wrong so: one HGET a holder then. A holder's record that
--- names no slots (edited by hand) leaves the books as they are. Returns true when it changed
--- them.
+-- exclusive) back to the holders' records of `held` holders, where they disagree: an older
+-- redsem cannot read a record of several slots ("0,1,2"), so when its gc or prune removes
+-- such a holder it clears neither its bits nor its extra slots, which would then stay in use
+-- while anybody holds (docs/ARCHITECTURE.md, "Several slots"). Only a semaphore with extra
+-- slots or an exclusive holder on its books can be wrong so: one HGET a holder then. A record
+-- that names no slots (edited by hand) leaves the books as they are. Returns true when it
+-- changed them.
 local function recount_slots(call, state, held)
     if held == 0 or (state.extra == 0 and not state.exclusive) then
         return false
