@@ -2,6 +2,7 @@
 #include "cli/options.hpp"
 #include "cli/output.hpp"
 #include "cli/slot_request.hpp"
+#include "cli/typed_option.hpp"
 #include "process/holder_meta.hpp"
 #include "process/keeper.hpp"
 #include "process/signal_watch.hpp"
@@ -29,9 +30,9 @@ namespace {
 struct AcquireArgs {
     SlotRequest request;
     bool json = false;
-    std::optional<std::string> while_pid;
-    std::optional<std::string> on_lost;
-    std::optional<std::string> kill_after;
+    std::optional<long long> while_pid;
+    std::optional<int> on_lost; // a signal, 0 for none
+    std::optional<Milliseconds> kill_after;
 };
 
 // Whether `signal` asks a process to end (then SIGKILL follows it by default): the others
@@ -41,7 +42,7 @@ bool asks_to_end(int signal) {
 }
 
 // The signal --on-lost names: TERM, SIGTERM, term or 15; 0 for "none".
-int parse_signal(const std::string& text) {
+int parse_signal(const std::string& text, const char* option) {
     static constexpr std::pair<std::string_view, int> k_names[] = {
         {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
         {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}};
@@ -63,9 +64,9 @@ int parse_signal(const std::string& text) {
     if (const auto number = parse_integer(text, 1, NSIG - 1)) {
         return static_cast<int>(*number);
     }
-    throw UsageError(fmt::format("--on-lost: '{}' is not a signal (TERM, INT, HUP, KILL, USR1, "
-                                 "USR2, QUIT, ALRM, a number) or 'none'",
-                                 printable(text)));
+    throw UsageError(fmt::format("{}: '{}' is not a signal (TERM, INT, HUP, KILL, USR1, USR2, "
+                                 "QUIT, ALRM, a number) or 'none'",
+                                 option, printable(text)));
 }
 
 void print_lease(const std::string& name, const Lease& lease, bool json,
@@ -118,17 +119,15 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
     std::optional<WatchedProcess> watched;
     HolderMeta owner = holder_meta("", getppid(), "caller");
     if (args.while_pid) {
-        const int lost_signal = parse_signal(args.on_lost.value_or("TERM"));
-        std::optional<Milliseconds> kill_after;
-        if (args.kill_after) {
-            if (lost_signal == 0 || lost_signal == SIGKILL) {
-                throw UsageError("--kill-after needs an --on-lost signal other than KILL or none");
-            }
-            kill_after = parse_duration(*args.kill_after, "--kill-after");
-        } else if (asks_to_end(lost_signal)) {
+        const int lost_signal = args.on_lost.value_or(SIGTERM);
+        std::optional<Milliseconds> kill_after = args.kill_after;
+        if (kill_after && (lost_signal == 0 || lost_signal == SIGKILL)) {
+            throw UsageError("--kill-after needs an --on-lost signal other than KILL or none");
+        }
+        if (!kill_after && asks_to_end(lost_signal)) {
             kill_after = k_default_kill_after;
         }
-        const long long pid = parse_pid(*args.while_pid, "--while-pid");
+        const long long pid = *args.while_pid;
         watched.emplace(static_cast<pid_t>(pid), lost_signal, "--while-pid", kill_after);
         owner = holder_meta("", pid, "while-pid");
         owner.keeper = true;
@@ -184,23 +183,20 @@ Runner setup_acquire(CLI::App& command, const GlobalOptions& global) {
     command.add_flag("--json", args->json,
                      "Print name, token, fence, slot, slots, limit, ttl_ms, deadline_ms, "
                      "deadline and keeper_pid as JSON (see redsem(1))");
-    command
-        .add_option("--while-pid", args->while_pid,
-                    "Hold the slot for the life of process PID (e.g. $$): a detached keeper "
-                    "process renews the lease while PID lives and releases the slot when it "
-                    "exits")
+    add_typed_option(command, "--while-pid", args->while_pid, parse_pid,
+                     "Hold the slot for the life of process PID (e.g. $$): a detached keeper "
+                     "process renews the lease while PID lives and releases the slot when it "
+                     "exits")
         ->type_name("PID");
-    command
-        .add_option("--on-lost", args->on_lost,
-                    "With --while-pid: the signal the keeper sends PID and its descendants if "
-                    "the lease is lost (default TERM; 'none' only logs to syslog)")
+    add_typed_option(command, "--on-lost", args->on_lost, parse_signal,
+                     "With --while-pid: the signal the keeper sends PID and its descendants if "
+                     "the lease is lost (default TERM; 'none' only logs to syslog)")
         ->type_name("SIGNAL");
-    command
-        .add_option("--kill-after", args->kill_after,
-                    fmt::format("With --while-pid: SIGKILL what is left of PID and its "
-                                "descendants this long after the --on-lost signal (default {} "
-                                "for TERM, INT, HUP and QUIT; other signals: never)",
-                                format_duration(k_default_kill_after)))
+    add_typed_option(command, "--kill-after", args->kill_after, parse_duration,
+                     fmt::format("With --while-pid: SIGKILL what is left of PID and its "
+                                 "descendants this long after the --on-lost signal (default {} "
+                                 "for TERM, INT, HUP and QUIT; other signals: never)",
+                                 format_duration(k_default_kill_after)))
         ->type_name("DUR");
     return [args, &global] { return run_acquire(*args, global); };
 }

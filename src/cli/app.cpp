@@ -239,6 +239,10 @@ int main(int argc, char** argv) {
         std::cerr << "redsem: error: " << usage_message(error, app) << "\n"
                   << "Try '" << command_path(app) << " --help'.\n";
         return static_cast<int>(ExitCode::usage);
+    } catch (const UsageError& error) { // an option's value, converted as it is parsed
+        std::cerr << "redsem: error: " << error.what() << "\n"
+                  << "Try '" << command_path(app) << " --help'.\n";
+        return error.exit_code();
     }
 
     try {

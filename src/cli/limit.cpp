@@ -1,6 +1,7 @@
 #include "cli/admission.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "cli/typed_option.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/name.hpp"
 
@@ -15,22 +16,18 @@ namespace {
 
 struct LimitArgs {
     std::string name;
-    std::optional<std::string> limit;
-    std::optional<std::string> history;
+    std::optional<long long> limit;
+    std::optional<long long> history;
     bool unset = false;
     bool json = false;
 };
 
 int run_limit(const LimitArgs& args, const GlobalOptions& global) {
     check_name(args.name);
-    std::optional<long long> new_limit;
-    if (args.limit) {
-        new_limit = parse_limit(*args.limit, "N");
-    }
+    const std::optional<long long>& new_limit = args.limit;
     // The history's length is stored here only, with the option (an operator's action):
     // reading the limit changes nothing.
-    const std::optional<long long> history =
-        args.history ? std::optional<long long>(parse_history(*args.history)) : std::nullopt;
+    const std::optional<long long>& history = args.history;
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
     Semaphore semaphore(connection, prefix, args.name);
@@ -63,12 +60,12 @@ Runner setup_limit(CLI::App& command, const GlobalOptions& global) {
         "holders keep their slots and nobody new gets one until fewer than N hold. What is set "
         "here stays, also while nobody uses NAME (gc and key expiry keep it), until --unset.");
     command.add_option("NAME", args->name, "Semaphore name")->required();
-    CLI::Option* limit = command.add_option("N", args->limit, "The new limit (1-100000)");
+    CLI::Option* limit =
+        add_typed_option(command, "N", args->limit, parse_limit, "The new limit (1-100000)");
     CLI::Option* history =
-        command
-            .add_option("--history", args->history,
-                        "Keep N entries in NAME's history from now on (0-10000000; 0: none; "
-                        "default 10000)")
+        add_typed_option(command, "--history", args->history, parse_history,
+                         "Keep N entries in NAME's history from now on (0-10000000; 0: none; "
+                         "default 10000)")
             ->type_name("N");
     command
         .add_flag("--unset", args->unset,

@@ -2,6 +2,7 @@
 
 #include "cli/secret_files.hpp"
 #include "cli/tls_options.hpp"
+#include "cli/typed_option.hpp"
 #include "cli/variables.hpp"
 #include "process/inherited_secret.hpp"
 #include "process/secrecy.hpp"
@@ -58,6 +59,14 @@ std::optional<std::string> resolve_sentinel_password(const GlobalOptions& option
 
 } // namespace
 
+Milliseconds parse_connect_timeout(const std::string& text, const char* option) {
+    const Milliseconds timeout = parse_duration(text, option);
+    if (timeout.count() <= 0) {
+        throw UsageError(fmt::format("{} must be longer than 0", option));
+    }
+    return timeout;
+}
+
 void add_name_and_token(CLI::App& command, std::string& name, std::string& token) {
     command.add_option("NAME", name, "Semaphore name")->required();
     command
@@ -81,10 +90,10 @@ void add_global_options(CLI::App& app, GlobalOptions& options) {
                    fmt::format("Prefix of redsem's Redis keys (default: $REDSEM_PREFIX or {})",
                                k_default_prefix))
         ->type_name("PREFIX");
-    app.add_option("--connect-timeout", options.connect_timeout,
-                   fmt::format("How long to wait for Redis to accept the connection and answer "
-                               "(default: $REDSEM_CONNECT_TIMEOUT or {})",
-                               format_duration(k_default_connect_timeout)))
+    add_typed_option(app, "--connect-timeout", options.connect_timeout, parse_connect_timeout,
+                     fmt::format("How long to wait for Redis to accept the connection and answer "
+                                 "(default: $REDSEM_CONNECT_TIMEOUT or {})",
+                                 format_duration(k_default_connect_timeout)))
         ->type_name("DUR");
     struct ConnectionOption {
         const char* name;
@@ -153,17 +162,10 @@ ConnectOptions resolve_connection(const GlobalOptions& options) {
     ConnectOptions connect{.url = std::move(url),
                            .tls = std::move(tls),
                            .sentinel_password = std::move(sentinel_password)};
-    const char* timeout_source = "--connect-timeout";
-    std::optional<std::string> timeout = options.connect_timeout;
-    if (!timeout) {
-        timeout = env("REDSEM_CONNECT_TIMEOUT");
-        timeout_source = "$REDSEM_CONNECT_TIMEOUT";
-    }
-    if (timeout) {
-        connect.connect_timeout = parse_duration(*timeout, timeout_source);
-        if (connect.connect_timeout.count() <= 0) {
-            throw UsageError(fmt::format("{} must be longer than 0", timeout_source));
-        }
+    if (options.connect_timeout) {
+        connect.connect_timeout = *options.connect_timeout;
+    } else if (const std::optional<std::string> timeout = env("REDSEM_CONNECT_TIMEOUT")) {
+        connect.connect_timeout = parse_connect_timeout(*timeout, "$REDSEM_CONNECT_TIMEOUT");
     }
     if (const std::optional<std::string> functions = env("REDSEM_FUNCTIONS")) {
         connect.functions = parse_switch(*functions, "$REDSEM_FUNCTIONS");
@@ -185,7 +187,8 @@ std::vector<std::string> connection_for_child(const GlobalOptions& options,
         entries.push_back("REDSEM_URL=" + connect.url.describe());
     }
     if (options.connect_timeout) {
-        entries.push_back("REDSEM_CONNECT_TIMEOUT=" + *options.connect_timeout);
+        entries.push_back(
+            "REDSEM_CONNECT_TIMEOUT=" + std::to_string(options.connect_timeout->count()) + "ms");
     }
     auto secret = [&](const char* variable, const std::optional<std::string>& path,
                       const std::optional<std::string>& password, const char* name) {
@@ -262,11 +265,7 @@ Milliseconds parse_ttl(const std::string& text, const char* option) {
     return ttl;
 }
 
-namespace {
-
-// A caller's own loss grace, from `source`: at most the one every client has, so that a
-// waiter kept out by its own grace never keeps out those queued behind it.
-Milliseconds parse_loss_grace(const std::string& text, const std::string& source) {
+Milliseconds parse_loss_grace(const std::string& text, const char* source) {
     const Milliseconds grace = parse_duration(text, source);
     if (grace > k_default_loss_grace) {
         throw UsageError(fmt::format("{}: '{}' is longer than {}, the loss grace every client has; "
@@ -277,11 +276,9 @@ Milliseconds parse_loss_grace(const std::string& text, const std::string& source
     return grace;
 }
 
-} // namespace
-
-std::optional<Milliseconds> resolve_loss_grace(const std::optional<std::string>& option) {
+std::optional<Milliseconds> resolve_loss_grace(std::optional<Milliseconds> option) {
     if (option) {
-        return parse_loss_grace(*option, "--loss-grace");
+        return option;
     }
     if (auto from_env = env("REDSEM_LOSS_GRACE")) {
         return parse_loss_grace(*from_env, "$REDSEM_LOSS_GRACE");
@@ -289,29 +286,28 @@ std::optional<Milliseconds> resolve_loss_grace(const std::optional<std::string>&
     return std::nullopt;
 }
 
-long long resolve_replicas(const std::optional<std::string>& option) {
-    std::string source = "--replicas";
-    std::optional<std::string> text = option;
-    if (!text) {
-        text = env("REDSEM_REPLICAS");
-        source = "$REDSEM_REPLICAS";
-    }
-    if (!text) {
-        return 0;
-    }
-    const auto replicas = parse_integer(*text, 0, k_max_replicas);
+long long parse_replicas(const std::string& text, const char* option) {
+    const auto replicas = parse_integer(text, 0, k_max_replicas);
     if (!replicas) {
-        throw UsageError(fmt::format("{}: '{}' is not a whole number from 0 to {}", source,
-                                     printable(*text), k_max_replicas));
+        throw UsageError(fmt::format("{}: '{}' is not a whole number from 0 to {}", option,
+                                     printable(text), k_max_replicas));
     }
     return *replicas;
 }
 
-long long parse_history(const std::string& text) {
+long long resolve_replicas(std::optional<long long> option) {
+    if (option) {
+        return *option;
+    }
+    const std::optional<std::string> text = env("REDSEM_REPLICAS");
+    return text ? parse_replicas(*text, "$REDSEM_REPLICAS") : 0;
+}
+
+long long parse_history(const std::string& text, const char* option) {
     const auto history = parse_integer(text, 0, k_max_history);
     if (!history) {
-        throw UsageError(fmt::format("--history: '{}' is not a whole number of events from 0 to {}",
-                                     printable(text), k_max_history));
+        throw UsageError(fmt::format("{}: '{}' is not a whole number of events from 0 to {}",
+                                     option, printable(text), k_max_history));
     }
     return *history;
 }

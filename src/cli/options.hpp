@@ -17,7 +17,7 @@ namespace redsem::cli {
 struct GlobalOptions {
     std::optional<std::string> url;
     std::optional<std::string> prefix;
-    std::optional<std::string> connect_timeout;
+    std::optional<Milliseconds> connect_timeout;
     std::optional<std::string> password_file;
     std::optional<std::string> sentinel_password_file; // redis-sentinel:// URLs
     // TLS, for rediss:// URLs (see TlsOptions).
@@ -57,9 +57,13 @@ std::vector<std::string> connection_for_child(const GlobalOptions& options,
 // --prefix, else $REDSEM_PREFIX, else "redsem"; validated.
 std::string resolve_prefix(const GlobalOptions& options);
 
-// --loss-grace, else $REDSEM_LOSS_GRACE, else nullopt (the semaphore's stored grace, or the
-// default). Throws UsageError for a bad duration.
-std::optional<Milliseconds> resolve_loss_grace(const std::optional<std::string>& option);
+// A caller's own loss grace given to `option`: at most the one every client has, so that a
+// waiter kept out by its own grace never keeps out those queued behind it.
+Milliseconds parse_loss_grace(const std::string& text, const char* option);
+
+// `option` (--loss-grace), else $REDSEM_LOSS_GRACE, else nullopt (the semaphore's stored
+// grace, or the default). Throws UsageError for a bad $REDSEM_LOSS_GRACE.
+std::optional<Milliseconds> resolve_loss_grace(std::optional<Milliseconds> option);
 
 // --replicas, else $REDSEM_REPLICAS, else 0. Throws UsageError for anything but a whole
 // number from 0 to k_max_replicas.
@@ -67,12 +71,14 @@ inline constexpr long long k_max_replicas = 64;
 inline constexpr const char* k_replicas_help =
     "Count a slot as held (or renewed) only once N replicas have it (WAIT), so that it "
     "survives a failover; fewer in time: exit 69 (default: $REDSEM_REPLICAS or 0)";
-long long resolve_replicas(const std::optional<std::string>& option);
+long long parse_replicas(const std::string& text, const char* option);
+long long resolve_replicas(std::optional<long long> option);
 
 // limit's --history: a whole number from 0 to k_max_history, else UsageError.
-long long parse_history(const std::string& text);
+long long parse_history(const std::string& text, const char* option);
 
-// Checked parsers for option values; each throws UsageError naming `option`.
+// Converters of option values (see typed_option.hpp): each throws UsageError naming `option`.
+Milliseconds parse_connect_timeout(const std::string& text, const char* option); // above 0
 long long parse_limit(const std::string& text, const char* option);
 int parse_exit_code(const std::string& text, const char* option);
 long long parse_pid(const std::string& text, const char* option);

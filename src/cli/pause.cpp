@@ -1,6 +1,7 @@
 #include "cli/admission.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "cli/typed_option.hpp"
 #include "process/ci_job.hpp"
 #include "process/holder_meta.hpp"
 #include "process/signal_watch.hpp"
@@ -30,8 +31,8 @@ constexpr Milliseconds k_drain_look_every{10'000};
 struct PauseArgs {
     std::string name;
     std::optional<std::string> reason;
-    std::optional<std::string> duration; // --for
-    std::optional<std::string> wait;     // drain's -w
+    std::optional<Milliseconds> duration; // --for
+    std::optional<Milliseconds> wait;     // drain's -w
     bool quiet = false;
     bool json = false;
 };
@@ -52,24 +53,22 @@ nlohmann::json info_json(const std::string& name, const PauseInfo& info) {
             {"queued", info.queued}};
 }
 
-std::optional<Milliseconds> parse_pause_duration(const PauseArgs& args) {
-    if (!args.duration) {
-        return std::nullopt;
-    }
-    const Milliseconds duration = parse_duration(*args.duration, "--for");
+// --for's value.
+Milliseconds parse_pause_duration(const std::string& text, const char* option) {
+    const Milliseconds duration = parse_duration(text, option);
     if (duration.count() == 0) {
-        throw UsageError("--for must be longer than 0 (leave it out to pause until 'redsem "
-                         "resume')");
+        throw UsageError(fmt::format("{} must be longer than 0 (leave it out to pause until "
+                                     "'redsem resume')",
+                                     option));
     }
     return duration;
 }
 
 int run_pause(const PauseArgs& args, const GlobalOptions& global) {
     check_name(args.name);
-    const std::optional<Milliseconds> duration = parse_pause_duration(args);
     Connection connection(resolve_connection(global));
     Semaphore semaphore(connection, resolve_prefix(global), args.name);
-    const PauseInfo info = semaphore.pause(pauser(args), duration);
+    const PauseInfo info = semaphore.pause(pauser(args), args.duration);
     if (args.json) {
         print_json(info_json(args.name, info));
     }
@@ -92,16 +91,11 @@ int run_resume(const PauseArgs& args, const GlobalOptions& global) {
 // Pauses, then waits until no holder is left: 0, or 75 when -w passes first (still paused).
 int run_drain(const PauseArgs& args, const GlobalOptions& global) {
     check_name(args.name);
-    const std::optional<Milliseconds> duration = parse_pause_duration(args);
-    std::optional<Milliseconds> wait;
-    if (args.wait) {
-        wait = parse_duration(*args.wait, "--wait");
-    }
-    const auto give_up_at = wait ? Clock::now() + *wait : Clock::time_point::max();
+    const auto give_up_at = args.wait ? Clock::now() + *args.wait : Clock::time_point::max();
     Connection connection(resolve_connection(global));
     Semaphore semaphore(connection, resolve_prefix(global), args.name);
     const SignalWatch signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-    PauseInfo info = semaphore.pause(pauser(args), duration);
+    PauseInfo info = semaphore.pause(pauser(args), args.duration);
     bool told = false;
     for (;;) {
         if (!info.pause) {
@@ -120,7 +114,7 @@ int run_drain(const PauseArgs& args, const GlobalOptions& global) {
             throw Error(ExitCode::timeout,
                         fmt::format("'{}' still has {} holding after {}; it stays paused "
                                     "('redsem resume {}' opens it)",
-                                    printable(args.name), info.held, format_duration(*wait),
+                                    printable(args.name), info.held, format_duration(*args.wait),
                                     printable(args.name)));
         }
         if (!told && !args.quiet) {
@@ -162,9 +156,8 @@ void add_pause_options(CLI::App& command, PauseArgs& args) {
     add_name(command, args);
     command.add_option("--reason", args.reason, "Why, shown to those kept out and in status")
         ->type_name("TEXT");
-    command
-        .add_option("--for", args.duration,
-                    "End the pause by itself after DUR (default: until 'redsem resume')")
+    add_typed_option(command, "--for", args.duration, parse_pause_duration,
+                     "End the pause by itself after DUR (default: until 'redsem resume')")
         ->type_name("DUR");
 }
 
@@ -205,9 +198,8 @@ Runner setup_drain(CLI::App& command, const GlobalOptions& global) {
         "redsem drain deploy --reason 'db migration' -w 30m && ./migrate; redsem resume "
         "deploy");
     add_pause_options(command, *args);
-    command
-        .add_option("-w,--wait", args->wait,
-                    "Give up after DUR with holders left (exit 75; default: wait for ever)")
+    add_typed_option(command, "-w,--wait", args->wait, parse_duration,
+                     "Give up after DUR with holders left (exit 75; default: wait for ever)")
         ->type_name("DUR");
     command.add_flag("-q,--quiet", args->quiet, "No line on stderr while waiting");
     command.add_flag("--json", args->json,

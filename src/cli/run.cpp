@@ -1,6 +1,7 @@
 #include "cli/commands.hpp"
 #include "cli/help_format.hpp"
 #include "cli/slot_request.hpp"
+#include "cli/typed_option.hpp"
 #include "process/child.hpp"
 #include "process/environment.hpp"
 #include "process/heartbeat.hpp"
@@ -12,6 +13,8 @@
 #include "util/name.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <fmt/format.h>
@@ -25,10 +28,10 @@ namespace {
 
 struct RunArgs {
     SlotRequest request;
-    std::string on_lost = "term";
-    std::string kill_after = format_duration(k_default_kill_after);
-    std::optional<std::string> lost_exit_code;
-    std::optional<std::string> once_per;
+    bool stop_on_lost = true; // --on-lost term (else ignore)
+    Milliseconds kill_after = k_default_kill_after;
+    std::optional<int> lost_exit_code;
+    std::optional<Milliseconds> once_per;
     std::optional<std::string> shell_command;
     std::vector<std::string> command;
 };
@@ -116,14 +119,29 @@ Successor release_after_death(const std::string& prefix, const std::string& name
 
 // --once-per WINDOW: at least a second (the claim is kept to the millisecond, by the server's
 // clock) and at most a year.
-Milliseconds parse_once_per(const std::string& text) {
+Milliseconds parse_once_per(const std::string& text, const char* option) {
     constexpr Milliseconds k_longest{366LL * 24 * 3600 * 1000};
-    const Milliseconds window = parse_duration(text, "--once-per");
+    const Milliseconds window = parse_duration(text, option);
     if (window < Milliseconds{1000} || window > k_longest) {
         throw UsageError(
-            fmt::format("--once-per: '{}' is not from 1s to 366d", printable(text, 100)));
+            fmt::format("{}: '{}' is not from 1s to 366d", option, printable(text, 100)));
     }
     return window;
+}
+
+// --on-lost ACTION, in any case: whether a lost slot stops the command ('term') or lets it
+// run on ('ignore').
+bool parse_lost_action(const std::string& text, const char* option) {
+    const auto is = [&](std::string_view word) {
+        return std::equal(text.begin(), text.end(), word.begin(), word.end(), [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) == b;
+        });
+    };
+    if (is("term") || is("ignore")) {
+        return is("term");
+    }
+    throw UsageError(
+        fmt::format("{}: '{}' is not 'term' or 'ignore'", option, printable(text, 100)));
 }
 
 int run_run(const RunArgs& args, const GlobalOptions& global) {
@@ -131,14 +149,12 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     ParsedRequest parsed =
         parse_slot_request(args.request, label_for(args, argv), holder_meta("", getpid(), "run"));
     if (args.once_per) {
-        parsed.options.meta.once_per_ms = parse_once_per(*args.once_per).count();
+        parsed.options.meta.once_per_ms = args.once_per->count();
     }
     SuperviseOptions supervise_options;
-    supervise_options.stop_on_lost = args.on_lost == "term";
-    supervise_options.kill_after = parse_duration(args.kill_after, "--kill-after");
-    const int lost_exit = args.lost_exit_code
-                              ? parse_exit_code(*args.lost_exit_code, "--lost-exit-code")
-                              : static_cast<int>(ExitCode::lost);
+    supervise_options.stop_on_lost = args.stop_on_lost;
+    supervise_options.kill_after = args.kill_after;
+    const int lost_exit = args.lost_exit_code.value_or(static_cast<int>(ExitCode::lost));
     const std::string prefix = resolve_prefix(global);
     const ConnectOptions connect = resolve_connection(global);
     const std::string& name = args.request.name;
@@ -219,30 +235,25 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
         std::make_shared<HelpFormatter>("Usage: redsem run [OPTIONS] NAME [--] COMMAND [ARGS...]\n"
                                         "       redsem run [OPTIONS] NAME -c CMDLINE"));
     add_slot_options(command, args->request);
-    command
-        .add_option("--on-lost", args->on_lost,
-                    "When the slot is lost: 'term' stops COMMAND, 'ignore' lets it run on")
+    add_typed_option(command, "--on-lost", args->stop_on_lost, parse_lost_action,
+                     "When the slot is lost: 'term' stops COMMAND, 'ignore' lets it run on")
         ->type_name("ACTION")
-        ->check(CLI::IsMember({"term", "ignore"}, CLI::ignore_case))
-        ->capture_default_str();
-    command
-        .add_option("--kill-after", args->kill_after,
-                    "After a lost slot, SIGKILL COMMAND this long after SIGTERM, but no "
-                    "later than half-way through the lease's safety margin")
+        ->default_str("term");
+    add_typed_option(command, "--kill-after", args->kill_after, parse_duration,
+                     "After a lost slot, SIGKILL COMMAND this long after SIGTERM, but no "
+                     "later than half-way through the lease's safety margin")
         ->type_name("DUR")
-        ->capture_default_str();
-    command
-        .add_option(
-            "--lost-exit-code", args->lost_exit_code,
-            fmt::format("Exit status after the slot was lost and COMMAND stopped (default {})",
-                        static_cast<int>(ExitCode::lost)))
+        ->default_str(format_duration(k_default_kill_after));
+    add_typed_option(
+        command, "--lost-exit-code", args->lost_exit_code, parse_exit_code,
+        fmt::format("Exit status after the slot was lost and COMMAND stopped (default {})",
+                    static_cast<int>(ExitCode::lost)))
         ->type_name("CODE");
-    command
-        .add_option("--once-per", args->once_per,
-                    "Run COMMAND once per WINDOW across all callers that say so (cron on many "
-                    "hosts): while a run that started less than WINDOW ago succeeded or still "
-                    "runs, skip (exit 0). A run that fails or loses its slot lets the next one "
-                    "run")
+    add_typed_option(command, "--once-per", args->once_per, parse_once_per,
+                     "Run COMMAND once per WINDOW across all callers that say so (cron on many "
+                     "hosts): while a run that started less than WINDOW ago succeeded or still "
+                     "runs, skip (exit 0). A run that fails or loses its slot lets the next one "
+                     "run")
         ->type_name("WINDOW");
     command
         .add_option("-c,--command", args->shell_command,

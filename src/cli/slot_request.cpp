@@ -1,6 +1,7 @@
 #include "cli/slot_request.hpp"
 
 #include "cli/admission.hpp"
+#include "cli/typed_option.hpp"
 
 #include "process/any_readable.hpp"
 #include "process/ci_job.hpp"
@@ -323,68 +324,67 @@ std::string closed_message(const std::string& name, const AdmissionClosed& close
                        printable(name), seconds_ago(closed.lost_ago), who);
 }
 
+// -n's value; the message says what flock's -n would be here.
+long long parse_limit_or_hint(const std::string& text, const char* option) {
+    if (const auto limit = parse_integer(text, k_min_limit, k_max_limit)) {
+        return *limit;
+    }
+    const bool numeric = parse_integer(text).has_value();
+    throw UsageError(fmt::format("{}: '{}' is not a whole number from {} to {}{}", option,
+                                 printable(text, 100), k_min_limit, k_max_limit,
+                                 numeric ? ""
+                                         : ": -n is the limit here; to give up at once when busy "
+                                           "(flock's -n), use -w 0"));
+}
+
 } // namespace
 
 void add_slot_options(CLI::App& command, SlotRequest& request) {
     command.add_option("NAME", request.name, "Semaphore name")->required();
-    command
-        .add_option("-n,--limit", request.limit,
-                    "How many may hold NAME at once (1-100000; default: the limit NAME has, 1 "
-                    "for a new semaphore). A busy semaphore refuses another: see 'redsem limit'")
-        ->type_name("N")
-        // Checked while parsing, before NAME and COMMAND are counted: flock's -n is "do not
-        // wait", and `redsem run -n nightly ./backup.sh` must say so, not "no command given".
-        ->check([](const std::string& text) -> std::string {
-            if (parse_integer(text, k_min_limit, k_max_limit)) {
-                return "";
-            }
-            const bool numeric = parse_integer(text).has_value();
-            return fmt::format("'{}' is not a whole number from {} to {}{}", printable(text, 100),
-                               k_min_limit, k_max_limit,
-                               numeric ? ""
-                                       : ": -n is the limit here; to give up at once when "
-                                         "busy (flock's -n), use -w 0");
-        });
+    // Converted while parsing, before NAME and COMMAND are counted: flock's -n is "do not
+    // wait", and `redsem run -n nightly ./backup.sh` must say so, not "no command given".
+    add_typed_option(command, "-n,--limit", request.limit, parse_limit_or_hint,
+                     "How many may hold NAME at once (1-100000; default: the limit NAME has, 1 "
+                     "for a new semaphore). A busy semaphore refuses another: see 'redsem limit'")
+        ->type_name("N");
     CLI::Option* slots =
-        command
-            .add_option("--slots", request.slots,
-                        "Take K of the limit's slots in one grant (default 1): a heavy job "
-                        "counts for K. FIFO holds: nobody behind it goes first")
+        add_typed_option(command, "--slots", request.slots, parse_limit,
+                         "Take K of the limit's slots in one grant (default 1): a heavy job "
+                         "counts for K. FIFO holds: nobody behind it goes first")
             ->type_name("K");
     command
         .add_flag("--exclusive", request.exclusive,
                   "Take every slot of the limit (a job that must run alone)")
         ->excludes(slots);
-    command.add_option("--ttl", request.ttl, "Lease length; renew before it runs out")
+    add_typed_option(command, "--ttl", request.ttl, parse_ttl,
+                     "Lease length; renew before it runs out")
         ->type_name("DUR")
-        ->capture_default_str();
-    command
-        .add_option("-w,--wait", request.wait,
-                    "Give up after DUR without a slot (0: try once; default: wait for ever)")
+        ->default_str(format_duration(k_default_ttl));
+    add_typed_option(command, "-w,--wait", request.wait, parse_duration,
+                     "Give up after DUR without a slot (0: try once; default: wait for ever)")
         ->type_name("DUR");
-    command
-        .add_option("-E,--conflict-exit-code", request.conflict_exit_code,
-                    fmt::format("Exit status when no slot was had in time (default {}; a "
-                                "closed admission after lost data exits {} all the same)",
-                                static_cast<int>(ExitCode::timeout),
-                                static_cast<int>(ExitCode::closed)))
+    add_typed_option(
+        command, "-E,--conflict-exit-code", request.conflict_exit_code, parse_exit_code,
+        fmt::format("Exit status when no slot was had in time (default {}; a "
+                    "closed admission after lost data exits {} all the same)",
+                    static_cast<int>(ExitCode::timeout), static_cast<int>(ExitCode::closed)))
         ->type_name("CODE");
     command
         .add_option("--label", request.label,
                     "Text shown beside this holder in status (then no CI job is recorded)")
         ->type_name("TEXT");
-    command
-        .add_option("--loss-grace", request.loss_grace,
-                    fmt::format("After Redis may have lost data (restart, fail-over), wait DUR "
-                                "before taking a slot, for this call only (0 to {}; default: "
-                                "{}, as every client)",
-                                format_duration(k_default_loss_grace),
-                                format_duration(k_default_loss_grace)))
+    add_typed_option(command, "--loss-grace", request.loss_grace, parse_loss_grace,
+                     fmt::format("After Redis may have lost data (restart, fail-over), wait DUR "
+                                 "before taking a slot, for this call only (0 to {}; default: "
+                                 "{}, as every client)",
+                                 format_duration(k_default_loss_grace),
+                                 format_duration(k_default_loss_grace)))
         ->type_name("DUR");
     command.add_flag("--through-loss", request.through_loss,
                      "With -w 0: while admission is closed after a possible loss of data, wait "
                      "for it to open (at most the loss grace), then try once (cron)");
-    command.add_option("--replicas", request.replicas, k_replicas_help)->type_name("N");
+    add_typed_option(command, "--replicas", request.replicas, parse_replicas, k_replicas_help)
+        ->type_name("N");
     command.add_flag("-q,--quiet", request.quiet,
                      "Show no queue position while waiting, and no notice when no slot was free "
                      "or a run was skipped (a closed admission is still told)");
@@ -394,32 +394,22 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
                                  HolderMeta owner) {
     check_name(request.name);
     ParsedRequest parsed;
-    if (request.limit) {
-        parsed.options.limit = parse_limit(*request.limit, "--limit");
-    }
+    parsed.options.limit = request.limit;
     if (request.slots) {
-        parsed.options.slots = parse_integer(*request.slots, k_min_limit, k_max_limit).value_or(0);
-        if (parsed.options.slots == 0) {
-            throw UsageError(fmt::format("--slots: '{}' is not a whole number from {} to {}",
-                                         printable(*request.slots, 100), k_min_limit, k_max_limit));
-        }
-        if (parsed.options.limit && parsed.options.slots > *parsed.options.limit) {
+        if (request.limit && *request.slots > *request.limit) {
             throw UsageError(fmt::format("--slots {} is more than the limit given with -n ({})",
-                                         parsed.options.slots, *parsed.options.limit));
+                                         *request.slots, *request.limit));
         }
+        parsed.options.slots = *request.slots;
     }
     parsed.options.exclusive = request.exclusive;
-    parsed.options.ttl = parse_ttl(request.ttl, "--ttl");
-    if (request.wait) {
-        parsed.options.wait = parse_duration(*request.wait, "--wait");
-    }
-    if (request.through_loss && (!parsed.options.wait || parsed.options.wait->count() != 0)) {
+    parsed.options.ttl = request.ttl;
+    parsed.options.wait = request.wait;
+    if (request.through_loss && (!request.wait || request.wait->count() != 0)) {
         throw UsageError("--through-loss goes with -w 0 (a longer wait already waits through a "
                          "closed admission)");
     }
-    parsed.busy_exit = request.conflict_exit_code
-                           ? parse_exit_code(*request.conflict_exit_code, "--conflict-exit-code")
-                           : static_cast<int>(ExitCode::timeout);
+    parsed.busy_exit = request.conflict_exit_code.value_or(static_cast<int>(ExitCode::timeout));
     parsed.options.loss_grace = resolve_loss_grace(request.loss_grace);
     parsed.options.replicas = resolve_replicas(request.replicas);
     if (std::getenv("REDSEM_HISTORY") != nullptr) {

@@ -15,18 +15,19 @@ class App;
 
 namespace redsem::cli {
 
-// The options `acquire` and `run` share: how to wait for which slot.
+// The options `acquire` and `run` share: how to wait for which slot, each converted and
+// checked as it is parsed (see typed_option.hpp).
 struct SlotRequest {
     std::string name;
-    std::optional<std::string> limit; // nullopt: the stored limit
-    std::optional<std::string> slots; // --slots K
+    std::optional<long long> limit; // nullopt: the stored limit
+    std::optional<long long> slots; // --slots K
     bool exclusive = false;
-    std::string ttl = format_duration(k_default_ttl);
-    std::optional<std::string> wait;
-    std::optional<std::string> conflict_exit_code;
+    Milliseconds ttl = k_default_ttl;
+    std::optional<Milliseconds> wait; // nullopt: for ever
+    std::optional<int> conflict_exit_code;
     std::optional<std::string> label;
-    std::optional<std::string> loss_grace;
-    std::optional<std::string> replicas;
+    std::optional<Milliseconds> loss_grace;
+    std::optional<long long> replicas;
     bool through_loss = false; // with -w 0: wait for a closed admission to open, then try once
     bool quiet = false;
 };
@@ -40,8 +41,8 @@ struct ParsedRequest {
     int busy_exit = 0; // exit status when no slot came in time
 };
 
-// Checks and converts the options; throws UsageError. `default_label` applies without --label;
-// `owner` is the holder's metadata without its label (see HolderMeta).
+// Checks what involves several options, and the name; throws UsageError. `default_label` applies
+// without --label; `owner` is the holder's metadata without its label (see HolderMeta).
 ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label,
                                  HolderMeta owner);
 
