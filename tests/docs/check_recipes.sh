@@ -25,6 +25,14 @@ failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
 ok() { echo "ok   $*"; }
 
+# The README is for users and short (issue 41): the reference is the man page.
+readme_lines=$(wc -l < "$readme")
+if [ "$readme_lines" -le 300 ]; then
+    ok "README: $readme_lines lines (at most 300)"
+else
+    fail "README: $readme_lines lines, more than 300: move the detail to redsem(1) or docs/"
+fi
+
 # The lines of the fenced block of language $1 that follows the first line matching $2.
 block() {
     awk -v lang="$1" -v after="$2" '
