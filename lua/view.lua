@@ -29,8 +29,8 @@
 --   force: recorded_opens_at_ms, recorded_cause, recorded_lost_at_ms;
 --   with a page: holder_entries and waiter_entries, each entry a list of token, dead (1:
 --   lease ran out, hand-over lapsed, or stopped refreshing), deadline_ms (holders) or
---   position (waiters, 1: next), and under record its record's fields when its info entry is
---   readable (record_fields()).
+--   position (waiters, 1: next), and record, its info entry as stored, when it has one (see
+--   entry()).
 --   Also kind wrongtype or newer (see state.lua).
 --- @include "call"
 --- @include "cluster"
@@ -92,28 +92,14 @@ local function time_ms(score)
     return math.floor(math.max(-LATEST_TIME_MS, math.min(LATEST_TIME_MS, ms)))
 end
 
--- The fields of the record `info` (parse_info()) that readers show.
-local function record_fields(info)
-    if info.kind == 'w' then
-        return {'since_ms', time_ms(info.since), 'ttl_ms', time_ms(info.ttl), 'meta', info.json,
-                'wants', info.exclusive and 0 or info.weight or 1}
-    end
-    local fence = tonumber(info.fence)
-    if not info.slots or not fence then
-        return nil
-    end
-    return {'since_ms', time_ms(info.since), 'ttl_ms', time_ms(info.ttl), 'meta', info.json,
-            'slots', info.slots, 'fence', fence}
-end
-
--- An entry of holder_entries or waiter_entries: `fields`, then under 'record' the fields of
--- its info entry `raw`, when that is a readable record of its kind ('h' or 'w').
-local function entry(fields, raw, kind)
-    local info = parse_info(raw)
-    local record = info and info.kind == kind and record_fields(info)
-    if record then
+-- An entry of holder_entries or waiter_entries: `fields`, then its info entry `raw` as it is
+-- stored (records.lua's format), when there is one. The client parses it (parse_record() in
+-- src/semaphore/record.cpp, as for gc's entries): parsing a page of a thousand records here
+-- took three times as long as the rest of the call.
+local function entry(fields, raw)
+    if raw then
         fields[#fields + 1] = 'record'
-        fields[#fields + 1] = record
+        fields[#fields + 1] = raw
     end
     return fields
 end
@@ -213,7 +199,7 @@ if wants.oldest then
            (not oldest or info.since < oldest.since) then
             oldest = info
             oldest_entry = entry({'token', token, 'dead', 0, 'deadline_ms', time_ms(listed[2 * i])},
-                                 records[i], 'h')
+                                 records[i])
         end
     end
     if oldest_entry then
@@ -236,7 +222,7 @@ if page > 0 then
     local records = records_of(tokens)
     for i, token in ipairs(tokens) do
         entries[i] = entry({'token', token, 'dead', dead_holders[token] and 1 or 0, 'deadline_ms',
-                            time_ms(page_of[2 * i])}, records[i], 'h')
+                            time_ms(page_of[2 * i])}, records[i])
     end
     add('holder_entries', entries)
     entries = {}
@@ -249,7 +235,7 @@ if page > 0 then
     records = records_of(tokens)
     for i, token in ipairs(tokens) do
         entries[i] = entry({'token', token, 'dead', stale_waiters[token] and 1 or 0, 'position',
-                            first_waiter + i}, records[i], 'w')
+                            first_waiter + i}, records[i])
     end
     add('waiter_entries', entries)
 end

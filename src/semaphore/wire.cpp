@@ -356,38 +356,22 @@ std::vector<std::string> admission_args() {
 
 namespace {
 
-// The fields of a holder's or a waiter's record (record_fields() in lua/view.lua).
-Record view_record(const Reply& reply) {
-    const Fields fields(reply, "view.lua");
-    Record record{.since_ms = fields.integer("since_ms"),
-                  .ttl_ms = fields.integer("ttl_ms"),
-                  .meta = parse_meta(fields.string("meta"))};
-    if (fields.has("wants")) {
-        record.kind = Record::Kind::waiter;
-        record.wants = fields.integer("wants");
-        return record;
-    }
-    for (const Reply& slot : fields.array("slots")) {
-        record.slots.push_back(slot.as_integer());
-    }
-    if (record.slots.empty()) {
-        throw InternalError("view.lua answered a holder without slots");
-    }
-    record.slot = record.slots.front();
-    record.fence = fields.integer("fence");
-    return record;
-}
-
 ViewEntry view_entry(const Reply& reply) {
     const Fields fields(reply, "view.lua");
     ViewEntry entry{.token = fields.string("token"), .dead = fields.integer("dead") == 1};
+    Record::Kind kind = Record::Kind::holder;
     if (fields.has("deadline_ms")) {
         entry.deadline_ms = fields.integer("deadline_ms");
     } else {
         entry.position = fields.integer("position");
+        kind = Record::Kind::waiter;
     }
     if (fields.has("record")) {
-        entry.record = view_record(fields.value("record"));
+        // Its info entry as stored: readable when it is a record of the entry's kind.
+        entry.record = parse_record(fields.string("record"));
+        if (entry.record && entry.record->kind != kind) {
+            entry.record.reset();
+        }
     }
     return entry;
 }

@@ -249,23 +249,16 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
     }
     SECTION("view: the counts, admission, entries of each kind, and a pause") {
         const Script& view = scripts::k_view_script;
-        const Reply holder_record = sent_by(view, {{"since_ms", integer(1000)},
-                                                   {"ttl_ms", integer(60000)},
-                                                   {"meta", bulk(k_pause_json)},
-                                                   {"slots", array({integer(0), integer(3)})},
-                                                   {"fence", integer(77)}});
-        const Reply waiter_record = sent_by(view, {{"since_ms", integer(1200)},
-                                                   {"ttl_ms", integer(5000)},
-                                                   {"meta", bulk("{}")},
-                                                   {"wants", integer(0)}});
-        const Reply holder = sent_by(view, {{"token", bulk("h1")},
-                                            {"dead", integer(0)},
-                                            {"deadline_ms", integer(61000)},
-                                            {"record", holder_record}});
+        // Records as the info hash stores them (lua/lib/records.lua), parsed by the client.
+        const Reply holder =
+            sent_by(view, {{"token", bulk("h1")},
+                           {"dead", integer(0)},
+                           {"deadline_ms", integer(61000)},
+                           {"record", bulk("h 0,3 77 1000 60000 " + k_pause_json)}});
         const Reply waiter = sent_by(view, {{"token", bulk("w1")},
                                             {"dead", integer(1)},
                                             {"position", integer(1)},
-                                            {"record", waiter_record}});
+                                            {"record", bulk("w x - 1200 5000 {}")}});
         const Reply unreadable =
             sent_by(view, {{"token", bulk("w2")}, {"dead", integer(0)}, {"position", integer(2)}});
         const View decoded =
@@ -336,20 +329,25 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
         CHECK_FALSE(bare.pause.has_value());
         CHECK_FALSE(bare.admission.has_value());
         CHECK(bare.holder_entries.empty());
-        // A holder's record without slots is the scripts' mistake, said as such.
-        const Reply no_slots = sent_by(view, {{"token", bulk("h2")},
-                                              {"dead", integer(0)},
-                                              {"deadline_ms", integer(1)},
-                                              {"record", sent_by(view, {{"since_ms", integer(1)},
-                                                                        {"ttl_ms", integer(1)},
-                                                                        {"meta", bulk("{}")},
-                                                                        {"slots", array({})},
-                                                                        {"fence", integer(1)}})}});
-        CHECK_THROWS_AS(decode_view(sent_by(view, {{"kind", bulk("view")},
-                                                   {"now_ms", integer(1)},
-                                                   {"holder_entries", array({no_slots})},
-                                                   {"waiter_entries", array({})}})),
-                        InternalError);
+        // A record edited by hand, or of the other kind, is no record: the entry stays.
+        const auto holder_with = [&](const std::string& record) {
+            return sent_by(view, {{"token", bulk("h2")},
+                                  {"dead", integer(0)},
+                                  {"deadline_ms", integer(1)},
+                                  {"record", bulk(record)}});
+        };
+        const View odd = decode_view(sent_by(
+            view,
+            {{"kind", bulk("view")},
+             {"now_ms", integer(1)},
+             {"holder_entries", array({holder_with("h  1 1 1 {}"), holder_with("h x 1 1 1 {}"),
+                                       holder_with("w - - 1 30000 {}"), holder_with("h 2")})},
+             {"waiter_entries", array({})}}));
+        REQUIRE(odd.holder_entries.size() == 4);
+        for (const ViewEntry& entry : odd.holder_entries) {
+            CHECK(entry.token == "h2");
+            CHECK_FALSE(entry.record.has_value());
+        }
         CHECK_THROWS_AS(decode_view(sent_by(view, {{"kind", bulk("prove")}, {"marker", bulk("")}})),
                         InternalError);
     }
