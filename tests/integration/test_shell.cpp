@@ -227,6 +227,43 @@ TEST_CASE("unknown commands and options are named, with the closest match") {
         0);
 }
 
+TEST_CASE("each option's value is checked as it is parsed, with its own message, before NAME") {
+    // No server: a bad value is refused before anything connects. NAME is bad too ('b{'), so
+    // a message about the option shows that options are checked first.
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+        {{"acquire", "b{", "-n", "nightly"},
+         "--limit: 'nightly' is not a whole number from 1 to "
+         "100000: -n is the limit here"},
+        {{"acquire", "b{", "--slots", "0"}, "--slots: '0' is not a whole number from 1 to 100000"},
+        {{"acquire", "b{", "--ttl", "10ms"}, "--ttl: '10ms' is too short"},
+        {{"acquire", "b{", "-w", "soon"}, "--wait: invalid duration 'soon'"},
+        {{"acquire", "b{", "-E", "300"}, "--conflict-exit-code: '300' is not an exit code"},
+        {{"acquire", "b{", "--loss-grace", "1h"}, "--loss-grace: '1h' is longer than 1m"},
+        {{"acquire", "b{", "--replicas", "99"}, "--replicas: '99' is not a whole number"},
+        {{"acquire", "b{", "--while-pid", "0"}, "--while-pid: '0' is not a process id"},
+        {{"acquire", "b{", "--on-lost", "BOGUS"}, "--on-lost: 'BOGUS' is not a signal"},
+        {{"renew", "b{", "tok", "--ttl", "x"}, "--ttl: invalid duration 'x'"},
+        {{"limit", "b{", "0"}, "N: '0' is not a whole number from 1 to 100000"},
+        {{"limit", "b{", "--history", "-1"}, "--history: '-1' is not a whole number of events"},
+        {{"pause", "b{", "--for", "0"}, "--for must be longer than 0"},
+        {{"drain", "b{", "-w", "q"}, "--wait: invalid duration 'q'"},
+        {{"run", "b{", "--on-lost", "explode", "--", "true"},
+         "--on-lost: 'explode' is not 'term' or 'ignore'"},
+        {{"run", "b{", "--once-per", "1ms", "--", "true"},
+         "--once-per: '1ms' is not from 1s to "
+         "366d"},
+        {{"run", "b{", "--kill-after", "later", "--", "true"}, "--kill-after: invalid duration"},
+        {{"run", "b{", "--lost-exit-code", "256", "--", "true"}, "--lost-exit-code: '256' is not"},
+        {{"--connect-timeout", "0", "status"}, "--connect-timeout must be longer than 0"},
+    };
+    for (const auto& [args, message] : cases) {
+        const auto result = run_redsem(args);
+        INFO(result.err);
+        CHECK(result.exit_code == 64);
+        CHECK(first_line(result.err).rfind("redsem: error: " + message, 0) == 0);
+    }
+}
+
 TEST_CASE("subcommand --help names the global options and points at redsem(1)") {
     for (const char* command : {"acquire", "release", "renew", "run", "status", "gc", "limit"}) {
         const auto help = run_redsem({command, "--help"});
