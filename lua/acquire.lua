@@ -228,7 +228,7 @@ if state.limit ~= limit then
     store_limit(call, state, limit, 'caller')
     redis.call('DEL', call.k_slots)
     if not state.kept then
-        expire_new(state, call.k_state)
+        expire_new(call, state, call.k_state)
     end
     log_limit(call, state, now, from, limit)
 end
@@ -272,7 +272,7 @@ local function grant(held, waited)
                 redis.call('SETBIT', call.k_slots, slot, 1)
             end
         end
-        expire_new(state, call.k_slots)
+        expire_new(call, state, call.k_slots)
         slots = take_slots(call, state, token, weight, limit, exclusive)
         if not slots then
             return nil
@@ -282,12 +282,13 @@ local function grant(held, waited)
     local fence = next_fence(call, state)
     local deadline = now + ttl
     redis.call('ZADD', call.k_holders, deadline, token)
+    call.occupies = true
     note_deadline(call, state, deadline)
     redis.call('HSET', call.k_info, token, holder_info(slots, fence, now, ttl, json))
     if held == 0 then
-        expire_new(state, call.k_holders)
-        expire_new(state, call.k_info)
-        expire_new(state, call.k_slots)
+        expire_new(call, state, call.k_holders)
+        expire_new(call, state, call.k_info)
+        expire_new(call, state, call.k_slots)
     end
     touch(call, state, deadline)
     log_grant(call, state, now, token, listed, fence, waited, json)
@@ -422,13 +423,14 @@ if mode ~= 'wait' then
 end
 local ticket = redis.call('HINCRBY', call.k_state, 'ticket', 1)
 redis.call('ZADD', call.k_queue, ticket, token)
+call.occupies = true
 local weight_field = exclusive and 'x' or (weight > 1 and tostring(weight) or '-')
 redis.call('HSET', call.k_info, token, 'w ' .. weight_field .. ' ' .. (grace and int_str(grace) or '-') ..
            ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json)
 local extra = keep_waiting(queued)
 if queued == 0 then
-    expire_new(state, call.k_queue)
-    expire_new(state, call.k_alive)
+    expire_new(call, state, call.k_queue)
+    expire_new(call, state, call.k_alive)
 end
 log_entry(call, state, now, 'queued', token, {kind = 'w', json = json}, nil)
 return wait_reply(queued, held and used_slots(state, held) or limit, next_expiry_in(queued), queued + 1,

@@ -9,8 +9,8 @@
 -- lives in the table new_call() makes, and passes as an argument. So no flag one script sets
 -- can change what a shared function does in another, and the modules are also one Redis
 -- Functions library, loaded once and shared by all calls (cmake/embed_lua.cmake). The one
--- exception is a fact of the server process that no call can change: its run_id (PROCESS, see
--- epoch.lua). main.lua runs each script's body (see run()).
+-- exception is what the server process tells of itself: its run_id, which no call can change,
+-- and its eviction policy, trusted for a second (PROCESS, see epoch.lua). main.lua runs each script's body (see run()).
 --
 -- KEYS, the same for every script; all share the hash tag {name}, so a script stays on one
 -- Redis Cluster slot:
@@ -109,6 +109,7 @@ local function new_call(keys, argv)
         marker = marker,  -- the epoch marker this call proves or declares (epoch.lua), or nil
         -- Learnt as the call runs (nil until then):
         state = nil,      -- the semaphore's state as load_state() read it (state.lua)
+        occupies = false, -- the call added a holder or waiter that stays (see lifetime.lua)
         now_us = nil,     -- the server clock in microseconds at the last server_now() (state.lua)
         me = nil,         -- this server process, as identify() names it (epoch.lua)
         epoch = nil,      -- the epoch, once read and checked: {lost_at, cause} (epoch.lua)

@@ -8,6 +8,7 @@
 --   judge_epoch(call, now, me), read_epoch(call, now), log_closed(call, state, now, epoch),
 --   evicting_policy(call), info_counter(section, pattern), eviction_since(call, stored).
 -- Reads the call's k_epoch and own_epoch, keeps call.epoch, and the state's closed_logged.
+-- Uses the protocol's LOSS_GRACE_MS and POLICY_FRESH_MS.
 --- @include "call"
 --- @include "cluster"
 --- @include "state"
@@ -51,7 +52,8 @@
 -- this file anew at each call, and so starts without it every time. A process's run_id never
 -- changes while it runs, so a call that finds it here skips INFO server; the replication
 -- history can change under a running process (a promotion), so INFO replication is read at
--- every call. (The one value these modules keep between calls.)
+-- every call. PROCESS also keeps the eviction policy last read, for a second (see
+-- evicting_policy()). (The one value these modules keep between calls.)
 local PROCESS = {}
 
 -- {run, replid, replid2, promoted, uptime_ms} of this server process, from INFO (or PROCESS);
@@ -154,11 +156,18 @@ end
 -- explained.)
 
 -- The maxmemory-policy when this server may evict any key (allkeys-*, with a maxmemory),
--- else false; nil where INFO is denied. Read once per call, and only by calls that admit
--- (INFO memory costs about 10 us).
+-- else false; nil where INFO is denied. Read at most once per call, and only by calls that
+-- admit; a function library keeps it in PROCESS for POLICY_FRESH_MS (a script sent by EVAL
+-- reads it every time).
 local function evicting_policy(call)
     local me = identify(call)
     if me.evicting == nil and me.run then
+        local now = call.now_us and math.floor(call.now_us / 1000) or server_now(call)
+        local seen = PROCESS.policy
+        if seen and seen.run == me.run and now >= seen.at and now < seen.at + POLICY_FRESH_MS then
+            me.evicting = seen.evicting
+            return me.evicting
+        end
         local memory = redis.pcall('INFO', 'memory')
         if type(memory) == 'table' and memory.err then
             memory = '' -- an ACL that allows other sections only: the policy cannot be seen
@@ -166,6 +175,7 @@ local function evicting_policy(call)
         local policy = string.match(memory, 'maxmemory_policy:([%w-]+)') or ''
         me.evicting = (tonumber(string.match(memory, 'maxmemory:(%d+)')) or 0) > 0 and
                       string.sub(policy, 1, 8) == 'allkeys-' and policy
+        PROCESS.policy = {run = me.run, at = now, evicting = me.evicting}
     end
     return me.evicting
 end

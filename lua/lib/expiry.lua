@@ -109,8 +109,8 @@ local function prune(call, state, now)
     end
     if #expired > 0 or #lapsed > 0 then
         -- Hand-overs may have re-created keys; give them the common expiry.
-        expire_new(state, call.k_holders)
-        expire_new(state, call.k_info)
+        expire_new(call, state, call.k_holders)
+        expire_new(call, state, call.k_info)
     end
     if #lapsed < PRUNE_BATCH * 2 and #expired < PRUNE_BATCH * 2 then
         state.due = earliest_deadline(call)

@@ -2,7 +2,7 @@
 -- waits, none (pinned) while anybody does, and the lower bound of the leases' deadlines.
 -- Provides: touch(call, state, deadline), settle_expiry(call, state), unpin_keys(call, state),
 --   keep_state(call, state, by_pause), stop_keeping_state(call, state),
---   note_deadline(call, state, deadline), expire_new(state, key),
+--   note_deadline(call, state, deadline), expire_new(call, state, key),
 --   store_setting(call, state, field, value), and the constants KEEP_MIN_MS, KEEP_STEP_MS.
 -- Uses the protocol's PAUSE_MARK.
 --- @include "call"
@@ -37,8 +37,15 @@ local function expiring_keys(call, state)
     return keys
 end
 
+-- Whether the keys have no expiry at the end of this call: they are pinned now, or the call
+-- added a holder or waiter (call.occupies), and settle_expiry() pins them then. An expiry set
+-- before that would only be taken away again.
+local function pinned_at_end(call, state)
+    return state.pinned or call.occupies
+end
+
 -- Makes sure every key outlives `deadline` by KEEP_MIN_MS. Cheap when nothing is due. (While
--- the keys are pinned, only the horizon moves: settle_expiry() applies it.)
+-- the keys are pinned, only the horizon moves: settle_expiry() applies it when they are not.)
 local function touch(call, state, deadline)
     if deadline + KEEP_MIN_MS <= state.keep then
         return
@@ -46,7 +53,7 @@ local function touch(call, state, deadline)
     state.keep = deadline + KEEP_STEP_MS
     local keep = int_str(state.keep)
     redis.call('HSET', call.k_state, 'keep', keep)
-    if not state.pinned then
+    if not pinned_at_end(call, state) then
         for _, key in ipairs(expiring_keys(call, state)) do
             redis.call('PEXPIREAT', key, keep)
         end
@@ -107,7 +114,7 @@ end
 -- state's field pinned is '1'); once nobody does, they expire at the horizon again, and a
 -- weighted semaphore is plain again (see WEIGHTED_SUFFIX). An older redsem's touch() sets an
 -- expiry without knowing of pins: a pinned state with one is pinned anew. Costs one ZCARD on
--- most calls, two when nobody holds.
+-- most calls (none after a call that added a holder or waiter), two when nobody holds.
 local function settle_expiry(call, state)
     if not state.raw_limit then
         return -- no semaphore here (refused, or only read)
@@ -118,7 +125,8 @@ local function settle_expiry(call, state)
         -- a slot, finds no record, and removes it as a queue entry edited by hand.
         redis.call('ZADD', call.k_queue, PAUSE_MARK_TICKET, PAUSE_MARK)
     end
-    local occupied = redis.call('ZCARD', call.k_holders) > 0 or queue_length(call, state) > 0
+    local occupied = call.occupies or redis.call('ZCARD', call.k_holders) > 0 or
+                     queue_length(call, state) > 0
     if occupied then
         -- Nothing of a semaphore in use may expire (see KEEP_MIN_MS). An older redsem's touch()
         -- gives every key an expiry, the state hash too, which is looked at first (an
@@ -175,9 +183,9 @@ local function note_deadline(call, state, deadline)
 end
 
 -- Gives a key created after the last touch() the same expiry as the others (none while they
--- are pinned).
-local function expire_new(state, key)
-    if state.keep > 0 and not state.pinned then
+-- are pinned, or will be at the end of the call).
+local function expire_new(call, state, key)
+    if state.keep > 0 and not pinned_at_end(call, state) then
         redis.call('PEXPIREAT', key, int_str(state.keep))
     end
 end

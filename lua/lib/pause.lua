@@ -64,7 +64,7 @@ local function end_pause(call, state, now, json)
     if state.pinned then
         redis.call('PERSIST', call.k_queue)
     else
-        expire_new(state, call.k_queue)
+        expire_new(call, state, call.k_queue)
     end
     if state.limit then
         store_limit(call, state, state.limit, state.limit_by or 'caller') -- unmarked

@@ -158,7 +158,7 @@ local function recount_slots(call, state, held)
     for _, slot in ipairs(taken) do
         redis.call('SETBIT', call.k_slots, slot, 1)
     end
-    expire_new(state, call.k_slots)
+    expire_new(call, state, call.k_slots)
     store_extra(call, state, extra)
     if exclusive ~= state.exclusive then
         state.exclusive = nil
@@ -260,6 +260,7 @@ local function hand_over(call, state, slot, now, bit_set, room)
             local deadline = now + waiter.ttl
             local listed = table.concat(slots, ',')
             redis.call('ZADD', call.k_holders, deadline, token)
+            call.occupies = true
             redis.call('HSET', k_info, token, holder_info(slots, fence, now, waiter.ttl, waiter.json))
             redis.call('ZADD', call.k_alive, now + CLAIM_MS, token)
             note_deadline(call, state, math.min(deadline, now + CLAIM_MS))

@@ -30,6 +30,11 @@ inline constexpr long long k_claim_ms = 3'000;
 // refresh interval, so dead waiters in a row at the head are each passed over within about
 // k_claim_ms (lua/acquire.lua).
 inline constexpr long long k_near_head = 8;
+// How long (server time) a function library trusts the eviction policy it read last (INFO
+// memory, the largest single step of a hand-over): a policy or maxmemory set is seen by calls
+// that admit within this time. A policy set to allkeys-* and back meanwhile goes unseen, but
+// not its evictions: they come after a CONFIG SET, and so are not explained (lib/epoch.lua).
+inline constexpr long long k_policy_fresh_ms = 1'000;
 
 // The latest time a record or a score may name, 9999-12-31 in epoch milliseconds: larger ones
 // (edited by hand) are taken as this.

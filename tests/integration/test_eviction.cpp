@@ -4,6 +4,7 @@
 // admin connection.
 #include <catch2/catch.hpp>
 
+#include "semaphore/protocol.hpp"
 #include "support/helpers.hpp"
 
 #include <nlohmann/json.hpp>
@@ -35,6 +36,15 @@ int fill(Connection& admin) {
         ++written;
     }
     return written;
+}
+
+// Sets the maxmemory-policy and waits until calls that admit see it: each function library
+// trusts the policy it read last for k_policy_fresh_ms of server time (lib/epoch.lua).
+void set_policy(Connection& admin, const std::string& policy) {
+    admin.call({"CONFIG", "SET", "maxmemory-policy", policy});
+    const long long set_at = server_time_ms(admin);
+    REQUIRE(wait_until([&] { return server_time_ms(admin) > set_at + k_policy_fresh_ms; },
+                       std::chrono::seconds(10)));
 }
 
 long long evicted_keys(Connection& admin) {
@@ -72,7 +82,7 @@ TEST_CASE("eviction never lets a second holder into a held limit-1 semaphore, un
                 run_redsem({"acquire", "ev", "-n", "1", "--ttl", "5m", "-w", "0"}, env_for(server));
             REQUIRE(held.exit_code == 0);
             // The policy changes under a holder (an operator, or a Redis shared with a cache).
-            admin.call({"CONFIG", "SET", "maxmemory-policy", policy});
+            set_policy(admin, policy);
             const int written = fill(admin);
             INFO(written << " cache entries written, " << evicted_keys(admin) << " keys evicted");
             if (policy != "noeviction") {
@@ -171,7 +181,7 @@ TEST_CASE("an evicting policy that was set back keeps admission closed for the l
             run_redsem({"acquire", "esem", "-n", "2", "--ttl", "60s", "-w", "0"}, env).exit_code ==
             0);
     }
-    admin.call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
+    set_policy(admin, "allkeys-lru");
     if (seen) {
         const auto during = run_redsem({"acquire", "esem", "-n", "2", "-w", "0"}, env);
         CHECK(during.exit_code == k_unavailable);
@@ -180,7 +190,7 @@ TEST_CASE("an evicting policy that was set back keeps admission closed for the l
     // young server's missing epoch would close admission anyway, for another reason.
     const std::string epoch = admin.call({"DUMP", "redsem:epoch"}).as_string();
     REQUIRE(fill_until_evicted(admin, 50) >= 50);
-    admin.call({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"});
+    set_policy(admin, "volatile-lru");
     INFO("the semaphore's holders key "
          << (zcard(admin, "redsem:{esem}:holders") == 0 ? "was evicted" : "survived"));
     if (admin.call({"EXISTS", "redsem:epoch"}).as_integer() == 0) {
