@@ -108,22 +108,19 @@ end
 -- Remembers the state in call.state (for finish()).
 local function load_state(call)
     local k_state, k_log = call.k_state, call.k_log
-    -- HGETALL, not HMGET of the fields read here: most are missing from a given state, and
-    -- Redis answers HMGET field by field (it cost twice as much on the hot path).
-    local all = redis.pcall('HGETALL', k_state)
-    if all.err then
+    local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'due', 'history',
+                            'acquired_total', 'closed_logged', 'limit_by', 'pinned', 'kept',
+                            'paused', 'paused_since', 'paused_until', 'pause_kept',
+                            'extra_slots', 'exclusive', 'weighted', 'format', 'occurrence')
+    if got.err then
         return nil, wrong_type(k_state, redis.call('TYPE', k_state).ok, 'hash')
     end
-    local got = {}
-    for i = 1, #all, 2 do
-        got[all[i]] = all[i + 1]
-    end
-    local format = tonumber(got.format)
+    local format = tonumber(got[18])
     if format and format > STATE_FORMAT then
         -- Stored by a newer redsem, in a form this one may misread: touch nothing.
         return nil, {'kind', 'newer', 'format', format}
     end
-    if not got.limit and not got.fence then
+    if not got[1] and not got[2] then
         for i = 2, #KEY_TYPES do
             local actual = redis.call('TYPE', call.keys[i]).ok
             if actual ~= 'none' and actual ~= KEY_TYPES[i] then
@@ -135,16 +132,14 @@ local function load_state(call)
             return nil, wrong_type(k_log, actual, 'stream')
         end
     end
-    local state = {raw_limit = got.limit, limit = parse_limit(got.limit), fence = got.fence,
-                   keep = tonumber(got.keep) or 0, due = tonumber(got.due) or 0,
-                   history = tonumber(got.history) or DEFAULT_HISTORY,
-                   acquired_total = tonumber(got.acquired_total) or 0,
-                   closed_logged = tonumber(got.closed_logged), limit_by = got.limit_by,
-                   pinned = got.pinned == '1', kept = got.kept == '1', paused = got.paused,
-                   paused_since = tonumber(got.paused_since) or 0,
-                   paused_until = tonumber(got.paused_until) or 0, pause_kept = got.pause_kept == '1',
-                   extra = tonumber(got.extra_slots) or 0, exclusive = got.exclusive,
-                   weighted = got.weighted == '1', occurrence = got.occurrence}
+    local state = {raw_limit = got[1], limit = parse_limit(got[1]), fence = got[2],
+                   keep = tonumber(got[3]) or 0, due = tonumber(got[4]) or 0,
+                   history = tonumber(got[5]) or DEFAULT_HISTORY, acquired_total = tonumber(got[6]) or 0,
+                   closed_logged = tonumber(got[7]), limit_by = got[8], pinned = got[9] == '1',
+                   kept = got[10] == '1', paused = got[11] or nil,
+                   paused_since = tonumber(got[12]) or 0, paused_until = tonumber(got[13]) or 0,
+                   pause_kept = got[14] == '1', extra = tonumber(got[15]) or 0,
+                   exclusive = got[16] or nil, weighted = got[17] == '1', occurrence = got[19] or nil}
     call.state = state
     return state
 end
