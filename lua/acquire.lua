@@ -67,13 +67,15 @@
 --- @include "pause"
 --- @include "occurrence"
 --
--- Waiters far back refresh their place less often: one at position P beyond the NEAR_HEAD
--- waiters behind the limit waits P - (limit + NEAR_HEAD) + 1 seconds longer than the caller's
--- own interval (at most REFRESH_EXTRA_MAX_MS), and its liveness deadline moves out as much. So
--- an idle queue costs Redis about the log of its length in calls, not its length. A waiter
--- that moves up near the head is nudged (nudge_near_head_entrant()), so the waiters near the
--- head always refresh as often as the head, and those that may take the next free slot look
--- again when a lease may run out. A waiter that died far back in the queue is still handed its
+-- Waiters far back refresh their place less often: from its first refresh on, one at position
+-- P beyond the NEAR_HEAD waiters behind the limit waits P - (limit + NEAR_HEAD) + 1 seconds
+-- longer than the caller's own interval (at most REFRESH_EXTRA_MAX_MS), and its liveness
+-- deadline moves out as much. So an idle queue costs Redis about the log of its length in
+-- calls, not its length. A newcomer first looks again after the caller's own interval, as the
+-- head does: a queue that moves fast carries it to the head before then, and need not nudge
+-- it. A waiter that moves up near the head while it sleeps longer is nudged
+-- (nudge_near_head_entrant()), so the waiters near the head always refresh as often as the
+-- head, and those that may take the next free slot look again when a lease may run out. A waiter that died far back in the queue is still handed its
 -- slot when it gets to the head, and loses it CLAIM_MS later (see hand_over()).
 local REFRESH_EXTRA_PER_POSITION_MS = 1000
 local REFRESH_EXTRA_MAX_MS = 15 * 60 * 1000
@@ -348,9 +350,10 @@ local function next_expiry_in(position)
     return expiry
 end
 
--- Queues `token` at `position`, or refreshes its place there, until its next refresh is due.
-local function keep_waiting(position)
-    local beyond = math.max(position - (limit + NEAR_HEAD) + 1, 0)
+-- Queues `token` at `position`, or refreshes its place there, until its next refresh is due
+-- (for a newcomer, `first`, after the caller's own interval wherever it queues).
+local function keep_waiting(position, first)
+    local beyond = first and 0 or math.max(position - (limit + NEAR_HEAD) + 1, 0)
     local extra = math.min(beyond * REFRESH_EXTRA_PER_POSITION_MS, REFRESH_EXTRA_MAX_MS)
     local deadline = now + liveness + extra
     redis.call('ZADD', call.k_alive, deadline, token)
@@ -427,7 +430,7 @@ call.occupies = true
 local weight_field = exclusive and 'x' or (weight > 1 and tostring(weight) or '-')
 redis.call('HSET', call.k_info, token, 'w ' .. weight_field .. ' ' .. (grace and int_str(grace) or '-') ..
            ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json)
-local extra = keep_waiting(queued)
+local extra = keep_waiting(queued, true)
 if queued == 0 then
     expire_new(call, state, call.k_queue)
     expire_new(call, state, call.k_alive)

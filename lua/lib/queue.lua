@@ -32,9 +32,12 @@ end
 
 -- The queue moved up (a waiter near the head left it): the waiter that moved up to the last
 -- place near the head (position limit + NEAR_HEAD - 1) may have last refreshed its place far
--- back, and so sleep long (see acquire.lua). Its nudge list ("<wake list>:nudge", which it
--- watches with its wake list) gets the time until `due`, when a lease may run out: it looks
--- again then, or within the head's refresh interval.
+-- back, and so sleep long (see acquire.lua). If it does (its liveness deadline is more than
+-- WAITER_LIVENESS_MS off), its nudge list ("<wake list>:nudge", which it watches with its wake
+-- list) gets the time until `due`, when a lease may run out: it looks again then, or within
+-- the head's refresh interval. One that looks within that interval anyway (it has not
+-- refreshed since it queued, as in a queue that moves fast) is left alone: waking it would
+-- cost Redis a request per hand-over.
 local function nudge_near_head_entrant(call, state, now)
     local limit = state.limit or 0
     if limit < 1 or call.asked then
@@ -42,7 +45,8 @@ local function nudge_near_head_entrant(call, state, now)
     end
     local last_near = limit + NEAR_HEAD - 1
     local entrant = redis.call('ZRANGE', call.k_queue, last_near, last_near)[1]
-    if entrant and entrant ~= PAUSE_MARK then
+    local alive = entrant and tonumber(redis.call('ZSCORE', call.k_alive, entrant))
+    if entrant and entrant ~= PAUSE_MARK and (not alive or alive > now + WAITER_LIVENESS_MS) then
         local nudge = call.wake_prefix .. entrant .. NUDGE_SUFFIX
         local due_in = state.due < NOTHING_DUE and int_str(math.max(state.due - now, 0)) or '-1'
         redis.call('RPUSH', nudge, due_in)

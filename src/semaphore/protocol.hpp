@@ -30,6 +30,11 @@ inline constexpr long long k_claim_ms = 3'000;
 // refresh interval, so dead waiters in a row at the head are each passed over within about
 // k_claim_ms (lua/acquire.lua).
 inline constexpr long long k_near_head = 8;
+// A queued waiter that has not refreshed its place for this long, plus the extra its place far
+// back gives it (lua/acquire.lua), is dropped from the queue. So a waiter whose liveness deadline
+// is at most this far off looks again within the head's refresh interval anyway, and only the
+// others are nudged when they move up near the head (lib/queue.lua).
+inline constexpr long long k_waiter_liveness_ms = 5'000;
 // How long (server time) a function library trusts the eviction policy it read last (INFO
 // memory, the largest single step of a hand-over): a policy or maxmemory set is seen by calls
 // that admit within this time. A policy set to allkeys-* and back meanwhile goes unseen, but

@@ -25,7 +25,7 @@ inline constexpr Milliseconds k_default_loss_grace{k_loss_grace_ms};
 // A queued waiter at the head that has not refreshed its place for this long is dropped from
 // the queue, so a waiter killed with SIGKILL stops blocking the ones behind it within this
 // time. Further back, waiters refresh less often and get as much longer (lua/acquire.lua).
-inline constexpr Milliseconds k_waiter_liveness{5'000};
+inline constexpr Milliseconds k_waiter_liveness{k_waiter_liveness_ms};
 // How often a queued waiter at the head refreshes its place; well inside k_waiter_liveness.
 inline constexpr Milliseconds k_waiter_refresh{1'500};
 // A label longer than this is cut, to keep holder metadata small.

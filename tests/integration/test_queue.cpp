@@ -29,6 +29,34 @@ void queue_in_order(const RedisServer& server, Children& into, int count,
     }
 }
 
+// The tokens of the last `count` waiters queued on `name`, in queue order.
+std::vector<std::string> last_queued(Connection& admin, const std::string& name, int count) {
+    const Reply tokens =
+        admin.call({"ZRANGE", "redsem:{" + name + "}:queue", std::to_string(-count), "-1"});
+    std::vector<std::string> out;
+    for (const Reply& token : tokens.as_array()) {
+        out.push_back(token.as_string());
+    }
+    return out;
+}
+
+// How far the liveness deadline of waiter `token` lies past the server's clock: more than
+// k_waiter_liveness_ms once the waiter has refreshed its place far back, and so sleeps longer
+// than the head until the queue nudges it (lua/acquire.lua).
+long long liveness_ahead_ms(Connection& admin, const std::string& name, const std::string& token) {
+    const Reply alive = admin.call({"ZSCORE", "redsem:{" + name + "}:alive", token});
+    return alive.is_nil() ? 0 : std::stoll(alive.as_string()) - server_time_ms(admin);
+}
+
+// Waits until the last `count` waiters queued on `name` have refreshed their place far back.
+void await_far_back_refresh(const RedisServer& server, const std::string& name, int count) {
+    Connection admin = server.admin();
+    for (const std::string& token : last_queued(admin, name, count)) {
+        REQUIRE(wait_until(
+            [&] { return liveness_ahead_ms(admin, name, token) > k_waiter_liveness_ms; }, 30s));
+    }
+}
+
 } // namespace
 
 TEST_CASE("a waiter that queued far back takes a slot whose lease ran out within about its ttl") {
@@ -41,6 +69,7 @@ TEST_CASE("a waiter that queued far back takes a slot whose lease ran out within
     queue_in_order(server, dying, 1, {"acquire", "far", "--ttl", "2s"}, "far");
     Children last; // queued 22nd: it refreshes its place about every 14s
     queue_in_order(server, last, 1, {"run", "far", "--", "true"}, "far");
+    await_far_back_refresh(server, "far", 1);
 
     REQUIRE(run_redsem({"release", "far", first["token"].get<std::string>()}, env).exit_code == 0);
     REQUIRE(wait_until([&] { return dying.front()->finished(); }, 60s));
@@ -68,6 +97,7 @@ TEST_CASE("dead waiters in a row at the head are passed over within seconds each
     queue_in_order(server, dead, 3, {"acquire", "row"}, "row");
     Children behind; // queued 34th and 35th: they refresh about every 27s
     queue_in_order(server, behind, 2, {"run", "row", "--", "true"}, "row");
+    await_far_back_refresh(server, "row", 2);
     for (auto& child : dead) {
         child->signal(SIGKILL);
         child->wait();
@@ -86,6 +116,60 @@ TEST_CASE("dead waiters in a row at the head are passed over within seconds each
     for (auto& child : quick) {
         CHECK(child->wait().exit_code == 0);
     }
+}
+
+TEST_CASE("a waiter that has not refreshed its place since it queued is not woken as it "
+          "moves up near the head, as it looks again within the head's interval anyway") {
+    RedisServer server;
+    const auto env = env_for(server);
+    Connection admin = server.admin();
+    // The observer: every push to a nudge list, also one served at once to a blocked BLPOP.
+    admin.call({"CONFIG", "SET", "notify-keyspace-events", "Kl"});
+    const auto pushes = Child::shell("exec redis-cli -s " + server.dir() +
+                                     "/redis.sock psubscribe '__keyspace@0__:*:nudge'");
+    REQUIRE(wait_until([&] { return pushes->out_so_far().find("psubscribe") != std::string::npos; },
+                       10s));
+    int marks = 0;
+    // Every push so far is in the observer's output once it shows a push made after them.
+    const auto observed = [&] {
+        const std::string mark = "redsem:{mark}:wake:" + std::to_string(++marks) + ":nudge";
+        admin.call({"RPUSH", mark, "1"});
+        admin.call({"DEL", mark});
+        REQUIRE(
+            wait_until([&] { return pushes->out_so_far().find(mark) != std::string::npos; }, 10s));
+        return pushes->out_so_far();
+    };
+
+    // The entrant is stopped, so that it cannot refresh its place (and get the extra of one far
+    // back) before the queue moves. Stopped past its liveness (a machine stalled for seconds)
+    // it is dropped from the queue, and the attempt tells nothing: tried again, a few times.
+    constexpr long long k_near_head_places = 1 + k_near_head; // limit 1
+    bool judged = false;
+    for (int attempt = 0; attempt < 3 && !judged; ++attempt) {
+        const std::string name = "fresh" + std::to_string(attempt);
+        const auto holder = acquire_json(server, {name, "--ttl", "10m"});
+        Children ahead;
+        queue_in_order(server, ahead, static_cast<int>(k_near_head_places),
+                       {"acquire", name, "-w", "10m"}, name);
+        Children entrant;
+        queue_in_order(server, entrant, 1, {"acquire", name, "-w", "10m"}, name);
+        entrant.front()->signal(SIGSTOP);
+        const auto queued = last_queued(admin, name, static_cast<int>(k_near_head_places + 1));
+        const std::string& token = queued.back();
+        // It may have refreshed its place just before it stopped (1s extra, at this place).
+        REQUIRE(wait_until(
+            [&] { return liveness_ahead_ms(admin, name, token) <= k_waiter_liveness_ms; }, 30s));
+        REQUIRE(run_redsem({"release", name, queued.front()}, env).exit_code == 1); // left
+        const std::string seen = observed();
+        const Reply place = admin.call({"ZRANK", "redsem:{" + name + "}:queue", token});
+        if (!place.is_nil()) {
+            judged = true;
+            CHECK(place.as_integer() == k_near_head_places - 1);
+            CHECK(seen.find("wake:" + token + ":nudge") == std::string::npos);
+        }
+        entrant.front()->signal(SIGCONT);
+    }
+    CHECK(judged);
 }
 
 TEST_CASE("a renew never shortens a lease: a shorter --ttl keeps the deadline, and the next "
