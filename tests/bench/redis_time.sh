@@ -5,8 +5,9 @@
 # one private redis-server, its counters reset before each run. Prints per run the cycles/s,
 # the hand-off p50 (redsem only), the Redis time per cycle by INFO commandstats (usec of every
 # command, scripts and BLPOPs, over the cycles) and by the server's own CPU time (INFO cpu:
-# also the requests' reading, parsing and replying), then the medians with their ranges and
-# the ratios new/old and new/peer.
+# also the requests' reading, parsing and replying), then the medians with their ranges, the
+# ratios new/old (of the medians, and paired: the median and range of each round's ratio) and
+# new/peer.
 #   tests/bench/redis_time.sh OLD_BUILD [BUILD_DIR] [ROUNDS] [SECONDS]
 set -euo pipefail
 old=${1:?usage: $0 OLD_BUILD [BUILD_DIR] [ROUNDS] [SECONDS]}
@@ -85,6 +86,7 @@ def columns(side):
         out.append((statistics.median(values), min(values), max(values)))
     return out
 got = {side: columns(side) for side in sides}
+rows = {side: list(zip(*[line.split() for line in open(f"{where}/{side}")])) for side in sides}
 for i, what in enumerate(["cycles/s", "hand-off p50 ms", "Redis us/cycle", "CPU us/cycle"]):
     line = f"{what:16}"
     for side in sides:
@@ -92,6 +94,9 @@ for i, what in enumerate(["cycles/s", "hand-off p50 ms", "Redis us/cycle", "CPU 
         line += f"  {side} " + ("-" if m is None else f"{m[0]:.2f} [{m[1]:.2f}..{m[2]:.2f}]")
     new, old = got["new"][i], got["old"][i]
     line += f"  new/old {new[0] / old[0]:.3f}"
+    # The same, round by round (the builds ran seconds apart): the median and range.
+    paired = [float(n) / float(o) for n, o in zip(rows["new"][i], rows["old"][i])]
+    line += f" (paired {statistics.median(paired):.3f} [{min(paired):.3f}..{max(paired):.3f}])"
     if "peer" in got and got["peer"][i] is not None:
         line += f"  new/peer {new[0] / got['peer'][i][0]:.2f}"
     print(line)
