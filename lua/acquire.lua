@@ -75,8 +75,9 @@
 -- head does: a queue that moves fast carries it to the head before then, and need not nudge
 -- it. A waiter that moves up near the head while it sleeps longer is nudged
 -- (nudge_near_head_entrant()), so the waiters near the head always refresh as often as the
--- head, and those that may take the next free slot look again when a lease may run out. A waiter that died far back in the queue is still handed its
--- slot when it gets to the head, and loses it CLAIM_MS later (see hand_over()).
+-- head, and those that may take the next free slot look again when a lease may run out. A
+-- waiter that died far back in the queue is still handed its slot when it gets to the head,
+-- and loses it CLAIM_MS later (see hand_over()).
 local REFRESH_EXTRA_PER_POSITION_MS = 1000
 local REFRESH_EXTRA_MAX_MS = 15 * 60 * 1000
 
