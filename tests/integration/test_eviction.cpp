@@ -217,6 +217,39 @@ TEST_CASE("an evicting policy that was set back keeps admission closed for the l
     CHECK(run_redsem({"acquire", "esem", "-n", "2", "-w", "0"}, throwaway).exit_code == 0);
 }
 
+TEST_CASE("a policy set to allkeys-lru and back within the second a library trusts the policy "
+          "it read: its evictions still close admission") {
+    // The acquire just before the flip has the library keep "volatile-lru: evicts nothing" for
+    // k_policy_fresh_ms; the acquire right after the flip back may still trust it. What it
+    // must not trust is that nothing was evicted: the counter shows evictions that came after
+    // a CONFIG SET, which the policy it knows does not explain.
+    RedisServer::Options options;
+    options.extra_args = {"--maxmemory", "4mb", "--maxmemory-policy", "volatile-lru"};
+    RedisServer server(options);
+    Connection admin = server.admin();
+    const EnvChanges env = env_for(server);
+    REQUIRE(run_redsem({"acquire", "blink", "-n", "2", "--ttl", "60s", "-w", "0"}, env).exit_code ==
+            0);
+    REQUIRE(run_redsem({"acquire", "blink", "-n", "2", "--ttl", "60s", "-w", "0"}, env).exit_code ==
+            0);
+    const long long primed_at = server_time_ms(admin);
+    const std::string epoch = admin.call({"DUMP", "redsem:epoch"}).as_string();
+    admin.call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
+    REQUIRE(fill_until_evicted(admin, 50) >= 50);
+    admin.call({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"});
+    if (admin.call({"EXISTS", "redsem:epoch"}).as_integer() == 0) {
+        admin.call({"RESTORE", "redsem:epoch", "0", epoch}); // else it closes for another cause
+    }
+    const long long left = zcard(admin, "redsem:{blink}:holders");
+    const auto after = run_redsem({"acquire", "blink", "-n", "2", "-w", "0"}, env);
+    INFO("the acquire came " << server_time_ms(admin) - primed_at
+                             << " ms after the policy was read (trusted for " << k_policy_fresh_ms
+                             << " ms); it said: " << after.err);
+    CHECK(after.exit_code == k_closed);
+    CHECK(after.err.find("may have evicted the keys of 'blink'") != std::string::npos);
+    CHECK(zcard(admin, "redsem:{blink}:holders") == left); // nobody was admitted
+}
+
 TEST_CASE("evictions under the policy in force all along close nothing") {
     RedisServer::Options options;
     options.extra_args = {"--maxmemory", "3mb", "--maxmemory-policy", "volatile-lru"};
