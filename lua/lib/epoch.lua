@@ -53,7 +53,7 @@
 -- this file anew at each call, and so starts without it every time. A process's run_id never
 -- changes while it runs, so a call that finds it here skips INFO server; the replication
 -- history can change under a running process (a promotion), so INFO replication is read at
--- every call. PROCESS also keeps the eviction policy last read, for a second (see
+-- every call. PROCESS also keeps a sparing eviction policy last read, for a second (see
 -- evicting_policy()). (The one value these modules keep between calls.)
 local PROCESS = {}
 
@@ -166,14 +166,17 @@ end
 
 -- The maxmemory-policy when this server may evict any key (allkeys-*, with a maxmemory),
 -- else false; nil where INFO is denied. Read at most once per call, and only by calls that
--- admit; a function library keeps it in PROCESS for POLICY_FRESH_MS (a script sent by EVAL
--- reads it every time).
+-- admit; a function library keeps a sparing policy in PROCESS for POLICY_FRESH_MS (a script
+-- sent by EVAL reads it every time). An evicting one is read again by every call, so that
+-- admission opens as soon as an operator sets the policy back (the evictions it allowed still
+-- close it for the loss grace: eviction_since()).
 local function evicting_policy(call)
     local me = identify(call)
     if me.evicting == nil and me.run then
         local now = call.now_us and math.floor(call.now_us / 1000) or server_now(call)
         local seen = PROCESS.policy
-        if seen and seen.run == me.run and now >= seen.at and now < seen.at + POLICY_FRESH_MS then
+        if seen and not seen.evicting and seen.run == me.run and now >= seen.at and
+           now < seen.at + POLICY_FRESH_MS then
             me.evicting = seen.evicting
             return me.evicting
         end

@@ -23,7 +23,9 @@ namespace redsem {
 // Delays double from the schedule's first to its last. A loop retries until a failure comes
 // after its window of unbroken failure, counted from the first failure after the last answer
 // (so the last try may come up to one delay after the window: a restart that takes a little
-// longer than the window is still ridden out).
+// longer than the window is still ridden out). A loop that finds it did not run for a while
+// (a sleep that ended long after its time: SIGSTOP, a suspended machine) takes that time out
+// of the window (not_running()): the outage it finds on waking is given its window.
 class RetryPolicy {
 public:
     using Milliseconds = std::chrono::milliseconds;
@@ -63,6 +65,14 @@ public:
         m_reached = true;
         m_failing = false;
         m_delay = m_schedule.first;
+    }
+
+    // This loop did not run for `idle` between failures (a stopped process): the window does
+    // not count it.
+    void not_running(Clock::duration idle) {
+        if (m_failing && idle > Clock::duration::zero()) {
+            m_failing_since += idle;
+        }
     }
 
     // The window may change between failures (a connection learns that it talks to a cluster,

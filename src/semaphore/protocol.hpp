@@ -35,10 +35,12 @@ inline constexpr long long k_near_head = 8;
 // is at most this far off looks again within the head's refresh interval anyway, and only the
 // others are nudged when they move up near the head (lib/queue.lua).
 inline constexpr long long k_waiter_liveness_ms = 5'000;
-// How long (server time) a function library trusts the eviction policy it read last (INFO
-// memory, the largest single step of a hand-over): a policy or maxmemory set is seen by calls
-// that admit within this time. A policy set to allkeys-* and back meanwhile goes unseen, but
-// not its evictions: they come after a CONFIG SET, and so are not explained (lib/epoch.lua).
+// How long (server time) a function library trusts a sparing eviction policy it read last
+// (INFO memory, the largest single step of a hand-over): an allkeys-* policy or a maxmemory
+// set is seen by calls that admit within this time. A policy set to allkeys-* and back
+// meanwhile goes unseen, but not its evictions: they come after a CONFIG SET, and so are not
+// explained (lib/epoch.lua). An evicting policy is read again by every call, so one set back
+// is seen at once.
 inline constexpr long long k_policy_fresh_ms = 1'000;
 
 // The latest time a record or a score may name, 9999-12-31 in epoch milliseconds: larger ones

@@ -66,7 +66,9 @@ bool interruptible_sleep(Milliseconds duration, int interrupt_fd) {
 // window of unbroken failure (a holder gets its lease back, a waiter its place, with the same
 // token), and never past the acquire's own wait: -w bounds the whole command, so Redis
 // unreachable at its end is an outage (69), not "busy". The window is read at each failure:
-// it grows once the connection finds out that it talks to a Redis Cluster.
+// it grows once the connection finds out that it talks to a Redis Cluster. A sleep between
+// tries that overran (this process was stopped) does not count against the window: a waiter
+// stopped through the end of a restart retries on waking instead of giving up at once.
 class AcquireRetries {
 public:
     AcquireRetries(int interrupt_fd, const Connection& connection,
@@ -85,9 +87,11 @@ public:
         if (!delay) {
             throw;
         }
+        const auto slept_from = BootClock::now();
         if (interruptible_sleep(*delay, m_interrupt_fd)) {
             throw WaitInterrupted();
         }
+        m_policy.not_running(BootClock::now() - slept_from - *delay);
     }
 
 private:

@@ -250,6 +250,41 @@ TEST_CASE("a policy set to allkeys-lru and back within the second a library trus
     CHECK(zcard(admin, "redsem:{blink}:holders") == left); // nobody was admitted
 }
 
+TEST_CASE("an allkeys-lru policy set back to noeviction is seen by the very next call, though "
+          "a sparing one is trusted for a second") {
+    // The library trusts only a sparing policy for k_policy_fresh_ms: an evicting one is read
+    // again, so that admission opens as soon as an operator sets the policy back. Each try
+    // proves itself: the refusal and the acquire after it must fall within that second (a
+    // loaded machine may need another try; where none fits, the acquire is still checked).
+    RedisServer::Options options;
+    options.extra_args = {"--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru"};
+    RedisServer server(options);
+    Connection admin = server.admin();
+    EnvChanges env = env_for(server);
+    env["REDSEM_LOSS_GRACE"] = "0"; // a young server's missing epoch closes nothing
+    bool within = false;
+    for (int attempt = 0; attempt < 5 && !within; ++attempt) {
+        admin.call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
+        const long long before = server_time_ms(admin);
+        const auto refused = run_redsem({"acquire", "back", "-w", "0"}, env);
+        INFO("the acquire under allkeys-lru said: " << refused.err);
+        REQUIRE(refused.exit_code == k_unavailable);
+        REQUIRE(refused.err.find("allkeys-lru") != std::string::npos);
+        admin.call({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+        const auto after = run_redsem({"acquire", "back", "-w", "0"}, env);
+        const long long took = server_time_ms(admin) - before;
+        within = took < k_policy_fresh_ms;
+        INFO("try " << attempt << ": refused and acquired again within " << took
+                    << " ms; the acquire after the policy was set back said: " << after.err);
+        REQUIRE(after.exit_code == 0);
+        REQUIRE(run_redsem({"release", "back", first_line(after.out)}, env).exit_code == 0);
+    }
+    if (!within) {
+        WARN("no try fit the refusal and the next acquire within k_policy_fresh_ms: the "
+             "acquires succeeded, but a policy trusted for that second would not have shown");
+    }
+}
+
 TEST_CASE("evictions under the policy in force all along close nothing") {
     RedisServer::Options options;
     options.extra_args = {"--maxmemory", "3mb", "--maxmemory-policy", "volatile-lru"};

@@ -2,12 +2,18 @@
 #include <catch2/catch.hpp>
 
 #include "lua_scripts.hpp"
+#include "redis/topology.hpp"
 #include "semaphore/keys.hpp"
 #include "support/helpers.hpp"
 #include "support/loopback_proxy.hpp"
 #include "util/name.hpp"
 
+#include <atomic>
+#include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sys/syscall.h>
 #include <thread>
 
 using namespace redsem;
@@ -16,6 +22,19 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
+
+#ifdef SYS_poll
+// Whether the process `pid` is asleep in poll(2) for `timeout`, as /proc shows its system call
+// ("NUMBER FDS NFDS TIMEOUT ..."). (Where poll is no system call of its own, as on arm64, glibc
+// calls ppoll, whose timeout /proc does not show.)
+bool asleep_in_poll(int pid, std::chrono::milliseconds timeout) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/syscall");
+    long long number = -1;
+    std::string fds, count, argument;
+    in >> number >> fds >> count >> argument;
+    return in && number == SYS_poll && std::stoll(argument, nullptr, 16) == timeout.count();
+}
+#endif
 
 RedisServer::Options with_args(std::vector<std::string> args, bool tcp = false) {
     RedisServer::Options options;
@@ -82,6 +101,53 @@ TEST_CASE("a waiter rides out a Redis restart and keeps its place") {
     const auto result = waiter.wait(10s);
     CHECK(result.exit_code == 0);
     CHECK(result.out.size() == 33); // a token and a newline
+}
+
+TEST_CASE("a waiter stopped through an outage for longer than its window retries when it "
+          "wakes, and does not give up on its first failure") {
+    // The outage window counts the time a loop tried, not the time it was stopped: the world
+    // it wakes to is not the one it left (the chaos test saw a waiter stopped through the end
+    // of a restart give up at its first try on waking).
+#ifndef SYS_poll
+    REDSEM_SKIP("poll(2) as a system call (the test finds the waiter's retry delay in /proc)");
+#else
+    RedisServer server(with_args({}, true));
+    Connection admin = server.admin();
+    std::atomic<int> cut_from{std::numeric_limits<int>::max()};  // proxy connections cut: from
+    std::atomic<int> pass_from{std::numeric_limits<int>::max()}; // ... up to this one
+    std::atomic<int> last_seen{-1};
+    LoopbackProxy proxy(server.port(), [&](int connection, const char*, long long size) {
+        last_seen = std::max(last_seen.load(), connection);
+        return connection >= cut_from && connection < pass_from ? -1 : size;
+    });
+    const auto holder = acquire_json(server, {"asleep"});
+    EnvChanges env = {{"REDSEM_URL", "redis://127.0.0.1:" + std::to_string(proxy.port())},
+                      {"REDSEM_LOSS_GRACE", "0"}};
+    Child waiter({"acquire", "asleep"}, env);
+    REQUIRE(wait_until([&] { return zcard(admin, "redsem:{asleep}:queue") >= 1; }, 10s));
+    // Cut it off: its connection is killed, and every new one is closed at the first reply.
+    cut_from = 0;
+    admin.call({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+    // Its tries fail, 100, 200 and 400 ms apart; it is stopped as it sleeps the next 800.
+    REQUIRE(wait_until([&] { return asleep_in_poll(waiter.pid(), 800ms); }, 10s));
+    waiter.signal(SIGSTOP);
+    const auto stopped_at = std::chrono::steady_clock::now();
+    REQUIRE_FALSE(waiter.finished()); // it had not given up before it was stopped
+    // Stopped for longer than the window; then the first try on waking fails too.
+    REQUIRE(wait_until(
+        [&] { return std::chrono::steady_clock::now() - stopped_at > k_reconnect_window + 1s; },
+        20s));
+    pass_from = last_seen + 2;
+    waiter.signal(SIGCONT);
+    REQUIRE(wait_until([&] { return last_seen >= pass_from; }, 10s));
+    REQUIRE(run_redsem({"release", "asleep", holder["token"].get<std::string>()}, env_for(server))
+                .exit_code == 0);
+    const auto result = waiter.wait(20s);
+    INFO(result.err);
+    CHECK(result.exit_code == 0);
+    CHECK(result.out.size() == 33); // a token and a newline
+    CHECK(zcard(admin, "redsem:{asleep}:holders") == 1);
+#endif
 }
 
 TEST_CASE("a first request cut off by a Redis shutting down: the acquire waits for it") {

@@ -2,6 +2,8 @@
 
 #include "redis/retry_policy.hpp"
 
+#include <thread>
+
 using namespace redsem;
 using std::chrono::milliseconds;
 
@@ -41,6 +43,17 @@ TEST_CASE("RetryPolicy: a failure after the window of unbroken failure stands") 
     CHECK_FALSE(policy.after(Transience::transient));
     policy.answered(); // counted from the next failure: 0 leaves no retry
     CHECK_FALSE(policy.after(Transience::transient));
+}
+
+TEST_CASE("RetryPolicy: time the loop did not run is not counted against the window") {
+    RetryPolicy stopped(milliseconds{50});
+    stopped.not_running(std::chrono::hours{1}); // no failure yet: nothing to take out
+    CHECK(stopped.after(Transience::broken) == milliseconds{100});
+    std::this_thread::sleep_for(milliseconds{60}); // past the window
+    RetryPolicy counted = stopped;
+    CHECK_FALSE(counted.after(Transience::broken));
+    stopped.not_running(std::chrono::hours{1}); // all of it spent stopped
+    CHECK(stopped.after(Transience::broken) == milliseconds{200});
 }
 
 TEST_CASE("RetryPolicy: unreachable is retried once the server was reached, never before") {
