@@ -418,7 +418,11 @@ end
 
 if mode ~= 'wait' then
     touch(call, state, now) -- a new semaphore's state (limit, history) expires like the rest
-    if state.history > 0 then
+    if state.history > 0 and closed_for > 0 then
+        -- A slot was free: admission closed (or a pause) refused it, not the holders.
+        log_skip(call, state, now, token, json, cause == 'paused' and 'paused' or 'closed', {},
+                 cause)
+    elseif state.history > 0 then
         log_skip(call, state, now, token, json, 'busy', holders_of(call))
     end
     return with_admission({'kind', 'busy', 'held',

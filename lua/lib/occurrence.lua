@@ -3,7 +3,7 @@
 -- Provides: occurrence_window(json), occurrence_taken(call, state, now, token),
 --   claim_occurrence(call, state, now, token, json), settle_occurrence(call, state, token,
 --   status), skip_reply(claim, now), holders_of(call),
---   log_skip(call, state, now, token, json, why, by).
+--   log_skip(call, state, now, token, json, why, by, cause).
 -- Uses the protocol's ONCE_PER_FIELD.
 --- @include "call"
 --- @include "state"
@@ -120,22 +120,26 @@ local function with_fields(json, text)
     return string.sub(json, 1, -2) .. text .. '}'
 end
 
--- Logs that `token` (metadata `json`) skipped: `why` is 'ran' or 'running' (`by` is the claim)
--- or 'busy' (`by` is a list of holders' {token, since, json}). The event's JSON is the
--- caller's, with "skipped" (why) and "by": the claim's or the holders' metadata, each with
--- its token and since_ms, and for a claim its until_ms.
-local function log_skip(call, state, now, token, json, why, by)
+-- Logs that `token` (metadata `json`) skipped: `why` is 'ran' or 'running' (`by` is the claim),
+-- 'busy' (`by` is a list of holders' {token, since, json}), or 'closed' or 'paused' (a slot was
+-- free, but admission was closed for `cause`, or paused; `by` is empty). The event's JSON is
+-- the caller's, with "skipped" (why), "by": the claim's or the holders' metadata, each with its
+-- token and since_ms, and for a claim its until_ms; and for 'closed', "cause".
+local function log_skip(call, state, now, token, json, why, by, cause)
     if state.history <= 0 or string.sub(json, -1) ~= '}' then
         return
     end
     local whom = {}
-    for _, one in ipairs(why == 'busy' and by or {by}) do
+    for _, one in ipairs((why == 'ran' or why == 'running') and {by} or by) do
         if string.sub(one.json, 1, 1) == '{' and string.sub(one.json, -1) == '}' then
             whom[#whom + 1] = with_fields(one.json, ',"token":"' .. one.token .. '","since_ms":' ..
                                           int_str(one.since or 0) ..
                                           (one.till and ',"until_ms":' .. int_str(one.till) or ''))
         end
     end
-    log_event(call, state, now, 'skipped', token .. ' - - - ' ..
-              with_fields(json, ',"skipped":"' .. why .. '","by":[' .. table.concat(whom, ',') .. ']'))
+    local fields = ',"skipped":"' .. why .. '","by":[' .. table.concat(whom, ',') .. ']'
+    if why == 'closed' then
+        fields = fields .. ',"cause":"' .. cause .. '"'
+    end
+    log_event(call, state, now, 'skipped', token .. ' - - - ' .. with_fields(json, fields))
 end

@@ -113,8 +113,20 @@ std::string skipped_for_text(const SkippedFor& whom) {
     return fmt::format("{} (pid {})", terminal_safe(whom.meta.host, 64), whom.meta.pid);
 }
 
+// What a loss of data of `cause` (a closed event's) was, in words.
+std::string_view cause_text(std::string_view cause) {
+    return cause == "start"      ? "Redis has no record of redsem (started without its data?)"
+           : cause == "unproven" ? "the Redis process could not show it had seen redsem's records"
+           : cause == "evicted"
+               ? "Redis may have evicted redsem's keys (an evicting maxmemory-policy)"
+           : cause == "declared"
+               ? "an operator declared that Redis may have lost data (redsem lost)"
+               : "Redis restarted or another server took over";
+}
+
 // "busy: held by web-1 (pid 812), web-2 (pid 77)", "ran on web-1 (pid 812) at 01:14:31,
-// window until 21:14:31", "running on web-1 (pid 812) since 01:14:31": whom a skip found.
+// window until 21:14:31", "running on web-1 (pid 812) since 01:14:31", "admission closed:
+// Redis restarted or another server took over", "paused": whom or what a skip found.
 std::string skip_detail(const Event& event) {
     // The time of day, and the date too when it is not the event's.
     const std::string day = local_time(event.time_ms).substr(0, 10);
@@ -129,6 +141,9 @@ std::string skip_detail(const Event& event) {
         }
         return named.empty() ? std::string("busy")
                              : fmt::format("busy: held by {}", fmt::join(named, ", "));
+    }
+    if (event.skipped == "closed") {
+        return fmt::format("admission closed: {}", cause_text(event.cause));
     }
     if (event.skipped_for.empty()) {
         return event.skipped;
@@ -145,17 +160,8 @@ std::string skip_detail(const Event& event) {
 // admitted until 03:15:42.120": what an event adds to its kind.
 std::string detail(const Event& event) {
     if (event.kind == "closed" && event.raw.empty()) {
-        return fmt::format(
-            "{}; nobody admitted until {}",
-            event.cause == "start" ? "Redis has no record of redsem (started without its data?)"
-            : event.cause == "unproven"
-                ? "the Redis process could not show it had seen redsem's records"
-            : event.cause == "evicted"
-                ? "Redis may have evicted redsem's keys (an evicting maxmemory-policy)"
-            : event.cause == "declared"
-                ? "an operator declared that Redis may have lost data (redsem lost)"
-                : "Redis restarted or another server took over",
-            local_time(*event.opens_at_ms));
+        return fmt::format("{}; nobody admitted until {}", cause_text(event.cause),
+                           local_time(*event.opens_at_ms));
     }
     if (event.raw.empty() && event.kind == "paused") {
         return event.until_ms ? "nobody admitted until " + local_time(*event.until_ms)
@@ -264,6 +270,9 @@ json event_json(const Event& event) {
                           {"label", whom.meta.label}});
         }
         out["by"] = std::move(by);
+        if (event.skipped == "closed") {
+            out["cause"] = event.cause;
+        }
     }
     out["host"] = meta ? json(meta->host) : json(nullptr);
     out["pid"] = meta ? json(meta->pid) : json(nullptr);

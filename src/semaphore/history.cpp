@@ -33,7 +33,8 @@ bool known_cause(std::string_view cause) {
 }
 
 // A skip's JSON (lua/lib/occurrence.lua's log_skip()): the caller's metadata, with "skipped"
-// (why) and "by" (the holders, or the claim, each with its token and since_ms).
+// (why), "by" (the holders, or the claim, each with its token and since_ms) and, for a skip
+// while admission was closed, "cause".
 void read_skip(std::string_view text, Event& event) {
     const auto json = nlohmann::json::parse(text, nullptr, false);
     if (!json.is_object()) {
@@ -41,6 +42,9 @@ void read_skip(std::string_view text, Event& event) {
     }
     if (const auto why = json.find("skipped"); why != json.end() && why->is_string()) {
         event.skipped = why->get<std::string>();
+    }
+    if (const auto cause = json.find("cause"); cause != json.end() && cause->is_string()) {
+        event.cause = cause->get<std::string>();
     }
     const auto by = json.find("by");
     if (by == json.end() || !by->is_array()) {

@@ -41,13 +41,14 @@ struct Event {
     std::optional<HolderMeta> meta;        // nullopt when unknown; paused, resumed: by whom
     std::optional<long long> until_ms;     // paused: when it ends (nullopt: until resumed)
     std::optional<long long> exit_status;  // released by `run`: its command's exit status
-    std::string skipped;                   // skipped: "busy" (-w 0), "ran" or "running" (a
-                                           // claim of the occurrence: run --once-per)
+    std::string skipped;                   // skipped: "busy" (-w 0), "closed" or "paused" (a
+                                           // slot was free, admission was not), "ran" or
+                                           // "running" (a claim of the occurrence: --once-per)
     std::vector<SkippedFor> skipped_for{}; // skipped: the holders, or the claim
     std::optional<long long> limit_from;   // limit: nullopt for a new semaphore
     std::optional<long long> limit_to;
-    std::string cause; // closed: "start", "change", "unproven", "evicted" or "declared" (see
-                       // AdmissionClosed)
+    std::string cause; // closed, and skipped "closed": "start", "change", "unproven", "evicted"
+                       // or "declared" (see AdmissionClosed)
     std::optional<long long> lost_at_ms;  // closed: the possible loss of data
     std::optional<long long> opens_at_ms; // closed: when admission opens (server clock)
     std::string raw;                      // the value as stored, when it is not in the format above

@@ -326,6 +326,32 @@ TEST_CASE("a try refused as busy (-w 0) is on record as skipped, with the holder
     CHECK(table.out.find("busy: held by ") != std::string::npos);
 }
 
+TEST_CASE("a try refused with a slot free, while admission is closed or paused, is on record "
+          "as such, not as busy") {
+    RedisServer server;
+    EnvChanges env = env_for(server);
+    REQUIRE(run_redsem({"lost"}, env).exit_code == 0); // closed for the loss grace
+    const auto closed = run_redsem({"run", "-w", "0", "deploy", "--", "true"}, env);
+    INFO(closed.err);
+    CHECK(closed.exit_code == 73);
+    env["REDSEM_LOSS_GRACE"] = "0"; // this caller's own grace: admission is open to it
+    REQUIRE(run_redsem({"pause", "deploy", "--reason", "freeze"}, env).exit_code == 0);
+    const auto paused = run_redsem({"run", "-w", "0", "deploy", "--", "true"}, env);
+    INFO(paused.err);
+    CHECK(paused.exit_code != 0);
+    const auto skipped = events_of(server, "deploy", "skipped");
+    REQUIRE(skipped.size() == 2);
+    CHECK(skipped[0]["skipped"] == "closed");
+    CHECK(skipped[0]["cause"] == "declared");
+    CHECK(skipped[0]["by"].empty());
+    CHECK(skipped[1]["skipped"] == "paused");
+    CHECK(skipped[1]["by"].empty());
+    CHECK_FALSE(skipped[1].contains("cause"));
+    const auto table = run_redsem({"log", "deploy"}, env);
+    CHECK(table.out.find("admission closed: an operator declared") != std::string::npos);
+    CHECK(table.out.find("busy") == std::string::npos);
+}
+
 TEST_CASE("run --once-per refuses a window it cannot keep") {
     RedisServer server;
     for (const char* window : {"0", "500ms", "367d", "soon", ""}) {
