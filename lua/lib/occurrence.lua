@@ -138,7 +138,7 @@ local function log_skip(call, state, now, token, json, why, by, cause)
         end
     end
     local fields = ',"skipped":"' .. why .. '","by":[' .. table.concat(whom, ',') .. ']'
-    if why == 'closed' then
+    if why == 'closed' and cause then
         fields = fields .. ',"cause":"' .. cause .. '"'
     end
     log_event(call, state, now, 'skipped', token .. ' - - - ' .. with_fields(json, fields))

@@ -143,7 +143,8 @@ std::string skip_detail(const Event& event) {
                              : fmt::format("busy: held by {}", fmt::join(named, ", "));
     }
     if (event.skipped == "closed") {
-        return fmt::format("admission closed: {}", cause_text(event.cause));
+        return event.cause.empty() ? std::string("admission closed")
+                                   : fmt::format("admission closed: {}", cause_text(event.cause));
     }
     if (event.skipped_for.empty()) {
         return event.skipped;
