@@ -10,8 +10,8 @@
 -- can change what a shared function does in another, and the modules are also one Redis
 -- Functions library, loaded once and shared by all calls (cmake/embed_lua.cmake). The one
 -- exception is what the server process tells of itself: its run_id, which no call can change,
--- and a sparing eviction policy, trusted for a second (PROCESS, see epoch.lua). main.lua runs each
--- script's body (see run()).
+-- and a sparing eviction policy, trusted for a second (PROCESS, see epoch.lua). main.lua runs
+-- each script's body (see run()).
 --
 -- KEYS, the same for every script; all share the hash tag {name}, so a script stays on one
 -- Redis Cluster slot:

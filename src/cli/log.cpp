@@ -113,7 +113,8 @@ std::string skipped_for_text(const SkippedFor& whom) {
     return fmt::format("{} (pid {})", terminal_safe(whom.meta.host, 64), whom.meta.pid);
 }
 
-// What a loss of data of `cause` (a closed event's) was, in words.
+// What a loss of data of `cause` (a closed event's, or a closed skip's) was, in words; a cause
+// this release does not know (a newer one's) as it is.
 std::string_view cause_text(std::string_view cause) {
     return cause == "start"      ? "Redis has no record of redsem (started without its data?)"
            : cause == "unproven" ? "the Redis process could not show it had seen redsem's records"
@@ -121,7 +122,8 @@ std::string_view cause_text(std::string_view cause) {
                ? "Redis may have evicted redsem's keys (an evicting maxmemory-policy)"
            : cause == "declared"
                ? "an operator declared that Redis may have lost data (redsem lost)"
-               : "Redis restarted or another server took over";
+           : cause == "change" ? "Redis restarted or another server took over"
+                               : cause;
 }
 
 // "busy: held by web-1 (pid 812), web-2 (pid 77)", "ran on web-1 (pid 812) at 01:14:31,
