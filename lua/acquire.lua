@@ -161,23 +161,41 @@ end
 local function left_queue()
     for _, why in ipairs({LEFT_SUFFIX, TOO_LARGE_SUFFIX}) do
         local note = call.wake_prefix .. token .. why
-        if redis.call('EXISTS', note) == 1 then
+        local payload = redis.call('LINDEX', note, 0)
+        if payload then
             redis.call('DEL', note)
             if why == TOO_LARGE_SUFFIX then
                 return too_large_reply(state.limit or limit)
             end
-            local claim = window and occurrence_taken(call, state, now, token)
-            return claim and skip_reply(claim, now) or {'kind', 'released'}
+            -- A skip names the claim it was judged by (skip_waiter()): its window may have
+            -- ended since.
+            local skip, since, till, owner, by =
+                string.match(payload, '^' .. SKIPPED_NOTE .. ' (%a+) (%d+) (%d+) (%S+) (.*)$')
+            if skip then
+                return skip_reply({done = skip == 'ran', since = tonumber(since),
+                                   till = tonumber(till), token = owner, json = by}, now)
+            end
+            return {'kind', 'released'}
         end
     end
     return nil
+end
+
+-- When the caller started: for a waiter refreshing its place, when it queued (its record's
+-- since), else now. It belongs to the occurrence in force then (see lib/occurrence.lua).
+local started = now
+if window and known then
+    local record = parse_info(redis.call('HGET', call.k_info, token))
+    if record and record.kind == 'w' and record.since then
+        started = record.since
+    end
 end
 
 -- A caller that asks for one run per occurrence skips while another run claims it: at once
 -- when that run is done, or when the caller would not wait; a waiter waits for the run's end
 -- (a hand-over then judges the claim again). Its place in the queue goes.
 if window then
-    local claim = occurrence_taken(call, state, now, token)
+    local claim = occurrence_taken(call, state, now, token, started)
     if claim and (claim.done or mode ~= 'wait') and
        not (known and redis.call('ZSCORE', call.k_holders, token)) then -- (see collected())
         if known and redis.call('ZSCORE', call.k_queue, token) then
@@ -253,7 +271,7 @@ local function grant(held, waited)
     if admission(call, now, grace) > 0 then
         return nil
     end
-    if window and occurrence_taken(call, state, now, token) then
+    if window and occurrence_taken(call, state, now, token, started) then
         -- A run of the occurrence holds another slot (a limit above 1): this caller waits for
         -- its end in the queue (see hand_over()); one that would not wait skipped above.
         return nil

@@ -158,7 +158,7 @@ local deleted = 0
 -- (A dry run ends no pause: one whose --for ran out keeps nothing here either.)
 local kept = state.kept and not (state.pause_kept and state.paused and not pause_active(state, now))
 -- The claim of an occurrence stays until its window ends (see lib/occurrence.lua).
-local claimed_until = tonumber(string.match(state.occurrence or '', '^%d+ (%d+) '))
+local claimed_until = claim_until(state)
 kept = kept or (claimed_until ~= nil and now < claimed_until)
 local first = kept and 2 or 1
 local doomed = {}

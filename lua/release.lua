@@ -6,8 +6,13 @@
 -- ARGV[5] (optional) the exit status of `run`'s command, kept as "exit" in the released event;
 --         a run that claimed its occurrence (run --once-per) is done when it is 0, and gives
 --         the occurrence back otherwise (see lib/occurrence.lua)
+-- ARGV[6] (optional) 'once' for the release of a `run --once-per`: one with status 0 whose
+--         lease ran out before it came marks the occurrence done all the same, when nobody
+--         claimed it since (settle_late_success())
 -- Reply, by kind: released (the token held a slot and released it), left_queue (it was queued
--- and left the queue), not_found (unknown here: expired, released already, never acquired);
+-- and left the queue), not_found (unknown here: expired, released already, never acquired;
+-- for a late release of a successful `run --once-per`, with occurrence: 'done', 'taken' or
+-- 'gone', what became of its claim, also logged as a released event with "late");
 -- prove without INFO: call again proving this epoch marker (see epoch.lua); nothing changed.
 -- Touches nothing but the token's own entries and the hand-over, and for a holder kept by a
 -- keeper process (acquire --while-pid), pushes to "<wake prefix><token>:released", which the
@@ -40,12 +45,31 @@ if proof then
 end
 settle_pause(call, state, now) -- a pause whose --for ran out hands slots on (see lib/pause.lua)
 local info = parse_info(redis.call('HGET', call.k_info, token))
+
+-- The reply to a release that found the token holding nothing: a `run --once-per` whose
+-- command succeeded after its lease ran out still marks its occurrence done if it can, and
+-- is on record either way (its stderr and exit status say when it could not).
+local function not_found()
+    if ARGV[6] ~= 'once' or ARGV[5] ~= '0' then
+        return NOT_FOUND
+    end
+    local outcome = settle_late_success(call, state, token)
+    local json = info and info.json or '{}'
+    if string.sub(json, -1) == '}' then
+        log_event(call, state, now, 'released', token .. ' - - - ' .. string.sub(json, 1, -2) ..
+                  (json == '{}' and '' or ',') .. '"exit":0,"late":"' .. outcome .. '"}')
+    end
+    return {'kind', 'not_found', 'occurrence', outcome}
+end
+
 if info and info.kind == 'h' then
     local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))
     if deadline and deadline <= now then
-        -- A lease that ran out but was not pruned yet is not the caller's any more.
+        -- A lease that ran out but was not pruned yet is not the caller's any more (a late
+        -- success settles the claim first: expiring gives the occurrence back).
+        local reply = not_found()
         expire_holder(call, state, token, deadline, now)
-        return NOT_FOUND
+        return reply
     end
     if state.history > 0 and deadline then
         local status = ARGV[5] and string.match(ARGV[5], '^%d+$')
@@ -68,7 +92,7 @@ if info and info.kind == 'h' then
         end
         return RELEASED
     end
-    return NOT_FOUND
+    return not_found()
 end
 if info and info.kind == 'w' then
     local alive_until = tonumber(redis.call('ZSCORE', call.k_alive, token)) or now
@@ -92,4 +116,4 @@ if redis.call('ZREM', call.k_queue, token) == 1 then
     redis.call('ZREM', call.k_alive, token)
     return LEFT_QUEUE
 end
-return NOT_FOUND
+return not_found()

@@ -16,7 +16,10 @@
 -- Reply (names and values; the wire's decoder is src/semaphore/wire.cpp): now_ms; limit
 --   (absent when none is stored, or one this redsem does not read), exclusive (the token of
 --   an --exclusive holder, '' none), and while a pause is in force paused (who, as JSON),
---   paused_since_ms, paused_until_ms (0: until resumed);
+--   paused_since_ms, paused_until_ms (0: until resumed); while the window of an occurrence's
+--   claim lasts (run --once-per, see lib/occurrence.lua) claim_token, claim_stage ('run',
+--   'done', or 'lapsed': also a run whose lease ran out, not pruned yet), claim_since_ms,
+--   claim_until_ms and claim_by (the run's metadata JSON);
 --   with 'counts': holders, held (slots, as the scripts count them: used_slots()), expired
 --   (dead holders: lease ran out, or hand-over lapsed; not pruned yet), waiting, stale
 --   (waiters past their liveness), history, acquired_total, expired_total, lost_total, and
@@ -38,6 +41,7 @@
 --- @include "records"
 --- @include "expiry"
 --- @include "epoch"
+--- @include "occurrence"
 
 local wants = {}
 for part in string.gmatch(ARGV[3], '[^,]+') do
@@ -143,6 +147,18 @@ add('exclusive', state.exclusive or '')
 if pause_active(state, now) then
     add('paused', state.paused, 'paused_since_ms', state.paused_since, 'paused_until_ms',
         state.paused_until)
+end
+local claim = parse_claim(state)
+if claim and now < claim.till then
+    local stage = claim.stage
+    if stage == 'run' then
+        local deadline = tonumber(redis.call('ZSCORE', call.k_holders, claim.token))
+        if not deadline or deadline <= now then
+            stage = 'lapsed' -- as occurrence_taken() judges it
+        end
+    end
+    add('claim_token', claim.token, 'claim_stage', stage, 'claim_since_ms', claim.since,
+        'claim_until_ms', claim.till, 'claim_by', claim.json)
 end
 
 if wants.counts then

@@ -110,9 +110,24 @@ local function stop_keeping_state(call, state)
     unpin_keys(call, state)
 end
 
--- At the end of a call: while anybody holds or waits, the keys have no expiry (pinned: the
--- state's field pinned is '1'); once nobody does, they expire at the horizon again, and a
--- weighted semaphore is plain again (see WEIGHTED_SUFFIX). An older redsem's touch() sets an
+-- Whether the occurrence's claim (run --once-per) has not ended yet by the server's clock. The
+-- claim lives in the state hash: while it is in force the keys stay pinned as for a holder,
+-- done or running, so that no policy evicts a done claim of an idle semaphore (the next host
+-- would run the occurrence again). The first call after the claim ends gives the keys their
+-- expiry back (gc too: it deletes the idle keys then).
+local function claim_in_force(call, state)
+    local till = claim_until(state)
+    if not till then
+        return false
+    end
+    local now = call.now_us and math.floor(call.now_us / 1000) or server_now(call)
+    return now < till
+end
+
+-- At the end of a call: while anybody holds or waits, or an occurrence's claim is in force
+-- (claim_in_force()), the keys have no expiry (pinned: the state's field pinned is '1'); once
+-- not, they expire at the horizon again. Once nobody holds or waits, a weighted semaphore is
+-- plain again (see WEIGHTED_SUFFIX). An older redsem's touch() sets an
 -- expiry without knowing of pins: a pinned state with one is pinned anew. Costs one ZCARD on
 -- most calls (none after a call that added a holder or waiter), two when nobody holds.
 local function settle_expiry(call, state)
@@ -127,7 +142,15 @@ local function settle_expiry(call, state)
     end
     local occupied = call.occupies or redis.call('ZCARD', call.k_holders) > 0 or
                      queue_length(call, state) > 0
-    if occupied then
+    if not occupied and state.weighted then
+        -- Idle: nobody holds several slots any more; an older redsem may share it again.
+        state.weighted, state.extra, state.exclusive = false, 0, nil
+        redis.call('HDEL', call.k_state, 'weighted', 'extra_slots', 'exclusive')
+        if state.limit then
+            store_limit(call, state, state.limit, state.limit_by or 'caller')
+        end
+    end
+    if occupied or claim_in_force(call, state) then
         -- Nothing of a semaphore in use may expire (see KEEP_MIN_MS). An older redsem's touch()
         -- gives every key an expiry, the state hash too, which is looked at first (an
         -- operator's kept state never has one: the holders tell then); so does a pause with
@@ -154,14 +177,6 @@ local function settle_expiry(call, state)
         redis.call('HSET', call.k_state, 'pinned', '1')
         state.pinned = true
         return
-    end
-    if state.weighted then
-        -- Idle: nobody holds several slots any more; an older redsem may share it again.
-        state.weighted, state.extra, state.exclusive = false, 0, nil
-        redis.call('HDEL', call.k_state, 'weighted', 'extra_slots', 'exclusive')
-        if state.limit then
-            store_limit(call, state, state.limit, state.limit_by or 'caller')
-        end
     end
     if state.pinned then
         unpin_keys(call, state)

@@ -1,8 +1,9 @@
 -- lib/occurrence.lua: one run per occurrence (`run --once-per WINDOW`): the claim in the
 -- state hash's field `occurrence`, and the skips it causes.
--- Provides: occurrence_window(json), occurrence_taken(call, state, now, token),
+-- Provides: occurrence_window(json), parse_claim(state),
+--   occurrence_taken(call, state, now, token, started),
 --   claim_occurrence(call, state, now, token, json), settle_occurrence(call, state, token,
---   status), skip_reply(claim, now), holders_of(call),
+--   status), settle_late_success(call, state, token), skip_reply(claim, now), holders_of(call),
 --   log_skip(call, state, now, token, json, why, by, cause).
 -- Uses the protocol's ONCE_PER_FIELD.
 --- @include "call"
@@ -15,15 +16,19 @@
 -- the client writes compactly, so inside a string the field would be escaped and not match),
 -- and so does its record while it waits: a hand-over (lib/queue.lua) judges the occurrence as
 -- a grant here does. Granted, it claims the occurrence: the field `occurrence` holds
--- "SINCE_MS UNTIL_MS TOKEN STATE JSON", UNTIL_MS its grant plus its WINDOW by the server's
--- clock, STATE 'run' while it holds the slot and 'done' once it released it with exit status
--- 0, JSON its metadata. Until UNTIL_MS every other caller that asks for one run per occurrence
--- skips: at once when the run is done, or when it runs and the caller would not wait (-w 0);
--- a waiter waits for the run's end, and skips if it succeeded. A run that fails (another
--- status, a signal, `redsem release` by somebody else) or loses its slot (its lease ran out:
--- the claim's TOKEN holds nothing while STATE is 'run') gives the occurrence back: the next
--- caller runs. Callers without a WINDOW ignore the claim. An older redsem neither knows the
--- field nor takes `--once-per`.
+-- "SINCE_MS UNTIL_MS TOKEN STAGE JSON", UNTIL_MS its grant plus its WINDOW by the server's
+-- clock, STAGE 'run' while it holds the slot, 'done' once it released it with exit status 0,
+-- and 'lapsed' once it left without a release of its own (its lease ran out, gc, `redsem
+-- release` by somebody else), JSON its metadata. A caller belongs to the claim in force when
+-- it started (a waiter: when it queued): until UNTIL_MS every such caller that asks for one
+-- run per occurrence skips, at once when the run is done, or when it runs and the caller would
+-- not wait (-w 0); a waiter waits for the run's end, however long after UNTIL_MS that comes,
+-- and skips if it succeeded. A run that fails (another status) gives the occurrence back, and
+-- so does a lapsed one: the next caller runs. A lapsed run whose own release comes later with
+-- status 0, before anybody claimed the occurrence again, marks it done after all
+-- (settle_late_success()). While the claim is in force the keys have no expiry (see
+-- claim_in_force()). Callers without a WINDOW ignore the claim. An older redsem neither knows
+-- the field nor takes `--once-per`.
 
 local ONCE_PATTERN = '"' .. ONCE_PER_FIELD .. '":(%d+)'
 -- How many holders a skip because the semaphore was full names in the history.
@@ -38,26 +43,35 @@ local function occurrence_window(json)
     return nil
 end
 
--- The claim in force at server time `now` that is not `token`'s, as a table {since, till,
--- token, done, json}; nil when nobody claims the occurrence, when its window ended, when
+-- The claim, as a table {since, till, token, stage, json}; nil when there is none.
+local function parse_claim(state)
+    local since, till, owner, stage, json =
+        string.match(state.occurrence or '', '^(%d+) (%d+) (%S+) (%a+) (.*)$')
+    if not owner then
+        return nil
+    end
+    return {since = tonumber(since), till = tonumber(till), token = owner, stage = stage,
+            json = json}
+end
+
+-- The claim in force for a caller that started at server time `started` (nil: `now`, a
+-- newcomer) that is not `token`'s, as a table {since, till, token, done, json}; nil when
+-- nobody claims the occurrence, when its window had ended when the caller started, when
 -- `token` claimed it, or when the run that claimed it failed or lost its slot.
-local function occurrence_taken(call, state, now, token)
-    local raw = state.occurrence
-    if not raw then
+local function occurrence_taken(call, state, now, token, started)
+    local claim = parse_claim(state)
+    if not claim or (started or now) >= claim.till or claim.token == token or
+       claim.stage == 'lapsed' then
         return nil
     end
-    local since, till, owner, status, json = string.match(raw, '^(%d+) (%d+) (%S+) (%a+) (.*)$')
-    since, till = tonumber(since), tonumber(till)
-    if not till or now >= till or owner == token then
-        return nil
-    end
-    if status ~= 'done' then
-        local deadline = tonumber(redis.call('ZSCORE', call.k_holders, owner))
+    if claim.stage ~= 'done' then
+        local deadline = tonumber(redis.call('ZSCORE', call.k_holders, claim.token))
         if not deadline or deadline <= now then
             return nil -- the run lost its slot (or was handed one it never collected)
         end
     end
-    return {since = since, till = till, token = owner, done = status == 'done', json = json}
+    claim.done = claim.stage == 'done'
+    return claim
 end
 
 -- `token`, granted at `now` with metadata `json`, claims the occurrence when `json` asks for
@@ -74,24 +88,43 @@ local function claim_occurrence(call, state, now, token, json)
 end
 
 -- Holder `token` leaves with exit `status` ('' when it was not its own `run` that released it,
--- or when it leaves without a release): a claim of its own is done when the status is 0, and
--- given back otherwise; a claim already done stays.
+-- or when it leaves without a release): a claim of its own is done when the status is 0, given
+-- back when it is another, and lapsed when there is none; a claim already done stays.
 local function settle_occurrence(call, state, token, status)
-    local raw = state.occurrence
-    if not raw then
+    local claim = parse_claim(state)
+    if not claim or claim.token ~= token or claim.stage ~= 'run' then
         return
     end
-    local head, owner, tail = string.match(raw, '^(%d+ %d+) (%S+) run (.*)$')
-    if owner ~= token then
-        return
-    end
-    if status == '0' then
-        state.occurrence = head .. ' ' .. owner .. ' done ' .. tail
+    if status == '' or status == '0' then
+        state.occurrence = int_str(claim.since) .. ' ' .. int_str(claim.till) .. ' ' .. token ..
+                           (status == '0' and ' done ' or ' lapsed ') .. claim.json
         redis.call('HSET', call.k_state, 'occurrence', state.occurrence)
     else
         state.occurrence = nil
         redis.call('HDEL', call.k_state, 'occurrence')
     end
+end
+
+-- The release with exit status 0 of a run of `token` that no longer holds its slot (its lease
+-- ran out before the release came: Redis was out of reach, or redsem stopped). Its success
+-- marks the occurrence done when the claim still names `token` and nobody claimed it since.
+-- Returns what became of the claim: 'done', or 'taken' (another run claimed the occurrence
+-- since), or 'gone' (no claim of `token`'s is left: Redis lost it with its data, somebody
+-- cleared it, or a failure gave it back).
+local function settle_late_success(call, state, token)
+    local claim = parse_claim(state)
+    if not claim then
+        return 'gone'
+    end
+    if claim.token ~= token then
+        return 'taken'
+    end
+    if claim.stage ~= 'done' then
+        state.occurrence = int_str(claim.since) .. ' ' .. int_str(claim.till) .. ' ' .. token ..
+                           ' done ' .. claim.json
+        redis.call('HSET', call.k_state, 'occurrence', state.occurrence)
+    end
+    return 'done'
 end
 
 -- The reply to a caller that skips because of `claim` (occurrence_taken()).

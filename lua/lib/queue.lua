@@ -230,7 +230,7 @@ local function hand_over(call, state, slot, now, bit_set, room)
         local waiter = parse_info(redis.call('HGET', k_info, token))
         local weight = waiter and waiter.kind == 'w' and weight_of(waiter, limit)
         local claim = weight and occurrence_window(waiter.json) and
-                      occurrence_taken(call, state, now, token)
+                      occurrence_taken(call, state, now, token, waiter.since)
         if claim and claim.done then
             skip_waiter(call, state, token, waiter, now, claim)
         elseif claim then
@@ -308,7 +308,8 @@ local function remove_holder(call, state, token, info, now, in_holders)
     local k_holders = call.k_holders
     info = info or parse_info(redis.call('HGET', call.k_info, token))
     -- A run of an occurrence that leaves without a release of its own (its lease ran out, a
-    -- hand-over nobody collected, gc) gives the occurrence back before its slot is handed on.
+    -- hand-over nobody collected, gc) gives the occurrence back (lapsed) before its slot is
+    -- handed on.
     settle_occurrence(call, state, token, '')
     if info and info.kind == 'h' and info.slots then
         local limit = state.limit or 0

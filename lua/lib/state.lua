@@ -2,7 +2,8 @@
 -- limit and its marks, the server clock and fences.
 -- Provides: load_state(call), server_now(call), next_fence(call, state),
 --   queue_length(call, state), store_limit(call, state, limit, by), remark_limit(call, state),
---   mark_weighted(call, state, limit_by), pause_active(state, now), and the constants
+--   mark_weighted(call, state, limit_by), pause_active(state, now), claim_until(state), and
+--   the constants
 --   PAUSE_MARK_TICKET, NOTHING_DUE.
 -- Uses the protocol's PAUSE_MARK, DEFAULT_HISTORY and STATE_FORMAT.
 --- @include "call"
@@ -142,6 +143,12 @@ local function load_state(call)
                    exclusive = got[16] or nil, weighted = got[17] == '1', occurrence = got[19] or nil}
     call.state = state
     return state
+end
+
+-- The server ms at which the occurrence's claim (the state's field `occurrence`, see
+-- lib/occurrence.lua) ends; nil when there is none.
+local function claim_until(state)
+    return tonumber(string.match(state.occurrence or '', '^%d+ (%d+) '))
 end
 
 -- Server time in milliseconds; also remembers it in microseconds in call.now_us, for

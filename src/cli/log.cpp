@@ -200,6 +200,15 @@ std::string detail(const Event& event) {
                             signal != nullptr ? fmt::format("killed by SIG{} ({})", signal, status)
                                               : fmt::format("exited {}", status));
     }
+    if (!event.late.empty()) {
+        // A run --once-per whose release came after its lease ran out (see ReleaseOutcome).
+        text += event.late == "done"    ? ", after its lease ran out: the occurrence is done"
+                : event.late == "taken" ? ", after its lease ran out: another run had the "
+                                          "occurrence (it may have run twice)"
+                : event.late == "gone"  ? ", after its lease ran out: its claim was gone (the "
+                                          "occurrence may run again)"
+                                        : ", after its lease ran out: " + event.late;
+    }
     return text;
 }
 
@@ -259,6 +268,7 @@ json event_json(const Event& event) {
     }
     if (event.kind == "released") {
         out["exit_status"] = optional_json(event.exit_status);
+        out["late"] = event.late.empty() ? json(nullptr) : json(event.late);
     }
     if (event.kind == "skipped") {
         out["skipped"] = event.skipped;

@@ -50,6 +50,9 @@ int run_release(const ReleaseArgs& args, const GlobalOptions& global) {
             "acquire or run that waited with it ends (exit 1)",
             args.name));
     case ReleaseOutcome::not_found:
+    case ReleaseOutcome::late_done: // (only for run's own release: see HeldSlot)
+    case ReleaseOutcome::late_taken:
+    case ReleaseOutcome::late_gone:
         break;
     }
     throw NotHeldError(fmt::format("that token holds no slot of '{}' (its lease expired, it was "

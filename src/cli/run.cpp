@@ -9,6 +9,7 @@
 #include "process/inherited_secret.hpp"
 #include "process/supervise.hpp"
 #include "semaphore/held_slot.hpp"
+#include "util/boot_clock.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
 
@@ -118,9 +119,18 @@ Successor release_after_death(const std::string& prefix, const std::string& name
 }
 
 // --once-per WINDOW: at least a second (the claim is kept to the millisecond, by the server's
-// clock) and at most a year.
+// clock) and at most a year, with its unit: a bare number, which other durations take as
+// seconds, is more likely meant as hours here (`--once-per 20` for a nightly job).
 Milliseconds parse_once_per(const std::string& text, const char* option) {
     constexpr Milliseconds k_longest{366LL * 24 * 3600 * 1000};
+    if (!text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) {
+            return std::isdigit(c) != 0 || c == '.';
+        })) {
+        throw UsageError(fmt::format("{}: '{}' has no unit; give the window with one, as in "
+                                     "{}h, {}m or {}s (units: s, m, h, d)",
+                                     option, printable(text, 100), printable(text, 20),
+                                     printable(text, 20), printable(text, 20)));
+    }
     const Milliseconds window = parse_duration(text, option);
     if (window < Milliseconds{1000} || window > k_longest) {
         throw UsageError(
@@ -142,6 +152,55 @@ bool parse_lost_action(const std::string& text, const char* option) {
     }
     throw UsageError(
         fmt::format("{}: '{}' is not 'term' or 'ignore'", option, printable(text, 100)));
+}
+
+// The release of a --once-per run whose command ended with `status`: a success is recorded
+// with the occurrence's claim, also after the lease ran out, trying to reach Redis for one more
+// ttl past the lease (a restart or failover that long is ridden out). Returns the exit status:
+// `status`, or `lost_exit` when a success could not be recorded (said on stderr, also under
+// -q: the next caller may run the occurrence again).
+int release_once_per(HeldSlot& slot, const std::string& name, int status, int lost_exit) {
+    const std::string shown = printable(name);
+    ReleaseOutcome outcome = ReleaseOutcome::not_found;
+    try {
+        outcome = slot.release_once(status, slot.lease().ttl);
+    } catch (const Error& error) {
+        if (status != 0) {
+            std::fprintf(stderr,
+                         "redsem: warning: could not release the slot of '%s' (%s); it frees "
+                         "itself when its lease runs out\n",
+                         shown.c_str(), error.what());
+            return status;
+        }
+        std::fprintf(stderr,
+                     "redsem: the command succeeded, but its success could not be recorded with "
+                     "the occurrence of '%s' (%s): another caller may run this occurrence "
+                     "again\n",
+                     shown.c_str(), error.what());
+        return lost_exit;
+    }
+    switch (outcome) {
+    case ReleaseOutcome::late_taken:
+        std::fprintf(stderr,
+                     "redsem: the command succeeded after its lease of '%s' ran out (was Redis "
+                     "out of reach?), and another run has claimed this occurrence since: the job "
+                     "may have run twice\n",
+                     shown.c_str());
+        return lost_exit;
+    case ReleaseOutcome::late_gone:
+        std::fprintf(stderr,
+                     "redsem: the command succeeded after its lease of '%s' ran out (was Redis "
+                     "out of reach?), and the occurrence's claim is gone (Redis lost it, or it "
+                     "was cleared): another caller may run this occurrence again\n",
+                     shown.c_str());
+        return lost_exit;
+    case ReleaseOutcome::released:
+    case ReleaseOutcome::left_queue:
+    case ReleaseOutcome::not_found:
+    case ReleaseOutcome::late_done: // on record; nothing is lost
+        break;
+    }
+    return status;
 }
 
 int run_run(const RunArgs& args, const GlobalOptions& global) {
@@ -179,6 +238,7 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
 
     const std::vector<std::string> environment =
         child_environment(name, *lease, connection_for_child(global, connect));
+    const auto started = BootClock::now();
     ChildProcess child(argv, environment, release_after_death(prefix, name, *lease, environment));
     // The heartbeat renews on the connection the slot was acquired on; `slot` uses it again
     // once the heartbeat has stopped (heartbeat.stop() below, or its destructor first).
@@ -207,6 +267,23 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
         child.kill_group();
     }
     heartbeat.stop();
+    if (args.once_per && BootClock::now() - started > *args.once_per) {
+        std::fprintf(
+            stderr,
+            "redsem: warning: the command of '%s' ran for %s, longer than its --once-per "
+            "window of %s: callers that start after the window ends run the job again "
+            "(with a limit above 1, beside a run still running)\n",
+            printable(name).c_str(),
+            format_duration(std::chrono::floor<std::chrono::seconds>(BootClock::now() - started))
+                .c_str(),
+            format_duration(*args.once_per).c_str());
+    }
+    const bool stopped_by_loss = result.lease_lost && supervise_options.stop_on_lost;
+    if (args.once_per && !(stopped_by_loss && !result.lost_after_end)) {
+        // The command ended by itself: its status is the occurrence's outcome.
+        const int status = release_once_per(slot, name, result.child.code, lost_exit);
+        return stopped_by_loss ? lost_exit : status;
+    }
     try {
         slot.release(result.child.code);
     } catch (const Error& error) {
@@ -244,16 +321,16 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
                      "later than half-way through the lease's safety margin")
         ->type_name("DUR")
         ->default_str(format_duration(k_default_kill_after));
-    add_typed_option(
-        command, "--lost-exit-code", args->lost_exit_code, parse_exit_code,
-        fmt::format("Exit status after the slot was lost and COMMAND stopped (default {})",
-                    static_cast<int>(ExitCode::lost)))
+    add_typed_option(command, "--lost-exit-code", args->lost_exit_code, parse_exit_code,
+                     fmt::format("Exit status after the slot was lost and COMMAND stopped, or with "
+                                 "--once-per a success that could not be recorded (default {})",
+                                 static_cast<int>(ExitCode::lost)))
         ->type_name("CODE");
     add_typed_option(command, "--once-per", args->once_per, parse_once_per,
                      "Run COMMAND once per WINDOW across all callers that say so (cron on many "
                      "hosts): while a run that started less than WINDOW ago succeeded or still "
                      "runs, skip (exit 0). A run that fails or loses its slot lets the next one "
-                     "run")
+                     "run. WINDOW needs its unit (20h, 30m)")
         ->type_name("WINDOW");
     command
         .add_option("-c,--command", args->shell_command,

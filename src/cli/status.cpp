@@ -122,6 +122,46 @@ json waiter_json(const WaiterView& waiter, long long now) {
     return out;
 }
 
+// The occurrence's claim (run --once-per) as JSON: {"token", "stage", "since_ms", "since",
+// "until_ms", "until", "ends_in_ms", "host", "pid", "user", "label"}; null when none is in force.
+json claim_json(const std::optional<Claim>& claim, long long now) {
+    if (!claim) {
+        return nullptr;
+    }
+    json out{
+        {"token", claim->token},   {"stage", claim->stage}, {"ends_in_ms", claim->until_ms - now},
+        {"host", claim->by.host},  {"pid", claim->by.pid},  {"user", claim->by.user},
+        {"label", claim->by.label}};
+    out.update(time_fields("since", claim->since_ms));
+    out.update(time_fields("until", claim->until_ms));
+    return out;
+}
+
+// One line for the claim of an occurrence in force ("occurrence: ran on web-1 (pid 812) at
+// 2026-12-01 03:15:02 and succeeded; callers with --once-per skip until 2026-12-01 23:15:02");
+// "" when there is none.
+std::string claim_line(const std::optional<Claim>& claim) {
+    if (!claim) {
+        return "";
+    }
+    const std::string who = fmt::format(
+        "{} (pid {}{})", terminal_safe(claim->by.host, 64), claim->by.pid,
+        claim->by.label.empty() ? "" : ", '" + terminal_safe(claim->by.label, 80) + "'");
+    const auto when = [](long long ms) { return local_time(ms).substr(0, 19); };
+    if (claim->stage == "done") {
+        return fmt::format("occurrence: ran on {} at {} and succeeded; callers with --once-per "
+                           "skip until {}",
+                           who, when(claim->since_ms), when(claim->until_ms));
+    }
+    if (claim->stage == "run") {
+        return fmt::format("occurrence: running on {} since {}; its window ends at {}", who,
+                           when(claim->since_ms), when(claim->until_ms));
+    }
+    return fmt::format("occurrence: the run on {} at {} left without finishing (its lease ran "
+                       "out); the next caller with --once-per runs it",
+                       who, when(claim->since_ms));
+}
+
 // "2/3 held (1 expired), 4 waiting (1 stale)": dead entries never count as held or waiting.
 std::string headline(long long held, long long expired, std::optional<long long> limit,
                      long long waiting, long long stale) {
@@ -154,7 +194,8 @@ json view_json(const SemaphoreView& view) {
              {"holders", holders},
              {"waiters", waiters},
              {"admission", admission_json(view.admission)},
-             {"paused", pause_json(view.pause, view.server_now_ms)}};
+             {"paused", pause_json(view.pause, view.server_now_ms)},
+             {"occurrence", claim_json(view.claim, view.server_now_ms)}};
     out.update(time_fields("server_time", view.server_now_ms));
     return out;
 }
@@ -208,6 +249,9 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
     std::string closed = admission_line(view.admission);
     if (const std::string paused = pause_line(view.name, view.pause, now); !paused.empty()) {
         closed = closed.empty() ? paused : paused + "\n" + closed;
+    }
+    if (const std::string claimed = claim_line(view.claim); !claimed.empty()) {
+        closed = closed.empty() ? claimed : closed + "\n" + claimed;
     }
     if (view.holders.empty() && view.waiters.empty()) {
         // A stored limit is shown: an idle semaphore keeps one an operator set.
@@ -336,7 +380,8 @@ int show_all(Connection& connection, const std::string& prefix, bool as_json) {
                            {"stale_waiters", summary.stale},
                            {"oldest_holder", oldest},
                            {"admission", admission_json(summary.admission)},
-                           {"paused", pause_json(summary.pause, summary.server_now_ms)}});
+                           {"paused", pause_json(summary.pause, summary.server_now_ms)},
+                           {"occurrence", claim_json(summary.claim, summary.server_now_ms)}});
         }
         print_json(out);
         warn_unlisted(unlisted);
@@ -423,6 +468,19 @@ void print_prometheus(const std::vector<SemaphoreSummary>& summaries, const std:
         out.sample(labels(summary),
                    seconds_since(summary, summary.pause ? std::optional(summary.pause->since_ms)
                                                         : std::nullopt));
+    }
+    out.family("redsem_occurrence_done", "gauge",
+               "1 while the occurrence's run (run --once-per) has succeeded and its window lasts: "
+               "callers skip; else 0.");
+    for (const auto& summary : summaries) {
+        out.sample(labels(summary), summary.claim && summary.claim->stage == "done" ? 1LL : 0LL);
+    }
+    out.family("redsem_occurrence_until_timestamp_seconds", "gauge",
+               "When the window of the occurrence's claim (run --once-per) ends, as a Unix time "
+               "by the server's clock (0: no claim in force).");
+    for (const auto& summary : summaries) {
+        out.sample(labels(summary),
+                   summary.claim ? static_cast<double>(summary.claim->until_ms) / 1000.0 : 0.0);
     }
     out.family("redsem_oldest_wait_seconds", "gauge",
                "How long the waiter at the head of the queue has waited (0: nobody waits).");

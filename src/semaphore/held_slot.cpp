@@ -19,20 +19,33 @@ HeldSlot::~HeldSlot() {
 }
 
 bool HeldSlot::release(std::optional<int> exit_status) {
+    return release(exit_status, false, Milliseconds{0}) == ReleaseOutcome::released;
+}
+
+ReleaseOutcome HeldSlot::release_once(int exit_status, Milliseconds beyond_lease) {
+    return release(exit_status, true, exit_status == 0 ? beyond_lease : Milliseconds{0});
+}
+
+ReleaseOutcome HeldSlot::release(std::optional<int> exit_status, bool once,
+                                 Milliseconds beyond_lease) {
     if (m_semaphore == nullptr) {
-        return false;
+        return ReleaseOutcome::not_found;
     }
     Semaphore* semaphore = m_semaphore;
     m_semaphore = nullptr;
     // While the lease lasts (after it the server hands the slot on by itself): a failover, a
     // slot migration or a connection that died while idle is retried; a Redis that cannot be
-    // reached at all is not waited for (a release at exit would hold up the caller).
+    // reached at all is not waited for (a release at exit would hold up the caller). A run's
+    // success that must reach its occurrence's claim is worth waiting for beyond the lease,
+    // also through a Redis that refuses connections while it restarts (it was reached before:
+    // the slot was granted).
     const auto lease_left = std::chrono::ceil<Milliseconds>(m_lease.ends_by() - BootClock::now());
-    RetryPolicy retries(std::max(lease_left, Milliseconds{0}));
+    const bool keep_trying = beyond_lease > Milliseconds{0};
+    RetryPolicy retries(std::max(lease_left, Milliseconds{0}) + beyond_lease, RetryPolicy::k_calls,
+                        keep_trying);
     for (;;) {
         try {
-            return semaphore->release(m_lease.token, Releaser::owner, exit_status) ==
-                   ReleaseOutcome::released;
+            return semaphore->release(m_lease.token, Releaser::owner, exit_status, once);
         } catch (const Error& error) {
             // A second try after a lost reply finds nothing to release, which is fine.
             const std::optional<Milliseconds> delay = retries.after(error);

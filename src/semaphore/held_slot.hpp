@@ -24,7 +24,16 @@ public:
     // `exit_status`: the status of `run`'s command, kept with the released event.
     bool release(std::optional<int> exit_status = std::nullopt);
 
+    // The release of a `run --once-per` whose command ended with `exit_status`: as release(),
+    // but a success marks the occurrence done even when the lease ran out before the release
+    // came (ReleaseOutcome::late_*), so the release of a success keeps trying through a Redis
+    // out of reach for up to `beyond_lease` after the lease's end. Throws Error when Redis
+    // could not be reached in time or refused.
+    ReleaseOutcome release_once(int exit_status, Milliseconds beyond_lease);
+
 private:
+    ReleaseOutcome release(std::optional<int> exit_status, bool once, Milliseconds beyond_lease);
+
     Semaphore* m_semaphore; // null once released or moved from
     Lease m_lease;
 };

@@ -36,14 +36,17 @@ struct Event {
     std::optional<long long> slot;  // the lowest of `slots`
     std::vector<long long> slots{}; // every slot of the grant (--slots K)
     std::optional<long long> fence;
-    std::optional<long long> duration_ms;  // waited (acquired, left, dropped), held, or paused
-                                           // (resumed)
-    std::optional<HolderMeta> meta;        // nullopt when unknown; paused, resumed: by whom
-    std::optional<long long> until_ms;     // paused: when it ends (nullopt: until resumed)
-    std::optional<long long> exit_status;  // released by `run`: its command's exit status
-    std::string skipped;                   // skipped: "busy" (-w 0), "closed" or "paused" (a
-                                           // slot was free, admission was not), "ran" or
-                                           // "running" (a claim of the occurrence: --once-per)
+    std::optional<long long> duration_ms; // waited (acquired, left, dropped), held, or paused
+                                          // (resumed)
+    std::optional<HolderMeta> meta;       // nullopt when unknown; paused, resumed: by whom
+    std::optional<long long> until_ms;    // paused: when it ends (nullopt: until resumed)
+    std::optional<long long> exit_status; // released by `run`: its command's exit status
+    std::string late;    // released by `run --once-per` after its lease ran out: what became of
+                         // the claim, "done" (marked done all the same), "taken" (another run
+                         // claimed the occurrence since) or "gone" (lost, or cleared); else ""
+    std::string skipped; // skipped: "busy" (-w 0), "closed" or "paused" (a
+                         // slot was free, admission was not), "ran" or
+                         // "running" (a claim of the occurrence: --once-per)
     std::vector<SkippedFor> skipped_for{}; // skipped: the holders, or the claim
     std::optional<long long> limit_from;   // limit: nullopt for a new semaphore
     std::optional<long long> limit_to;

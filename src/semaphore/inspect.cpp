@@ -91,7 +91,8 @@ SemaphoreSummary summary_of(Connection& connection, std::string_view prefix,
                              .stale = view.stale,
                              .history = view.history,
                              .server_now_ms = view.server_now_ms,
-                             .pause = std::move(view.pause)};
+                             .pause = std::move(view.pause),
+                             .claim = std::move(view.claim)};
     if (view.oldest) {
         summary.oldest = std::move(view.oldest->record);
     }
@@ -168,6 +169,7 @@ SemaphoreView inspect(Connection& connection, std::string_view prefix, std::stri
             view.server_now_ms = page.server_now_ms;
             view.exclusive = page.exclusive;
             view.pause = page.pause;
+            view.claim = page.claim;
             view.held = page.held;
             view.expired = page.expired;
             view.waiting = page.waiting;

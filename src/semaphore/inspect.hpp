@@ -39,6 +39,7 @@ struct SemaphoreView {
     long long stale = 0;
     AdmissionState admission{};   // closed after a possible loss of data?
     std::optional<Pause> pause{}; // paused now (redsem pause)?
+    std::optional<Claim> claim{}; // the occurrence's (run --once-per), while its window lasts
     std::string exclusive{};      // the token of an --exclusive holder ("": none)
 };
 
@@ -68,6 +69,7 @@ struct SemaphoreSummary {
     long long server_now_ms = 0;  // the clock of the server (cluster node) that holds it
     AdmissionState admission{};   // closed after a possible loss of data?
     std::optional<Pause> pause{}; // paused now (redsem pause)?
+    std::optional<Claim> claim{}; // the occurrence's (run --once-per), while its window lasts
     // Set when a key of another type is at one of its names (a key made by hand): which key,
     // and what it holds. The semaphore cannot be read then, and the other fields say nothing.
     std::string unreadable{};

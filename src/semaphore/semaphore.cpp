@@ -554,18 +554,18 @@ void Semaphore::release_quietly(const std::string& token) noexcept {
 }
 
 ReleaseOutcome Semaphore::release(const std::string& token, Releaser by,
-                                  std::optional<int> exit_status) {
+                                  std::optional<int> exit_status, bool once) {
     // Through sentinels, not to a former master that still takes writes after a failover
     // (unless a sentinel named it just now: a quick `run` pays no extra round trip).
     m_connection.primary_changed(k_release_recheck);
-    return release_here(token, by, exit_status);
+    return release_here(token, by, exit_status, once);
 }
 
 ReleaseOutcome Semaphore::release_here(const std::string& token, Releaser by,
-                                       std::optional<int> exit_status) {
-    return wire::decode_release(run(scripts::k_release_script,
-                                    wire::release_args(token, by == Releaser::owner, exit_status),
-                                    Proof::admits));
+                                       std::optional<int> exit_status, bool once) {
+    return wire::decode_release(
+        run(scripts::k_release_script,
+            wire::release_args(token, by == Releaser::owner, exit_status, once), Proof::admits));
 }
 
 std::optional<Renewal> Semaphore::renew(const std::string& token, std::optional<Milliseconds> ttl,

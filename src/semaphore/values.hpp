@@ -79,6 +79,16 @@ struct Pause {
     long long until_ms = 0; // server clock; 0: until resumed
 };
 
+// The claim of a `run --once-per` occurrence while its window lasts (lua/lib/occurrence.lua).
+struct Claim {
+    std::string token;      // the run that claimed it
+    std::string stage;      // "run" (it holds its slot), "done" (it succeeded), or "lapsed" (it
+                            // left without a release of its own: the next caller runs)
+    long long since_ms = 0; // its grant (server clock)
+    long long until_ms = 0; // the window's end (server clock)
+    HolderMeta by{};        // who ran it
+};
+
 // The pause in force, as a reply that refused a slot said.
 struct PauseSeen {
     HolderMeta by;                       // who paused; by.label is the reason
@@ -239,7 +249,10 @@ struct PauseInfo {
     long long due_in_ms = -1; // when a lease or a waiter's liveness may run out; -1: none
 };
 
-// What release.lua did with a token.
-enum class ReleaseOutcome { released, left_queue, not_found };
+// What release.lua did with a token. The late release of a `run --once-per` whose command
+// succeeded after its lease ran out finds nothing to release, and says what became of its
+// occurrence's claim: marked done all the same (late_done), claimed by another run since
+// (late_taken), or gone (late_gone: Redis lost it with its data, or it was cleared).
+enum class ReleaseOutcome { released, left_queue, not_found, late_done, late_taken, late_gone };
 
 } // namespace redsem

@@ -234,17 +234,33 @@ HandOver decode_hand_over(const std::string& payload) {
 // ---- release.lua, renew.lua ---------------------------------------------------------------
 
 std::vector<std::string> release_args(const std::string& token, bool own,
-                                      std::optional<int> exit_status) {
-    return {token, own ? "own" : "other", exit_status ? std::to_string(*exit_status) : ""};
+                                      std::optional<int> exit_status, bool once) {
+    return {token, own ? "own" : "other", exit_status ? std::to_string(*exit_status) : "",
+            once ? "once" : ""};
 }
 
 ReleaseOutcome decode_release(const Reply& reply) {
-    const std::string& kind = Fields(reply, "release.lua").kind();
+    const Fields fields(reply, "release.lua");
+    const std::string& kind = fields.kind();
     if (kind == "released") {
         return ReleaseOutcome::released;
     }
     if (kind == "left_queue") {
         return ReleaseOutcome::left_queue;
+    }
+    if (kind == "not_found" && fields.has("occurrence")) {
+        const std::string& claim = fields.string("occurrence");
+        if (claim == "done") {
+            return ReleaseOutcome::late_done;
+        }
+        if (claim == "taken") {
+            return ReleaseOutcome::late_taken;
+        }
+        if (claim == "gone") {
+            return ReleaseOutcome::late_gone;
+        }
+        throw InternalError(
+            fmt::format("unexpected claim '{}' in a release reply", printable(claim)));
     }
     if (kind == "not_found") {
         return ReleaseOutcome::not_found;
@@ -394,6 +410,13 @@ View decode_view(const Reply& reply) {
         view.pause = Pause{.by = parse_meta(fields.string("paused")),
                            .since_ms = fields.integer("paused_since_ms"),
                            .until_ms = fields.integer("paused_until_ms")};
+    }
+    if (fields.has("claim_token")) {
+        view.claim = Claim{.token = fields.string("claim_token"),
+                           .stage = fields.string("claim_stage"),
+                           .since_ms = fields.integer("claim_since_ms"),
+                           .until_ms = fields.integer("claim_until_ms"),
+                           .by = parse_meta(fields.string("claim_by"))};
     }
     if (fields.has("held")) {
         view.holders = fields.integer("holders");

@@ -136,8 +136,10 @@ HandOver decode_hand_over(const std::string& payload);
 
 // ---- release.lua, renew.lua ---------------------------------------------------------------
 
+// `once`: the release of a `run --once-per`, whose success is kept with its claim even
+// after its lease ran out.
 std::vector<std::string> release_args(const std::string& token, bool own,
-                                      std::optional<int> exit_status);
+                                      std::optional<int> exit_status, bool once);
 ReleaseOutcome decode_release(const Reply& reply);
 
 std::vector<std::string> renew_args(const std::string& token, std::optional<Milliseconds> ttl,
@@ -199,6 +201,7 @@ struct View {
     std::optional<long long> limit{}; // nullopt: none stored, or one this redsem cannot read
     std::string exclusive{};          // the token of an --exclusive holder ("": none)
     std::optional<Pause> pause{};     // in force now
+    std::optional<Claim> claim{};     // the occurrence's, while its window lasts
     long long holders = 0;            // live ones
     long long held = 0;               // slots of live holders
     long long expired = 0;            // dead holders not pruned yet

@@ -70,7 +70,7 @@ private:
 
 ScriptCall release_call(const Keys& keys, const std::string& token) {
     return ScriptCall{scripts::k_release_script, keys.script_keys(),
-                      keys.script_args(wire::release_args(token, true, std::nullopt))};
+                      keys.script_args(wire::release_args(token, true, std::nullopt, false))};
 }
 
 ScriptCall renew_call(const Keys& keys, const std::string& token) {

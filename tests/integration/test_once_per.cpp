@@ -354,11 +354,15 @@ TEST_CASE("a try refused with a slot free, while admission is closed or paused, 
 
 TEST_CASE("run --once-per refuses a window it cannot keep") {
     RedisServer server;
-    for (const char* window : {"0", "500ms", "367d", "soon", ""}) {
+    for (const char* window : {"0", "500ms", "367d", "soon", "", "20", "1.5"}) {
         INFO(window);
         const auto refused =
             run_redsem({"run", "--once-per", window, "job", "--", "true"}, env_for(server));
         CHECK(refused.exit_code == 64);
         CHECK(first_line(refused.err).starts_with("redsem: error: --once-per: "));
     }
+    // A bare number, which other durations take as seconds, names the unit it lacks.
+    const auto bare = run_redsem({"run", "--once-per", "20", "job", "--", "true"}, env_for(server));
+    CHECK(first_line(bare.err) == "redsem: error: --once-per: '20' has no unit; give the window "
+                                  "with one, as in 20h, 20m or 20s (units: s, m, h, d)");
 }

@@ -74,7 +74,7 @@ inline ReleaseOutcome release_by_script(Connection& client, const Keys& keys,
                                         const std::string& token) {
     return wire::decode_release(
         client.eval({scripts::k_release_script, keys.script_keys(),
-                     keys.script_args(wire::release_args(token, false, std::nullopt))}));
+                     keys.script_args(wire::release_args(token, false, std::nullopt, false))}));
 }
 
 // The kind of a script's reply ("ok", "wait", ...; see semaphore/wire.hpp).

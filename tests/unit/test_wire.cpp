@@ -196,6 +196,16 @@ TEST_CASE("renew, release, limit, pause, admission, lost and gc replies") {
               ReleaseOutcome::left_queue);
         CHECK(decode_release(sent_by(release, {{"kind", bulk("not_found")}})) ==
               ReleaseOutcome::not_found);
+        // A late release of a successful run --once-per: what became of its claim.
+        for (const auto& [claim, outcome] : {std::pair{"done", ReleaseOutcome::late_done},
+                                             {"taken", ReleaseOutcome::late_taken},
+                                             {"gone", ReleaseOutcome::late_gone}}) {
+            CHECK(decode_release(sent_by(release, {{"kind", bulk("not_found")},
+                                                   {"occurrence", bulk(claim)}})) == outcome);
+        }
+        CHECK_THROWS_AS(decode_release(sent_by(
+                            release, {{"kind", bulk("not_found")}, {"occurrence", bulk("later")}})),
+                        InternalError);
     }
     SECTION("limit") {
         const LimitInfo info =

@@ -1,0 +1,326 @@
+// One run per occurrence at the edges a fleet meets (issue 51): a done claim on a Redis that
+// evicts keys with an expiry, a success whose release comes after its lease ran out (Redis
+// hung, redsem stopped, Redis restarted without its data), and a window that ends while a
+// caller of its occurrence still waits. Real processes, real signals, a real redis-server;
+// the observer is the file each run appends to and the keys as the admin connection reads
+// them, not redsem's word.
+#include <catch2/catch.hpp>
+
+#include "support/helpers.hpp"
+
+#include <csignal>
+#include <cstdlib>
+#include <thread>
+
+using namespace redsem;
+using namespace redsem::test;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int k_lost = 76; // ExitCode::lost
+
+// `redsem run [options] NAME -- sh -c 'echo WHO >> FILE; BODY'`.
+std::vector<std::string> job(std::vector<std::string> options, const std::string& name,
+                             const std::string& who, const std::string& file,
+                             const std::string& body = "true") {
+    options.insert(options.begin(), "run");
+    options.insert(options.end(),
+                   {name, "--", "sh", "-c", "echo " + who + " >> " + file + "; " + body});
+    return options;
+}
+
+// A job body that says it started (creates `up`) and runs until `go` exists.
+std::string until_go(const std::string& up, const std::string& go) {
+    return "touch " + up + "; while [ ! -e " + go + " ]; do sleep 0.05; done";
+}
+
+void touch(const std::string& path) {
+    std::fclose(std::fopen(path.c_str(), "w"));
+}
+
+std::vector<json> events_of(const RedisServer& server, const std::string& name,
+                            const std::string& kind) {
+    std::vector<json> found;
+    for (const json& event : history_events(server, name)) {
+        if (event["event"] == kind) {
+            found.push_back(event);
+        }
+    }
+    return found;
+}
+
+// The claim of `name`'s occurrence as stored: "SINCE UNTIL TOKEN STAGE JSON", "" for none.
+std::string claim_of(Connection& admin, const std::string& name) {
+    const Reply field = admin.call({"HGET", semaphore_key(name, "state"), "occurrence"});
+    return field.is_nil() ? std::string() : field.as_string();
+}
+
+long long claim_ends_ms(Connection& admin, const std::string& name) {
+    const std::string claim = claim_of(admin, name);
+    return claim.empty() ? 0 : std::atoll(claim.c_str() + claim.find(' ') + 1);
+}
+
+// Whether the only holder of `name` has a lease that ran out by the server's clock (or none).
+bool lease_ran_out(Connection& admin, const std::string& name, const std::string& token) {
+    const Reply deadline = admin.call({"ZSCORE", semaphore_key(name, "holders"), token});
+    return deadline.is_nil() || std::atoll(deadline.as_string().c_str()) < server_time_ms(admin);
+}
+
+std::string only_holder(Connection& admin, const std::string& name) {
+    return admin.call({"ZRANGE", semaphore_key(name, "holders"), "0", "0"}).at(0).as_string();
+}
+
+long long evicted_keys(Connection& admin) {
+    return std::stoll(info_field(admin, "stats", "evicted_keys"));
+}
+
+} // namespace
+
+TEST_CASE("a done claim is kept from eviction under every volatile policy until its window "
+          "ends, and the next host skips after cache traffic evicted keys") {
+    for (const std::string policy : {"volatile-lru", "volatile-ttl", "volatile-random"}) {
+        DYNAMIC_SECTION(policy) {
+            RedisServer::Options options;
+            options.extra_args = {"--maxmemory", "3mb", "--maxmemory-policy", policy};
+            RedisServer server(options);
+            Connection admin = server.admin();
+            const Scratch scratch;
+            const std::string ran = scratch.path("ran");
+            const EnvChanges env = env_for(server);
+            REQUIRE(
+                run_redsem(job({"--once-per", "20h", "-q"}, "nightly", "a", ran), env).exit_code ==
+                0);
+            // Idle, with a claim in force: nothing of it carries an expiry.
+            CHECK(admin.call({"PTTL", semaphore_key("nightly", "state")}).as_integer() == -1);
+            // Cache traffic with ordinary expiries, well past maxmemory.
+            const std::string value(20 * 1024, 'x');
+            const long long before = evicted_keys(admin);
+            for (int i = 0; i < 600; ++i) {
+                (void)admin.command(std::vector<std::string>{"SET", "cache:" + std::to_string(i),
+                                                             value, "EX", "600"});
+            }
+            REQUIRE(evicted_keys(admin) > before);
+            CHECK(claim_of(admin, "nightly").find(" done ") != std::string::npos);
+            const auto host_c =
+                run_redsem(job({"--once-per", "20h", "-q", "-w", "0"}, "nightly", "c", ran), env);
+            INFO(host_c.err);
+            CHECK(host_c.exit_code == 0);
+            CHECK(read_file(ran) == "a\n");
+        }
+    }
+}
+
+TEST_CASE("a claim's keys get their expiry back once its window ended, and gc then deletes "
+          "the idle semaphore") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const EnvChanges env = env_for(server);
+    REQUIRE(run_redsem(job({"--once-per", "2s"}, "brief", "a", ran), env).exit_code == 0);
+    const long long ends = claim_ends_ms(admin, "brief");
+    REQUIRE(ends > 0);
+    const std::string state = semaphore_key("brief", "state");
+    REQUIRE(run_redsem({"gc", "brief"}, env).exit_code == 0);
+    if (server_time_ms(admin) < ends) {
+        CHECK(admin.call({"PTTL", state}).as_integer() == -1); // kept, and pinned
+        CHECK(admin.call({"EXISTS", state}).as_integer() == 1);
+    }
+    REQUIRE(wait_until([&] { return server_time_ms(admin) >= ends; }, 20s));
+    // Any later call gives the keys their expiry back: a caller without --once-per, say.
+    REQUIRE(run_redsem(job({}, "brief", "b", ran), env).exit_code == 0);
+    CHECK(admin.call({"PTTL", state}).as_integer() > 0);
+    REQUIRE(run_redsem({"gc", "brief"}, env).exit_code == 0);
+    CHECK(admin.call({"EXISTS", state}).as_integer() == 0);
+}
+
+TEST_CASE("a success whose release comes after its lease ran out, while Redis hung, marks the "
+          "occurrence done, and the next host skips") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const std::string up = scratch.path("up");
+    const std::string go = scratch.path("go");
+    const EnvChanges env = env_for(server);
+    Child host_a(job({"--once-per", "1h", "--ttl", "3s", "-q"}, "late", "a", ran, until_go(up, go)),
+                 env);
+    REQUIRE(wait_for_file(up, 20s));
+    const std::string token = only_holder(admin, "late");
+    const long long deadline = std::atoll(
+        admin.call({"ZSCORE", semaphore_key("late", "holders"), token}).as_string().c_str());
+    const long long lease_left = deadline - server_time_ms(admin);
+    server.signal(SIGSTOP); // Redis hangs: no renewal, no release can land
+    const auto stopped_at = std::chrono::steady_clock::now();
+    touch(go); // the job ends with status 0 while Redis cannot answer
+    // Redis's clock runs on while it is stopped: once the lease's time has passed here, it has
+    // run out by the server's clock too. (Nothing to poll while the server is stopped.)
+    std::this_thread::sleep_until(stopped_at + std::chrono::milliseconds(lease_left + 500));
+    server.signal(SIGCONT);
+    const auto result = host_a.wait(60s);
+    INFO(result.err);
+    CHECK(result.exit_code == 0);
+    CHECK(claim_of(admin, "late").find(" done ") != std::string::npos);
+    const auto host_b = run_redsem(job({"--once-per", "1h", "-w", "0"}, "late", "b", ran), env);
+    INFO(host_b.err);
+    CHECK(host_b.exit_code == 0);
+    CHECK(host_b.err.find("skipped") != std::string::npos);
+    CHECK(read_file(ran) == "a\n");
+    const auto released = events_of(server, "late", "released");
+    REQUIRE(released.size() == 1);
+    CHECK(released[0]["exit_status"] == 0);
+    CHECK(released[0]["late"] == "done");
+    CHECK(run_redsem({"log", "late"}, env).out.find("the occurrence is done") != std::string::npos);
+}
+
+TEST_CASE("a success that comes after another host took the occurrence over says so on "
+          "stderr, also with -q, exits 76, and is on record") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const std::string up = scratch.path("up");
+    const std::string go = scratch.path("go");
+    const EnvChanges env = env_for(server);
+    Child host_a(
+        job({"--once-per", "1h", "--ttl", "1s", "-q"}, "taken", "a", ran, until_go(up, go)), env);
+    REQUIRE(wait_for_file(up, 20s));
+    const std::string token = only_holder(admin, "taken");
+    host_a.signal(SIGSTOP); // redsem stopped (swap, a paused VM): its lease runs out
+    touch(go);              // the job ends with status 0 meanwhile
+    REQUIRE(wait_until([&] { return lease_ran_out(admin, "taken", token); }, 20s));
+    const auto host_b = run_redsem(job({"--once-per", "1h", "-q"}, "taken", "b", ran), env);
+    CHECK(host_b.exit_code == 0);
+    REQUIRE(read_file(ran) == "a\nb\n"); // at least once: the lapsed claim was given back
+    host_a.signal(SIGCONT);
+    const auto result = host_a.wait(60s);
+    INFO(result.err);
+    CHECK(result.exit_code == k_lost);
+    CHECK(result.err.find("another run has claimed this occurrence since") != std::string::npos);
+    bool late_on_record = false;
+    for (const json& event : events_of(server, "taken", "released")) {
+        late_on_record = late_on_record || event["late"] == "taken";
+    }
+    CHECK(late_on_record);
+}
+
+TEST_CASE("a success whose claim Redis lost while it was down says so, exits 76, and the next "
+          "host runs the job") {
+    RedisServer server; // no persistence: a restart loses the claim
+    Connection admin = server.admin();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const std::string up = scratch.path("up");
+    const std::string go = scratch.path("go");
+    const EnvChanges env = env_for(server);
+    const std::string done = scratch.path("done");
+    Child host_a(job({"--once-per", "1h", "--ttl", "3s", "-q"}, "gone", "a", ran,
+                     until_go(up, go) + "; touch " + done),
+                 env);
+    REQUIRE(wait_for_file(up, 20s));
+    server.signal(SIGSTOP); // nothing lands from here on: no renewal, no release
+    touch(go);
+    REQUIRE(wait_for_file(done, 20s)); // the job succeeded
+    server.kill();                     // and Redis goes down, and comes back without the claim
+    server.restart();
+    const auto result = host_a.wait(60s);
+    INFO(result.err);
+    CHECK(result.exit_code == k_lost);
+    CHECK(result.err.find("the occurrence's claim is gone") != std::string::npos);
+}
+
+TEST_CASE("a waiter of an occurrence skips when its run succeeds after the window ended, and "
+          "is never let in beside that run (limits 1 and 2)") {
+    for (const int limit : {1, 2}) {
+        DYNAMIC_SECTION("limit " << limit) {
+            RedisServer server;
+            Connection admin = server.admin();
+            const Scratch scratch;
+            const std::string ran = scratch.path("ran");
+            const std::string up = scratch.path("up");
+            const std::string go = scratch.path("go");
+            const EnvChanges env = env_for(server);
+            const std::string n = std::to_string(limit);
+            Child host_a(
+                job({"--once-per", "2s", "-n", n, "-q"}, "short", "a", ran, until_go(up, go)), env);
+            REQUIRE(wait_for_file(up, 20s));
+            const long long ends = claim_ends_ms(admin, "short");
+            REQUIRE(ends > 0);
+            Child host_b(job({"--once-per", "2s", "-n", n, "-q"}, "short", "b", ran), env);
+            const std::string queue = semaphore_key("short", "queue");
+            const std::string alive = semaphore_key("short", "alive");
+            REQUIRE(wait_until([&] { return zcard(admin, queue) == 1; }, 20s));
+            const std::string waiter = admin.call({"ZRANGE", queue, "0", "0"}).at(0).as_string();
+            // Past the window's end, and until the waiter refreshed its place after it: it
+            // still waits, and nobody holds a slot beside the run.
+            REQUIRE(wait_until([&] { return server_time_ms(admin) > ends; }, 20s));
+            const Reply seen = admin.call({"ZSCORE", alive, waiter});
+            REQUIRE_FALSE(seen.is_nil());
+            const std::string refreshed_before = seen.as_string();
+            REQUIRE(wait_until(
+                [&] {
+                    const Reply now = admin.call({"ZSCORE", alive, waiter});
+                    return now.is_nil() || now.as_string() != refreshed_before;
+                },
+                20s));
+            CHECK(zcard(admin, semaphore_key("short", "holders")) == 1);
+            CHECK(read_file(ran) == "a\n");
+            touch(go);
+            const auto a = host_a.wait(30s);
+            CHECK(a.exit_code == 0);
+            CHECK(a.err.find("longer than its --once-per window of 2s") != std::string::npos);
+            const auto b = host_b.wait(30s);
+            INFO(b.err);
+            CHECK(b.exit_code == 0);
+            CHECK(read_file(ran) == "a\n");
+        }
+    }
+}
+
+TEST_CASE("status shows the claim of an occurrence in force, idle or running, in the table, "
+          "JSON and Prometheus") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const std::string up = scratch.path("up");
+    const std::string go = scratch.path("go");
+    const EnvChanges env = env_for(server);
+    Child host_a(job({"--once-per", "20h", "-q", "--label", "nightly backup"}, "shown", "a", ran,
+                     until_go(up, go)),
+                 env);
+    REQUIRE(wait_for_file(up, 20s));
+    const json running = json::parse(run_redsem({"status", "shown", "--json"}, env).out);
+    CHECK(running["occurrence"]["stage"] == "run");
+    CHECK(running["occurrence"]["label"] == "nightly backup");
+    CHECK(running["occurrence"]["token"] == only_holder(admin, "shown"));
+    touch(go);
+    REQUIRE(host_a.wait(30s).exit_code == 0);
+
+    const auto table = run_redsem({"status", "shown"}, env);
+    INFO(table.out);
+    CHECK(table.out.find("shown: no holders and no waiters") == 0);
+    CHECK(table.out.find("occurrence: ran on ") != std::string::npos);
+    CHECK(table.out.find("'nightly backup') at ") != std::string::npos);
+    CHECK(table.out.find("and succeeded; callers with --once-per skip until ") !=
+          std::string::npos);
+    const json done = json::parse(run_redsem({"status", "shown", "--json"}, env).out);
+    CHECK(done["occurrence"]["stage"] == "done");
+    CHECK(done["occurrence"]["until_ms"].get<long long>() -
+              done["occurrence"]["since_ms"].get<long long>() ==
+          20 * 3600'000LL);
+    const json listed = json::parse(run_redsem({"status", "--json"}, env).out);
+    REQUIRE(listed.size() == 1);
+    CHECK(listed[0]["occurrence"]["stage"] == "done");
+    const std::string metrics = run_redsem({"status", "--format", "prometheus"}, env).out;
+    CHECK(metrics.find("redsem_occurrence_done{prefix=\"redsem\",name=\"shown\"} 1\n") !=
+          std::string::npos);
+    // Without a claim: none shown.
+    REQUIRE(run_redsem({"run", "plain", "--", "true"}, env).exit_code == 0);
+    CHECK(json::parse(run_redsem({"status", "plain", "--json"}, env).out)["occurrence"].is_null());
+    CHECK(run_redsem({"status", "--format", "prometheus"}, env)
+              .out.find("redsem_occurrence_done{prefix=\"redsem\",name=\"plain\"} 0\n") !=
+          std::string::npos);
+}
