@@ -142,7 +142,7 @@ local function collected(deadline)
         local claim = occurrence_taken(call, state, now, token)
         if claim then
             remove_holder(call, state, token, info, now, true)
-            log_skip(call, state, now, token, json, claim.done and 'ran' or 'running', claim)
+            log_skip(call, state, now, token, json, skip_why(claim), claim)
             return skip_reply(claim, now)
         end
         if string.match(state.occurrence or '', '^%d+ %d+ (%S+)') ~= token then
@@ -201,7 +201,7 @@ if window then
         if known and redis.call('ZSCORE', call.k_queue, token) then
             remove_waiter(call, state, token, now)
         end
-        log_skip(call, state, now, token, json, claim.done and 'ran' or 'running', claim)
+        log_skip(call, state, now, token, json, skip_why(claim), claim)
         return skip_reply(claim, now)
     end
 end
@@ -275,6 +275,12 @@ local function grant(held, waited)
         -- A run of the occurrence holds another slot (a limit above 1): this caller waits for
         -- its end in the queue (see hand_over()); one that would not wait skipped above.
         return nil
+    end
+    local doubt = window and occurrence_doubt(call, state, now, token, started, json)
+    if doubt then
+        -- At most once: a run whose outcome is unknown may have done the work.
+        log_skip(call, state, now, token, json, doubt.why, doubt)
+        return skip_reply(doubt, now)
     end
     if held == 0 then
         redis.call('DEL', call.k_slots) -- all slots are free: forget any stale bits

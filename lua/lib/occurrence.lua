@@ -2,15 +2,17 @@
 -- state hash's field `occurrence`, and the skips it causes.
 -- Provides: occurrence_window(json), parse_claim(state),
 --   occurrence_taken(call, state, now, token, started),
+--   occurrence_doubt(call, state, now, token, started, json),
 --   claim_occurrence(call, state, now, token, json), settle_occurrence(call, state, token,
 --   status), settle_late_success(call, state, token), skip_reply(claim, now), holders_of(call),
 --   log_skip(call, state, now, token, json, why, by, cause).
--- Uses the protocol's ONCE_PER_FIELD.
+-- Uses the protocol's ONCE_PER_FIELD and AT_MOST_ONCE_FIELD.
 --- @include "call"
 --- @include "state"
 --- @include "lifetime"
 --- @include "records"
 --- @include "history"
+--- @include "epoch"
 --
 -- A caller that asks for one run per WINDOW says so in its metadata JSON ("once_per":MS, which
 -- the client writes compactly, so inside a string the field would be escaped and not match),
@@ -29,8 +31,13 @@
 -- (settle_late_success()). While the claim is in force the keys have no expiry (see
 -- claim_in_force()). Callers without a WINDOW ignore the claim. An older redsem neither knows
 -- the field nor takes `--once-per`.
+-- A caller that asks for at most one run ("at_most_once":true, run --at-most-once) also skips
+-- where a run's outcome is unknown: when the run that claimed its occurrence lapsed, and when
+-- Redis may have lost data since the window could have begun (a claim may have gone with it),
+-- see occurrence_doubt(). A run that failed is a known outcome: the next caller runs.
 
 local ONCE_PATTERN = '"' .. ONCE_PER_FIELD .. '":(%d+)'
+local AT_MOST_ONCE_MARK = '"' .. AT_MOST_ONCE_FIELD .. '":true'
 -- How many holders a skip because the semaphore was full names in the history.
 local SKIP_NAMES_HOLDERS = 3
 
@@ -72,6 +79,32 @@ local function occurrence_taken(call, state, now, token, started)
     end
     claim.done = claim.stage == 'done'
     return claim
+end
+
+-- For a caller that started at `started` (nil: `now`) with metadata `json` that asks for at most
+-- one run per occurrence, and that no claim in force keeps out (occurrence_taken() found
+-- none): why it skips all the same, as a claim-like table {why, since, till, token, json,
+-- cause}: 'lapsed' (the claim in force is of a run that left without finishing: it may have
+-- done its work), or 'lost' (the epoch records a possible loss of data, of `cause`, at `since`,
+-- after the window could have begun; the next run may start at `till`). nil when neither, for
+-- a caller that did not ask, and when this call cannot tell the epoch (no INFO, no proof: its
+-- admission waits for one).
+local function occurrence_doubt(call, state, now, token, started, json)
+    if not string.find(json, AT_MOST_ONCE_MARK, 1, true) then
+        return nil
+    end
+    local window = occurrence_window(json)
+    local claim = parse_claim(state)
+    if claim and claim.token ~= token and (started or now) < claim.till and claim.stage ~= 'done' then
+        claim.why = 'lapsed'
+        return claim
+    end
+    local epoch = read_epoch(call, now)
+    if epoch.unknown or epoch.lost_at == 0 or epoch.lost_at <= now - window then
+        return nil
+    end
+    return {why = 'lost', since = epoch.lost_at, till = epoch.lost_at + window, token = '-',
+            json = '{}', cause = epoch.cause}
 end
 
 -- `token`, granted at `now` with metadata `json`, claims the occurrence when `json` asks for
@@ -127,10 +160,17 @@ local function settle_late_success(call, state, token)
     return 'done'
 end
 
--- The reply to a caller that skips because of `claim` (occurrence_taken()).
+-- Why a caller skips because of `claim` (occurrence_taken(), occurrence_doubt()): 'ran',
+-- 'running', 'lapsed' or 'lost'.
+local function skip_why(claim)
+    return claim.why or (claim.done and 'ran' or 'running')
+end
+
+-- The reply to a caller that skips because of `claim` (occurrence_taken(), occurrence_doubt();
+-- cause: a loss's).
 local function skip_reply(claim, now)
-    return {'kind', 'skipped', 'why', claim.done and 'ran' or 'running', 'token', claim.token,
-            'since_ms', claim.since, 'until_ms', claim.till, 'by', claim.json, 'now_ms', now}
+    return {'kind', 'skipped', 'why', skip_why(claim), 'token', claim.token, 'since_ms', claim.since,
+            'until_ms', claim.till, 'by', claim.json, 'now_ms', now, 'cause', claim.cause or ''}
 end
 
 -- The holders whose leases end first, SKIP_NAMES_HOLDERS at most, as log_skip() takes them.
@@ -153,17 +193,24 @@ local function with_fields(json, text)
     return string.sub(json, 1, -2) .. text .. '}'
 end
 
--- Logs that `token` (metadata `json`) skipped: `why` is 'ran' or 'running' (`by` is the claim),
--- 'busy' (`by` is a list of holders' {token, since, json}), or 'closed' or 'paused' (a slot was
--- free, but admission was closed for `cause`, or paused; `by` is empty). The event's JSON is
--- the caller's, with "skipped" (why), "by": the claim's or the holders' metadata, each with its
--- token and since_ms, and for a claim its until_ms; and for 'closed', "cause".
+-- Logs that `token` (metadata `json`) skipped: `why` is 'ran', 'running' or 'lapsed' (`by` is
+-- the claim), 'lost' (`by` is occurrence_doubt()'s), 'busy' (`by` is a list of holders'
+-- {token, since, json}), or 'closed' or 'paused' (a slot was free, but admission was closed for
+-- `cause`, or paused; `by` is empty). The event's JSON is the caller's, with "skipped" (why),
+-- "by": the claim's or the holders' metadata, each with its token and since_ms, and for a
+-- claim its until_ms; for 'closed' and 'lost', "cause"; and for 'lost' "lost_at_ms".
 local function log_skip(call, state, now, token, json, why, by, cause)
     if state.history <= 0 or string.sub(json, -1) ~= '}' then
         return
     end
     local whom = {}
-    for _, one in ipairs((why == 'ran' or why == 'running') and {by} or by) do
+    local claimed = why == 'ran' or why == 'running' or why == 'lapsed'
+    if why == 'lost' then
+        -- No claim to name: when the loss was, and its cause.
+        json = with_fields(json, ',"lost_at_ms":' .. int_str(by.since or 0))
+        by, cause = {}, by.cause
+    end
+    for _, one in ipairs(claimed and {by} or by) do
         if string.sub(one.json, 1, 1) == '{' and string.sub(one.json, -1) == '}' then
             whom[#whom + 1] = with_fields(one.json, ',"token":"' .. one.token .. '","since_ms":' ..
                                           int_str(one.since or 0) ..
@@ -171,7 +218,7 @@ local function log_skip(call, state, now, token, json, why, by, cause)
         end
     end
     local fields = ',"skipped":"' .. why .. '","by":[' .. table.concat(whom, ',') .. ']'
-    if why == 'closed' and cause then
+    if (why == 'closed' or why == 'lost') and cause then
         fields = fields .. ',"cause":"' .. cause .. '"'
     end
     log_event(call, state, now, 'skipped', token .. ' - - - ' .. with_fields(json, fields))

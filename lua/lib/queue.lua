@@ -190,7 +190,7 @@ end
 -- told by its ":left" list, with the claim.
 local function skip_waiter(call, state, token, waiter, now, claim)
     local alive_until = tonumber(redis.call('ZSCORE', call.k_alive, token)) or now
-    local why = claim.done and 'ran' or 'running'
+    local why = skip_why(claim)
     remove_waiter(call, state, token, now)
     log_skip(call, state, now, token, waiter.json, why, claim)
     if not call.asked then
@@ -229,10 +229,12 @@ local function hand_over(call, state, slot, now, bit_set, room)
         end
         local waiter = parse_info(redis.call('HGET', k_info, token))
         local weight = waiter and waiter.kind == 'w' and weight_of(waiter, limit)
-        local claim = weight and occurrence_window(waiter.json) and
-                      occurrence_taken(call, state, now, token, waiter.since)
-        if claim and claim.done then
-            skip_waiter(call, state, token, waiter, now, claim)
+        local window = weight and occurrence_window(waiter.json)
+        local claim = window and occurrence_taken(call, state, now, token, waiter.since)
+        local doubt = window and not claim and
+                      occurrence_doubt(call, state, now, token, waiter.since, waiter.json)
+        if (claim and claim.done) or doubt then
+            skip_waiter(call, state, token, waiter, now, claim or doubt)
         elseif claim then
             -- Another run of the occurrence holds a slot (a limit above 1): the head waits for
             -- its end, when that run's release hands it the slot or passes it over. FIFO: nobody

@@ -119,4 +119,15 @@ json pause_json(const std::optional<Pause>& pause, long long server_now_ms) {
                                : json(nullptr)}};
 }
 
+std::string_view loss_cause_text(std::string_view cause) {
+    return cause == "start"      ? "Redis has no record of redsem (started without its data?)"
+           : cause == "unproven" ? "the Redis process could not show it had seen redsem's records"
+           : cause == "evicted"
+               ? "Redis may have evicted redsem's keys (an evicting maxmemory-policy)"
+           : cause == "declared"
+               ? "an operator declared that Redis may have lost data (redsem lost)"
+           : cause == "change" ? "Redis restarted or another server took over"
+                               : cause;
+}
+
 } // namespace redsem::cli

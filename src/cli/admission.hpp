@@ -25,6 +25,10 @@ std::string admission_line(const AdmissionState& admission);
 std::string pause_text(const std::string& name, const HolderMeta& by, Milliseconds age,
                        std::optional<Milliseconds> ends_in);
 
+// What a loss of data of `cause` (AdmissionState's: a closed event's, a skip's) was, in words;
+// a cause this release does not know (a newer one's) as it is.
+std::string_view loss_cause_text(std::string_view cause);
+
 // A pause as JSON: {"by": {"user", "host", "pid", "ci"}, "reason", "since_ms", "since",
 // "until_ms", "until", "age_ms", "ends_in_ms"}; the until fields null for a pause until
 // resumed. null when there is none.

@@ -1,3 +1,4 @@
+#include "cli/admission.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "process/signal_watch.hpp"
@@ -113,19 +114,6 @@ std::string skipped_for_text(const SkippedFor& whom) {
     return fmt::format("{} (pid {})", terminal_safe(whom.meta.host, 64), whom.meta.pid);
 }
 
-// What a loss of data of `cause` (a closed event's, or a closed skip's) was, in words; a cause
-// this release does not know (a newer one's) as it is.
-std::string_view cause_text(std::string_view cause) {
-    return cause == "start"      ? "Redis has no record of redsem (started without its data?)"
-           : cause == "unproven" ? "the Redis process could not show it had seen redsem's records"
-           : cause == "evicted"
-               ? "Redis may have evicted redsem's keys (an evicting maxmemory-policy)"
-           : cause == "declared"
-               ? "an operator declared that Redis may have lost data (redsem lost)"
-           : cause == "change" ? "Redis restarted or another server took over"
-                               : cause;
-}
-
 // "busy: held by web-1 (pid 812), web-2 (pid 77)", "ran on web-1 (pid 812) at 01:14:31,
 // window until 21:14:31", "running on web-1 (pid 812) since 01:14:31", "admission closed:
 // Redis restarted or another server took over", "paused": whom or what a skip found.
@@ -145,13 +133,25 @@ std::string skip_detail(const Event& event) {
                              : fmt::format("busy: held by {}", fmt::join(named, ", "));
     }
     if (event.skipped == "closed") {
-        return event.cause.empty() ? std::string("admission closed")
-                                   : fmt::format("admission closed: {}", cause_text(event.cause));
+        return event.cause.empty()
+                   ? std::string("admission closed")
+                   : fmt::format("admission closed: {}", loss_cause_text(event.cause));
+    }
+    if (event.skipped == "lost") {
+        // --at-most-once: the occurrence's claim may have gone with the data.
+        return fmt::format("Redis may have lost data{}{} (--at-most-once)",
+                           event.lost_at_ms ? " at " + clock(*event.lost_at_ms) : "",
+                           event.cause.empty() ? ""
+                                               : ": " + std::string(loss_cause_text(event.cause)));
     }
     if (event.skipped_for.empty()) {
         return event.skipped;
     }
     const SkippedFor& claim = event.skipped_for.front();
+    if (event.skipped == "lapsed") {
+        return fmt::format("the run on {} at {} left without finishing (--at-most-once)",
+                           skipped_for_text(claim), clock(claim.since_ms));
+    }
     if (event.skipped == "ran") {
         return fmt::format("ran on {} at {}{}", skipped_for_text(claim), clock(claim.since_ms),
                            claim.until_ms ? ", window until " + clock(*claim.until_ms) : "");
@@ -163,7 +163,7 @@ std::string skip_detail(const Event& event) {
 // admitted until 03:15:42.120": what an event adds to its kind.
 std::string detail(const Event& event) {
     if (event.kind == "closed" && event.raw.empty()) {
-        return fmt::format("{}; nobody admitted until {}", cause_text(event.cause),
+        return fmt::format("{}; nobody admitted until {}", loss_cause_text(event.cause),
                            local_time(*event.opens_at_ms));
     }
     if (event.raw.empty() && event.kind == "paused") {
@@ -285,6 +285,10 @@ json event_json(const Event& event) {
         out["by"] = std::move(by);
         if (event.skipped == "closed") {
             out["cause"] = event.cause;
+        }
+        if (event.skipped == "lost") {
+            out["cause"] = event.cause;
+            out["lost_at_ms"] = optional_json(event.lost_at_ms);
         }
     }
     out["host"] = meta ? json(meta->host) : json(nullptr);

@@ -33,6 +33,7 @@ struct RunArgs {
     Milliseconds kill_after = k_default_kill_after;
     std::optional<int> lost_exit_code;
     std::optional<Milliseconds> once_per;
+    bool at_most_once = false;
     std::optional<std::string> shell_command;
     std::vector<std::string> command;
 };
@@ -207,8 +208,13 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     const std::vector<std::string> argv = command_line(args);
     ParsedRequest parsed =
         parse_slot_request(args.request, label_for(args, argv), holder_meta("", getpid(), "run"));
+    if (args.at_most_once && !args.once_per) {
+        throw UsageError("--at-most-once needs --once-per WINDOW: it says what a lost claim of "
+                         "an occurrence means");
+    }
     if (args.once_per) {
         parsed.options.meta.once_per_ms = args.once_per->count();
+        parsed.options.meta.at_most_once = args.at_most_once;
     }
     SuperviseOptions supervise_options;
     supervise_options.stop_on_lost = args.stop_on_lost;
@@ -332,6 +338,11 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
                      "runs, skip (exit 0). A run that fails or loses its slot lets the next one "
                      "run. WINDOW needs its unit (20h, 30m)")
         ->type_name("WINDOW");
+    command.add_flag("--at-most-once", args->at_most_once,
+                     "With --once-per: also skip an occurrence whose run's outcome is unknown "
+                     "(that run left without finishing, or Redis may have lost data since the "
+                     "window could have begun), saying so even with -q. Without it a lost claim "
+                     "runs COMMAND again: at least once");
     command
         .add_option("-c,--command", args->shell_command,
                     "Run this shell command line with /bin/sh -c instead of COMMAND")

@@ -233,6 +233,21 @@ std::string skip_message(const std::string& name, const Skip& skip) {
                     by.user.empty() ? "" : ", user " + terminal_safe(by.user, 64),
                     by.label.empty() ? "" : ", '" + terminal_safe(by.label, 80) + "'");
     const auto when = [](long long ms) { return local_time(ms).substr(0, 19); };
+    if (skip.why == "lost") {
+        return fmt::format(
+            "skipped '{}': Redis may have lost data at {}{}, after this "
+            "occurrence's window could have begun, and its claim with it; with "
+            "--at-most-once the job does not run again before {}",
+            printable(name), when(skip.since_ms),
+            skip.cause.empty() ? "" : " (" + std::string(loss_cause_text(skip.cause)) + ")",
+            when(skip.until_ms));
+    }
+    if (skip.why == "lapsed") {
+        return fmt::format("skipped '{}': the run on {} at {} left without finishing (its lease "
+                           "ran out), and may have done its work; with --at-most-once the job "
+                           "does not run again before {}",
+                           printable(name), who, when(skip.since_ms), when(skip.until_ms));
+    }
     if (skip.done) {
         return fmt::format("skipped '{}': it ran on {} at {} and succeeded; the next run may "
                            "start at {} (--once-per)",
@@ -487,7 +502,10 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
         }
     } catch (const Skipped& skipped) {
         feedback.clear();
-        if (!request.quiet) {
+        // A skip because a run's outcome is unknown (--at-most-once) is said also with -q:
+        // somebody should find out whether the job ran.
+        const bool unknown = skipped.skip().why == "lost" || skipped.skip().why == "lapsed";
+        if (!request.quiet || unknown) {
             std::fprintf(stderr, "redsem: %s\n",
                          skip_message(request.name, skipped.skip()).c_str());
         }

@@ -461,7 +461,9 @@ Finding check_persistence(Connection& connection, const ServerFacts& facts,
             finding.found = "none: a restart loses every lease";
         }
         finding.found += "; redsem notices it and admits nobody for the loss grace (60s); an "
-                         "acquire token that nobody renews, with a ttl over 60s, is not covered";
+                         "acquire token that nobody renews, with a ttl over 60s, is not covered; "
+                         "and the claims of run --once-per go too, so such a job runs again "
+                         "(unless --at-most-once)";
         finding.fix = "CONFIG SET appendonly yes (appendfsync always: a restart loses nothing)";
     }
     judge_disk_errors(connection, facts, aof.value_or(false), save, finding);

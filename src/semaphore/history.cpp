@@ -46,6 +46,10 @@ void read_skip(std::string_view text, Event& event) {
     if (const auto cause = json.find("cause"); cause != json.end() && cause->is_string()) {
         event.cause = cause->get<std::string>();
     }
+    if (const auto lost = json.find("lost_at_ms");
+        lost != json.end() && lost->is_number_integer()) {
+        event.lost_at_ms = lost->get<long long>(); // "lost": a possible loss of data then
+    }
     const auto by = json.find("by");
     if (by == json.end() || !by->is_array()) {
         return;

@@ -57,6 +57,9 @@ inline constexpr long long k_state_format = 2;
 // The field of a caller's metadata JSON that asks for one run per occurrence (run --once-per):
 // its window in ms (lua/lib/occurrence.lua).
 inline constexpr std::string_view k_once_per_field = "once_per";
+// The field of a --once-per caller's metadata JSON (true) that asks for at most one run per
+// occurrence (run --at-most-once): it also skips an occurrence whose claim may have been lost.
+inline constexpr std::string_view k_at_most_once_field = "at_most_once";
 
 // While a semaphore is paused its queue holds this member behind every waiter, so that no gc
 // (also one of a release before pauses) takes it for empty. It is nobody's token (those are 32

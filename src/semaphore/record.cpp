@@ -113,6 +113,10 @@ HolderMeta parse_meta(std::string_view json) {
             window != meta.end() && window->is_number_integer()) {
             out.once_per_ms = window->get<long long>();
         }
+        if (const auto strict = meta.find(k_at_most_once_field);
+            strict != meta.end() && strict->is_boolean()) {
+            out.at_most_once = strict->get<bool>();
+        }
         if (const auto ci = meta.find("ci"); ci != meta.end() && ci->is_object()) {
             out.ci = CiJob{.system = string_field(*ci, "system"),
                            .url = string_field(*ci, "url"),

@@ -126,7 +126,8 @@ Milliseconds wake_timeout(const QueuedReply& queued, bool live_position,
 } // namespace
 
 std::string HolderMeta::to_json() const {
-    // Compact, keys sorted: lua/release.lua finds "keeper":true in it.
+    // Compact, keys sorted: lua/release.lua finds "keeper":true in it, lib/occurrence.lua
+    // "at_most_once":true.
     nlohmann::json json{
         {"host", host}, {"pid", pid}, {"pid_of", pid_of}, {"user", user}, {"label", label}};
     if (keeper) {
@@ -134,6 +135,9 @@ std::string HolderMeta::to_json() const {
     }
     if (once_per_ms) {
         json[std::string(k_once_per_field)] = *once_per_ms;
+    }
+    if (at_most_once) {
+        json[std::string(k_at_most_once_field)] = true;
     }
     if (ci) {
         json["ci"] = {

@@ -55,6 +55,9 @@ struct HolderMeta {
     // run --once-per: the window in which one run of the occurrence is enough (see
     // lua/lib/occurrence.lua, which reads it here).
     std::optional<long long> once_per_ms{};
+    // run --at-most-once (with once_per_ms): also skip an occurrence whose run's outcome is
+    // unknown (see lua/lib/occurrence.lua, which reads it here).
+    bool at_most_once = false;
 
     std::string to_json() const;
 };
@@ -117,7 +120,13 @@ struct AdmissionClosed {
 // Another run claims the occurrence that a caller of `run --once-per` asked for one run of,
 // so it skipped (lua/lib/occurrence.lua).
 struct Skip {
-    bool done = false;      // that run succeeded; else it runs still
+    bool done = false; // that run succeeded; else it runs still, or `why` says more
+    // "ran" (done), "running", or for --at-most-once "lapsed" (the run that claimed the
+    // occurrence left without finishing) or "lost" (Redis may have lost data, of `cause`, at
+    // since_ms, after the window could have begun; the next run may start at until_ms; no
+    // token, no `by`)
+    std::string why{};
+    std::string cause{};
     std::string token{};    // the claim's
     HolderMeta by{};        // who runs or ran it
     long long since_ms = 0; // when it was granted (server clock)

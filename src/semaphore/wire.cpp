@@ -187,6 +187,8 @@ AcquireReply decode_acquire(const Reply& reply) {
     }
     if (kind == "skipped") {
         return Skip{.done = fields.string("why") == "ran",
+                    .why = fields.string("why"),
+                    .cause = fields.string("cause"),
                     .token = fields.string("token"),
                     .by = parse_meta(fields.string("by")),
                     .since_ms = fields.integer("since_ms"),
@@ -208,6 +210,7 @@ std::optional<Skip> decode_left_note(const std::string& payload) {
         return std::nullopt;
     }
     return Skip{.done = parts[1] == "ran",
+                .why = std::string(parts[1]),
                 .token = std::string(parts[4]),
                 .by = parse_meta(parts[5]),
                 .since_ms = *since,

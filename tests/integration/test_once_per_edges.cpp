@@ -324,3 +324,78 @@ TEST_CASE("status shows the claim of an occurrence in force, idle or running, in
               .out.find("redsem_occurrence_done{prefix=\"redsem\",name=\"plain\"} 0\n") !=
           std::string::npos);
 }
+
+TEST_CASE("run --at-most-once skips, on record and on stderr also with -q, an occurrence whose "
+          "claim a restart lost; without it the job runs again") {
+    RedisServer server; // no persistence: a restart forgets the claim
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    EnvChanges env = env_for(server);
+    env["REDSEM_LOSS_GRACE"] = "0"; // the restarted Redis is a throwaway one: admit at once
+    const std::vector<std::string> strict{"--once-per", "1h", "--at-most-once", "-q", "-w", "0"};
+    REQUIRE(run_redsem(job(strict, "billing", "a", ran), env).exit_code == 0);
+    server.restart();
+    const auto host_b = run_redsem(job(strict, "billing", "b", ran), env);
+    INFO(host_b.err);
+    CHECK(host_b.exit_code == 0);
+    CHECK(read_file(ran) == "a\n");
+    CHECK(line_count(host_b.err) == 1);
+    CHECK(host_b.err.find("redsem: skipped 'billing': Redis may have lost data at ") == 0);
+    CHECK(host_b.err.find("--at-most-once the job does not run again before ") !=
+          std::string::npos);
+    const auto skipped = events_of(server, "billing", "skipped");
+    REQUIRE(skipped.size() == 1);
+    CHECK(skipped[0]["skipped"] == "lost");
+    CHECK(skipped[0]["cause"] == "start");
+    CHECK(skipped[0]["lost_at_ms"].is_number_integer());
+    CHECK(run_redsem({"log", "billing"}, env).out.find("Redis may have lost data at ") !=
+          std::string::npos);
+    // The default, at least once: the job runs again, and its claim then covers the
+    // occurrence for every caller.
+    const auto host_c =
+        run_redsem(job({"--once-per", "1h", "-q", "-w", "0"}, "billing", "c", ran), env);
+    CHECK(host_c.exit_code == 0);
+    CHECK(read_file(ran) == "a\nc\n");
+    const auto host_d = run_redsem(job(strict, "billing", "d", ran), env);
+    CHECK(host_d.exit_code == 0);
+    CHECK(host_d.err.empty()); // a plain skip: the run is known, and -q keeps it quiet
+    CHECK(read_file(ran) == "a\nc\n");
+}
+
+TEST_CASE("run --at-most-once skips an occurrence whose run left without finishing") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const Scratch scratch;
+    const std::string ran = scratch.path("ran");
+    const std::string up = scratch.path("up");
+    const EnvChanges env = env_for(server);
+    Child host_a(job({"--once-per", "1h", "--ttl", "1s", "-q"}, "mailout", "a", ran,
+                     "touch " + up + "; sleep 60"),
+                 env);
+    REQUIRE(wait_for_file(up, 20s));
+    const std::string token = only_holder(admin, "mailout");
+    host_a.signal(SIGSTOP); // its lease runs out while the job may be half done
+    REQUIRE(wait_until([&] { return lease_ran_out(admin, "mailout", token); }, 20s));
+    const auto host_b = run_redsem(
+        job({"--once-per", "1h", "--at-most-once", "-q", "-w", "0"}, "mailout", "b", ran), env);
+    INFO(host_b.err);
+    CHECK(host_b.exit_code == 0);
+    CHECK(host_b.err.find("left without finishing") != std::string::npos);
+    CHECK(read_file(ran) == "a\n");
+    const auto skipped = events_of(server, "mailout", "skipped");
+    REQUIRE(skipped.size() == 1);
+    CHECK(skipped[0]["skipped"] == "lapsed");
+    CHECK(skipped[0]["by"][0]["token"] == token);
+    host_a.signal(SIGKILL);
+    host_a.wait();
+}
+
+TEST_CASE("run --at-most-once without --once-per is a usage error") {
+    RedisServer server;
+    const auto refused =
+        run_redsem({"run", "--at-most-once", "job", "--", "true"}, env_for(server));
+    CHECK(refused.exit_code == 64);
+    CHECK(first_line(refused.err) ==
+          "redsem: error: --at-most-once needs --once-per WINDOW: it says what a lost claim of "
+          "an occurrence means");
+}
