@@ -323,7 +323,7 @@ TEST_CASE("status shows the claim of an occurrence in force, idle or running, in
 }
 
 TEST_CASE("run --at-most-once skips, on record and on stderr also with -q, an occurrence whose "
-          "claim a restart lost; without it the job runs again") {
+          "claim a restart lost, and without it the job runs again") {
     RedisServer server; // no persistence: a restart forgets the claim
     const Scratch scratch;
     const std::string ran = scratch.path("ran");
