@@ -45,6 +45,10 @@ public:
     ChildProcess& operator=(const ChildProcess&) = delete;
 
     int pid() const noexcept { return m_pid; }
+    // The child's process group: its guard's pid.
+    pid_t group() const noexcept { return m_guard.group(); }
+    // Whether the guard was killed while redsem lives (see GroupGuard::ended()).
+    bool guard_ended() const noexcept { return m_guard.ended(); }
 
     // Sends `signal` to the child's process group, while the child runs.
     void signal_group(int signal) const noexcept;

@@ -5,10 +5,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +33,57 @@ struct Prepared {
 };
 
 constexpr std::size_t k_group_digits = 20;
+
+// The memory of this process's command line: the argv strings exec laid out for main().
+struct CommandLineArea {
+    char* start = nullptr;
+    std::size_t size = 0;
+};
+
+// Where /proc/self/stat puts the command line (fields 48 and 49, arg_start and arg_end), when
+// it starts at argv[0] (glibc's program_invocation_name) as exec laid it out: memory a fork
+// may write its own name over. nullopt when it cannot tell.
+std::optional<CommandLineArea> find_command_line_area() {
+    std::ifstream in("/proc/self/stat");
+    std::string line;
+    if (!std::getline(in, line)) {
+        return std::nullopt;
+    }
+    // The command name, field 2, is in parentheses and may hold anything but ends at the last ')'.
+    const std::size_t name_end = line.rfind(')');
+    if (name_end == std::string::npos) {
+        return std::nullopt;
+    }
+    std::istringstream fields(line.substr(name_end + 1));
+    std::string skip;
+    for (int field = 3; field < 48; ++field) {
+        fields >> skip;
+    }
+    std::uintptr_t start = 0;
+    std::uintptr_t end = 0;
+    fields >> start >> end;
+    char* const first = reinterpret_cast<char*>(start);
+    if (!fields || start == 0 || end <= start || first != program_invocation_name) {
+        return std::nullopt;
+    }
+    return CommandLineArea{first, end - start};
+}
+
+const std::optional<CommandLineArea>& command_line_area() {
+    static const std::optional<CommandLineArea> area = find_command_line_area();
+    return area;
+}
+
+// Gives the guard its own name (k_guard_name): its comm, which `pkill` and `killall` match,
+// and, over its copy of redsem's argv, the command line that `ps`, `pgrep -f` and `pidof`
+// read (the kernel shows the whole area, NULs and all, when its last byte is NUL).
+void take_guard_name(const CommandLineArea* area) {
+    prctl(PR_SET_NAME, k_guard_name);
+    if (area != nullptr) {
+        std::memset(area->start, 0, area->size);
+        std::memcpy(area->start, k_guard_name, std::min(area->size - 1, sizeof(k_guard_name) - 1));
+    }
+}
 
 // Writes `number` as decimal digits at `out`, ending with '\0' (no allocation).
 void write_number(char* out, long long number) {
@@ -68,7 +124,8 @@ void start_successor(Prepared& successor) {
 
 // The guard's life, in the forked child: only async-signal-safe calls (redsem may have other
 // threads). `lifeline` is the read end of the pipe.
-[[noreturn]] void guard(int lifeline, Prepared* successor) {
+[[noreturn]] void guard(int lifeline, Prepared* successor, const CommandLineArea* name_area) {
+    take_guard_name(name_area);
     struct sigaction ignore {};
     ignore.sa_handler = SIG_IGN;
     sigemptyset(&ignore.sa_mask);
@@ -157,6 +214,7 @@ GroupGuard::GroupGuard(std::optional<Successor> successor) {
         p.keep = std::move(successor->keep);
         p.keep.reserve(p.keep.size() + 1);
     }
+    const std::optional<CommandLineArea>& name_area = command_line_area();
     int lifeline[2];
     if (pipe2(lifeline, O_CLOEXEC) != 0) {
         throw InternalError(fmt::format("cannot create a pipe: {}", std::strerror(errno)));
@@ -169,7 +227,7 @@ GroupGuard::GroupGuard(std::optional<Successor> successor) {
     if (m_pid == 0) {
         setpgid(0, 0);
         close(lifeline[1]);
-        guard(lifeline[0], prepared ? &*prepared : nullptr);
+        guard(lifeline[0], prepared ? &*prepared : nullptr, name_area ? &*name_area : nullptr);
     }
     const int fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &original, nullptr);
@@ -197,6 +255,15 @@ GroupGuard::~GroupGuard() {
 void GroupGuard::kill_group() noexcept {
     kill(-m_pid, SIGKILL);
     reap();
+}
+
+bool GroupGuard::ended() const noexcept {
+    if (m_reaped) {
+        return true;
+    }
+    siginfo_t info{};
+    return waitid(P_PID, static_cast<id_t>(m_pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+           info.si_pid == m_pid;
 }
 
 void GroupGuard::reap() noexcept {

@@ -24,12 +24,18 @@ struct Successor {
     std::vector<int> keep{};
 };
 
+// The guard's name, in /proc/PID/comm and /proc/PID/cmdline: without "redsem" in it, so that
+// `pkill redsem`, `pkill -f redsem`, `killall redsem` and `pidof redsem` (a natural way to
+// clear a stuck lock) reach redsem but miss its guard, which then does its work.
+inline constexpr char k_guard_name[] = "semguard";
+
 // The leader of a new process group, for a command that must not outlive redsem: a process
-// that ignores every signal it can and waits on a pipe only redsem writes to. When redsem
-// dies, by any signal (a CI runner's SIGKILL of redsem's own group, the OOM killer), the
-// pipe closes and the guard kills its group with SIGKILL, itself included; so the command's
-// whole process tree ends before its lease can run out and the slot be handed on. Processes
-// that left the group (setsid(), a daemon) escape it. Then it starts its successor, if any.
+// named k_guard_name that ignores every signal it can and waits on a pipe only redsem writes
+// to. When redsem dies, by any signal (a CI runner's SIGKILL of redsem's own group, the OOM
+// killer), the pipe closes and the guard kills its group with SIGKILL, itself included; so the
+// command's whole process tree ends before its lease can run out and the slot be handed on.
+// Processes that left the group (setsid(), a daemon) escape it. Then it starts its successor,
+// if any. A guard killed outright (SIGKILL) guards nothing more: see ended().
 class GroupGuard {
 public:
     // Starts the guard. Throws InternalError when it could not be started.
@@ -44,6 +50,9 @@ public:
     pid_t group() const noexcept { return m_pid; }
     // Sends SIGKILL to every process of the group, the guard included.
     void kill_group() noexcept;
+    // Whether the guard has ended while redsem lives: somebody killed it. It is not reaped
+    // here, so its pid, the group's number, cannot be reused while redsem may signal the group.
+    bool ended() const noexcept;
 
 private:
     void reap() noexcept;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <fmt/format.h>
 #include <poll.h>
 
@@ -28,6 +29,7 @@ BootClock::time_point kill_deadline(const Heartbeat::Status& status) {
 SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch& signals,
                          const SuperviseOptions& options) {
     bool lost = false;
+    bool guard_gone = false;
     constexpr BootClock::time_point k_never = BootClock::time_point::max();
     BootClock::time_point kill_at = k_never; // when to escalate to SIGKILL
     BootTimer timer;
@@ -40,6 +42,16 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
             // ran to its end, perhaps beside the next holder: the caller must hear of it.
             const bool lost_unseen = !lost && (status.lost || now >= status.valid_until);
             return SupervisedExit{*exit, lost || lost_unseen, lost_unseen};
+        }
+        if (!guard_gone && child.guard_ended()) {
+            // Should redsem die now, nothing would kill the command's group: it dies with its
+            // guard instead, and the slot is released as after any end.
+            guard_gone = true;
+            std::fprintf(stderr,
+                         "redsem: the guard of the command's process group (pid %d) was killed; "
+                         "killing the command with it\n",
+                         static_cast<int>(child.group()));
+            child.signal_group(SIGKILL);
         }
         if (!lost && (status.lost || now >= status.valid_until)) {
             if (const std::optional<ChildExit> ended = child.poll()) {

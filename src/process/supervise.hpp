@@ -36,7 +36,8 @@ struct SupervisedExit {
 // the lease is lost (a renewal says so, or none was confirmed in time) and stop_on_lost is
 // set, the child's group gets SIGTERM at once and SIGKILL after kill_after, but never later
 // than half-way through the lease's safety margin: the group is dead before the server can
-// hand the slot to anyone else.
+// hand the slot to anyone else. When the child's guard is killed while redsem lives, nothing
+// would kill the group should redsem die too: the group gets SIGKILL, with a line on stderr.
 SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch& signals,
                          const SuperviseOptions& options);
 
