@@ -47,9 +47,6 @@ void set_policy(Connection& admin, const std::string& policy) {
                        std::chrono::seconds(10)));
 }
 
-long long evicted_keys(Connection& admin) {
-    return std::stoll(info_field(admin, "stats", "evicted_keys"));
-}
 
 // Writes keys without an expiry (an application that does not set one) into database 15
 // until `evicted` more keys were evicted than before (from any database), or 40 MB went in;

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"
+#include "support/occurrence.hpp"
 #include "support/prerequisites.hpp"
 #include "support/skip.hpp"
 
@@ -20,28 +21,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// `redsem run [options] NAME -- sh -c 'echo WHO >> FILE; BODY'`.
-std::vector<std::string> job(std::vector<std::string> options, const std::string& name,
-                             const std::string& who, const std::string& file,
-                             const std::string& body = "true") {
-    options.insert(options.begin(), "run");
-    options.insert(options.end(),
-                   {name, "--", "sh", "-c", "echo " + who + " >> " + file + "; " + body});
-    return options;
-}
-
-// The events of `name` of one kind.
-std::vector<json> events_of(const RedisServer& server, const std::string& name,
-                            const std::string& kind) {
-    std::vector<json> found;
-    for (const json& event : history_events(server, name)) {
-        if (event["event"] == kind) {
-            found.push_back(event);
-        }
-    }
-    return found;
-}
-
 // `env` with the wall clock moved by `skew` for redsem (libfaketime), the monotonic clock real.
 EnvChanges skewed(EnvChanges env, const std::string& library, const std::string& skew) {
     env["LD_PRELOAD"] = library;
@@ -51,17 +30,6 @@ EnvChanges skewed(EnvChanges env, const std::string& library, const std::string&
     const char* asan = std::getenv("ASAN_OPTIONS");
     env["ASAN_OPTIONS"] = std::string(asan != nullptr ? asan : "") + ":verify_asan_link_order=0";
     return env;
-}
-
-// The server time at which the claim of `name`'s occurrence ends (0: none).
-long long claim_ends_ms(Connection& admin, const std::string& name) {
-    const Reply field = admin.call({"HGET", semaphore_key(name, "state"), "occurrence"});
-    if (field.is_nil()) {
-        return 0;
-    }
-    const std::string& text = field.as_string();
-    const auto first = text.find(' ');
-    return std::atoll(text.c_str() + first + 1);
 }
 
 } // namespace

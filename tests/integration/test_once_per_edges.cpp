@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"
+#include "support/occurrence.hpp"
 
 #include <csignal>
 #include <cstdlib>
@@ -21,47 +22,6 @@ namespace {
 
 constexpr int k_lost = 76; // ExitCode::lost
 
-// `redsem run [options] NAME -- sh -c 'echo WHO >> FILE; BODY'`.
-std::vector<std::string> job(std::vector<std::string> options, const std::string& name,
-                             const std::string& who, const std::string& file,
-                             const std::string& body = "true") {
-    options.insert(options.begin(), "run");
-    options.insert(options.end(),
-                   {name, "--", "sh", "-c", "echo " + who + " >> " + file + "; " + body});
-    return options;
-}
-
-// A job body that says it started (creates `up`) and runs until `go` exists.
-std::string until_go(const std::string& up, const std::string& go) {
-    return "touch " + up + "; while [ ! -e " + go + " ]; do sleep 0.05; done";
-}
-
-void touch(const std::string& path) {
-    std::fclose(std::fopen(path.c_str(), "w"));
-}
-
-std::vector<json> events_of(const RedisServer& server, const std::string& name,
-                            const std::string& kind) {
-    std::vector<json> found;
-    for (const json& event : history_events(server, name)) {
-        if (event["event"] == kind) {
-            found.push_back(event);
-        }
-    }
-    return found;
-}
-
-// The claim of `name`'s occurrence as stored: "SINCE UNTIL TOKEN STAGE JSON", "" for none.
-std::string claim_of(Connection& admin, const std::string& name) {
-    const Reply field = admin.call({"HGET", semaphore_key(name, "state"), "occurrence"});
-    return field.is_nil() ? std::string() : field.as_string();
-}
-
-long long claim_ends_ms(Connection& admin, const std::string& name) {
-    const std::string claim = claim_of(admin, name);
-    return claim.empty() ? 0 : std::atoll(claim.c_str() + claim.find(' ') + 1);
-}
-
 // Whether the only holder of `name` has a lease that ran out by the server's clock (or none).
 bool lease_ran_out(Connection& admin, const std::string& name, const std::string& token) {
     const Reply deadline = admin.call({"ZSCORE", semaphore_key(name, "holders"), token});
@@ -72,9 +32,16 @@ std::string only_holder(Connection& admin, const std::string& name) {
     return admin.call({"ZRANGE", semaphore_key(name, "holders"), "0", "0"}).at(0).as_string();
 }
 
-long long evicted_keys(Connection& admin) {
-    return std::stoll(info_field(admin, "stats", "evicted_keys"));
-}
+// A test's own Redis (no persistence), its admin connection (the observer of the keys), a
+// scratch directory, and `ran`, the file each job appends its host's name to.
+struct Fleet {
+    RedisServer server;
+    Connection admin = server.admin();
+    Scratch scratch;
+    std::string ran = scratch.path("ran");
+    EnvChanges env = env_for(server);
+};
+
 
 } // namespace
 
@@ -112,13 +79,8 @@ TEST_CASE("a done claim is kept from eviction under every volatile policy until 
     }
 }
 
-TEST_CASE("a claim's keys get their expiry back once its window ended, and gc then deletes "
-          "the idle semaphore") {
-    RedisServer server;
-    Connection admin = server.admin();
-    const Scratch scratch;
-    const std::string ran = scratch.path("ran");
-    const EnvChanges env = env_for(server);
+TEST_CASE_METHOD(Fleet, "a claim's keys get their expiry back once its window ended, and gc then "
+                        "deletes the idle semaphore") {
     REQUIRE(run_redsem(job({"--once-per", "2s"}, "brief", "a", ran), env).exit_code == 0);
     const long long ends = claim_ends_ms(admin, "brief");
     REQUIRE(ends > 0);
@@ -136,15 +98,10 @@ TEST_CASE("a claim's keys get their expiry back once its window ended, and gc th
     CHECK(admin.call({"EXISTS", state}).as_integer() == 0);
 }
 
-TEST_CASE("a success whose release comes after its lease ran out, while Redis hung, marks the "
-          "occurrence done, and the next host skips") {
-    RedisServer server;
-    Connection admin = server.admin();
-    const Scratch scratch;
-    const std::string ran = scratch.path("ran");
+TEST_CASE_METHOD(Fleet, "a success whose release comes after its lease ran out, while Redis "
+                        "hung, marks the occurrence done, and the next host skips") {
     const std::string up = scratch.path("up");
     const std::string go = scratch.path("go");
-    const EnvChanges env = env_for(server);
     Child host_a(job({"--once-per", "1h", "--ttl", "3s", "-q"}, "late", "a", ran, until_go(up, go)),
                  env);
     REQUIRE(wait_for_file(up, 20s));
@@ -172,15 +129,10 @@ TEST_CASE("a success whose release comes after its lease ran out, while Redis hu
     CHECK(run_redsem({"log", "late"}, env).out.find("the occurrence is done") != std::string::npos);
 }
 
-TEST_CASE("a success that comes after another host took the occurrence over says so on "
-          "stderr, also with -q, exits 76, and is on record") {
-    RedisServer server;
-    Connection admin = server.admin();
-    const Scratch scratch;
-    const std::string ran = scratch.path("ran");
+TEST_CASE_METHOD(Fleet, "a success that comes after another host took the occurrence over says "
+                        "so on stderr, also with -q, exits 76, and is on record") {
     const std::string up = scratch.path("up");
     const std::string go = scratch.path("go");
-    const EnvChanges env = env_for(server);
     Child host_a(
         job({"--once-per", "1h", "--ttl", "1s", "-q"}, "taken", "a", ran, until_go(up, go)), env);
     REQUIRE(wait_for_file(up, 20s));
@@ -203,15 +155,10 @@ TEST_CASE("a success that comes after another host took the occurrence over says
     CHECK(late_on_record);
 }
 
-TEST_CASE("a success whose claim Redis lost while it was down says so, exits 76, and the next "
-          "host runs the job") {
-    RedisServer server; // no persistence: a restart loses the claim
-    Connection admin = server.admin();
-    const Scratch scratch;
-    const std::string ran = scratch.path("ran");
+TEST_CASE_METHOD(Fleet, "a success whose claim Redis lost while it was down says so, exits 76, "
+                        "and the next host runs the job") {
     const std::string up = scratch.path("up");
     const std::string go = scratch.path("go");
-    const EnvChanges env = env_for(server);
     const std::string done = scratch.path("done");
     Child host_a(job({"--once-per", "1h", "--ttl", "3s", "-q"}, "gone", "a", ran,
                      until_go(up, go) + "; touch " + done),
@@ -226,19 +173,21 @@ TEST_CASE("a success whose claim Redis lost while it was down says so, exits 76,
     INFO(result.err);
     CHECK(result.exit_code == k_lost);
     CHECK(result.err.find("the occurrence's claim is gone") != std::string::npos);
+    // At least once (the default): the next host runs it, once admission lets it in.
+    EnvChanges throwaway = env;
+    throwaway["REDSEM_LOSS_GRACE"] = "0";
+    const auto host_b =
+        run_redsem(job({"--once-per", "1h", "-q", "-w", "0"}, "gone", "b", ran), throwaway);
+    CHECK(host_b.exit_code == 0);
+    CHECK(read_file(ran) == "a\nb\n");
 }
 
-TEST_CASE("a waiter of an occurrence skips when its run succeeds after the window ended, and "
-          "is never let in beside that run (limits 1 and 2)") {
+TEST_CASE_METHOD(Fleet, "a waiter of an occurrence skips when its run succeeds after the window "
+                        "ended, and is never let in beside that run (limits 1 and 2)") {
     for (const int limit : {1, 2}) {
         DYNAMIC_SECTION("limit " << limit) {
-            RedisServer server;
-            Connection admin = server.admin();
-            const Scratch scratch;
-            const std::string ran = scratch.path("ran");
             const std::string up = scratch.path("up");
             const std::string go = scratch.path("go");
-            const EnvChanges env = env_for(server);
             const std::string n = std::to_string(limit);
             Child host_a(
                 job({"--once-per", "2s", "-n", n, "-q"}, "short", "a", ran, until_go(up, go)), env);
@@ -276,15 +225,10 @@ TEST_CASE("a waiter of an occurrence skips when its run succeeds after the windo
     }
 }
 
-TEST_CASE("status shows the claim of an occurrence in force, idle or running, in the table, "
-          "JSON and Prometheus") {
-    RedisServer server;
-    Connection admin = server.admin();
-    const Scratch scratch;
-    const std::string ran = scratch.path("ran");
+TEST_CASE_METHOD(Fleet, "status shows the claim of an occurrence in force, idle or running, in "
+                        "the table, JSON and Prometheus") {
     const std::string up = scratch.path("up");
     const std::string go = scratch.path("go");
-    const EnvChanges env = env_for(server);
     Child host_a(job({"--once-per", "20h", "-q", "--label", "nightly backup"}, "shown", "a", ran,
                      until_go(up, go)),
                  env);
@@ -322,12 +266,9 @@ TEST_CASE("status shows the claim of an occurrence in force, idle or running, in
           std::string::npos);
 }
 
-TEST_CASE("run --at-most-once skips, on record and on stderr also with -q, an occurrence whose "
-          "claim a restart lost, and without it the job runs again") {
-    RedisServer server; // no persistence: a restart forgets the claim
-    const Scratch scratch;
-    const std::string ran = scratch.path("ran");
-    EnvChanges env = env_for(server);
+TEST_CASE_METHOD(Fleet, "run --at-most-once skips, on record and on stderr also with -q, an "
+                        "occurrence whose claim a restart lost, and without it the job runs "
+                        "again") {
     env["REDSEM_LOSS_GRACE"] = "0"; // the restarted Redis is a throwaway one: admit at once
     const std::vector<std::string> strict{"--once-per", "1h", "--at-most-once", "-q", "-w", "0"};
     REQUIRE(run_redsem(job(strict, "billing", "a", ran), env).exit_code == 0);
@@ -359,13 +300,8 @@ TEST_CASE("run --at-most-once skips, on record and on stderr also with -q, an oc
     CHECK(read_file(ran) == "a\nc\n");
 }
 
-TEST_CASE("run --at-most-once skips an occurrence whose run left without finishing") {
-    RedisServer server;
-    Connection admin = server.admin();
-    const Scratch scratch;
-    const std::string ran = scratch.path("ran");
+TEST_CASE_METHOD(Fleet, "run --at-most-once skips an occurrence whose run left without finishing") {
     const std::string up = scratch.path("up");
-    const EnvChanges env = env_for(server);
     Child host_a(job({"--once-per", "1h", "--ttl", "1s", "-q"}, "mailout", "a", ran,
                      "touch " + up + "; sleep 60"),
                  env);

@@ -254,6 +254,11 @@ inline std::string info_field(Connection& admin, const std::string& section,
     return info.substr(from, info.find_first_of("\r\n", from) - from);
 }
 
+// How many keys the server evicted since it started (INFO stats), from any database.
+inline long long evicted_keys(Connection& admin) {
+    return std::stoll(info_field(admin, "stats", "evicted_keys"));
+}
+
 // A shell script for `redsem run ... -- sh SCRIPT` that logs its entry and exit to `log` with
 // the machine's real clock ("S PID NS", "E PID NS"), holding the slot for `hold` (sleep's
 // syntax); a command stopped because its lease was lost logs its exit from its TERM trap.
