@@ -13,6 +13,10 @@
 --         place in the queue and never stored with the semaphore; '' for LOSS_GRACE_MS
 -- ARGV[11] how many slots the caller asks for (a count; 'x': all of them, --exclusive, as many
 --         as the limit when they are granted)
+-- ARGV[12] '' or, for a caller that was answered before, the server time of its first answer:
+--         the client keeps it across a place it lost (a waiter stopped for longer than its
+--         liveness is dropped, and queues again), so that it still belongs to the occurrence in
+--         force when it started (run --once-per)
 -- A caller whose metadata asks for one run per occurrence ("once_per", run --once-per) claims
 -- it when granted, and skips while another claim is in force (see lib/occurrence.lua).
 -- Reply, by kind:
@@ -161,32 +165,29 @@ end
 local function left_queue()
     for _, why in ipairs({LEFT_SUFFIX, TOO_LARGE_SUFFIX}) do
         local note = call.wake_prefix .. token .. why
-        local payload = redis.call('LINDEX', note, 0)
-        if payload then
+        if redis.call('EXISTS', note) == 1 then
             redis.call('DEL', note)
             if why == TOO_LARGE_SUFFIX then
                 return too_large_reply(state.limit or limit)
             end
-            -- A skip names the claim it was judged by (skip_waiter()): its window may have
-            -- ended since.
-            local skip, since, till, owner, by =
-                string.match(payload, '^' .. SKIPPED_NOTE .. ' (%a+) (%d+) (%d+) (%S+) (.*)$')
-            if skip then
-                return skip_reply({done = skip == 'ran', since = tonumber(since),
-                                   till = tonumber(till), token = owner, json = by}, now)
-            end
-            return {'kind', 'released'}
+            local skip = window and skip_of_note(call, state, now, token, json)
+            return skip and skip_reply(skip, now) or {'kind', 'released'}
         end
     end
     return nil
 end
 
--- When the caller started: for a waiter refreshing its place, when it queued (its record's
--- since), else now. It belongs to the occurrence in force then (see lib/occurrence.lua).
+-- When the caller started, the earliest of: its first answer (ARGV[12]), for a waiter
+-- refreshing its place when it queued (its record's since, which a waiter of a window queues
+-- with), and now. It belongs to the occurrence in force then (see lib/occurrence.lua).
 local started = now
-if window and known then
-    local record = parse_info(redis.call('HGET', call.k_info, token))
-    if record and record.kind == 'w' and record.since then
+if window then
+    local first = tonumber(ARGV[12])
+    if first and first < started then
+        started = first
+    end
+    local record = known and parse_info(redis.call('HGET', call.k_info, token))
+    if record and record.kind == 'w' and record.since and record.since < started then
         started = record.since
     end
 end
@@ -200,6 +201,12 @@ if window then
        not (known and redis.call('ZSCORE', call.k_holders, token)) then -- (see collected())
         if known and redis.call('ZSCORE', call.k_queue, token) then
             remove_waiter(call, state, token, now)
+        elseif known then
+            -- A place that somebody ended tells how (a hand-over's skip, logged then).
+            local ended = left_queue()
+            if ended then
+                return ended
+            end
         end
         log_skip(call, state, now, token, json, skip_why(claim), claim)
         return skip_reply(claim, now)
@@ -458,7 +465,7 @@ redis.call('ZADD', call.k_queue, ticket, token)
 call.occupies = true
 local weight_field = exclusive and 'x' or (weight > 1 and tostring(weight) or '-')
 redis.call('HSET', call.k_info, token, 'w ' .. weight_field .. ' ' .. (grace and int_str(grace) or '-') ..
-           ' ' .. int_str(now) .. ' ' .. ttl .. ' ' .. json)
+           ' ' .. int_str(started) .. ' ' .. ttl .. ' ' .. json)
 local extra = keep_waiting(queued, true)
 if queued == 0 then
     expire_new(call, state, call.k_queue)

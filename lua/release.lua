@@ -4,8 +4,8 @@
 -- ARGV[4] 'own' when the waiter itself leaves the queue (it gave up, or was interrupted);
 --         otherwise somebody else released a waiting token, and the waiter is told so
 -- ARGV[5] (optional) the exit status of `run`'s command, kept as "exit" in the released event;
---         a run that claimed its occurrence (run --once-per) is done when it is 0, and gives
---         the occurrence back otherwise (see lib/occurrence.lua)
+--         a run that claimed its occurrence (run --once-per) and releases it itself ('own') is
+--         done when it is 0, and gives the occurrence back otherwise (see lib/occurrence.lua)
 -- ARGV[6] (optional) 'once' for the release of a `run --once-per`: one with status 0 whose
 --         lease ran out before it came marks the occurrence done all the same, when nobody
 --         claimed it since (settle_late_success())
@@ -54,7 +54,9 @@ local function not_found()
         return NOT_FOUND
     end
     local outcome = settle_late_success(call, state, token)
-    local json = info and info.json or '{}'
+    local claim = parse_claim(state)
+    -- Who ran it: its record, or once pruned, the claim that names it.
+    local json = info and info.json or (claim and claim.token == token and claim.json) or '{}'
     if string.sub(json, -1) == '}' then
         log_event(call, state, now, 'released', token .. ' - - - ' .. string.sub(json, 1, -2) ..
                   (json == '{}' and '' or ',') .. '"exit":0,"late":"' .. outcome .. '"}')
@@ -81,7 +83,10 @@ if info and info.kind == 'h' then
         log_entry(call, state, now, 'released', token, info, now - (info.since or now))
     end
     if deadline then
-        settle_occurrence(call, state, token, ARGV[5] or '') -- before the slot is handed on
+        -- Before the slot is handed on. Only the run's own release knows its outcome: one by
+        -- somebody else (an operator, the guard of a run that died, whose command's status it
+        -- cannot see) leaves the occurrence lapsed.
+        settle_occurrence(call, state, token, ARGV[4] == 'own' and ARGV[5] or '')
     end
     if remove_holder(call, state, token, info, now, deadline ~= nil) then
         if string.find(info.json, KEEPER_MARK, 1, true) then

@@ -114,6 +114,7 @@ local function new_call(keys, argv)
         now_us = nil,     -- the server clock in microseconds at the last server_now() (state.lua)
         me = nil,         -- this server process, as identify() names it (epoch.lua)
         epoch = nil,      -- the epoch, once read and checked: {lost_at, cause} (epoch.lua)
+        skipped = {},     -- waiters a hand-over passed over: token -> the claim (skip_waiter())
         events = {},      -- the history events logged so far, written at the end (history.lua)
         log_now = nil     -- the server time they were logged at (history.lua)
     }

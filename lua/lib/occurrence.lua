@@ -3,6 +3,7 @@
 -- Provides: occurrence_window(json), parse_claim(state),
 --   occurrence_taken(call, state, now, token, started),
 --   occurrence_doubt(call, state, now, token, started, json),
+--   skip_of_note(call, state, now, token, json),
 --   claim_occurrence(call, state, now, token, json), settle_occurrence(call, state, token,
 --   status), settle_late_success(call, state, token), skip_reply(claim, now), holders_of(call),
 --   log_skip(call, state, now, token, json, why, by, cause).
@@ -21,7 +22,8 @@
 -- "SINCE_MS UNTIL_MS TOKEN STAGE JSON", UNTIL_MS its grant plus its WINDOW by the server's
 -- clock, STAGE 'run' while it holds the slot, 'done' once it released it with exit status 0,
 -- and 'lapsed' once it left without a release of its own (its lease ran out, gc, `redsem
--- release` by somebody else), JSON its metadata. A caller belongs to the claim in force when
+-- release` by somebody else, the guard's release of a run whose redsem died), JSON its
+-- metadata. A caller belongs to the claim in force when
 -- it started (a waiter: when it queued): until UNTIL_MS every such caller that asks for one
 -- run per occurrence skips, at once when the run is done, or when it runs and the caller would
 -- not wait (-w 0); a waiter waits for the run's end, however long after UNTIL_MS that comes,
@@ -105,6 +107,25 @@ local function occurrence_doubt(call, state, now, token, started, json)
     end
     return {why = 'lost', since = epoch.lost_at, till = epoch.lost_at + window, token = '-',
             json = '{}', cause = epoch.cause}
+end
+
+-- Why waiter `token` (metadata `json`) of a window, whose place ended with a note in its ":left"
+-- list, was passed over by a hand-over (skip_waiter()), as skip_reply() takes it; nil when it
+-- was not (its place was released by somebody else). Told by the hand-over itself when it
+-- came in this call (the caller's own refresh handed the slot on); otherwise judged again from
+-- the claim as it stands: the note's text is for the client, whose BLPOP reads it, and no
+-- script reads lists (the ACL rules name no such command).
+local function skip_of_note(call, state, now, token, json)
+    local told = call.skipped[token]
+    if told then
+        return told
+    end
+    local claim = parse_claim(state)
+    if claim and claim.token ~= token and claim.stage == 'done' then
+        claim.done = true
+        return claim
+    end
+    return occurrence_doubt(call, state, now, token, nil, json)
 end
 
 -- `token`, granted at `now` with metadata `json`, claims the occurrence when `json` asks for

@@ -191,6 +191,7 @@ end
 local function skip_waiter(call, state, token, waiter, now, claim)
     local alive_until = tonumber(redis.call('ZSCORE', call.k_alive, token)) or now
     local why = skip_why(claim)
+    call.skipped[token] = claim -- (see skip_of_note())
     remove_waiter(call, state, token, now)
     log_skip(call, state, now, token, waiter.json, why, claim)
     if not call.asked then

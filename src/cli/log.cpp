@@ -202,12 +202,12 @@ std::string detail(const Event& event) {
     }
     if (!event.late.empty()) {
         // A run --once-per whose release came after its lease ran out (see ReleaseOutcome).
-        text += event.late == "done"    ? ", after its lease ran out: the occurrence is done"
-                : event.late == "taken" ? ", after its lease ran out: another run had the "
+        text += event.late == "done"    ? ", after its slot was gone: the occurrence is done"
+                : event.late == "taken" ? ", after its slot was gone: another run had the "
                                           "occurrence (it may have run twice)"
-                : event.late == "gone"  ? ", after its lease ran out: its claim was gone (the "
+                : event.late == "gone"  ? ", after its slot was gone: its claim was gone (the "
                                           "occurrence may run again)"
-                                        : ", after its lease ran out: " + event.late;
+                                        : ", after its slot was gone: " + event.late;
     }
     return text;
 }

@@ -128,9 +128,8 @@ Milliseconds parse_once_per(const std::string& text, const char* option) {
             return std::isdigit(c) != 0 || c == '.';
         })) {
         throw UsageError(fmt::format("{}: '{}' has no unit; give the window with one, as in "
-                                     "{}h, {}m or {}s (units: s, m, h, d)",
-                                     option, printable(text, 100), printable(text, 20),
-                                     printable(text, 20), printable(text, 20)));
+                                     "20h, 30m or 90s (units: ms, s, m, h, d)",
+                                     option, printable(text, 100)));
     }
     const Milliseconds window = parse_duration(text, option);
     if (window < Milliseconds{1000} || window > k_longest) {
@@ -183,15 +182,17 @@ int release_once_per(HeldSlot& slot, const std::string& name, int status, int lo
     switch (outcome) {
     case ReleaseOutcome::late_taken:
         std::fprintf(stderr,
-                     "redsem: the command succeeded after its lease of '%s' ran out (was Redis "
-                     "out of reach?), and another run has claimed this occurrence since: the job "
+                     "redsem: the command succeeded after its slot of '%s' was gone (Redis out "
+                     "of reach, or redsem stopped?), and another run has claimed this occurrence "
+                     "since: the job "
                      "may have run twice\n",
                      shown.c_str());
         return lost_exit;
     case ReleaseOutcome::late_gone:
         std::fprintf(stderr,
-                     "redsem: the command succeeded after its lease of '%s' ran out (was Redis "
-                     "out of reach?), and the occurrence's claim is gone (Redis lost it, or it "
+                     "redsem: the command succeeded after its slot of '%s' was gone (Redis out "
+                     "of reach, or redsem stopped?), and the occurrence's claim is gone (Redis "
+                     "lost it, or it "
                      "was cleared): another caller may run this occurrence again\n",
                      shown.c_str());
         return lost_exit;

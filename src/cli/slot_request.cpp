@@ -244,8 +244,8 @@ std::string skip_message(const std::string& name, const Skip& skip) {
     }
     if (skip.why == "lapsed") {
         return fmt::format("skipped '{}': the run on {} at {} left without finishing (its lease "
-                           "ran out), and may have done its work; with --at-most-once the job "
-                           "does not run again before {}",
+                           "ran out, or its slot was released for it), and may have done its "
+                           "work; with --at-most-once the job does not run again before {}",
                            printable(name), who, when(skip.since_ms), when(skip.until_ms));
     }
     if (skip.done) {

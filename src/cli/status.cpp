@@ -158,8 +158,9 @@ std::string claim_line(const std::optional<Claim>& claim) {
                            when(claim->since_ms), when(claim->until_ms));
     }
     return fmt::format("occurrence: the run on {} at {} left without finishing (its lease ran "
-                       "out); the next caller with --once-per runs it",
-                       who, when(claim->since_ms));
+                       "out, or its slot was released for it); the next caller with --once-per "
+                       "runs it (with --at-most-once: skips until {})",
+                       who, when(claim->since_ms), when(claim->until_ms));
 }
 
 // "2/3 held (1 expired), 4 waiting (1 stale)": dead entries never count as held or waiting.

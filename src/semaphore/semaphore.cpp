@@ -256,7 +256,7 @@ Reply Semaphore::run(const Script& script, const std::vector<std::string>& args,
 }
 
 Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token, bool queue,
-                         bool known) {
+                         bool known, std::optional<long long> first_answer_ms) {
     return run(scripts::k_acquire_script,
                wire::acquire_args({.token = token,
                                    .limit = options.limit,
@@ -267,7 +267,8 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
                                    .known = known,
                                    .loss_grace = options.loss_grace,
                                    .slots = options.slots,
-                                   .exclusive = options.exclusive}),
+                                   .exclusive = options.exclusive,
+                                   .first_answer_ms = first_answer_ms}),
                Proof::admits);
 }
 
@@ -417,6 +418,7 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
     const auto give_up_at = options.wait ? Clock::now() + *options.wait : Clock::time_point::max();
     bool sent = options.retry; // once sent, the server may know the token (holder or waiter)
     bool waited = false;
+    std::optional<long long> first_answer_ms; // (see wire::AcquireArgs)
     // A bounded wait bounds how long an outage (a failover, a cluster's pause) is ridden out
     // too: after it, one last try, whose connect is bounded by the connect timeout.
     std::optional<BootClock::time_point> retry_until;
@@ -430,7 +432,8 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
             wire::AcquireReply reply;
             const auto asked_at = BootClock::now();
             try {
-                reply = wire::decode_acquire(attempt(options, token, !try_once, sent));
+                reply =
+                    wire::decode_acquire(attempt(options, token, !try_once, sent, first_answer_ms));
                 sent = true;
                 retries.answered();
                 if (const auto* granted = std::get_if<wire::Granted>(&reply)) {
@@ -472,6 +475,9 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
             }
             const QueuedReply& queued = std::get<QueuedReply>(reply);
             waited = true;
+            if (!first_answer_ms) {
+                first_answer_ms = queued.server_now_ms;
+            }
             report_closed(options, queued.closed);
             if (Clock::now() >= give_up_at) {
                 // Leaves the queue, or gives back a slot handed over since the last reply.

@@ -130,7 +130,10 @@ private:
     // release() on the server this connection uses now, without asking the sentinels first.
     ReleaseOutcome release_here(const std::string& token, Releaser by = Releaser::owner,
                                 std::optional<int> exit_status = std::nullopt, bool once = false);
-    Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known);
+    // `first_answer_ms`: the server time of the first answer this acquire had (see
+    // wire::AcquireArgs).
+    Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known,
+                  std::optional<long long> first_answer_ms);
     // Blocks on the waiter's wake list; returns the slot handed over to it, if any came.
     // Throws PlaceReleased when somebody else released the waiting token.
     // `queued` is the acquire reply that queued or refreshed the waiter, sent at `asked_at`.

@@ -146,7 +146,8 @@ std::vector<std::string> acquire_args(const AcquireArgs& args) {
             args.meta_json,
             args.known ? "1" : "0",
             args.loss_grace ? std::to_string(args.loss_grace->count()) : "",
-            args.exclusive ? "x" : std::to_string(args.slots)};
+            args.exclusive ? "x" : std::to_string(args.slots),
+            number_or_empty(args.first_answer_ms)};
 }
 
 AcquireReply decode_acquire(const Reply& reply) {

@@ -77,6 +77,9 @@ struct AcquireArgs {
     std::optional<Milliseconds> loss_grace{};
     long long slots = 1;
     bool exclusive = false;
+    // The server time of this caller's first answer, kept across a place it lost: it belongs
+    // to the occurrence in force then (run --once-per). nullopt before any answer.
+    std::optional<long long> first_answer_ms{};
 };
 // ARGV after the wake-list prefix.
 std::vector<std::string> acquire_args(const AcquireArgs& args);

@@ -47,7 +47,6 @@ void set_policy(Connection& admin, const std::string& policy) {
                        std::chrono::seconds(10)));
 }
 
-
 // Writes keys without an expiry (an application that does not set one) into database 15
 // until `evicted` more keys were evicted than before (from any database), or 40 MB went in;
 // then deletes them. Returns how many were evicted meanwhile.

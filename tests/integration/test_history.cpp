@@ -468,7 +468,7 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
     const ProcessResult twice =
         run_redsem({"status", "--format", "prometheus", "plain", "plain"}, env);
     CHECK(std::count(twice.out.begin(), twice.out.end(), '\n') ==
-          2 * 14 + 11); // HELP and TYPE of 14, 11 gauges
+          2 * 16 + 13); // HELP and TYPE of 16, 13 gauges
 
     const ProcessResult result = run_redsem({"status", "--format", "prometheus"}, env);
     REQUIRE(result.exit_code == 0);
@@ -510,7 +510,7 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
             CHECK((family_type != "counter" || family.ends_with("_total")));
         }
     }
-    CHECK(families.size() == 14);
+    CHECK(families.size() == 16);
     CHECK(text.find("redsem_paused" + labels + " 0\n") != std::string::npos);
 
     // promtool (Debian's prometheus package) agrees.

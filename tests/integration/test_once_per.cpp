@@ -332,5 +332,5 @@ TEST_CASE("run --once-per refuses a window it cannot keep") {
     // A bare number, which other durations take as seconds, names the unit it lacks.
     const auto bare = run_redsem({"run", "--once-per", "20", "job", "--", "true"}, env_for(server));
     CHECK(first_line(bare.err) == "redsem: error: --once-per: '20' has no unit; give the window "
-                                  "with one, as in 20h, 20m or 20s (units: s, m, h, d)");
+                                  "with one, as in 20h, 30m or 90s (units: ms, s, m, h, d)");
 }

@@ -42,7 +42,6 @@ struct Fleet {
     EnvChanges env = env_for(server);
 };
 
-
 } // namespace
 
 TEST_CASE("a done claim is kept from eviction under every volatile policy until its window "
@@ -331,4 +330,36 @@ TEST_CASE("run --at-most-once without --once-per is a usage error") {
     CHECK(first_line(refused.err) ==
           "redsem: error: --at-most-once needs --once-per WINDOW: it says what a lost claim of "
           "an occurrence means");
+}
+
+TEST_CASE_METHOD(Fleet, "a waiter stopped for so long that it lost its place still belongs to "
+                        "the occurrence it started in when it queues again after the window") {
+    const std::string up = scratch.path("up");
+    const std::string go = scratch.path("go");
+    Child host_a(job({"--once-per", "3s", "-n", "2", "-q"}, "paused", "a", ran, until_go(up, go)),
+                 env);
+    REQUIRE(wait_for_file(up, 20s));
+    const long long ends = claim_ends_ms(admin, "paused");
+    const std::string queue = semaphore_key("paused", "queue");
+    Child host_b(job({"--once-per", "3s", "-n", "2", "-q"}, "paused", "b", ran), env);
+    REQUIRE(wait_until([&] { return zcard(admin, queue) == 1; }, 20s));
+    REQUIRE(server_time_ms(admin) < ends); // it queued inside the window
+    host_b.signal(SIGSTOP); // a laptop lid: it stops refreshing its place, and is dropped
+    REQUIRE(wait_until(
+        [&] {
+            // Dropped once its liveness ran out, by gc here (a call on the semaphore prunes).
+            std::this_thread::sleep_for(200ms);
+            REQUIRE(run_redsem({"gc", "paused"}, env).exit_code == 0);
+            return zcard(admin, queue) == 0 && server_time_ms(admin) > ends;
+        },
+        30s));
+    host_b.signal(SIGCONT); // it queues again, after the window: still of the first occurrence
+    REQUIRE(wait_until([&] { return zcard(admin, queue) == 1; }, 20s));
+    CHECK(zcard(admin, semaphore_key("paused", "holders")) == 1);
+    touch(go);
+    CHECK(host_a.wait(30s).exit_code == 0);
+    const auto b = host_b.wait(30s);
+    INFO(b.err);
+    CHECK(b.exit_code == 0);
+    CHECK(read_file(ran) == "a\n");
 }
