@@ -184,16 +184,15 @@ int release_once_per(HeldSlot& slot, const std::string& name, int status, int lo
         std::fprintf(stderr,
                      "redsem: the command succeeded after its slot of '%s' was gone (Redis out "
                      "of reach, or redsem stopped?), and another run has claimed this occurrence "
-                     "since: the job "
-                     "may have run twice\n",
+                     "since: the job may have run twice\n",
                      shown.c_str());
         return lost_exit;
     case ReleaseOutcome::late_gone:
         std::fprintf(stderr,
                      "redsem: the command succeeded after its slot of '%s' was gone (Redis out "
                      "of reach, or redsem stopped?), and the occurrence's claim is gone (Redis "
-                     "lost it, or it "
-                     "was cleared): another caller may run this occurrence again\n",
+                     "lost it, or it was cleared): another caller may run this occurrence "
+                     "again\n",
                      shown.c_str());
         return lost_exit;
     case ReleaseOutcome::released:
@@ -274,16 +273,15 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
         child.kill_group();
     }
     heartbeat.stop();
-    if (args.once_per && BootClock::now() - started > *args.once_per) {
-        std::fprintf(
-            stderr,
-            "redsem: warning: the command of '%s' ran for %s, longer than its --once-per "
-            "window of %s: callers that start after the window ends run the job again "
-            "(with a limit above 1, beside a run still running)\n",
-            printable(name).c_str(),
-            format_duration(std::chrono::floor<std::chrono::seconds>(BootClock::now() - started))
-                .c_str(),
-            format_duration(*args.once_per).c_str());
+    const auto ran_for = BootClock::now() - started;
+    if (args.once_per && ran_for > *args.once_per) {
+        std::fprintf(stderr,
+                     "redsem: warning: the command of '%s' ran for %s, longer than its --once-per "
+                     "window of %s: callers that start after the window ends run the job again "
+                     "(with a limit above 1, beside a run still running)\n",
+                     printable(name).c_str(),
+                     format_duration(std::chrono::floor<std::chrono::seconds>(ran_for)).c_str(),
+                     format_duration(*args.once_per).c_str());
     }
     const bool stopped_by_loss = result.lease_lost && supervise_options.stop_on_lost;
     if (args.once_per && !(stopped_by_loss && !result.lost_after_end)) {
