@@ -32,7 +32,7 @@ _redsem_all_opts() {
         '') opts+=' --version' ;;
         acquire) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --through-loss --replicas -q --quiet --json --while-pid --on-lost --kill-after' ;;
         renew) opts+=' --ttl --replicas' ;;
-        run) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --through-loss --replicas -q --quiet --on-lost --kill-after --lost-exit-code --once-per --at-most-once -c --command' ;;
+        run) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --through-loss --replicas -q --quiet --on-lost --kill-after --lost-exit-code --once-per --at-most-once --attempts -c --command' ;;
         status) opts+=' --json --format --watch --names' ;;
         log) opts+=' --since --until --json -f --follow' ;;
         gc) opts+=' --dry-run --json' ;;

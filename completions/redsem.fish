@@ -284,6 +284,7 @@ complete -c redsem -n '__redsem_seen_subcommand_from run' -l kill-after -x -d 'S
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l lost-exit-code -x -d 'Exit status after the slot was lost'
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l once-per -x -d 'Run once per WINDOW across callers; skip (exit 0) within it'
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l at-most-once -d 'With --once-per: also skip an occurrence whose outcome is unknown'
+complete -c redsem -n '__redsem_seen_subcommand_from run' -l attempts -x -d 'With --once-per: skip an occurrence after N runs failed'
 complete -c redsem -n '__redsem_seen_subcommand_from run' -s c -l command -x -d 'Shell command line to run with /bin/sh -c'
 
 # status and gc

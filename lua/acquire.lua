@@ -143,7 +143,7 @@ local function collected(deadline)
     if window then
         -- Handed over while another run claims the occurrence (by an older redsem, which
         -- does not judge it, or while a run holds another slot): given back.
-        local claim = occurrence_taken(call, state, now, token)
+        local claim = occurrence_taken(call, state, now, token, nil, json)
         if claim then
             remove_holder(call, state, token, info, now, true)
             log_skip(call, state, now, token, json, skip_why(claim), claim)
@@ -196,7 +196,7 @@ end
 -- when that run is done, or when the caller would not wait; a waiter waits for the run's end
 -- (a hand-over then judges the claim again). Its place in the queue goes.
 if window then
-    local claim = occurrence_taken(call, state, now, token, started)
+    local claim = occurrence_taken(call, state, now, token, started, json)
     if claim and (claim.done or mode ~= 'wait') and
        not (known and redis.call('ZSCORE', call.k_holders, token)) then -- (see collected())
         if known and redis.call('ZSCORE', call.k_queue, token) then
@@ -278,7 +278,7 @@ local function grant(held, waited)
     if admission(call, now, grace) > 0 then
         return nil
     end
-    if window and occurrence_taken(call, state, now, token, started) then
+    if window and occurrence_taken(call, state, now, token, started, json) then
         -- A run of the occurrence holds another slot (a limit above 1): this caller waits for
         -- its end in the queue (see hand_over()); one that would not wait skipped above.
         return nil
@@ -325,8 +325,8 @@ local function grant(held, waited)
         expire_new(call, state, call.k_slots)
     end
     touch(call, state, deadline)
-    log_grant(call, state, now, token, listed, fence, waited, json)
-    claim_occurrence(call, state, now, token, json)
+    log_grant(call, state, now, token, listed, fence, waited,
+              claim_occurrence(call, state, now, token, json))
     return granted_reply(fence, slots[1], deadline, limit, listed)
 end
 

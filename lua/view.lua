@@ -18,8 +18,8 @@
 --   an --exclusive holder, '' none), and while a pause is in force paused (who, as JSON),
 --   paused_since_ms, paused_until_ms (0: until resumed); while the window of an occurrence's
 --   claim lasts (run --once-per, see lib/occurrence.lua) claim_token, claim_stage ('run',
---   'done', or 'lapsed': also a run whose lease ran out, not pruned yet), claim_since_ms,
---   claim_until_ms and claim_by (the run's metadata JSON);
+--   'done', 'failed', or 'lapsed': also a run whose lease ran out, not pruned yet),
+--   claim_since_ms, claim_until_ms, claim_by (the run's metadata JSON) and claim_attempt;
 --   with 'counts': holders, held (slots, as the scripts count them: used_slots()), expired
 --   (dead holders: lease ran out, or hand-over lapsed; not pruned yet), waiting, stale
 --   (waiters past their liveness), history, acquired_total, expired_total, lost_total, and
@@ -158,7 +158,7 @@ if claim and now < claim.till then
         end
     end
     add('claim_token', claim.token, 'claim_stage', stage, 'claim_since_ms', claim.since,
-        'claim_until_ms', claim.till, 'claim_by', claim.json)
+        'claim_until_ms', claim.till, 'claim_by', claim.json, 'claim_attempt', claim.attempt)
 end
 
 if wants.counts then

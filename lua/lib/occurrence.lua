@@ -1,13 +1,14 @@
 -- lib/occurrence.lua: one run per occurrence (`run --once-per WINDOW`): the claim in the
 -- state hash's field `occurrence`, and the skips it causes.
 -- Provides: occurrence_window(json), parse_claim(state),
---   occurrence_taken(call, state, now, token, started),
+--   occurrence_taken(call, state, now, token, started, json),
 --   occurrence_doubt(call, state, now, token, started, json),
 --   skip_of_note(call, state, now, token, json),
---   claim_occurrence(call, state, now, token, json), settle_occurrence(call, state, token,
---   status), settle_late_success(call, state, token), skip_reply(claim, now), holders_of(call),
+--   claim_occurrence(call, state, now, token, json) (returns the JSON a grant logs),
+--   settle_occurrence(call, state, token, status), settle_late_success(call, state, token),
+--   skip_reply(claim, now), holders_of(call),
 --   log_skip(call, state, now, token, json, why, by, cause).
--- Uses the protocol's ONCE_PER_FIELD and AT_MOST_ONCE_FIELD.
+-- Uses the protocol's ONCE_PER_FIELD, AT_MOST_ONCE_FIELD and ATTEMPTS_FIELD.
 --- @include "call"
 --- @include "state"
 --- @include "lifetime"
@@ -19,16 +20,23 @@
 -- the client writes compactly, so inside a string the field would be escaped and not match),
 -- and so does its record while it waits: a hand-over (lib/queue.lua) judges the occurrence as
 -- a grant here does. Granted, it claims the occurrence: the field `occurrence` holds
--- "SINCE_MS UNTIL_MS TOKEN STAGE JSON", UNTIL_MS its grant plus its WINDOW by the server's
--- clock, STAGE 'run' while it holds the slot, 'done' once it released it with exit status 0,
--- and 'lapsed' once it left without a release of its own (its lease ran out, gc, `redsem
--- release` by somebody else, the guard's release of a run whose redsem died), JSON its
--- metadata. A caller belongs to the claim in force when
+-- "SINCE_MS UNTIL_MS TOKEN STAGE ATTEMPT JSON", UNTIL_MS its grant plus its WINDOW by the
+-- server's clock, STAGE 'run' while it holds the slot, 'done' once it released it with exit
+-- status 0, 'failed' once it released it with another (JSON then has "exit":STATUS), and
+-- 'lapsed' once it left without a release of its own (its lease ran out, gc, `redsem
+-- release` by somebody else, the guard's release of a run whose redsem died), ATTEMPT which
+-- run of the occurrence it is (1, or one more than the failed or lapsed run it follows;
+-- absent in a claim written before attempts were counted: 1), JSON its metadata, with
+-- "attempt" and "after" (the token of the run before) from the second attempt on (the claim
+-- it follows is kept in the field `occurrence_prior` until it begins). A caller
+-- belongs to the claim in force when
 -- it started (a waiter: when it queued): until UNTIL_MS every such caller that asks for one
 -- run per occurrence skips, at once when the run is done, or when it runs and the caller would
 -- not wait (-w 0); a waiter waits for the run's end, however long after UNTIL_MS that comes,
 -- and skips if it succeeded. A run that fails (another status) gives the occurrence back, and
--- so does a lapsed one: the next caller runs. A lapsed run whose own release comes later with
+-- so does a lapsed one: the next caller runs, as the next attempt, unless the caller's
+-- "attempts":N (run --attempts) says that N runs were enough: it skips as after a success
+-- (why 'attempts'). A lapsed run whose own release comes later with
 -- status 0, before anybody claimed the occurrence again, marks it done after all
 -- (settle_late_success()). While the claim is in force the keys have no expiry (see
 -- claim_in_force()). Callers without a WINDOW ignore the claim. An older redsem neither knows
@@ -40,8 +48,24 @@
 
 local ONCE_PATTERN = '"' .. ONCE_PER_FIELD .. '":(%d+)'
 local AT_MOST_ONCE_MARK = '"' .. AT_MOST_ONCE_FIELD .. '":true'
+local ATTEMPTS_PATTERN = '"' .. ATTEMPTS_FIELD .. '":(%d+)'
+-- The state's field that keeps the claim a second or later attempt followed, until that run
+-- begins (see settle_occurrence()).
+local PRIOR_CLAIM_FIELD = 'occurrence_prior'
 -- How many holders a skip because the semaphore was full names in the history.
 local SKIP_NAMES_HOLDERS = 3
+
+-- `json` with `text` (',"name":value...') added to its fields (none to a JSON that is not an
+-- object: edited by hand).
+local function with_fields(json, text)
+    if json == '{}' then
+        return '{' .. string.sub(text, 2) .. '}'
+    end
+    if string.sub(json, 1, 1) ~= '{' or string.sub(json, -1) ~= '}' then
+        return json
+    end
+    return string.sub(json, 1, -2) .. text .. '}'
+end
 
 -- The window in ms that metadata `json` asks for; nil for none.
 local function occurrence_window(json)
@@ -52,32 +76,59 @@ local function occurrence_window(json)
     return nil
 end
 
--- The claim, as a table {since, till, token, stage, json}; nil when there is none.
+-- The claim, as a table {since, till, token, stage, attempt, json}; nil when there is none.
 local function parse_claim(state)
-    local since, till, owner, stage, json =
-        string.match(state.occurrence or '', '^(%d+) (%d+) (%S+) (%a+) (.*)$')
+    local text = state.occurrence or ''
+    local since, till, owner, stage, attempt, json =
+        string.match(text, '^(%d+) (%d+) (%S+) (%a+) (%d+) (.*)$')
+    if not owner then
+        since, till, owner, stage, json = string.match(text, '^(%d+) (%d+) (%S+) (%a+) (.*)$')
+        attempt = 1 -- (written before attempts were counted)
+    end
     if not owner then
         return nil
     end
     return {since = tonumber(since), till = tonumber(till), token = owner, stage = stage,
-            json = json}
+            attempt = tonumber(attempt), json = json}
 end
 
--- The claim in force for a caller that started at server time `started` (nil: `now`, a
--- newcomer) that is not `token`'s, as a table {since, till, token, done, json}; nil when
--- nobody claims the occurrence, when its window had ended when the caller started, when
--- `token` claimed it, or when the run that claimed it failed or lost its slot.
-local function occurrence_taken(call, state, now, token, started)
+-- Stores `claim` (parse_claim()'s table) in the state.
+local function write_claim(call, state, claim)
+    state.occurrence = int_str(claim.since) .. ' ' .. int_str(claim.till) .. ' ' .. claim.token ..
+                       ' ' .. claim.stage .. ' ' .. int_str(claim.attempt) .. ' ' .. claim.json
+    redis.call('HSET', call.k_state, 'occurrence', state.occurrence)
+end
+
+-- Whether `claim`, of a run that failed or left without finishing, used up the attempts that a
+-- caller with metadata `json` allows the occurrence (none said: no bound). If so the claim,
+-- marked, keeps the caller out as a success would (skip_why(): 'attempts').
+local function attempts_used(claim, json)
+    local allowed = tonumber(string.match(json or '', ATTEMPTS_PATTERN))
+    if not allowed or claim.attempt < allowed then
+        return false
+    end
+    claim.done, claim.why = true, 'attempts'
+    return true
+end
+
+-- The claim in force for a caller with metadata `json` that started at server time `started`
+-- (nil: `now`, a newcomer) that is not `token`'s, as a table {since, till, token, done, json,
+-- attempt, why}; nil when nobody claims the occurrence, when its window had ended when the
+-- caller started, when `token` claimed it, or when the run that claimed it failed or lost its
+-- slot and the caller's attempts are not used up (attempts_used()).
+local function occurrence_taken(call, state, now, token, started, json)
     local claim = parse_claim(state)
-    if not claim or (started or now) >= claim.till or claim.token == token or
-       claim.stage == 'lapsed' then
+    if not claim or (started or now) >= claim.till or claim.token == token then
         return nil
     end
-    if claim.stage ~= 'done' then
+    if claim.stage == 'run' then
         local deadline = tonumber(redis.call('ZSCORE', call.k_holders, claim.token))
         if not deadline or deadline <= now then
-            return nil -- the run lost its slot (or was handed one it never collected)
+            -- The run lost its slot (or was handed one it never collected): lapsed.
+            return attempts_used(claim, json) and claim or nil
         end
+    elseif claim.stage ~= 'done' then
+        return attempts_used(claim, json) and claim or nil
     end
     claim.done = claim.stage == 'done'
     return claim
@@ -97,7 +148,8 @@ local function occurrence_doubt(call, state, now, token, started, json)
     end
     local window = occurrence_window(json)
     local claim = parse_claim(state)
-    if claim and claim.token ~= token and (started or now) < claim.till and claim.stage ~= 'done' then
+    if claim and claim.token ~= token and (started or now) < claim.till and
+       (claim.stage == 'run' or claim.stage == 'lapsed') then
         claim.why = 'lapsed'
         return claim
     end
@@ -121,7 +173,8 @@ local function skip_of_note(call, state, now, token, json)
         return told
     end
     local claim = parse_claim(state)
-    if claim and claim.token ~= token and claim.stage == 'done' then
+    if claim and claim.token ~= token and
+       (claim.stage == 'done' or (claim.stage ~= 'run' and attempts_used(claim, json))) then
         claim.done = true
         return claim
     end
@@ -129,34 +182,66 @@ local function skip_of_note(call, state, now, token, json)
 end
 
 -- `token`, granted at `now` with metadata `json`, claims the occurrence when `json` asks for
--- a window; the keys then outlive the window (touch()), so the claim does.
+-- a window; the keys then outlive the window (touch()), so the claim does. A claim in force of
+-- a run that failed or lapsed makes this the next attempt. Returns the metadata the grant
+-- logs: `json`, with "attempt" and "after" from the second attempt on.
 local function claim_occurrence(call, state, now, token, json)
     local window = occurrence_window(json)
     if not window then
-        return
+        return json
     end
-    local till = now + window
-    state.occurrence = int_str(now) .. ' ' .. int_str(till) .. ' ' .. token .. ' run ' .. json
-    redis.call('HSET', call.k_state, 'occurrence', state.occurrence)
-    touch(call, state, till)
+    local before = parse_claim(state)
+    local attempt = 1
+    if before and now < before.till and before.token ~= token and before.stage ~= 'done' then
+        attempt = before.attempt + 1
+        json = with_fields(json, ',"attempt":' .. int_str(attempt) .. ',"after":"' ..
+                           before.token .. '"')
+        -- Kept until this run begins, should its hand-over go uncollected (settle_occurrence()).
+        redis.call('HSET', call.k_state, PRIOR_CLAIM_FIELD, state.occurrence)
+    end
+    write_claim(call, state, {since = now, till = now + window, token = token, stage = 'run',
+                              attempt = attempt, json = json})
+    touch(call, state, now + window)
+    return json
 end
 
 -- Holder `token` leaves with exit `status` ('' when it was not its own `run` that released it,
--- or when it leaves without a release): a claim of its own is done when the status is 0, given
--- back when it is another, and lapsed when there is none; a claim already done stays.
+-- or when it leaves without a release): a claim of its own is done when the status is 0,
+-- failed when it is another, and lapsed when there is none; a claim already done stays.
 local function settle_occurrence(call, state, token, status)
     local claim = parse_claim(state)
     if not claim or claim.token ~= token or claim.stage ~= 'run' then
         return
     end
-    if status == '' or status == '0' then
-        state.occurrence = int_str(claim.since) .. ' ' .. int_str(claim.till) .. ' ' .. token ..
-                           (status == '0' and ' done ' or ' lapsed ') .. claim.json
-        redis.call('HSET', call.k_state, 'occurrence', state.occurrence)
-    else
-        state.occurrence = nil
-        redis.call('HDEL', call.k_state, 'occurrence')
+    if status == '' and redis.call('ZSCORE', call.k_alive, token) then
+        -- A hand-over nobody collected (its claim deadline is still there: collecting it
+        -- removes that): no run began. The claim goes back to what it was (none for a first
+        -- attempt): this one does not count.
+        local prior = claim.attempt > 1 and redis.call('HGET', call.k_state, PRIOR_CLAIM_FIELD)
+        if prior then
+            state.occurrence = prior
+            redis.call('HSET', call.k_state, 'occurrence', prior)
+        else
+            state.occurrence = nil
+            redis.call('HDEL', call.k_state, 'occurrence')
+        end
+        redis.call('HDEL', call.k_state, PRIOR_CLAIM_FIELD)
+        return
     end
+    if claim.attempt > 1 then
+        redis.call('HDEL', call.k_state, PRIOR_CLAIM_FIELD) -- (the run began)
+    end
+    if status == '0' then
+        claim.stage = 'done'
+    elseif status == '' then
+        claim.stage = 'lapsed'
+    else
+        claim.stage = 'failed'
+        if string.match(status, '^%d+$') then
+            claim.json = with_fields(claim.json, ',"exit":' .. status)
+        end
+    end
+    write_claim(call, state, claim)
 end
 
 -- The release with exit status 0 of a run of `token` that no longer holds its slot (its lease
@@ -174,15 +259,14 @@ local function settle_late_success(call, state, token)
         return 'taken'
     end
     if claim.stage ~= 'done' then
-        state.occurrence = int_str(claim.since) .. ' ' .. int_str(claim.till) .. ' ' .. token ..
-                           ' done ' .. claim.json
-        redis.call('HSET', call.k_state, 'occurrence', state.occurrence)
+        claim.stage = 'done'
+        write_claim(call, state, claim)
     end
     return 'done'
 end
 
 -- Why a caller skips because of `claim` (occurrence_taken(), occurrence_doubt()): 'ran',
--- 'running', 'lapsed' or 'lost'.
+-- 'running', 'attempts', 'lapsed' or 'lost'.
 local function skip_why(claim)
     return claim.why or (claim.done and 'ran' or 'running')
 end
@@ -206,16 +290,8 @@ local function holders_of(call)
     return holders
 end
 
--- `json` with `text` (',"name":value...') added to its fields.
-local function with_fields(json, text)
-    if json == '{}' then
-        return '{' .. string.sub(text, 2) .. '}'
-    end
-    return string.sub(json, 1, -2) .. text .. '}'
-end
-
--- Logs that `token` (metadata `json`) skipped: `why` is 'ran', 'running' or 'lapsed' (`by` is
--- the claim), 'lost' (`by` is occurrence_doubt()'s), 'busy' (`by` is a list of holders'
+-- Logs that `token` (metadata `json`) skipped: `why` is 'ran', 'running', 'attempts' or
+-- 'lapsed' (`by` is the claim), 'lost' (`by` is occurrence_doubt()'s), 'busy' (`by` is a list of holders'
 -- {token, since, json}), or 'closed' or 'paused' (a slot was free, but admission was closed for
 -- `cause`, or paused; `by` is empty). The event's JSON is the caller's, with "skipped" (why),
 -- "by": the claim's or the holders' metadata, each with its token and since_ms, and for a
@@ -225,7 +301,7 @@ local function log_skip(call, state, now, token, json, why, by, cause)
         return
     end
     local whom = {}
-    local claimed = why == 'ran' or why == 'running' or why == 'lapsed'
+    local claimed = why == 'ran' or why == 'running' or why == 'attempts' or why == 'lapsed'
     if why == 'lost' then
         -- No claim to name: when the loss was, and its cause.
         json = with_fields(json, ',"lost_at_ms":' .. int_str(by.since or 0))

@@ -231,7 +231,8 @@ local function hand_over(call, state, slot, now, bit_set, room)
         local waiter = parse_info(redis.call('HGET', k_info, token))
         local weight = waiter and waiter.kind == 'w' and weight_of(waiter, limit)
         local window = weight and occurrence_window(waiter.json)
-        local claim = window and occurrence_taken(call, state, now, token, waiter.since)
+        local claim = window and
+                      occurrence_taken(call, state, now, token, waiter.since, waiter.json)
         local doubt = window and not claim and
                       occurrence_doubt(call, state, now, token, waiter.since, waiter.json)
         if (claim and claim.done) or doubt then
@@ -277,8 +278,8 @@ local function hand_over(call, state, slot, now, bit_set, room)
             redis.call('PEXPIREAT', wake, int_str(math.max(deadline, now + CLAIM_MS)))
             touch(call, state, deadline)
             nudge_near_head_entrant(call, state, now)
-            log_grant(call, state, now, token, listed, fence, now - (waiter.since or now), waiter.json)
-            claim_occurrence(call, state, now, token, waiter.json)
+            log_grant(call, state, now, token, listed, fence, now - (waiter.since or now),
+                      claim_occurrence(call, state, now, token, waiter.json))
             return weight
         else
             -- A queue entry without waiter metadata (changed by hand): drop it, try the next.

@@ -10,6 +10,7 @@
 #include "redis/connection.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
+#include "util/stops.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -195,6 +196,7 @@ int main(int argc, char** argv) {
     forbid_inspection();
     reserve_standard_descriptors();
     ignore_sigpipe();
+    watch_stops(); // (RetryPolicy)
     CLI::App app{"redsem: a counting semaphore on Redis for shell scripts, cron jobs and CI.",
                  "redsem"};
     app.set_version_flag("--version", version_text());

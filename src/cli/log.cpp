@@ -148,6 +148,14 @@ std::string skip_detail(const Event& event) {
         return event.skipped;
     }
     const SkippedFor& claim = event.skipped_for.front();
+    if (event.skipped == "attempts") {
+        const HolderMeta& last = claim.meta;
+        return fmt::format("tried {} time{} (--attempts); the last run, on {} at {}, {}",
+                           last.attempt, last.attempt == 1 ? "" : "s", skipped_for_text(claim),
+                           clock(claim.since_ms),
+                           last.exit_status ? fmt::format("failed (exit {})", *last.exit_status)
+                                            : std::string("left without finishing"));
+    }
     if (event.skipped == "lapsed") {
         return fmt::format("the run on {} at {} left without finishing (--at-most-once)",
                            skipped_for_text(claim), clock(claim.since_ms));
@@ -209,6 +217,12 @@ std::string detail(const Event& event) {
                                           "occurrence may run again)"
                                         : ", after its slot was gone: " + event.late;
     }
+    if (event.kind == "acquired" && event.meta && event.meta->attempt > 1) {
+        // run --once-per, after a run of the occurrence that failed or left without finishing.
+        text += fmt::format(
+            ", attempt {} of the occurrence{}", event.meta->attempt,
+            event.meta->after.empty() ? "" : " (after " + short_token(event.meta->after) + ")");
+    }
     return text;
 }
 
@@ -266,6 +280,10 @@ json event_json(const Event& event) {
     if (event.duration_ms) {
         out[is_wait(event) ? "waited_ms" : "held_ms"] = *event.duration_ms;
     }
+    if (event.kind == "acquired" && meta && meta->attempt > 1) {
+        out["attempt"] = meta->attempt; // run --once-per (see detail())
+        out["after"] = meta->after;
+    }
     if (event.kind == "released") {
         out["exit_status"] = optional_json(event.exit_status);
         out["late"] = event.late.empty() ? json(nullptr) : json(event.late);
@@ -280,7 +298,9 @@ json event_json(const Event& event) {
                           {"host", whom.meta.host},
                           {"pid", whom.meta.pid},
                           {"user", whom.meta.user},
-                          {"label", whom.meta.label}});
+                          {"label", whom.meta.label},
+                          {"attempt", whom.meta.attempt},
+                          {"exit_status", optional_json(whom.meta.exit_status)}});
         }
         out["by"] = std::move(by);
         if (event.skipped == "closed") {

@@ -12,6 +12,7 @@
 #include "util/boot_clock.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
+#include "util/number.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -34,6 +35,7 @@ struct RunArgs {
     std::optional<int> lost_exit_code;
     std::optional<Milliseconds> once_per;
     bool at_most_once = false;
+    std::optional<long long> attempts;
     std::optional<std::string> shell_command;
     std::vector<std::string> command;
 };
@@ -117,6 +119,21 @@ Successor release_after_death(const std::string& prefix, const std::string& name
                      .group_arg = 1,
                      .env = environment,
                      .keep = inherited_secret_fds(environment)};
+}
+
+// How many runs of one occurrence may fail (or leave without finishing) before the callers of
+// that occurrence skip, without --attempts: a failure on one host is tried once more on
+// another, not on every host of the fleet.
+constexpr long long k_default_attempts = 2;
+constexpr long long k_max_attempts = 1'000;
+
+long long parse_attempts(const std::string& text, const char* option) {
+    const std::optional<long long> attempts = parse_integer(text, 1, k_max_attempts);
+    if (!attempts) {
+        throw UsageError(fmt::format("{}: '{}' is not a whole number from 1 to {}", option,
+                                     printable(text, 100), k_max_attempts));
+    }
+    return *attempts;
 }
 
 // --once-per WINDOW: at least a second (the claim is kept to the millisecond, by the server's
@@ -212,9 +229,14 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
         throw UsageError("--at-most-once needs --once-per WINDOW: it says what a lost claim of "
                          "an occurrence means");
     }
+    if (args.attempts && !args.once_per) {
+        throw UsageError("--attempts needs --once-per WINDOW: it bounds the runs of one "
+                         "occurrence");
+    }
     if (args.once_per) {
         parsed.options.meta.once_per_ms = args.once_per->count();
         parsed.options.meta.at_most_once = args.at_most_once;
+        parsed.options.meta.attempts = args.attempts.value_or(k_default_attempts);
     }
     SuperviseOptions supervise_options;
     supervise_options.stop_on_lost = args.stop_on_lost;
@@ -335,8 +357,14 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
                      "Run COMMAND once per WINDOW across all callers that say so (cron on many "
                      "hosts): while a run that started less than WINDOW ago succeeded or still "
                      "runs, skip (exit 0). A run that fails or loses its slot lets the next one "
-                     "run. WINDOW needs its unit (20h, 30m)")
+                     "run, up to --attempts. WINDOW needs its unit (20h, 30m)")
         ->type_name("WINDOW");
+    add_typed_option(command, "--attempts", args->attempts, parse_attempts,
+                     fmt::format("With --once-per: after N runs of an occurrence failed or left "
+                                 "without finishing, skip it (exit 0) until its window ends "
+                                 "(default {})",
+                                 k_default_attempts))
+        ->type_name("N");
     command.add_flag("--at-most-once", args->at_most_once,
                      "With --once-per: also skip an occurrence whose run's outcome is unknown "
                      "(that run left without finishing, or Redis may have lost data since the "

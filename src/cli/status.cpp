@@ -122,16 +122,24 @@ json waiter_json(const WaiterView& waiter, long long now) {
     return out;
 }
 
-// The occurrence's claim (run --once-per) as JSON: {"token", "stage", "since_ms", "since",
-// "until_ms", "until", "ends_in_ms", "host", "pid", "user", "label"}; null when none is in force.
+// The occurrence's claim (run --once-per) as JSON: {"token", "stage", "attempt", "since_ms",
+// "since", "until_ms", "until", "ends_in_ms", "host", "pid", "user", "label", and for a run
+// that failed "exit_status"}; null when none is in force.
 json claim_json(const std::optional<Claim>& claim, long long now) {
     if (!claim) {
         return nullptr;
     }
-    json out{
-        {"token", claim->token},   {"stage", claim->stage}, {"ends_in_ms", claim->until_ms - now},
-        {"host", claim->by.host},  {"pid", claim->by.pid},  {"user", claim->by.user},
-        {"label", claim->by.label}};
+    json out{{"token", claim->token},
+             {"stage", claim->stage},
+             {"ends_in_ms", claim->until_ms - now},
+             {"host", claim->by.host},
+             {"pid", claim->by.pid},
+             {"user", claim->by.user},
+             {"label", claim->by.label},
+             {"attempt", claim->attempt}};
+    if (claim->by.exit_status) {
+        out["exit_status"] = *claim->by.exit_status;
+    }
     out.update(time_fields("since", claim->since_ms));
     out.update(time_fields("until", claim->until_ms));
     return out;
@@ -153,14 +161,26 @@ std::string claim_line(const std::optional<Claim>& claim) {
                            "skip until {}",
                            who, when(claim->since_ms), when(claim->until_ms));
     }
+    const std::string attempt =
+        claim->attempt > 1 ? fmt::format(" (attempt {})", claim->attempt) : std::string();
     if (claim->stage == "run") {
-        return fmt::format("occurrence: running on {} since {}; its window ends at {}", who,
-                           when(claim->since_ms), when(claim->until_ms));
+        return fmt::format("occurrence: running on {} since {}{}; its window ends at {}", who,
+                           when(claim->since_ms), attempt, when(claim->until_ms));
     }
-    return fmt::format("occurrence: the run on {} at {} left without finishing (its lease ran "
+    if (claim->stage == "failed") {
+        return fmt::format("occurrence: the run on {} at {}{} failed{}; the next caller with "
+                           "--once-per runs it, unless its --attempts are used up (then it "
+                           "skips until {})",
+                           who, when(claim->since_ms), attempt,
+                           claim->by.exit_status ? fmt::format(" (exit {})", *claim->by.exit_status)
+                                                 : std::string(),
+                           when(claim->until_ms));
+    }
+    return fmt::format("occurrence: the run on {} at {}{} left without finishing (its lease ran "
                        "out, or its slot was released for it); the next caller with --once-per "
-                       "runs it (with --at-most-once: skips until {})",
-                       who, when(claim->since_ms), when(claim->until_ms));
+                       "runs it, unless its --attempts are used up (with --at-most-once: skips "
+                       "until {})",
+                       who, when(claim->since_ms), attempt, when(claim->until_ms));
 }
 
 // "2/3 held (1 expired), 4 waiting (1 stale)": dead entries never count as held or waiting.

@@ -190,8 +190,10 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv,
         const sigset_t& caught = caught_signals();
         for (int signal = 1; signal < NSIG; ++signal) {
             struct sigaction action {};
-            if (sigismember(&caught, signal) == 1 && sigaction(signal, nullptr, &action) == 0 &&
-                action.sa_handler != SIG_IGN && action.sa_handler != SIG_DFL) {
+            // (SIGCONT: util/stops.cpp's handler.)
+            const bool ours = sigismember(&caught, signal) == 1 || signal == SIGCONT;
+            if (ours && sigaction(signal, nullptr, &action) == 0 && action.sa_handler != SIG_IGN &&
+                action.sa_handler != SIG_DFL) {
                 action.sa_handler = SIG_DFL;
                 sigaction(signal, &action, nullptr);
             }

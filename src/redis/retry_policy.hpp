@@ -6,6 +6,7 @@
 
 #include "util/boot_clock.hpp"
 #include "util/errors.hpp"
+#include "util/stops.hpp"
 
 namespace redsem {
 
@@ -25,7 +26,9 @@ namespace redsem {
 // (so the last try may come up to one delay after the window: a restart that takes a little
 // longer than the window is still ridden out). A loop that finds it did not run for a while
 // (a sleep that ended long after its time: SIGSTOP, a suspended machine) takes that time out
-// of the window (not_running()): the outage it finds on waking is given its window.
+// of the window (not_running()): the outage it finds on waking is given its window. So does
+// a process stopped and continued since the failures began (last_continued(): a stop in the
+// middle of a try, which no sleep sees).
 class RetryPolicy {
 public:
     using Milliseconds = std::chrono::milliseconds;
@@ -91,6 +94,7 @@ public:
             m_failing = true;
             m_failing_since = now;
         }
+        m_failing_since = std::max(m_failing_since, std::min(last_continued(), now));
         if (!worth_retrying(transience, m_reached)) {
             return std::nullopt;
         }

@@ -60,6 +60,10 @@ inline constexpr std::string_view k_once_per_field = "once_per";
 // The field of a --once-per caller's metadata JSON (true) that asks for at most one run per
 // occurrence (run --at-most-once): it also skips an occurrence whose claim may have been lost.
 inline constexpr std::string_view k_at_most_once_field = "at_most_once";
+// The field of a --once-per caller's metadata JSON that bounds the runs one occurrence may
+// have (run --attempts N): after N runs that failed or left without finishing, the callers of
+// that occurrence skip. Without it (an earlier build), no bound.
+inline constexpr std::string_view k_attempts_field = "attempts";
 
 // While a semaphore is paused its queue holds this member behind every waiter, so that no gc
 // (also one of a release before pauses) takes it for empty. It is nobody's token (those are 32

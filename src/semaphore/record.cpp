@@ -117,6 +117,19 @@ HolderMeta parse_meta(std::string_view json) {
             strict != meta.end() && strict->is_boolean()) {
             out.at_most_once = strict->get<bool>();
         }
+        if (const auto bound = meta.find(k_attempts_field);
+            bound != meta.end() && bound->is_number_integer()) {
+            out.attempts = bound->get<long long>();
+        }
+        if (const auto attempt = meta.find("attempt");
+            attempt != meta.end() && attempt->is_number_integer()) {
+            out.attempt = attempt->get<long long>();
+        }
+        out.after = string_field(meta, "after");
+        if (const auto status = meta.find("exit");
+            status != meta.end() && status->is_number_integer()) {
+            out.exit_status = status->get<long long>();
+        }
         if (const auto ci = meta.find("ci"); ci != meta.end() && ci->is_object()) {
             out.ci = CiJob{.system = string_field(*ci, "system"),
                            .url = string_field(*ci, "url"),

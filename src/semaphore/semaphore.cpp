@@ -127,7 +127,7 @@ Milliseconds wake_timeout(const QueuedReply& queued, bool live_position,
 
 std::string HolderMeta::to_json() const {
     // Compact, keys sorted: lua/release.lua finds "keeper":true in it, lib/occurrence.lua
-    // "at_most_once":true.
+    // "at_most_once":true and "attempts":N.
     nlohmann::json json{
         {"host", host}, {"pid", pid}, {"pid_of", pid_of}, {"user", user}, {"label", label}};
     if (keeper) {
@@ -138,6 +138,9 @@ std::string HolderMeta::to_json() const {
     }
     if (at_most_once) {
         json[std::string(k_at_most_once_field)] = true;
+    }
+    if (attempts) {
+        json[std::string(k_attempts_field)] = *attempts;
     }
     if (ci) {
         json["ci"] = {

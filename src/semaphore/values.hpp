@@ -58,6 +58,15 @@ struct HolderMeta {
     // run --at-most-once (with once_per_ms): also skip an occurrence whose run's outcome is
     // unknown (see lua/lib/occurrence.lua, which reads it here).
     bool at_most_once = false;
+    // run --attempts (with once_per_ms): how many runs of one occurrence may fail or leave
+    // without finishing before its callers skip.
+    std::optional<long long> attempts{};
+    // As a claim's metadata reads back (lua/lib/occurrence.lua writes these; to_json() does
+    // not): which run of the occurrence it is, the token of the run before it, and the exit
+    // status of a run that failed.
+    long long attempt = 1;
+    std::string after{};
+    std::optional<long long> exit_status{};
 
     std::string to_json() const;
 };
@@ -85,8 +94,11 @@ struct Pause {
 // The claim of a `run --once-per` occurrence while its window lasts (lua/lib/occurrence.lua).
 struct Claim {
     std::string token;      // the run that claimed it
-    std::string stage;      // "run" (it holds its slot), "done" (it succeeded), or "lapsed" (it
-                            // left without a release of its own: the next caller runs)
+    std::string stage;      // "run" (it holds its slot), "done" (it succeeded), "failed" (it
+                            // exited with another status; by.exit_status says which), or
+                            // "lapsed" (it left without a release of its own); after the
+                            // last two the next caller runs, unless its --attempts are used up
+    long long attempt = 1;  // which run of the occurrence
     long long since_ms = 0; // its grant (server clock)
     long long until_ms = 0; // the window's end (server clock)
     HolderMeta by{};        // who ran it
@@ -121,7 +133,9 @@ struct AdmissionClosed {
 // so it skipped (lua/lib/occurrence.lua).
 struct Skip {
     bool done = false; // that run succeeded; else it runs still, or `why` says more
-    // "ran" (done), "running", or for --at-most-once "lapsed" (the run that claimed the
+    // "ran" (done), "running", "attempts" (done too: the occurrence's runs failed or left
+    // without finishing as often as --attempts allows; the last one is by, by.attempt of them),
+    // or for --at-most-once "lapsed" (the run that claimed the
     // occurrence left without finishing) or "lost" (Redis may have lost data, of `cause`, at
     // since_ms, after the window could have begun; the next run may start at until_ms; no
     // token, no `by`)

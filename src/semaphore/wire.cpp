@@ -421,6 +421,9 @@ View decode_view(const Reply& reply) {
                            .since_ms = fields.integer("claim_since_ms"),
                            .until_ms = fields.integer("claim_until_ms"),
                            .by = parse_meta(fields.string("claim_by"))};
+        if (fields.has("claim_attempt")) {
+            view.claim->attempt = fields.integer("claim_attempt");
+        }
     }
     if (fields.has("held")) {
         view.holders = fields.integer("holders");

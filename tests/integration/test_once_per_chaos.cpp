@@ -2,15 +2,17 @@
 // occurrence (a semaphore of its own, a window of an hour), its hosts start together, and one
 // fault strikes: an eviction of the idle claim under cache traffic, an outage of Redis across
 // the end of the run, a SIGKILL of the running redsem (as `pkill -9 redsem` does: its guard
-// lives on), or a restart that loses the claim. The observer trusts only the kernel and the
-// jobs' own file: each job holds an flock(1) on the round's lock file while it runs (a job that
-// finds it taken writes OVERLAP) and writes "end" when it completes.
+// lives on), a SIGKILL of its guard, a window shorter than the job (with a limit of 2, the
+// other hosts waiting), or a restart that loses the claim. The observer trusts only the kernel
+// and the jobs' own file: each job holds an flock(1) on the round's lock file while it runs (a
+// job that finds it taken writes OVERLAP) and writes "end" when it completes.
 #include <catch2/catch.hpp>
 
 #include "support/helpers.hpp"
 #include "support/occurrence.hpp"
 
 #include <csignal>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
@@ -20,7 +22,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-enum class Fault { none, eviction, outage, killed, restart };
+enum class Fault { none, eviction, outage, killed, guard_killed, short_window, restart };
 
 const char* fault_name(Fault fault) {
     switch (fault) {
@@ -32,6 +34,10 @@ const char* fault_name(Fault fault) {
         return "outage across the end of the run";
     case Fault::killed:
         return "SIGKILL of the running redsem";
+    case Fault::guard_killed:
+        return "SIGKILL of the running command's guard";
+    case Fault::short_window:
+        return "a window shorter than the job";
     case Fault::restart:
         return "restart that loses the claim";
     }
@@ -53,12 +59,14 @@ Outcome outcome_of(const std::string& log) {
     return outcome;
 }
 
-// `run --once-per 1h NAME` of a job that holds `lock` while it runs: it writes "start", runs
-// `body`, and writes "end"; or "OVERLAP" when another job holds the lock.
+// `run --once-per WINDOW NAME` of a job that holds `lock` while it runs: it writes "start",
+// runs `body` (no single quotes in it), and writes "end"; or "OVERLAP" when another job holds
+// the lock.
 std::vector<std::string> locked_job(const std::vector<std::string>& options,
                                     const std::string& name, const std::string& lock,
-                                    const std::string& log, const std::string& body) {
-    std::vector<std::string> args{"run", "--once-per", "1h", "-q", "--ttl", "2s"};
+                                    const std::string& log, const std::string& body,
+                                    const std::string& window) {
+    std::vector<std::string> args{"run", "--once-per", window, "-q", "--ttl", "2s"};
     args.insert(args.end(), options.begin(), options.end());
     args.insert(args.end(), {name, "--", "sh", "-c",
                              "flock -n " + lock + " sh -c 'echo start >> " + log + "; " + body +
@@ -68,7 +76,8 @@ std::vector<std::string> locked_job(const std::vector<std::string>& options,
 
 } // namespace
 
-TEST_CASE("cron on three hosts through evictions, outages, kills and restarts: one completed "
+TEST_CASE("cron on three hosts through evictions, outages, kills of redsem and of its guard, "
+          "windows shorter than the job and restarts: one completed "
           "run per occurrence (a second only where a restart lost the claim, and not with "
           "--at-most-once), never two at a time") {
     RedisServer::Options options;
@@ -82,8 +91,8 @@ TEST_CASE("cron on three hosts through evictions, outages, kills and restarts: o
     // At most once first: the restart of its last round makes every later at-most-once caller
     // skip for a window (a claim may have been lost), which the at-least-once rounds ignore.
     for (const bool at_most_once : {true, false}) {
-        for (const Fault fault :
-             {Fault::none, Fault::eviction, Fault::outage, Fault::killed, Fault::restart}) {
+        for (const Fault fault : {Fault::none, Fault::eviction, Fault::outage, Fault::killed,
+                                  Fault::guard_killed, Fault::short_window, Fault::restart}) {
             ++round;
             const std::string name = "cron" + std::to_string(round);
             const std::string lock = scratch.path(name + ".lock");
@@ -92,19 +101,60 @@ TEST_CASE("cron on three hosts through evictions, outages, kills and restarts: o
             const std::string go = scratch.path(name + ".go");
             INFO("round " << round << ": " << fault_name(fault)
                           << (at_most_once ? ", --at-most-once" : ""));
+            const std::string group = scratch.path(name + ".group");
             std::vector<std::string> strict;
             if (at_most_once) {
                 strict.push_back("--at-most-once");
             }
-            // The first host's job runs until the test lets it end.
-            Child first(locked_job(strict, name, lock, log, until_go(up, go)), env);
+            // A window that ends while the job runs, with room for a second run beside it.
+            const bool short_window = fault == Fault::short_window;
+            const std::string window = short_window ? "2s" : "1h";
+            if (short_window) {
+                strict.insert(strict.end(), {"-n", "2"});
+            }
+            // The first host's job writes its process group (the guard's pid) and runs until
+            // the test lets it end.
+            Child first(
+                locked_job(strict, name, lock, log,
+                           "cut -d\" \" -f5 /proc/$$/stat > " + group + "; " + until_go(up, go),
+                           window),
+                env);
             REQUIRE(wait_for_file(up, 20s));
+            // The other two hosts: after the fault, or for a short window at once, waiting.
+            std::vector<std::unique_ptr<Child>> others;
+            const auto start_others = [&] {
+                for (int host = 0; host < 2; ++host) {
+                    others.push_back(std::make_unique<Child>(
+                        locked_job(strict, name, lock, log, "sleep 0.2", window), env));
+                }
+            };
             switch (fault) {
             case Fault::none:
             case Fault::restart:
                 touch(go);
                 CHECK(first.wait(30s).exit_code == 0);
                 break;
+            case Fault::short_window: {
+                start_others();
+                Connection admin = server.admin();
+                REQUIRE(wait_until([&] { return zcard(admin, semaphore_key(name, "queue")) == 2; },
+                                   30s));
+                // The window ends under the waiters; they belong to its occurrence all the same.
+                const long long ends_ms = claim_ends_ms(admin, name);
+                REQUIRE(ends_ms > 0);
+                REQUIRE(wait_until([&] { return server_time_ms(admin) > ends_ms + 500; }, 30s));
+                touch(go);
+                CHECK(first.wait(30s).exit_code == 0);
+                break;
+            }
+            case Fault::guard_killed: {
+                const long long guard = std::atoll(read_file(group).c_str());
+                REQUIRE(guard > 1);
+                REQUIRE(kill(static_cast<pid_t>(guard), SIGKILL) == 0);
+                // It takes the command's group with it; run reports it as a failure.
+                CHECK(first.wait(30s).exit_code == 137);
+                break;
+            }
             case Fault::eviction: {
                 touch(go);
                 CHECK(first.wait(30s).exit_code == 0);
@@ -135,11 +185,8 @@ TEST_CASE("cron on three hosts through evictions, outages, kills and restarts: o
             if (fault == Fault::restart) {
                 server.restart();
             }
-            // The other two hosts, at once.
-            std::vector<std::unique_ptr<Child>> others;
-            for (int host = 0; host < 2; ++host) {
-                others.push_back(
-                    std::make_unique<Child>(locked_job(strict, name, lock, log, "sleep 0.2"), env));
+            if (!short_window) {
+                start_others();
             }
             for (auto& other : others) {
                 const auto result = other->wait(60s);
@@ -153,6 +200,10 @@ TEST_CASE("cron on three hosts through evictions, outages, kills and restarts: o
                 // status, left its outcome unknown: one of the others runs the job, or at most
                 // once none does.
                 CHECK(outcome.completed == (at_most_once ? 0 : 1));
+            } else if (fault == Fault::guard_killed) {
+                // A known failure (137): the next host runs the job, as its second attempt.
+                CHECK(outcome.completed == 1);
+                CHECK(events_of(server, name, "acquired").back()["attempt"] == 2);
             } else if (fault == Fault::restart) {
                 // The claim is gone with the data: at least once runs the job again.
                 CHECK(outcome.completed == (at_most_once ? 1 : 2));

@@ -332,6 +332,113 @@ TEST_CASE("run --at-most-once without --once-per is a usage error") {
           "an occurrence means");
 }
 
+TEST_CASE_METHOD(Fleet, "a job that fails is tried on as many hosts as --attempts allows, then "
+                        "the occurrence is skipped, with the attempts linked on record") {
+    const std::vector<std::string> cron{"--once-per", "1h", "-q", "-w", "0"};
+    // The default: two attempts.
+    CHECK(run_redsem(job(cron, "nightly", "a", ran, "exit 1"), env).exit_code == 1);
+    CHECK(claim_of(admin, "nightly").find(" failed 1 ") != std::string::npos);
+    CHECK(run_redsem(job(cron, "nightly", "b", ran, "exit 2"), env).exit_code == 2);
+    const auto host_c = run_redsem(job({"--once-per", "1h", "-w", "0"}, "nightly", "c", ran), env);
+    INFO(host_c.err);
+    CHECK(host_c.exit_code == 0);
+    CHECK(read_file(ran) == "a\nb\n");
+    CHECK(first_line(host_c.err)
+              .find("redsem: skipped 'nightly': this occurrence was tried 2 "
+                    "times, which --attempts allows; the last run, on ") == 0);
+    CHECK(host_c.err.find("failed (exit 2); the next run may start at ") != std::string::npos);
+    // Quiet with -q: the failed runs spoke for themselves.
+    const auto host_d = run_redsem(job(cron, "nightly", "d", ran), env);
+    CHECK(host_d.exit_code == 0);
+    CHECK(host_d.err.empty());
+
+    // On record: the second grant names the first run, the skips name the last one.
+    const auto grants = events_of(server, "nightly", "acquired");
+    REQUIRE(grants.size() == 2);
+    CHECK(grants[0].count("attempt") == 0);
+    CHECK(grants[1]["attempt"] == 2);
+    CHECK(grants[1]["after"] == grants[0]["token"]);
+    const auto skips = events_of(server, "nightly", "skipped");
+    REQUIRE(skips.size() == 2);
+    CHECK(skips[0]["skipped"] == "attempts");
+    CHECK(skips[0]["by"][0]["token"] == grants[1]["token"]);
+    CHECK(skips[0]["by"][0]["attempt"] == 2);
+    CHECK(skips[0]["by"][0]["exit_status"] == 2);
+    const std::string log = run_redsem({"log", "nightly"}, env).out;
+    CHECK(log.find("attempt 2 of the occurrence (after ") != std::string::npos);
+    CHECK(log.find("tried 2 times (--attempts); the last run, on ") != std::string::npos);
+    const json shown = json::parse(run_redsem({"status", "nightly", "--json"}, env).out);
+    CHECK(shown["occurrence"]["stage"] == "failed");
+    CHECK(shown["occurrence"]["attempt"] == 2);
+    CHECK(shown["occurrence"]["exit_status"] == 2);
+    CHECK(run_redsem({"status", "nightly"}, env).out.find("(attempt 2) failed (exit 2)") !=
+          std::string::npos);
+
+    // A caller that allows more attempts makes one more; then a success ends the occurrence
+    // for all.
+    std::vector<std::string> patient = cron;
+    patient.insert(patient.end(), {"--attempts", "3"});
+    CHECK(run_redsem(job(patient, "nightly", "e", ran), env).exit_code == 0);
+    CHECK(run_redsem(job(patient, "nightly", "f", ran), env).exit_code == 0);
+    CHECK(read_file(ran) == "a\nb\ne\n");
+    CHECK(events_of(server, "nightly", "acquired").back()["attempt"] == 3);
+}
+
+TEST_CASE_METHOD(Fleet, "with --attempts 1 a waiter skips when the run it waited for fails, and "
+                        "a run that left without finishing counts as an attempt") {
+    const std::string go = scratch.path("go");
+    const std::vector<std::string> once{"--once-per", "1h", "--attempts", "1"};
+    Child host_a(
+        job(once, "single", "a", ran, "while [ ! -e " + go + " ]; do sleep 0.05; done; exit 1"),
+        env);
+    REQUIRE(wait_until([&] { return read_file(ran) == "a\n"; }, 20s));
+    Child host_b(job(once, "single", "b", ran), env);
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key("single", "queue")) == 1; }, 20s));
+    touch(go);
+    CHECK(host_a.wait().exit_code == 1);
+    const auto waited = host_b.wait();
+    INFO(waited.err);
+    CHECK(waited.exit_code == 0);
+    CHECK(waited.err.find("this occurrence was tried 1 time, which --attempts allows") !=
+          std::string::npos);
+    CHECK(read_file(ran) == "a\n");
+    CHECK(zcard(admin, semaphore_key("single", "queue")) == 0);
+
+    // A run whose lease ran out (stopped past it) used its occurrence's only attempt too.
+    const std::string up = scratch.path("up");
+    Child stopped(job({"--once-per", "1h", "--attempts", "1", "--ttl", "1s", "-q"}, "stalled", "c",
+                      ran, "touch " + up + "; sleep 60"),
+                  env);
+    REQUIRE(wait_for_file(up, 20s));
+    const std::string token = only_holder(admin, "stalled");
+    stopped.signal(SIGSTOP);
+    REQUIRE(wait_until([&] { return lease_ran_out(admin, "stalled", token); }, 20s));
+    const auto next = run_redsem(job(once, "stalled", "d", ran), env);
+    INFO(next.err);
+    CHECK(next.exit_code == 0);
+    CHECK(next.err.find("left without finishing; the next run may start at ") != std::string::npos);
+    CHECK(read_file(ran) == "a\nc\n");
+    stopped.signal(SIGKILL);
+    stopped.wait();
+}
+
+TEST_CASE("run --attempts needs --once-per and a whole number of at least 1") {
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    const auto alone = run_redsem({"run", "--attempts", "2", "job", "--", "true"}, env);
+    CHECK(alone.exit_code == 64);
+    CHECK(first_line(alone.err) == "redsem: error: --attempts needs --once-per WINDOW: it bounds "
+                                   "the runs of one occurrence");
+    for (const std::string bad : {"0", "two", "1.5", "1001"}) {
+        INFO(bad);
+        const auto refused =
+            run_redsem({"run", "--once-per", "1h", "--attempts", bad, "job", "--", "true"}, env);
+        CHECK(refused.exit_code == 64);
+        CHECK(first_line(refused.err) ==
+              "redsem: error: --attempts: '" + bad + "' is not a whole number from 1 to 1000");
+    }
+}
+
 TEST_CASE_METHOD(Fleet, "a waiter stopped for so long that it lost its place still belongs to "
                         "the occurrence it started in when it queues again after the window") {
     const std::string up = scratch.path("up");

@@ -1,8 +1,14 @@
 #include <catch2/catch.hpp>
 
 #include "redis/retry_policy.hpp"
+#include "util/stops.hpp"
 
+#include <csignal>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace redsem;
 using std::chrono::milliseconds;
@@ -54,6 +60,51 @@ TEST_CASE("RetryPolicy: time the loop did not run is not counted against the win
     CHECK_FALSE(counted.after(Transience::broken));
     stopped.not_running(std::chrono::hours{1}); // all of it spent stopped
     CHECK(stopped.after(Transience::broken) == milliseconds{200});
+}
+
+namespace {
+
+// Stops this process for at least `duration` with a real SIGSTOP, and continues it with
+// SIGCONT from a child that waits until it is stopped.
+void stop_this_process_for(milliseconds duration) {
+    const pid_t self = getpid();
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        const std::string stat_path = "/proc/" + std::to_string(self) + "/stat";
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds{30};
+        for (;;) {
+            std::ifstream stat(stat_path);
+            std::string pid, name, state;
+            stat >> pid >> name >> state; // (the test binary's name has no spaces)
+            if (state == "T" || std::chrono::steady_clock::now() > give_up) {
+                break;
+            }
+            std::this_thread::sleep_for(milliseconds{1});
+        }
+        std::this_thread::sleep_for(duration);
+        kill(self, SIGCONT);
+        _exit(0);
+    }
+    raise(SIGSTOP);
+    int status = 0;
+    waitpid(child, &status, 0);
+}
+
+} // namespace
+
+TEST_CASE("RetryPolicy: a stop in the middle of a try is not counted against the window") {
+    watch_stops();
+    RetryPolicy policy(milliseconds{500});
+    REQUIRE(policy.after(Transience::broken)); // the failures begin
+    const auto stopped_at = BootClock::now();
+    stop_this_process_for(milliseconds{1'000}); // as in a try: no sleep of the loop's sees it
+    REQUIRE(BootClock::now() - stopped_at >= milliseconds{1'000});
+    CHECK(last_continued() >= stopped_at);
+    // The outage found on waking is given its window, and no more.
+    CHECK(policy.after(Transience::broken));
+    std::this_thread::sleep_for(milliseconds{600});
+    CHECK_FALSE(policy.after(Transience::broken));
 }
 
 TEST_CASE("RetryPolicy: unreachable is retried once the server was reached, never before") {
