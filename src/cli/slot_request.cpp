@@ -352,9 +352,35 @@ long long parse_limit_or_hint(const std::string& text, const char* option) {
                                            "(flock's -n), use -w 0"));
 }
 
+// flock(1)'s lock modes (-x/-e exclusive, -s shared), hidden: each is refused while parsing
+// with what redsem has instead, not as an unknown option (which named the next word, '--').
+void refuse_flock_modes(CLI::App& command) {
+    struct Mode {
+        const char* name;
+        const char* message;
+    };
+    static constexpr Mode k_modes[] = {
+        {"-x", "-x is flock's exclusive lock; here the limit belongs to the semaphore (-n N; "
+               "a new one has 1: exclusive already). To take every slot, use --exclusive"},
+        {"-e", "-e is flock's exclusive lock; here the limit belongs to the semaphore (-n N; "
+               "a new one has 1: exclusive already). To take every slot, use --exclusive"},
+        {"-s", "-s is flock's shared lock; here the limit belongs to the semaphore: -n N lets "
+               "N hold it at once (--exclusive takes every slot)"},
+        {"--shared", "--shared is flock's shared lock; here the limit belongs to the semaphore: "
+                     "-n N lets N hold it at once (--exclusive takes every slot)"},
+    };
+    for (const Mode& mode : k_modes) {
+        command
+            .add_flag_callback(
+                mode.name, [message = mode.message] { throw UsageError(message); }, "")
+            ->group("");
+    }
+}
+
 } // namespace
 
 void add_slot_options(CLI::App& command, SlotRequest& request) {
+    refuse_flock_modes(command);
     command.add_option("NAME", request.name, "Semaphore name")->required();
     // Converted while parsing, before NAME and COMMAND are counted: flock's -n is "do not
     // wait", and `redsem run -n nightly ./backup.sh` must say so, not "no command given".
