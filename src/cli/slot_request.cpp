@@ -515,7 +515,8 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
         for (int round = 0; !lease && request.through_loss && last_closed.closed() &&
                             !last_closed.pause && round < k_reopen_rounds;
              ++round) {
-            if (!request.quiet && round == 0) {
+            // Also with -q: the cron form waits up to the loss grace, which is not "busy".
+            if (round == 0) {
                 std::fprintf(stderr,
                              "redsem: %s; waiting for that (--through-loss), then trying "
                              "once\n",
