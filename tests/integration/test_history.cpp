@@ -794,12 +794,16 @@ TEST_CASE("log --follow rides out a Redis restart and goes on after the last eve
           }) == 1);
 }
 
-TEST_CASE("log says how a run ended: a released event carries its command's exit status, and "
-          "TIME names its zone") {
+TEST_CASE("log says how a run ended: a released event carries its command's exit status, an "
+          "exit 143 is no SIGTERM, and TIME names its zone") {
     RedisServer server;
     EnvChanges env = env_for(server);
     REQUIRE(run_redsem({"run", "ended", "--", "sh", "-c", "exit 3"}, env).exit_code == 3);
     REQUIRE(run_redsem({"run", "ended", "-c", "kill -TERM $$"}, env).exit_code == 143);
+    // A script that traps TERM, cleans up and exits 143 (before issue 52: "killed by SIGTERM").
+    REQUIRE(
+        run_redsem({"run", "ended", "-c", "trap 'exit 143' TERM; kill -TERM $$"}, env).exit_code ==
+        143);
     const auto held = acquire_json(server, {"ended"});
     REQUIRE(run_redsem({"release", "ended", held["token"].get<std::string>()}, env).exit_code == 0);
     const auto log = run_redsem({"log", "ended", "--json"}, env);
@@ -814,11 +818,16 @@ TEST_CASE("log says how a run ended: a released event carries its command's exit
             CHECK_FALSE(event.contains("exit_status"));
         }
     }
-    REQUIRE(released.size() == 3);
+    REQUIRE(released.size() == 4);
     CHECK(released[0]["exit_status"] == 3);
+    CHECK(released[0]["signal"] == 0);
     CHECK(released[1]["exit_status"] == 143);
-    CHECK(released[2]["exit_status"].is_null());
-    CHECK(released[2]["label"] == "");
+    CHECK(released[1]["signal"] == 15);
+    CHECK(released[2]["exit_status"] == 143);
+    CHECK(released[2]["signal"] == 0);
+    CHECK(released[3]["exit_status"].is_null());
+    CHECK(released[3]["signal"].is_null());
+    CHECK(released[3]["label"] == "");
 
     env["TZ"] = "Europe/Paris";
     const auto table = run_redsem({"log", "ended"}, env);
@@ -826,5 +835,6 @@ TEST_CASE("log says how a run ended: a released event carries its command's exit
     CHECK(table.out.rfind("TIME (CE", 0) == 0); // CET or CEST
     CHECK(table.out.find("command exited 3") != std::string::npos);
     CHECK(table.out.find("command killed by SIGTERM (143)") != std::string::npos);
+    CHECK(table.out.find("command exited 143") != std::string::npos);
     CHECK(table.out.find(" \n") == std::string::npos); // no line ends with spaces
 }
