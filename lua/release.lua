@@ -9,6 +9,9 @@
 -- ARGV[6] (optional) 'once' for the release of a `run --once-per`: one with status 0 whose
 --         lease ran out before it came marks the occurrence done all the same, when nobody
 --         claimed it since (settle_late_success())
+-- ARGV[7] (optional) with ARGV[5]: the signal that ended the command, 0 when it exited with
+--         that status; kept as "signal" beside "exit", so that readers tell an `exit 143`
+--         from a SIGTERM (an event without it: the release did not say)
 -- Reply, by kind: released (the token held a slot and released it), left_queue (it was queued
 -- and left the queue), not_found (unknown here: expired, released already, never acquired;
 -- for a late release of a successful `run --once-per`, with occurrence: 'done', 'taken' or
@@ -77,8 +80,9 @@ if info and info.kind == 'h' then
         local status = ARGV[5] and string.match(ARGV[5], '^%d+$')
         if status and string.sub(info.json, -1) == '}' then
             local json = info.json
+            local signal = ARGV[7] and string.match(ARGV[7], '^%d+$')
             info.json = string.sub(json, 1, -2) .. (json == '{}' and '' or ',') .. '"exit":' ..
-                        status .. '}'
+                        status .. (signal and (',"signal":' .. signal) or '') .. '}'
         end
         log_entry(call, state, now, 'released', token, info, now - (info.since or now))
     end

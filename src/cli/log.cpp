@@ -199,11 +199,12 @@ std::string detail(const Event& event) {
                            format_duration(Milliseconds{*event.duration_ms}));
     }
     if (event.exit_status) {
-        // As run reports it: 128+N for a command killed by signal N.
+        // As run reports it: 128+N for a command killed by signal N. An event that does not
+        // say which (a run --once-per's, an earlier build's) is taken for a signal.
         const long long status = *event.exit_status;
-        const char* signal = status > 128 && status < 128 + NSIG
-                                 ? sigabbrev_np(static_cast<int>(status - 128))
-                                 : nullptr;
+        const long long number = event.signal.value_or(status > 128 ? status - 128 : 0);
+        const char* signal =
+            number > 0 && number < NSIG ? sigabbrev_np(static_cast<int>(number)) : nullptr;
         text += fmt::format("{}command {}", text.empty() ? "" : ", ",
                             signal != nullptr ? fmt::format("killed by SIG{} ({})", signal, status)
                                               : fmt::format("exited {}", status));
@@ -286,6 +287,7 @@ json event_json(const Event& event) {
     }
     if (event.kind == "released") {
         out["exit_status"] = optional_json(event.exit_status);
+        out["signal"] = optional_json(event.signal);
         out["late"] = event.late.empty() ? json(nullptr) : json(event.late);
     }
     if (event.kind == "skipped") {

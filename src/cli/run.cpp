@@ -312,7 +312,7 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
         return stopped_by_loss ? lost_exit : status;
     }
     try {
-        slot.release(result.child.code);
+        slot.release(result.child.code, result.child.signal);
     } catch (const Error& error) {
         std::fprintf(stderr,
                      "redsem: warning: could not release the slot of '%s' (%s); it frees "

@@ -10,6 +10,7 @@
 #include "util/duration.hpp"
 #include "util/name.hpp"
 #include "util/number.hpp"
+#include "util/table.hpp"
 #include "util/time_format.hpp"
 #include "util/token.hpp"
 
@@ -73,9 +74,17 @@ std::string holders_text(const SemaphoreView& view, const std::string& token) {
     return text;
 }
 
-// Numbered as `status` numbers the queue: 1 is next.
-std::string place_text(long long number, long long queued, long long held, long long limit) {
-    return fmt::format("number {} of {} in the queue, {}/{} held", number, queued, held, limit);
+// A waiter's place, numbered as `status` numbers the queue (1 is next), and the slots held.
+struct WaitPlace {
+    long long number = 0;
+    long long queued = 0;
+    long long held = 0;
+    long long limit = 0;
+};
+
+std::string place_text(const WaitPlace& place) {
+    return fmt::format("number {} of {} in the queue, {}/{} held", place.number, place.queued,
+                       place.held, place.limit);
 }
 
 // The live holders of `name` as holders_text() names them, or "" when they cannot be read:
@@ -89,10 +98,10 @@ std::string holders_of(Connection& connection, const std::string& prefix, const 
 }
 
 // A waiter's wait as one read of the semaphore's view shows it, so that its place and the
-// holders named agree: `place` as place_text() says it, `holders` as holders_text().
+// holders named agree: `holders` as holders_text() says them.
 struct WaitScene {
     bool waiting = false; // the token still waits (else it was granted meanwhile, or left)
-    std::string place{};
+    WaitPlace place{};
     std::string holders{};
 };
 
@@ -105,8 +114,7 @@ std::optional<WaitScene> read_wait_scene(Connection& connection, const std::stri
         for (const WaiterView& waiter : view.waiters) {
             if (waiter.token == token) {
                 scene.waiting = true;
-                scene.place =
-                    place_text(waiter.position, view.waiting, view.held, view.limit.value_or(0));
+                scene.place = {waiter.position, view.waiting, view.held, view.limit.value_or(0)};
             }
         }
         scene.holders = holders_text(view, token);
@@ -116,18 +124,47 @@ std::optional<WaitScene> read_wait_scene(Connection& connection, const std::stri
     }
 }
 
-// The line a waiter is told of its wait: from one read of the view (`scene`, nullopt when it
-// could not be read: then the place the acquire's reply gave, without holders); nullopt when
-// it no longer waits.
-std::optional<std::string> wait_text(const std::optional<WaitScene>& scene,
-                                     const QueuePosition& position) {
+// A waiter's wait from one read of the view (`scene`, nullopt when it could not be read: then
+// the place the acquire's reply gave, without holders); nullopt when it no longer waits.
+std::optional<WaitScene> wait_scene(const std::optional<WaitScene>& scene,
+                                    const QueuePosition& position) {
     if (!scene) {
-        return place_text(position.ahead + 1, position.queued, position.held, position.limit);
+        return WaitScene{
+            true, {position.ahead + 1, position.queued, position.held, position.limit}, ""};
     }
     if (!scene->waiting) {
         return std::nullopt;
     }
-    return scene->place + scene->holders;
+    return scene;
+}
+
+// The line a waiter is told of its wait (see wait_scene()).
+std::optional<std::string> wait_text(const std::optional<WaitScene>& scene,
+                                     const QueuePosition& position) {
+    const auto shown = wait_scene(scene, position);
+    if (!shown) {
+        return std::nullopt;
+    }
+    return place_text(shown->place) + shown->holders;
+}
+
+// The terminal line of a wait (`scene` as wait_scene() gives it) in at most `width` columns:
+// the whole sentence when it fits; else, so that the place, the count and the first holder
+// stay in sight, a short one without the name the caller gave ("redsem: waiting: 3 of 5
+// queued, 2/2 held by HOST (pid PID, for DUR), ..."), cut at its end.
+std::string wait_line(const std::string& name, const WaitScene& scene, std::size_t width) {
+    std::string line = fmt::format("redsem: waiting for '{}': {}{}", printable(name),
+                                   place_text(scene.place), scene.holders);
+    if (display_width(line) <= width) {
+        return line;
+    }
+    constexpr std::string_view k_held_by = "; held by ";
+    const std::string holders =
+        scene.holders.starts_with(k_held_by) ? scene.holders.substr(k_held_by.size()) : "";
+    line = fmt::format("redsem: waiting: {} of {} queued, {}/{} held{}{}", scene.place.number,
+                       scene.place.queued, scene.place.held, scene.place.limit,
+                       holders.empty() ? "" : " by ", holders);
+    return cut_to_width(line, width);
 }
 
 // One status line on a terminal, rewritten in place while waiting, cut to the terminal's width.
@@ -149,16 +186,17 @@ public:
         if (!m_enabled || Clock::now() - m_started < std::chrono::seconds(1)) {
             return;
         }
-        const auto text = wait_text(m_scene(), position);
-        if (!text) {
+        const auto scene = wait_scene(m_scene(), position);
+        if (!scene) {
             return;
         }
-        std::string line = fmt::format("redsem: waiting for '{}': {}", printable(m_name), *text);
+        // Three columns to spare: the terminal echoes Ctrl-C as "^C" after the line, and an
+        // echo that wrapped to the next row would leave this one behind when it is cleared.
         winsize size{};
-        if (ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 4 &&
-            line.size() >= size.ws_col) {
-            line = line.substr(0, size.ws_col - 4) + "...";
-        }
+        const std::size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 3
+                                      ? size.ws_col - std::size_t{3}
+                                      : std::string::npos;
+        const std::string line = wait_line(m_name, *scene, width);
         std::fprintf(stderr, "\r%s\033[K", line.c_str());
         std::fflush(stderr);
         m_shown = true;
@@ -360,9 +398,35 @@ long long parse_limit_or_hint(const std::string& text, const char* option) {
                                            "(flock's -n), use -w 0"));
 }
 
+// flock(1)'s lock modes (-x/-e exclusive, -s shared), hidden: each is refused while parsing
+// with what redsem has instead, not as an unknown option (which named the next word, '--').
+void refuse_flock_modes(CLI::App& command) {
+    struct Mode {
+        const char* name;
+        const char* message;
+    };
+    static constexpr Mode k_modes[] = {
+        {"-x", "-x is flock's exclusive lock; here the limit belongs to the semaphore (-n N; "
+               "a new one has 1: exclusive already). To take every slot, use --exclusive"},
+        {"-e", "-e is flock's exclusive lock; here the limit belongs to the semaphore (-n N; "
+               "a new one has 1: exclusive already). To take every slot, use --exclusive"},
+        {"-s", "-s is flock's shared lock; here the limit belongs to the semaphore: -n N lets "
+               "N hold it at once (--exclusive takes every slot)"},
+        {"--shared", "--shared is flock's shared lock; here the limit belongs to the semaphore: "
+                     "-n N lets N hold it at once (--exclusive takes every slot)"},
+    };
+    for (const Mode& mode : k_modes) {
+        command
+            .add_flag_callback(
+                mode.name, [message = mode.message] { throw UsageError(message); }, "")
+            ->group("");
+    }
+}
+
 } // namespace
 
 void add_slot_options(CLI::App& command, SlotRequest& request) {
+    refuse_flock_modes(command);
     command.add_option("NAME", request.name, "Semaphore name")->required();
     // Converted while parsing, before NAME and COMMAND are counted: flock's -n is "do not
     // wait", and `redsem run -n nightly ./backup.sh` must say so, not "no command given".
@@ -497,7 +561,8 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
         for (int round = 0; !lease && request.through_loss && last_closed.closed() &&
                             !last_closed.pause && round < k_reopen_rounds;
              ++round) {
-            if (!request.quiet && round == 0) {
+            // Also with -q: the cron form waits up to the loss grace, which is not "busy".
+            if (round == 0) {
                 std::fprintf(stderr,
                              "redsem: %s; waiting for that (--through-loss), then trying "
                              "once\n",

@@ -237,9 +237,20 @@ std::string pause_line(const std::string& name, const std::optional<Pause>& paus
 // first, in that order (what --json also shows), before the last column (LABEL) is cut.
 std::string render_narrow(std::vector<std::vector<std::string>> rows, std::size_t width,
                           std::initializer_list<std::string_view> spare) {
+    // Every line, not the header's alone: a long LABEL widens the rows below it.
     const auto fits = [&] {
+        if (width == 0) {
+            return true;
+        }
         const std::string table = render_table(rows, 0, rows[0].size() - 1);
-        return width == 0 || display_width(table.substr(0, table.find('\n'))) <= width;
+        for (std::size_t at = 0; at < table.size();) {
+            const std::size_t end = table.find('\n', at);
+            if (display_width(table.substr(at, end - at)) > width) {
+                return false;
+            }
+            at = end == std::string::npos ? table.size() : end + 1;
+        }
+        return true;
     };
     for (const std::string_view column : spare) {
         if (fits()) {

@@ -1,6 +1,7 @@
 #include "semaphore/held_slot.hpp"
 
 #include "redis/retry_policy.hpp"
+#include "semaphore/wire.hpp"
 
 #include <thread>
 
@@ -18,7 +19,10 @@ HeldSlot::~HeldSlot() {
     }
 }
 
-bool HeldSlot::release(std::optional<int> exit_status) {
+bool HeldSlot::release(std::optional<int> exit_status, std::optional<int> signal) {
+    if (exit_status && signal) {
+        exit_status = wire::pack_command_end(*exit_status, *signal);
+    }
     return release(exit_status, false, Milliseconds{0}) == ReleaseOutcome::released;
 }
 

@@ -21,8 +21,10 @@ public:
     // Releases now; true when the slot was still held. Tries once more after a lost
     // connection, and keeps trying through a transient error (a failover, a slot migration)
     // while the lease lasts. Throws Error on other Redis failures.
-    // `exit_status`: the status of `run`'s command, kept with the released event.
-    bool release(std::optional<int> exit_status = std::nullopt);
+    // `exit_status`: the status of `run`'s command, kept with the released event, and
+    // `signal`: the signal that ended it (0 when it exited; nullopt: not known).
+    bool release(std::optional<int> exit_status = std::nullopt,
+                 std::optional<int> signal = std::nullopt);
 
     // The release of a `run --once-per` whose command ended with `exit_status`: as release(),
     // but a success marks the occurrence done even when the lease ran out before the release

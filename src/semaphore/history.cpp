@@ -128,6 +128,10 @@ bool parse_value(std::string_view value, Event& event) {
             status != json.end() && status->is_number_integer()) {
             event.exit_status = status->get<long long>();
         }
+        if (const auto signal = json.is_object() ? json.find("signal") : json.end();
+            signal != json.end() && signal->is_number_integer()) {
+            event.signal = signal->get<long long>();
+        }
         if (const auto late = json.is_object() ? json.find("late") : json.end();
             late != json.end() && late->is_string()) {
             event.late = late->get<std::string>();

@@ -41,6 +41,8 @@ struct Event {
     std::optional<HolderMeta> meta;       // nullopt when unknown; paused, resumed: by whom
     std::optional<long long> until_ms;    // paused: when it ends (nullopt: until resumed)
     std::optional<long long> exit_status; // released by `run`: its command's exit status
+    std::optional<long long> signal;      // and the signal that ended it (0: it exited;
+                                          // nullopt: not said, as by run --once-per)
     std::string late;    // released by `run --once-per` after its lease ran out: what became of
                          // the claim, "done" (marked done all the same), "taken" (another run
                          // claimed the occurrence since) or "gone" (lost, or cleared); else ""

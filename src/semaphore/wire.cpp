@@ -237,10 +237,25 @@ HandOver decode_hand_over(const std::string& payload) {
 
 // ---- release.lua, renew.lua ---------------------------------------------------------------
 
+namespace {
+constexpr int k_status_range = 256; // exit statuses are 0-255; pack_command_end() goes above
+} // namespace
+
+int pack_command_end(int status, int signal) {
+    return k_status_range * (1 + signal) + status;
+}
+
 std::vector<std::string> release_args(const std::string& token, bool own,
                                       std::optional<int> exit_status, bool once) {
-    return {token, own ? "own" : "other", exit_status ? std::to_string(*exit_status) : "",
-            once ? "once" : ""};
+    std::string status;
+    std::string signal;
+    if (exit_status && *exit_status >= k_status_range) {
+        status = std::to_string(*exit_status % k_status_range);
+        signal = std::to_string(*exit_status / k_status_range - 1);
+    } else if (exit_status) {
+        status = std::to_string(*exit_status);
+    }
+    return {token, own ? "own" : "other", status, once ? "once" : "", signal};
 }
 
 ReleaseOutcome decode_release(const Reply& reply) {

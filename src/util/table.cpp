@@ -11,7 +11,15 @@ namespace {
 constexpr std::string_view k_gap = "  ";
 constexpr std::string_view k_ellipsis = "\xe2\x80\xa6"; // …
 
-std::string cut(const std::string& text, std::size_t width) {
+} // namespace
+
+std::size_t display_width(const std::string& text) {
+    return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+        return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    }));
+}
+
+std::string cut_to_width(const std::string& text, std::size_t width) {
     if (display_width(text) <= width) {
         return text;
     }
@@ -28,14 +36,6 @@ std::string cut(const std::string& text, std::size_t width) {
         out += text[i];
     }
     return out + std::string(k_ellipsis);
-}
-
-} // namespace
-
-std::size_t display_width(const std::string& text) {
-    return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
-        return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-    }));
 }
 
 std::string render_table(std::vector<std::vector<std::string>> rows, std::size_t max_width,
@@ -65,7 +65,7 @@ std::string render_table(std::vector<std::vector<std::string>> rows, std::size_t
     for (const auto& row : rows) {
         std::string line;
         for (std::size_t c = 0; c < row.size(); ++c) {
-            const std::string cell = c == shrink ? cut(row[c], widths[c]) : row[c];
+            const std::string cell = c == shrink ? cut_to_width(row[c], widths[c]) : row[c];
             if (c > 0) {
                 line += k_gap;
             }

@@ -15,4 +15,8 @@ std::string render_table(std::vector<std::vector<std::string>> rows, std::size_t
 // The number of UTF-8 code points in `text`.
 std::size_t display_width(const std::string& text);
 
+// `text` when it is at most `width` code points wide, else its start ending in "…", `width`
+// code points in all.
+std::string cut_to_width(const std::string& text, std::size_t width);
+
 } // namespace redsem

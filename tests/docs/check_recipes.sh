@@ -227,6 +227,41 @@ else
     echo "skip systemd-analyze verify: not installed (the systemd package)"
 fi
 
+# --- Quick start: as written, in one shell, which it leaves as it found it (issue 52) ---
+quick=$(block sh "## Quick start")
+[ -n "$quick" ] || fail "quick start: no sh block found"
+out=$(cd "$dir" && env -u REDSEM_LOSS_GRACE REDSEM_URL="$url" REDSEM_PASSWORD=recipe-pw \
+    /bin/bash -c "$quick
+wait
+echo \"after: REDSEM_LOSS_GRACE=\${REDSEM_LOSS_GRACE-unset}\"" 2>&1)
+if [ "$(grep -c '^hi$' <<<"$out")" = 1 ] && grep -q '^demo: 1/1 held' <<<"$out" &&
+    [ "$(tail -n 1 <<<"$out")" = "after: REDSEM_LOSS_GRACE=unset" ]; then
+    ok "quick start: runs as written, and REDSEM_LOSS_GRACE stays out of the reader's shell"
+else
+    fail "quick start: $out"
+fi
+
+# --- Usage: its cron line (the first) as cron runs it; the host that skips mails nothing ---
+usage_cron=$(block sh "## Usage" | grep -m 1 '# cron')
+usage_cron=${usage_cron%%#*}
+mkdir "$dir/usage"
+printf '#!/bin/sh\necho ran >> "%s/usage-runs"\n' "$dir" >"$dir/usage/backup.sh"
+chmod +x "$dir/usage/backup.sh"
+usage_run() {
+    (cd "$dir/usage" && env -i PATH="$PATH" HOME="$dir" REDSEM_LOSS_GRACE=0 REDSEM_URL="$url" \
+        REDSEM_PASSWORD_FILE="$dir/password" /bin/sh -c "$usage_cron")
+}
+ran=$(usage_run 2>&1)
+ran_status=$?
+skip_out=$(usage_run 2>&1)
+skipped_status=$?
+if [ -n "$usage_cron" ] && [ "$ran_status$skipped_status" = 00 ] && [ -z "$ran$skip_out" ] &&
+    [ "$(wc -l <"$dir/usage-runs")" = 1 ]; then
+    ok "usage: the cron line runs once on two hosts, and mails nothing"
+else
+    fail "usage: '$usage_cron': exits $ran_status/$skipped_status, mail: $ran$skip_out"
+fi
+
 echo "$failures failed"
 [ "$failures" = 0 ] || exit 1
 # The rest passed, but not everything could be checked here: skipped, not passed.

@@ -486,7 +486,8 @@ TEST_CASE("bad input is a usage error: one line on stderr, exit 64, nothing writ
     CHECK(admin.call({"KEYS", "*{*"}).as_array().empty());
 }
 
-TEST_CASE("the mistakes of new users get the message that helps: flock's -n, a missing NAME, "
+TEST_CASE("the mistakes of new users get the message that helps: flock's -n, -x and -s, a "
+          "missing NAME, "
           "a command line as one word, a URL without scheme, a database the server lacks") {
     RedisServer::Options tcp;
     tcp.tcp = true;
@@ -503,6 +504,12 @@ TEST_CASE("the mistakes of new users get the message that helps: flock's -n, a m
         {{"run", "-n", "nightly", "./backup.sh"}, 64, "use -w 0"},
         {{"acquire", "-n", "nightly"}, 64, "use -w 0"},
         {{"acquire", "x", "-n", "0"}, 64, "'0' is not a whole number from 1 to"},
+        // Before: "unknown option '--'" (issue 52).
+        {{"run", "-x", "job", "--", "true"}, 64, "-x is flock's exclusive lock"},
+        {{"run", "-e", "job", "true"}, 64, "use --exclusive"},
+        {{"run", "-s", "job", "--", "true"}, 64, "-s is flock's shared lock; here the limit"},
+        {{"run", "job", "--shared", "true"}, 64, "-n N lets N hold it at once"},
+        {{"acquire", "-x", "job"}, 64, "use --exclusive"},
         // Before: "'hi': command not found" alone.
         {{"run", "echo", "hi"}, 127, "'echo' was taken as the semaphore's NAME"},
         {{"run", "job", "echo hi"}, 127, "use -c 'echo hi'"},
@@ -523,6 +530,9 @@ TEST_CASE("the mistakes of new users get the message that helps: flock's -n, a m
         CHECK(result.err.find(each.says) != std::string::npos);
         CHECK(line_count(result.err) == (each.exit_code == 64 ? 2U : 1U));
     }
+    const auto exclusive = run_redsem({"run", "-x", "job", "--", "true"}, env);
+    CHECK(exclusive.err.find("'--'") == std::string::npos);
+    CHECK(exclusive.err.ends_with("\nTry 'redsem run --help'.\n"));
     // A password in a URL without scheme is never echoed back.
     const auto secret = run_redsem({"-u", "user:hunter2@127.0.0.1:" + port, "status"}, env);
     CHECK(secret.exit_code == 64);

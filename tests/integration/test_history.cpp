@@ -6,6 +6,7 @@
 #include "semaphore/keys.hpp"
 #include "support/helpers.hpp"
 #include "support/skip.hpp"
+#include "util/table.hpp"
 #include "util/time_format.hpp"
 
 #include <csignal>
@@ -532,14 +533,14 @@ TEST_CASE("status --format prometheus: the exposition format, escaped labels, th
 namespace {
 
 // A terminal for a real process: a tmux server of its own (its socket in a temporary
-// directory), one window of 160x40.
+// directory), one window of `columns`x40.
 class Tmux {
 public:
-    explicit Tmux(const std::string& command)
+    explicit Tmux(const std::string& command, int columns = 160)
         : m_socket((std::filesystem::temp_directory_path() /
                     ("redsem-tmux-" + std::to_string(getpid()) + "-" + std::to_string(++s_count)))
                        .string()) {
-        run("new-session -d -x 160 -y 40 '" + command + "'");
+        run("new-session -d -x " + std::to_string(columns) + " -y 40 '" + command + "'");
         run("set-option -g remain-on-exit on");
     }
     ~Tmux() {
@@ -625,6 +626,73 @@ TEST_CASE("status --watch redraws on a real terminal as slots change, and q rest
     for (const std::string suffix : {"", ".exit", ".before", ".out"}) {
         std::filesystem::remove(done + suffix);
     }
+}
+
+TEST_CASE("status at 70 columns leaves out FENCE and then RENEWED before it cuts LABEL") {
+    if (!find_program("tmux")) {
+        REDSEM_SKIP("tmux");
+    }
+    RedisServer server;
+    // A holder with a host and user of known length: with FENCE and RENEWED left out, its line
+    // (52 columns and the label) fits in 70; with RENEWED kept, the label would be cut to 9.
+    Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
+    REQUIRE(reply_kind(acquire_by_script(
+                client, Keys::make("redsem", "narrow"), std::string(32, 'a'), 1h, false,
+                {.meta_json =
+                     R"({"host":"build-7","pid":4242,"user":"ci","label":"nightly-backup-1"})"})) ==
+            "ok");
+    const std::string done =
+        std::filesystem::temp_directory_path() / ("redsem-narrow-done-" + std::to_string(getpid()));
+    std::filesystem::remove(done);
+    Tmux terminal("REDSEM_URL=" + server.socket_url() + " " + redsem_binary() +
+                      " status narrow; touch " + done,
+                  70);
+    REQUIRE(wait_for_file(done, 10s));
+    const std::string screen = terminal.screen();
+    INFO(screen);
+    CHECK(screen.find("SLOT  TOKEN") != std::string::npos);
+    CHECK(screen.find("EXPIRES") != std::string::npos);
+    CHECK(screen.find("FENCE") == std::string::npos);
+    CHECK(screen.find("RENEWED") == std::string::npos);
+    CHECK(screen.find("  nightly-backup-1\n") != std::string::npos); // whole
+    std::filesystem::remove(done);
+}
+
+TEST_CASE("waiting at 70 columns, the line shows the place, the count and the holder, and "
+          "Ctrl-C clears it") {
+    if (!find_program("tmux")) {
+        REDSEM_SKIP("tmux");
+    }
+    RedisServer server;
+    Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
+    REQUIRE(reply_kind(acquire_by_script(
+                client, Keys::make("redsem", "deploy-nightly-db"), std::string(32, 'b'), 1h, false,
+                {.meta_json = R"({"host":"build-7","pid":4242,"user":"ci","label":""})"})) == "ok");
+    const std::string done = std::filesystem::temp_directory_path() /
+                             ("redsem-waitline-done-" + std::to_string(getpid()));
+    std::filesystem::remove(done);
+    Tmux terminal("REDSEM_URL=" + server.socket_url() + " " + redsem_binary() +
+                      " acquire deploy-nightly-db; echo exit=$? > " + done,
+                  70);
+    std::string screen = terminal.await("queued");
+    INFO(screen);
+    // Before: "redsem: waiting for 'deploy-nightly-db': number 1 of 1 in the queu...".
+    CHECK(screen.find("redsem: waiting: 1 of 1 queued, 1/1 held by build-7 (pid 4242") !=
+          std::string::npos);
+    std::istringstream lines(screen);
+    for (std::string line; std::getline(lines, line);) {
+        CHECK(display_width(line) <= 67); // room for the terminal's "^C"
+    }
+    terminal.run("send-keys C-c");
+    REQUIRE(wait_for_file(done, 10s));
+    CHECK(read_file(done) == "exit=130\n");
+    // (Only the end of redsem's own line is sure to show: the terminal discards the output it
+    // holds when Ctrl-C is typed, and redsem may have written its line by then.)
+    screen = terminal.await("nothing is held");
+    INFO(screen);
+    CHECK(screen.find("nothing is held") != std::string::npos);
+    CHECK(screen.find("redsem: waiting") == std::string::npos); // the line in place is gone
+    std::filesystem::remove(done);
 }
 
 TEST_CASE("lost: a renew of a token that holds nothing logs nothing, a run whose slot was taken "
@@ -726,12 +794,16 @@ TEST_CASE("log --follow rides out a Redis restart and goes on after the last eve
           }) == 1);
 }
 
-TEST_CASE("log says how a run ended: a released event carries its command's exit status, and "
-          "TIME names its zone") {
+TEST_CASE("log says how a run ended: a released event carries its command's exit status, an "
+          "exit 143 is no SIGTERM, and TIME names its zone") {
     RedisServer server;
     EnvChanges env = env_for(server);
     REQUIRE(run_redsem({"run", "ended", "--", "sh", "-c", "exit 3"}, env).exit_code == 3);
     REQUIRE(run_redsem({"run", "ended", "-c", "kill -TERM $$"}, env).exit_code == 143);
+    // A script that traps TERM, cleans up and exits 143 (before issue 52: "killed by SIGTERM").
+    REQUIRE(
+        run_redsem({"run", "ended", "-c", "trap 'exit 143' TERM; kill -TERM $$"}, env).exit_code ==
+        143);
     const auto held = acquire_json(server, {"ended"});
     REQUIRE(run_redsem({"release", "ended", held["token"].get<std::string>()}, env).exit_code == 0);
     const auto log = run_redsem({"log", "ended", "--json"}, env);
@@ -746,11 +818,16 @@ TEST_CASE("log says how a run ended: a released event carries its command's exit
             CHECK_FALSE(event.contains("exit_status"));
         }
     }
-    REQUIRE(released.size() == 3);
+    REQUIRE(released.size() == 4);
     CHECK(released[0]["exit_status"] == 3);
+    CHECK(released[0]["signal"] == 0);
     CHECK(released[1]["exit_status"] == 143);
-    CHECK(released[2]["exit_status"].is_null());
-    CHECK(released[2]["label"] == "");
+    CHECK(released[1]["signal"] == 15);
+    CHECK(released[2]["exit_status"] == 143);
+    CHECK(released[2]["signal"] == 0);
+    CHECK(released[3]["exit_status"].is_null());
+    CHECK(released[3]["signal"].is_null());
+    CHECK(released[3]["label"] == "");
 
     env["TZ"] = "Europe/Paris";
     const auto table = run_redsem({"log", "ended"}, env);
@@ -758,5 +835,6 @@ TEST_CASE("log says how a run ended: a released event carries its command's exit
     CHECK(table.out.rfind("TIME (CE", 0) == 0); // CET or CEST
     CHECK(table.out.find("command exited 3") != std::string::npos);
     CHECK(table.out.find("command killed by SIGTERM (143)") != std::string::npos);
+    CHECK(table.out.find("command exited 143") != std::string::npos);
     CHECK(table.out.find(" \n") == std::string::npos); // no line ends with spaces
 }

@@ -33,6 +33,21 @@ TEST_CASE("parse_event reads each shape the scripts write, and keeps anything el
     CHECK(!queued.duration_ms);
     CHECK(queued.meta->host == "h");
 
+    // How a run's command ended: "signal" since issue 52 (0: it exited); an event without it
+    // (a run --once-per's, an earlier build's) says the status only.
+    const Event exited = parse_event("q", "5-2", "released",
+                                     R"(abc 0 7 900 {"host":"h","pid":7,"exit":143,"signal":0})");
+    CHECK(exited.exit_status == 143);
+    CHECK(exited.signal == 0);
+    CHECK(exited.meta->pid == 7);
+    const Event killed =
+        parse_event("q", "5-3", "released", R"(abc 0 7 900 {"host":"h","exit":143,"signal":15})");
+    CHECK(killed.signal == 15);
+    const Event unsaid =
+        parse_event("q", "5-4", "released", R"(abc 0 7 900 {"host":"h","exit":143})");
+    CHECK(unsaid.exit_status == 143);
+    CHECK(!unsaid.signal);
+
     const Event lost = parse_event("q", "5-1", "lost", "abc - - - {}");
     CHECK(lost.token == "abc");
     CHECK(!lost.meta);
