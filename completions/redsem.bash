@@ -15,7 +15,7 @@ _redsem_value_opts() {
     case $1 in
         acquire) opts+=' -n --limit --slots --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --while-pid --on-lost --kill-after' ;;
         renew) opts+=' --ttl --replicas' ;;
-        run) opts+=' -n --limit --slots --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --on-lost --kill-after --lost-exit-code --once-per -c --command' ;;
+        run) opts+=' -n --limit --slots --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --on-lost --kill-after --max-run --lost-exit-code --once-per --attempts -c --command' ;;
         status) opts+=' --format' ;;
         limit) opts+=' --history' ;;
         pause) opts+=' --reason --for' ;;
@@ -32,7 +32,7 @@ _redsem_all_opts() {
         '') opts+=' --version' ;;
         acquire) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --through-loss --replicas -q --quiet --json --while-pid --on-lost --kill-after' ;;
         renew) opts+=' --ttl --replicas' ;;
-        run) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --through-loss --replicas -q --quiet --on-lost --kill-after --lost-exit-code --once-per --at-most-once --attempts -c --command' ;;
+        run) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --through-loss --replicas -q --quiet --on-lost --kill-after --max-run --lost-exit-code --once-per --at-most-once --attempts -c --command' ;;
         status) opts+=' --json --format --watch --names' ;;
         log) opts+=' --since --until --json -f --follow' ;;
         gc) opts+=' --dry-run --json' ;;

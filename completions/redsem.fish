@@ -281,6 +281,7 @@ complete -c redsem -n '__redsem_seen_subcommand_from pause resume drain lost' -l
 # run
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l on-lost -x -a 'term ignore' -d 'What to do when the slot is lost'
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l kill-after -x -d 'SIGKILL this long after SIGTERM (DUR)'
+complete -c redsem -n '__redsem_seen_subcommand_from run' -l max-run -x -d 'Stop COMMAND after it ran this long (DUR, exit 124)'
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l lost-exit-code -x -d 'Exit status after the slot was lost'
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l once-per -x -d 'Run once per WINDOW across callers; skip (exit 0) within it'
 complete -c redsem -n '__redsem_seen_subcommand_from run' -l at-most-once -d 'With --once-per: also skip an occurrence whose outcome is unknown'

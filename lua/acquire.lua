@@ -151,6 +151,8 @@ local function collected(deadline)
         end
         if string.match(state.occurrence or '', '^%d+ %d+ (%S+)') ~= token then
             claim_occurrence(call, state, now, token, json)
+        else
+            begin_occurrence(call, state, token)
         end
     end
     return granted_reply(tonumber(info.fence) or 0, info.slot or 0, deadline, state.limit or limit,
@@ -326,7 +328,7 @@ local function grant(held, waited)
     end
     touch(call, state, deadline)
     log_grant(call, state, now, token, listed, fence, waited,
-              claim_occurrence(call, state, now, token, json))
+              claim_occurrence(call, state, now, token, json, started))
     return granted_reply(fence, slots[1], deadline, limit, listed)
 end
 

@@ -12,6 +12,8 @@
 -- ARGV[7] (optional) with ARGV[5]: the signal that ended the command, 0 when it exited with
 --         that status; kept as "signal" beside "exit", so that readers tell an `exit 143`
 --         from a SIGTERM (an event without it: the release did not say)
+-- ARGV[8] (optional) with ARGV[5]: how long the command had run when `run --max-run` stopped
+--         it, in ms; kept as "timed_out_ms"
 -- Reply, by kind: released (the token held a slot and released it), left_queue (it was queued
 -- and left the queue), not_found (unknown here: expired, released already, never acquired;
 -- for a late release of a successful `run --once-per`, with occurrence: 'done', 'taken' or
@@ -81,8 +83,10 @@ if info and info.kind == 'h' then
         if status and string.sub(info.json, -1) == '}' then
             local json = info.json
             local signal = ARGV[7] and string.match(ARGV[7], '^%d+$')
+            local timed_out = ARGV[8] and string.match(ARGV[8], '^%d+$')
             info.json = string.sub(json, 1, -2) .. (json == '{}' and '' or ',') .. '"exit":' ..
-                        status .. (signal and (',"signal":' .. signal) or '') .. '}'
+                        status .. (signal and (',"signal":' .. signal) or '') ..
+                        (timed_out and (',"timed_out_ms":' .. timed_out) or '') .. '}'
         end
         log_entry(call, state, now, 'released', token, info, now - (info.since or now))
     end

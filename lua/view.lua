@@ -150,7 +150,7 @@ if pause_active(state, now) then
 end
 local claim = parse_claim(state)
 if claim and now < claim.till then
-    local stage = claim.stage
+    local stage = claim.stage == 'given' and 'run' or claim.stage -- (collected or not)
     if stage == 'run' then
         local deadline = tonumber(redis.call('ZSCORE', call.k_holders, claim.token))
         if not deadline or deadline <= now then

@@ -4,7 +4,8 @@
 --   occurrence_taken(call, state, now, token, started, json),
 --   occurrence_doubt(call, state, now, token, started, json),
 --   skip_of_note(call, state, now, token, json),
---   claim_occurrence(call, state, now, token, json) (returns the JSON a grant logs),
+--   claim_occurrence(call, state, now, token, json, started, handed) (returns the JSON a
+--   grant logs), begin_occurrence(call, state, token),
 --   settle_occurrence(call, state, token, status), settle_late_success(call, state, token),
 --   skip_reply(claim, now), holders_of(call),
 --   log_skip(call, state, now, token, json, why, by, cause).
@@ -21,14 +22,16 @@
 -- and so does its record while it waits: a hand-over (lib/queue.lua) judges the occurrence as
 -- a grant here does. Granted, it claims the occurrence: the field `occurrence` holds
 -- "SINCE_MS UNTIL_MS TOKEN STAGE ATTEMPT JSON", UNTIL_MS its grant plus its WINDOW by the
--- server's clock, STAGE 'run' while it holds the slot, 'done' once it released it with exit
+-- server's clock, STAGE 'given' while a hand-over waits to be collected (begin_occurrence()),
+-- 'run' while it holds the slot, 'done' once it released it with exit
 -- status 0, 'failed' once it released it with another (JSON then has "exit":STATUS), and
 -- 'lapsed' once it left without a release of its own (its lease ran out, gc, `redsem
 -- release` by somebody else, the guard's release of a run whose redsem died), ATTEMPT which
 -- run of the occurrence it is (1, or one more than the failed or lapsed run it follows;
 -- absent in a claim written before attempts were counted: 1), JSON its metadata, with
 -- "attempt" and "after" (the token of the run before) from the second attempt on (the claim
--- it follows is kept in the field `occurrence_prior` until it begins). A caller
+-- it follows is kept in the field `occurrence_prior` until it ends: a hand-over that nobody
+-- collected, which ran nothing, gives the claim back as it was). A caller
 -- belongs to the claim in force when
 -- it started (a waiter: when it queued): until UNTIL_MS every such caller that asks for one
 -- run per occurrence skips, at once when the run is done, or when it runs and the caller would
@@ -52,6 +55,7 @@ local ATTEMPTS_PATTERN = '"' .. ATTEMPTS_FIELD .. '":(%d+)'
 -- The state's field that keeps the claim a second or later attempt followed, until that run
 -- begins (see settle_occurrence()).
 local PRIOR_CLAIM_FIELD = 'occurrence_prior'
+local MAX_ATTEMPT = 1000000
 -- How many holders a skip because the semaphore was full names in the history.
 local SKIP_NAMES_HOLDERS = 3
 
@@ -88,8 +92,9 @@ local function parse_claim(state)
     if not owner then
         return nil
     end
+    -- (An attempt edited by hand is taken as one from 1 to MAX_ATTEMPT.)
     return {since = tonumber(since), till = tonumber(till), token = owner, stage = stage,
-            attempt = tonumber(attempt), json = json}
+            attempt = math.min(math.max(tonumber(attempt), 1), MAX_ATTEMPT), json = json}
 end
 
 -- Stores `claim` (parse_claim()'s table) in the state.
@@ -121,12 +126,14 @@ local function occurrence_taken(call, state, now, token, started, json)
     if not claim or (started or now) >= claim.till or claim.token == token then
         return nil
     end
-    if claim.stage == 'run' then
+    if claim.stage == 'run' or claim.stage == 'given' then
         local deadline = tonumber(redis.call('ZSCORE', call.k_holders, claim.token))
         if not deadline or deadline <= now then
-            -- The run lost its slot (or was handed one it never collected): lapsed.
-            return attempts_used(claim, json) and claim or nil
+            -- The run lost its slot (lapsed), or was handed one it never collected (then it
+            -- ran nothing, and counts for nothing).
+            return claim.stage == 'run' and attempts_used(claim, json) and claim or nil
         end
+        claim.stage = 'run' -- (as callers see it)
     elseif claim.stage ~= 'done' then
         return attempts_used(claim, json) and claim or nil
     end
@@ -174,35 +181,65 @@ local function skip_of_note(call, state, now, token, json)
     end
     local claim = parse_claim(state)
     if claim and claim.token ~= token and
-       (claim.stage == 'done' or (claim.stage ~= 'run' and attempts_used(claim, json))) then
+       (claim.stage == 'done' or
+        ((claim.stage == 'failed' or claim.stage == 'lapsed') and attempts_used(claim, json))) then
         claim.done = true
         return claim
     end
     return occurrence_doubt(call, state, now, token, nil, json)
 end
 
--- `token`, granted at `now` with metadata `json`, claims the occurrence when `json` asks for
--- a window; the keys then outlive the window (touch()), so the claim does. A claim in force of
--- a run that failed or lapsed makes this the next attempt. Returns the metadata the grant
+-- A claim of a hand-over that nobody collected (stage 'given'): it ran nothing, so the claim it
+-- followed comes back (kept in PRIOR_CLAIM_FIELD), or none for a first attempt.
+local function give_back(call, state, claim)
+    local prior = claim.attempt > 1 and redis.call('HGET', call.k_state, PRIOR_CLAIM_FIELD)
+    if prior then
+        state.occurrence = prior
+        redis.call('HSET', call.k_state, 'occurrence', prior)
+    else
+        state.occurrence = nil
+        redis.call('HDEL', call.k_state, 'occurrence')
+    end
+    redis.call('HDEL', call.k_state, PRIOR_CLAIM_FIELD)
+end
+
+-- `token`, granted at `now` with metadata `json` (a caller that started at `started`, nil:
+-- now), claims the occurrence when `json` asks for a window; the keys then outlive the window
+-- (touch()), so the claim does. `handed`: by a hand-over, which the waiter has yet to collect
+-- (stage 'given' until begin_occurrence()). A claim of a run that failed or lapsed, of the
+-- occurrence the caller belongs to, makes this the next attempt. Returns the metadata the grant
 -- logs: `json`, with "attempt" and "after" from the second attempt on.
-local function claim_occurrence(call, state, now, token, json)
+local function claim_occurrence(call, state, now, token, json, started, handed)
     local window = occurrence_window(json)
     if not window then
         return json
     end
     local before = parse_claim(state)
+    if before and before.stage == 'given' and before.token ~= token then
+        give_back(call, state, before) -- (a dead hand-over not pruned yet)
+        before = parse_claim(state)
+    end
     local attempt = 1
-    if before and now < before.till and before.token ~= token and before.stage ~= 'done' then
+    if before and (started or now) < before.till and before.token ~= token and
+       before.stage ~= 'done' then
         attempt = before.attempt + 1
         json = with_fields(json, ',"attempt":' .. int_str(attempt) .. ',"after":"' ..
                            before.token .. '"')
-        -- Kept until this run begins, should its hand-over go uncollected (settle_occurrence()).
         redis.call('HSET', call.k_state, PRIOR_CLAIM_FIELD, state.occurrence)
     end
-    write_claim(call, state, {since = now, till = now + window, token = token, stage = 'run',
-                              attempt = attempt, json = json})
+    write_claim(call, state, {since = now, till = now + window, token = token,
+                              stage = handed and 'given' or 'run', attempt = attempt, json = json})
     touch(call, state, now + window)
     return json
+end
+
+-- `token` collected the hand-over that claimed its occurrence: its run begins.
+local function begin_occurrence(call, state, token)
+    local claim = parse_claim(state)
+    if claim and claim.token == token and claim.stage == 'given' then
+        claim.stage = 'run'
+        write_claim(call, state, claim)
+    end
 end
 
 -- Holder `token` leaves with exit `status` ('' when it was not its own `run` that released it,
@@ -210,22 +247,11 @@ end
 -- failed when it is another, and lapsed when there is none; a claim already done stays.
 local function settle_occurrence(call, state, token, status)
     local claim = parse_claim(state)
-    if not claim or claim.token ~= token or claim.stage ~= 'run' then
+    if not claim or claim.token ~= token or (claim.stage ~= 'run' and claim.stage ~= 'given') then
         return
     end
-    if status == '' and redis.call('ZSCORE', call.k_alive, token) then
-        -- A hand-over nobody collected (its claim deadline is still there: collecting it
-        -- removes that): no run began. The claim goes back to what it was (none for a first
-        -- attempt): this one does not count.
-        local prior = claim.attempt > 1 and redis.call('HGET', call.k_state, PRIOR_CLAIM_FIELD)
-        if prior then
-            state.occurrence = prior
-            redis.call('HSET', call.k_state, 'occurrence', prior)
-        else
-            state.occurrence = nil
-            redis.call('HDEL', call.k_state, 'occurrence')
-        end
-        redis.call('HDEL', call.k_state, PRIOR_CLAIM_FIELD)
+    if claim.stage == 'given' and status == '' then
+        give_back(call, state, claim) -- no run began: this attempt does not count
         return
     end
     if claim.attempt > 1 then

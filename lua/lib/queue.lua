@@ -279,7 +279,7 @@ local function hand_over(call, state, slot, now, bit_set, room)
             touch(call, state, deadline)
             nudge_near_head_entrant(call, state, now)
             log_grant(call, state, now, token, listed, fence, now - (waiter.since or now),
-                      claim_occurrence(call, state, now, token, waiter.json))
+                      claim_occurrence(call, state, now, token, waiter.json, waiter.since, true))
             return weight
         else
             -- A queue entry without waiter metadata (changed by hand): drop it, try the next.

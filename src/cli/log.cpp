@@ -198,7 +198,11 @@ std::string detail(const Event& event) {
         text = fmt::format("{} {}", is_wait(event) ? "waited" : "held",
                            format_duration(Milliseconds{*event.duration_ms}));
     }
-    if (event.exit_status) {
+    if (event.exit_status && event.timed_out_ms) {
+        text += fmt::format("{}command timed out after {} (--max-run, exit {})",
+                            text.empty() ? "" : ", ",
+                            format_duration(Milliseconds{*event.timed_out_ms}), *event.exit_status);
+    } else if (event.exit_status) {
         // As run reports it: 128+N for a command killed by signal N. An event that does not
         // say which (a run --once-per's, an earlier build's) is taken for a signal.
         const long long status = *event.exit_status;
@@ -288,6 +292,7 @@ json event_json(const Event& event) {
     if (event.kind == "released") {
         out["exit_status"] = optional_json(event.exit_status);
         out["signal"] = optional_json(event.signal);
+        out["timed_out_ms"] = optional_json(event.timed_out_ms);
         out["late"] = event.late.empty() ? json(nullptr) : json(event.late);
     }
     if (event.kind == "skipped") {

@@ -41,7 +41,10 @@ int run_release(const ReleaseArgs& args, const GlobalOptions& global) {
     Connection connection(resolve_connection(global));
     const std::string token = resolve_token(connection, prefix, args.name, args.token);
     Semaphore semaphore(connection, prefix, args.name);
-    switch (semaphore.release(token, Releaser::someone_else, args.exit_status)) {
+    const std::optional<CommandEnd> end =
+        args.exit_status ? std::optional<CommandEnd>(CommandEnd{.status = *args.exit_status})
+                         : std::nullopt;
+    switch (semaphore.release(token, Releaser::someone_else, end)) {
     case ReleaseOutcome::released:
         return 0;
     case ReleaseOutcome::left_queue:

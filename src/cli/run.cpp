@@ -36,6 +36,7 @@ struct RunArgs {
     std::optional<Milliseconds> once_per;
     bool at_most_once = false;
     std::optional<long long> attempts;
+    std::optional<Milliseconds> max_run;
     std::optional<std::string> shell_command;
     std::vector<std::string> command;
 };
@@ -121,6 +122,17 @@ Successor release_after_death(const std::string& prefix, const std::string& name
                      .keep = inherited_secret_fds(environment)};
 }
 
+// --max-run DUR: above 0 (a command stopped as it starts is no use), up to a year.
+Milliseconds parse_max_run(const std::string& text, const char* option) {
+    constexpr Milliseconds k_longest{366LL * 24 * 3600 * 1000};
+    const Milliseconds limit = parse_duration(text, option);
+    if (limit <= Milliseconds{0} || limit > k_longest) {
+        throw UsageError(
+            fmt::format("{}: '{}' is not from 1ms to 366d", option, printable(text, 100)));
+    }
+    return limit;
+}
+
 // How many runs of one occurrence may fail (or leave without finishing) before the callers of
 // that occurrence skip, without --attempts: a failure on one host is tried once more on
 // another, not on every host of the fleet.
@@ -171,16 +183,18 @@ bool parse_lost_action(const std::string& text, const char* option) {
         fmt::format("{}: '{}' is not 'term' or 'ignore'", option, printable(text, 100)));
 }
 
-// The release of a --once-per run whose command ended with `status`: a success is recorded
+// The release of a --once-per run whose command ended as `end` says: a success is recorded
 // with the occurrence's claim, also after the lease ran out, trying to reach Redis for one more
 // ttl past the lease (a restart or failover that long is ridden out). Returns the exit status:
-// `status`, or `lost_exit` when a success could not be recorded (said on stderr, also under
+// its status, or `lost_exit` when a success could not be recorded (said on stderr, also under
 // -q: the next caller may run the occurrence again).
-int release_once_per(HeldSlot& slot, const std::string& name, int status, int lost_exit) {
+int release_once_per(HeldSlot& slot, const std::string& name, const CommandEnd& end,
+                     int lost_exit) {
     const std::string shown = printable(name);
+    const int status = end.status;
     ReleaseOutcome outcome = ReleaseOutcome::not_found;
     try {
-        outcome = slot.release_once(status, slot.lease().ttl);
+        outcome = slot.release_once(end, slot.lease().ttl);
     } catch (const Error& error) {
         if (status != 0) {
             std::fprintf(stderr,
@@ -268,6 +282,16 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
         child_environment(name, *lease, connection_for_child(global, connect));
     const auto started = BootClock::now();
     ChildProcess child(argv, environment, release_after_death(prefix, name, *lease, environment));
+    if (args.max_run) {
+        supervise_options.run_until = started + *args.max_run;
+    }
+    supervise_options.on_timeout = [&] {
+        std::fprintf(stderr,
+                     "redsem: the command of '%s' ran for %s (--max-run): stopping its process "
+                     "group (SIGTERM, SIGKILL %s later) and giving the slot back\n",
+                     printable(name).c_str(), format_duration(*args.max_run).c_str(),
+                     format_duration(supervise_options.kill_after).c_str());
+    };
     // The heartbeat renews on the connection the slot was acquired on; `slot` uses it again
     // once the heartbeat has stopped (heartbeat.stop() below, or its destructor first).
     Heartbeat heartbeat(connection, prefix, name, *lease, Heartbeat::Start::when_due,
@@ -290,10 +314,15 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
                      "stopped?); it may have run beside the next holder\n",
                      supervise_options.stop_on_lost ? "" : "warning: ", printable(name).c_str());
     }
-    if (result.lease_lost && supervise_options.stop_on_lost) {
+    if ((result.lease_lost && supervise_options.stop_on_lost) || result.timed_out) {
         // What the command left running in its group holds no slot either.
         child.kill_group();
     }
+    // A command stopped at --max-run failed, as timeout(1) reports it, whatever it exited with.
+    const CommandEnd end{.status = result.timed_out ? static_cast<int>(ExitCode::timed_out)
+                                                    : result.child.code,
+                         .signal = result.child.signal,
+                         .timed_out_after = result.timed_out ? args.max_run : std::nullopt};
     heartbeat.stop();
     const auto ran_for = BootClock::now() - started;
     if (args.once_per && ran_for > *args.once_per) {
@@ -308,11 +337,11 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     const bool stopped_by_loss = result.lease_lost && supervise_options.stop_on_lost;
     if (args.once_per && !(stopped_by_loss && !result.lost_after_end)) {
         // The command ended by itself: its status is the occurrence's outcome.
-        const int status = release_once_per(slot, name, result.child.code, lost_exit);
-        return stopped_by_loss ? lost_exit : status;
+        const int outcome = release_once_per(slot, name, end, lost_exit);
+        return stopped_by_loss ? lost_exit : outcome;
     }
     try {
-        slot.release(result.child.code, result.child.signal);
+        slot.release(end);
     } catch (const Error& error) {
         std::fprintf(stderr,
                      "redsem: warning: could not release the slot of '%s' (%s); it frees "
@@ -322,7 +351,7 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     if (result.lease_lost && supervise_options.stop_on_lost) {
         return lost_exit;
     }
-    return result.child.code;
+    return end.status;
 }
 
 } // namespace
@@ -359,6 +388,10 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
                      "runs, skip (exit 0). A run that fails or loses its slot lets the next one "
                      "run, up to --attempts. WINDOW needs its unit (20h, 30m)")
         ->type_name("WINDOW");
+    add_typed_option(command, "--max-run", args->max_run, parse_max_run,
+                     "Stop COMMAND after it ran this long: SIGTERM to its process group, "
+                     "SIGKILL after --kill-after, the slot given back, exit 124 (as timeout(1))")
+        ->type_name("DUR");
     add_typed_option(command, "--attempts", args->attempts, parse_attempts,
                      fmt::format("With --once-per: after N runs of an occurrence failed or left "
                                  "without finishing, skip it (exit 0) until its window ends "

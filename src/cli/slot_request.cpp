@@ -289,8 +289,9 @@ std::string skip_message(const std::string& name, const Skip& skip) {
     if (skip.why == "attempts") {
         const std::string how = by.exit_status ? fmt::format("failed (exit {})", *by.exit_status)
                                                : std::string("left without finishing");
-        return fmt::format("skipped '{}': this occurrence was tried {} time{}, which --attempts "
-                           "allows; the last run, on {} at {}, {}; the next run may start at {}",
+        return fmt::format("skipped '{}': this occurrence was tried {} time{}, the most "
+                           "--attempts allows; the last run, on {} at {}, {}; the next run may "
+                           "start at {}",
                            printable(name), by.attempt, by.attempt == 1 ? "" : "s", who,
                            when(skip.since_ms), how, when(skip.until_ms));
     }

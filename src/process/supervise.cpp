@@ -30,6 +30,7 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
                          const SuperviseOptions& options) {
     bool lost = false;
     bool guard_gone = false;
+    bool timed_out = false;
     constexpr BootClock::time_point k_never = BootClock::time_point::max();
     BootClock::time_point kill_at = k_never; // when to escalate to SIGKILL
     BootTimer timer;
@@ -41,7 +42,7 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
             // redsem itself may have been stopped or starved past the lease while the command
             // ran to its end, perhaps beside the next holder: the caller must hear of it.
             const bool lost_unseen = !lost && (status.lost || now >= status.valid_until);
-            return SupervisedExit{*exit, lost || lost_unseen, lost_unseen};
+            return SupervisedExit{*exit, lost || lost_unseen, lost_unseen, timed_out};
         }
         if (!guard_gone && child.guard_ended()) {
             // Should redsem die now, nothing would kill the command's group: it dies with its
@@ -57,7 +58,7 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
             if (const std::optional<ChildExit> ended = child.poll()) {
                 // It ended in the meantime: redsem was stopped after it looked above, and the
                 // command ended while the lease ran out. It was not stopped for the loss.
-                return SupervisedExit{*ended, true, true};
+                return SupervisedExit{*ended, true, true, timed_out};
             }
             lost = true;
             std::string reason =
@@ -75,6 +76,14 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
                 options.on_lost(reason);
             }
         }
+        if (!timed_out && options.run_until && now >= *options.run_until) {
+            timed_out = true;
+            child.signal_group(SIGTERM);
+            kill_at = std::min(kill_at, now + options.kill_after);
+            if (options.on_timeout) {
+                options.on_timeout();
+            }
+        }
         if (now >= kill_at) {
             child.signal_group(SIGKILL);
             kill_at = k_never;
@@ -84,11 +93,13 @@ SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch&
         }
 
         // Sleep until something happens: a signal (SIGCHLD included), a heartbeat event, the
-        // local end of the lease, the time to start the heartbeat, or the time to escalate to
-        // SIGKILL. The timer counts a suspend of the machine; poll()'s own timeout would not.
+        // local end of the lease, the time to start the heartbeat, the --max-run deadline, or
+        // the time to escalate to SIGKILL. The timer counts a suspend of the machine; poll()'s
+        // own timeout would not.
         const BootClock::time_point wake =
             std::min({lost ? k_never : status.valid_until,
-                      lost ? k_never : heartbeat.start_due().value_or(k_never), kill_at});
+                      lost ? k_never : heartbeat.start_due().value_or(k_never),
+                      timed_out ? k_never : options.run_until.value_or(k_never), kill_at});
         if (wake == k_never) {
             timer.disarm();
         } else {

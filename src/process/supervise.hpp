@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "process/child.hpp"
@@ -20,6 +21,10 @@ struct SuperviseOptions {
     bool stop_on_lost = true;                        // --on-lost term (else ignore)
     Milliseconds kill_after = k_default_kill_after;  // SIGKILL this long after SIGTERM, or sooner
     std::function<void(const std::string&)> on_lost; // told why, once, when the lease is lost
+    // --max-run: when the command has run for long enough, its group gets SIGTERM, and
+    // SIGKILL after kill_after; on_timeout is called then, once.
+    std::optional<BootClock::time_point> run_until{};
+    std::function<void()> on_timeout;
 };
 
 struct SupervisedExit {
@@ -28,6 +33,7 @@ struct SupervisedExit {
     // The lease was found lost only after the child had ended: on_lost was not called, and
     // the child may have run past the lease (redsem was stopped, or starved of CPU).
     bool lost_after_end = false;
+    bool timed_out = false; // stopped at run_until (--max-run)
 };
 
 // Waits for `child` to end while `heartbeat` keeps the lease alive (starting a heartbeat made
@@ -38,6 +44,7 @@ struct SupervisedExit {
 // than half-way through the lease's safety margin: the group is dead before the server can
 // hand the slot to anyone else. When the child's guard is killed while redsem lives, nothing
 // would kill the group should redsem die too: the group gets SIGKILL, with a line on stderr.
+// At run_until (if set) the group is stopped as after a lost lease, whatever stop_on_lost says.
 SupervisedExit supervise(ChildProcess& child, Heartbeat& heartbeat, SignalWatch& signals,
                          const SuperviseOptions& options);
 

@@ -28,7 +28,8 @@ namespace redsem {
 // (a sleep that ended long after its time: SIGSTOP, a suspended machine) takes that time out
 // of the window (not_running()): the outage it finds on waking is given its window. So does
 // a process stopped and continued since the failures began (last_continued(): a stop in the
-// middle of a try, which no sleep sees).
+// middle of a try, which no sleep sees), once per streak of failures: a SIGCONT that followed
+// no stop (anybody may send one) must not keep a loop retrying for ever.
 class RetryPolicy {
 public:
     using Milliseconds = std::chrono::milliseconds;
@@ -67,6 +68,7 @@ public:
     void answered() {
         m_reached = true;
         m_failing = false;
+        m_continuation_counted = false;
         m_delay = m_schedule.first;
     }
 
@@ -94,7 +96,11 @@ public:
             m_failing = true;
             m_failing_since = now;
         }
-        m_failing_since = std::max(m_failing_since, std::min(last_continued(), now));
+        if (const auto continued = std::min(last_continued(), now);
+            !m_continuation_counted && continued > m_failing_since) {
+            m_failing_since = continued;
+            m_continuation_counted = true;
+        }
         if (!worth_retrying(transience, m_reached)) {
             return std::nullopt;
         }
@@ -127,6 +133,7 @@ private:
     bool m_reached;         // an answer, or a failure that only a server at this address gives
     bool m_failing = false; // since m_failing_since, without an answer
     Clock::time_point m_failing_since{};
+    bool m_continuation_counted = false; // this streak's window was moved to a continuation
     std::optional<Clock::time_point> m_deadline;
 };
 

@@ -1,7 +1,6 @@
 #include "semaphore/held_slot.hpp"
 
 #include "redis/retry_policy.hpp"
-#include "semaphore/wire.hpp"
 
 #include <thread>
 
@@ -19,18 +18,15 @@ HeldSlot::~HeldSlot() {
     }
 }
 
-bool HeldSlot::release(std::optional<int> exit_status, std::optional<int> signal) {
-    if (exit_status && signal) {
-        exit_status = wire::pack_command_end(*exit_status, *signal);
-    }
-    return release(exit_status, false, Milliseconds{0}) == ReleaseOutcome::released;
+bool HeldSlot::release(const std::optional<CommandEnd>& end) {
+    return release(end, false, Milliseconds{0}) == ReleaseOutcome::released;
 }
 
-ReleaseOutcome HeldSlot::release_once(int exit_status, Milliseconds beyond_lease) {
-    return release(exit_status, true, exit_status == 0 ? beyond_lease : Milliseconds{0});
+ReleaseOutcome HeldSlot::release_once(const CommandEnd& end, Milliseconds beyond_lease) {
+    return release(end, true, end.status == 0 ? beyond_lease : Milliseconds{0});
 }
 
-ReleaseOutcome HeldSlot::release(std::optional<int> exit_status, bool once,
+ReleaseOutcome HeldSlot::release(const std::optional<CommandEnd>& end, bool once,
                                  Milliseconds beyond_lease) {
     if (m_semaphore == nullptr) {
         return ReleaseOutcome::not_found;
@@ -49,7 +45,7 @@ ReleaseOutcome HeldSlot::release(std::optional<int> exit_status, bool once,
                         keep_trying);
     for (;;) {
         try {
-            return semaphore->release(m_lease.token, Releaser::owner, exit_status, once);
+            return semaphore->release(m_lease.token, Releaser::owner, end, once);
         } catch (const Error& error) {
             // A second try after a lost reply finds nothing to release, which is fine.
             const std::optional<Milliseconds> delay = retries.after(error);

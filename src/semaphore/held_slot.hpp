@@ -21,20 +21,19 @@ public:
     // Releases now; true when the slot was still held. Tries once more after a lost
     // connection, and keeps trying through a transient error (a failover, a slot migration)
     // while the lease lasts. Throws Error on other Redis failures.
-    // `exit_status`: the status of `run`'s command, kept with the released event, and
-    // `signal`: the signal that ended it (0 when it exited; nullopt: not known).
-    bool release(std::optional<int> exit_status = std::nullopt,
-                 std::optional<int> signal = std::nullopt);
+    // `end`: how `run`'s command ended, kept with the released event.
+    bool release(const std::optional<CommandEnd>& end = std::nullopt);
 
-    // The release of a `run --once-per` whose command ended with `exit_status`: as release(),
+    // The release of a `run --once-per` whose command ended as `end` says: as release(),
     // but a success marks the occurrence done even when the lease ran out before the release
     // came (ReleaseOutcome::late_*), so the release of a success keeps trying through a Redis
     // out of reach for up to `beyond_lease` after the lease's end. Throws Error when Redis
     // could not be reached in time or refused.
-    ReleaseOutcome release_once(int exit_status, Milliseconds beyond_lease);
+    ReleaseOutcome release_once(const CommandEnd& end, Milliseconds beyond_lease);
 
 private:
-    ReleaseOutcome release(std::optional<int> exit_status, bool once, Milliseconds beyond_lease);
+    ReleaseOutcome release(const std::optional<CommandEnd>& end, bool once,
+                           Milliseconds beyond_lease);
 
     Semaphore* m_semaphore; // null once released or moved from
     Lease m_lease;

@@ -132,6 +132,10 @@ bool parse_value(std::string_view value, Event& event) {
             signal != json.end() && signal->is_number_integer()) {
             event.signal = signal->get<long long>();
         }
+        if (const auto ran = json.is_object() ? json.find("timed_out_ms") : json.end();
+            ran != json.end() && ran->is_number_integer()) {
+            event.timed_out_ms = ran->get<long long>();
+        }
         if (const auto late = json.is_object() ? json.find("late") : json.end();
             late != json.end() && late->is_string()) {
             event.late = late->get<std::string>();

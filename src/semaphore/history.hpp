@@ -36,13 +36,15 @@ struct Event {
     std::optional<long long> slot;  // the lowest of `slots`
     std::vector<long long> slots{}; // every slot of the grant (--slots K)
     std::optional<long long> fence;
-    std::optional<long long> duration_ms; // waited (acquired, left, dropped), held, or paused
-                                          // (resumed)
-    std::optional<HolderMeta> meta;       // nullopt when unknown; paused, resumed: by whom
-    std::optional<long long> until_ms;    // paused: when it ends (nullopt: until resumed)
-    std::optional<long long> exit_status; // released by `run`: its command's exit status
-    std::optional<long long> signal;      // and the signal that ended it (0: it exited;
-                                          // nullopt: not said, as by run --once-per)
+    std::optional<long long> duration_ms;  // waited (acquired, left, dropped), held, or paused
+                                           // (resumed)
+    std::optional<HolderMeta> meta;        // nullopt when unknown; paused, resumed: by whom
+    std::optional<long long> until_ms;     // paused: when it ends (nullopt: until resumed)
+    std::optional<long long> exit_status;  // released by `run`: its command's exit status
+    std::optional<long long> signal;       // and the signal that ended it (0: it exited;
+                                           // nullopt: not said, as by an earlier build)
+    std::optional<long long> timed_out_ms; // released by `run --max-run` that stopped its
+                                           // command after this long
     std::string late;    // released by `run --once-per` after its lease ran out: what became of
                          // the claim, "done" (marked done all the same), "taken" (another run
                          // claimed the occurrence since) or "gone" (lost, or cleared); else ""

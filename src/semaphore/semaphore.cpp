@@ -567,18 +567,18 @@ void Semaphore::release_quietly(const std::string& token) noexcept {
 }
 
 ReleaseOutcome Semaphore::release(const std::string& token, Releaser by,
-                                  std::optional<int> exit_status, bool once) {
+                                  const std::optional<CommandEnd>& end, bool once) {
     // Through sentinels, not to a former master that still takes writes after a failover
     // (unless a sentinel named it just now: a quick `run` pays no extra round trip).
     m_connection.primary_changed(k_release_recheck);
-    return release_here(token, by, exit_status, once);
+    return release_here(token, by, end, once);
 }
 
 ReleaseOutcome Semaphore::release_here(const std::string& token, Releaser by,
-                                       std::optional<int> exit_status, bool once) {
-    return wire::decode_release(
-        run(scripts::k_release_script,
-            wire::release_args(token, by == Releaser::owner, exit_status, once), Proof::admits));
+                                       const std::optional<CommandEnd>& end, bool once) {
+    return wire::decode_release(run(scripts::k_release_script,
+                                    wire::release_args(token, by == Releaser::owner, end, once),
+                                    Proof::admits));
 }
 
 std::optional<Renewal> Semaphore::renew(const std::string& token, std::optional<Milliseconds> ttl,

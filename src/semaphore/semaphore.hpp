@@ -46,11 +46,11 @@ public:
 
     // Gives the token's slot back, or takes it out of the queue; never touches another token.
     // A waiting token released by somebody else ends its waiter (PlaceReleased).
-    // `exit_status`: the status of `run`'s command, kept with the released event. `once`: the
+    // `end`: how `run`'s command ended, kept with the released event. `once`: the
     // release of a `run --once-per`, whose success marks its occurrence done even after its
     // lease ran out, when nobody claimed the occurrence since (ReleaseOutcome::late_*).
     ReleaseOutcome release(const std::string& token, Releaser by = Releaser::owner,
-                           std::optional<int> exit_status = std::nullopt, bool once = false);
+                           const std::optional<CommandEnd>& end = std::nullopt, bool once = false);
 
     // Best-effort release, for cleaning up on a way out; ignores every failure.
     void release_quietly(const std::string& token) noexcept;
@@ -129,7 +129,8 @@ private:
               Proof proof = Proof::none);
     // release() on the server this connection uses now, without asking the sentinels first.
     ReleaseOutcome release_here(const std::string& token, Releaser by = Releaser::owner,
-                                std::optional<int> exit_status = std::nullopt, bool once = false);
+                                const std::optional<CommandEnd>& end = std::nullopt,
+                                bool once = false);
     // `first_answer_ms`: the server time of the first answer this acquire had (see
     // wire::AcquireArgs).
     Reply attempt(const AcquireOptions& options, const std::string& token, bool queue, bool known,

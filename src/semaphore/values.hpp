@@ -198,6 +198,14 @@ struct LeaseLoss {
 };
 
 // A held slot, as the server granted it.
+// How `run`'s command ended, as its release records it in the history (the released event).
+struct CommandEnd {
+    int status = 0;              // run's exit status: the command's, 128+N after signal N, 124
+                                 // when stopped at --max-run
+    std::optional<int> signal{}; // the signal that ended it, 0 when it exited; nullopt: unknown
+    std::optional<Milliseconds> timed_out_after{}; // stopped at --max-run after this long
+};
+
 struct Lease {
     std::string token;
     long long fence = 0;            // strictly increasing per semaphore, so per slot too

@@ -237,25 +237,20 @@ HandOver decode_hand_over(const std::string& payload) {
 
 // ---- release.lua, renew.lua ---------------------------------------------------------------
 
-namespace {
-constexpr int k_status_range = 256; // exit statuses are 0-255; pack_command_end() goes above
-} // namespace
-
-int pack_command_end(int status, int signal) {
-    return k_status_range * (1 + signal) + status;
-}
-
 std::vector<std::string> release_args(const std::string& token, bool own,
-                                      std::optional<int> exit_status, bool once) {
-    std::string status;
-    std::string signal;
-    if (exit_status && *exit_status >= k_status_range) {
-        status = std::to_string(*exit_status % k_status_range);
-        signal = std::to_string(*exit_status / k_status_range - 1);
-    } else if (exit_status) {
-        status = std::to_string(*exit_status);
+                                      const std::optional<CommandEnd>& end, bool once) {
+    // ARGV[3..8]: the token, who, the status, 'once', the signal, the time run out (ms).
+    std::vector<std::string> args{token, own ? "own" : "other", "", once ? "once" : "", "", ""};
+    if (end) {
+        args[2] = std::to_string(end->status);
+        if (end->signal) {
+            args[4] = std::to_string(*end->signal);
+        }
+        if (end->timed_out_after) {
+            args[5] = std::to_string(end->timed_out_after->count());
+        }
     }
-    return {token, own ? "own" : "other", status, once ? "once" : "", signal};
+    return args;
 }
 
 ReleaseOutcome decode_release(const Reply& reply) {

@@ -140,15 +140,9 @@ HandOver decode_hand_over(const std::string& payload);
 // ---- release.lua, renew.lua ---------------------------------------------------------------
 
 // `once`: the release of a `run --once-per`, whose success is kept with its claim even
-// after its lease ran out. `exit_status`: the command's status (0-255), or one that
-// pack_command_end() made, which also says whether a signal killed it.
+// after its lease ran out. `end`: how `run`'s command ended, kept with the released event.
 std::vector<std::string> release_args(const std::string& token, bool own,
-                                      std::optional<int> exit_status, bool once);
-
-// `status` (0-255) and the signal that ended the command (0: it exited), as one exit status
-// for Semaphore::release(): the released event then tells an `exit 143` from a SIGTERM. A
-// plain status leaves that unknown.
-int pack_command_end(int status, int signal);
+                                      const std::optional<CommandEnd>& end, bool once);
 ReleaseOutcome decode_release(const Reply& reply);
 
 std::vector<std::string> renew_args(const std::string& token, std::optional<Milliseconds> ttl,

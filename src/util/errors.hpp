@@ -21,6 +21,7 @@ enum class ExitCode : int {
     lost = 76,            // EX_PROTOCOL: run: the slot was lost and the command stopped
     denied = 77,          // EX_NOPERM: wrong password, unknown user, ACL denial
     unsafe = 78,          // EX_CONFIG: doctor: the Redis is set up in a way unsafe for redsem
+    timed_out = 124,      // run --max-run: the command ran too long and was stopped (timeout(1))
     cannot_execute = 126, // run: the command is not an executable file (as a shell says)
     not_found = 127,      // run: the command was not found (as a shell says)
 };
@@ -44,6 +45,7 @@ inline constexpr ExitCodeMeaning k_exit_codes[] = {
     {ExitCode::lost, "slot lost (run)"},
     {ExitCode::denied, "auth/permission denied"},
     {ExitCode::unsafe, "doctor: unsafe setup"},
+    {ExitCode::timed_out, "command stopped at --max-run (run)"},
     {ExitCode::cannot_execute, "command not executable (run)"},
     {ExitCode::not_found, "command not found (run)"},
 };

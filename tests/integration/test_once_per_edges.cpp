@@ -345,7 +345,7 @@ TEST_CASE_METHOD(Fleet, "a job that fails is tried on as many hosts as --attempt
     CHECK(read_file(ran) == "a\nb\n");
     CHECK(first_line(host_c.err)
               .find("redsem: skipped 'nightly': this occurrence was tried 2 "
-                    "times, which --attempts allows; the last run, on ") == 0);
+                    "times, the most --attempts allows; the last run, on ") == 0);
     CHECK(host_c.err.find("failed (exit 2); the next run may start at ") != std::string::npos);
     // Quiet with -q: the failed runs spoke for themselves.
     const auto host_d = run_redsem(job(cron, "nightly", "d", ran), env);
@@ -399,7 +399,7 @@ TEST_CASE_METHOD(Fleet, "with --attempts 1 a waiter skips when the run it waited
     const auto waited = host_b.wait();
     INFO(waited.err);
     CHECK(waited.exit_code == 0);
-    CHECK(waited.err.find("this occurrence was tried 1 time, which --attempts allows") !=
+    CHECK(waited.err.find("this occurrence was tried 1 time, the most --attempts allows") !=
           std::string::npos);
     CHECK(read_file(ran) == "a\n");
     CHECK(zcard(admin, semaphore_key("single", "queue")) == 0);
@@ -420,6 +420,70 @@ TEST_CASE_METHOD(Fleet, "with --attempts 1 a waiter skips when the run it waited
     CHECK(read_file(ran) == "a\nc\n");
     stopped.signal(SIGKILL);
     stopped.wait();
+}
+
+TEST_CASE_METHOD(Fleet, "a waiter that was handed the slot but died before it ran (stopped as "
+                        "the hand-over reached it) does not use up an attempt") {
+    const std::string go = scratch.path("go");
+    const std::vector<std::string> cron{"--once-per", "1h", "--ttl", "2s", "-q"};
+    Child host_a(
+        job(cron, "handed", "a", ran, "while [ ! -e " + go + " ]; do sleep 0.05; done; exit 1"),
+        env);
+    REQUIRE(wait_until([&] { return read_file(ran) == "a\n"; }, 20s));
+    const std::string queue = semaphore_key("handed", "queue");
+    Child host_b(job(cron, "handed", "b", ran), env);
+    REQUIRE(wait_until([&] { return zcard(admin, queue) == 1; }, 20s));
+    Child host_c(job(cron, "handed", "c", ran), env);
+    REQUIRE(wait_until([&] { return zcard(admin, queue) == 2; }, 20s));
+    // B is blocked on its wake list: the hand-over is served to its connection, and B never
+    // reads it.
+    host_b.signal(SIGSTOP);
+    touch(go);
+    CHECK(host_a.wait().exit_code == 1);
+    REQUIRE(wait_until([&] { return zcard(admin, queue) == 1; }, 20s)); // handed to B
+    host_b.signal(SIGKILL);
+    host_b.wait();
+    // C runs once B's lease is gone: as the second attempt, after A's run.
+    const auto result = host_c.wait(30s);
+    INFO(result.err);
+    CHECK(result.exit_code == 0);
+    CHECK(read_file(ran) == "a\nc\n");
+    const auto grants = events_of(server, "handed", "acquired");
+    REQUIRE(grants.size() == 3);
+    CHECK(grants[2]["attempt"] == 2);
+    CHECK(grants[2]["after"] == grants[0]["token"]);
+    CHECK(admin.call({"HEXISTS", semaphore_key("handed", "state"), "occurrence_prior"})
+              .as_integer() == 0);
+}
+
+TEST_CASE_METHOD(Fleet, "waiters of an occurrence whose window ended while its run ran are its "
+                        "next attempts when that run fails") {
+    const std::string go = scratch.path("go");
+    const std::vector<std::string> cron{"--once-per", "5s", "-q"};
+    Child host_a(
+        job(cron, "long", "a", ran, "while [ ! -e " + go + " ]; do sleep 0.05; done; exit 3"), env);
+    REQUIRE(wait_until([&] { return read_file(ran) == "a\n"; }, 20s));
+    const std::string queue = semaphore_key("long", "queue");
+    const long long ends_ms = claim_ends_ms(admin, "long");
+    Child host_b(job(cron, "long", "b", ran, "exit 3"), env);
+    REQUIRE(wait_until([&] { return zcard(admin, queue) == 1; }, 20s));
+    Child host_c(job(cron, "long", "c", ran, "exit 3"), env);
+    REQUIRE(wait_until([&] { return zcard(admin, queue) == 2; }, 20s));
+    // (The window leaves a loaded machine seconds to start the waiters inside it.)
+    REQUIRE(server_time_ms(admin) < ends_ms);
+    REQUIRE(wait_until([&] { return server_time_ms(admin) > ends_ms; }, 20s));
+    touch(go);
+    CHECK(host_a.wait().exit_code == 3);
+    CHECK(host_b.wait().exit_code == 3);
+    const auto skipped = host_c.wait();
+    CHECK(skipped.exit_code == 0);
+    CHECK(read_file(ran) == "a\nb\n");
+    const auto grants = events_of(server, "long", "acquired");
+    REQUIRE(grants.size() == 2);
+    CHECK(grants[1]["attempt"] == 2);
+    const auto skips = events_of(server, "long", "skipped");
+    REQUIRE(skips.size() == 1);
+    CHECK(skips[0]["skipped"] == "attempts");
 }
 
 TEST_CASE("run --attempts needs --once-per and a whole number of at least 1") {

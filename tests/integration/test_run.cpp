@@ -772,3 +772,76 @@ TEST_CASE("a slot handed over long after the waiter last refreshed its place is 
         CHECK(result.exit_code == 0);
     }
 }
+
+TEST_CASE("run --max-run stops a command that runs too long: its whole group, SIGKILL after "
+          "--kill-after, the slot given back at once, exit 124, and on record") {
+    RedisServer server;
+    Connection admin = server.admin();
+    Scratch scratch;
+    const std::string pids = scratch.path("pids");
+    // A command that ignores SIGTERM, with a child that ignores it too.
+    Child run({"run", "bounded", "--ttl", "60s", "--max-run", "1s", "--kill-after", "1s", "--",
+               "sh", "-c",
+               fmt::format("trap '' TERM; sleep 301 & echo $! > {0}.tmp; echo $$ >> {0}.tmp; "
+                           "mv {0}.tmp {0}; while :; do sleep 0.1; done",
+                           pids)},
+              env_for(server));
+    const std::vector<int> command = wait_for_pids(pids, 2);
+    REQUIRE(command.size() == 2);
+    const auto result = run.wait(30s);
+    INFO(result.err);
+    CHECK(result.exit_code == 124);
+    CHECK(result.err.find("redsem: the command of 'bounded' ran for 1s (--max-run): stopping its "
+                          "process group (SIGTERM, SIGKILL 1s later) and giving the slot back") ==
+          0);
+    CHECK(wait_until([&] { return all_gone(command); }, 10s));
+    // Given back by run, long before the lease's 60s.
+    CHECK(zcard(admin, "redsem:{bounded}:holders") == 0);
+    std::optional<nlohmann::json> released;
+    for (const auto& event : history_events(server, "bounded")) {
+        if (event["event"] == "released") {
+            released = event;
+        }
+    }
+    REQUIRE(released);
+    CHECK((*released)["exit_status"] == 124);
+    CHECK((*released)["timed_out_ms"] == 1000);
+    CHECK(run_redsem({"log", "bounded"}, env_for(server))
+              .out.find("command timed out after 1s (--max-run, exit 124)") != std::string::npos);
+
+    // A command that ends in time keeps its own status, and is not on record as timed out.
+    CHECK(run_redsem({"run", "bounded", "--max-run", "60s", "--", "sh", "-c", "exit 3"},
+                     env_for(server))
+              .exit_code == 3);
+    const auto events = history_events(server, "bounded");
+    REQUIRE_FALSE(events.empty());
+    CHECK(events.back()["exit_status"] == 3);
+    CHECK(events.back()["timed_out_ms"].is_null());
+}
+
+TEST_CASE("run --max-run with --once-per: a run stopped at its deadline is a failed attempt") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const auto stopped = run_redsem({"run", "nightly", "--once-per", "1h", "-w", "0", "--max-run",
+                                     "500ms", "--", "sleep", "30"},
+                                    env_for(server));
+    INFO(stopped.err);
+    CHECK(stopped.exit_code == 124);
+    const Reply claim = admin.call({"HGET", "redsem:{nightly}:state", "occurrence"});
+    REQUIRE_FALSE(claim.is_nil());
+    CHECK(claim.as_string().find(" failed 1 ") != std::string::npos);
+    CHECK(claim.as_string().find("\"exit\":124") != std::string::npos);
+}
+
+TEST_CASE("run --max-run takes a duration above 0") {
+    RedisServer server;
+    for (const std::string bad : {"0", "0s", "abc", "400d"}) {
+        INFO(bad);
+        const auto refused =
+            run_redsem({"run", "--max-run", bad, "job", "--", "true"}, env_for(server));
+        CHECK(refused.exit_code == 64);
+        CHECK(first_line(refused.err).rfind("redsem: error: --max-run: ", 0) == 0);
+        CHECK(first_line(refused.err).find("'" + bad + "'") != std::string::npos);
+        CHECK(line_count(refused.err) == 2); // and the "Try ... --help" line
+    }
+}

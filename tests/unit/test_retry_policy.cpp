@@ -107,6 +107,21 @@ TEST_CASE("RetryPolicy: a stop in the middle of a try is not counted against the
     CHECK_FALSE(policy.after(Transience::broken));
 }
 
+TEST_CASE("RetryPolicy: a SIGCONT moves a streak's window once, so that a stream of them "
+          "cannot keep a loop retrying for ever") {
+    watch_stops();
+    RetryPolicy policy(milliseconds{1'000});
+    REQUIRE(policy.after(Transience::broken));
+    std::this_thread::sleep_for(milliseconds{600});
+    REQUIRE(kill(getpid(), SIGCONT) == 0); // no stop came before it
+    REQUIRE(policy.after(Transience::broken));
+    std::this_thread::sleep_for(milliseconds{600});
+    REQUIRE(kill(getpid(), SIGCONT) == 0);
+    // 1.2s since the window was moved: the second one is not counted.
+    std::this_thread::sleep_for(milliseconds{600});
+    CHECK_FALSE(policy.after(Transience::broken));
+}
+
 TEST_CASE("RetryPolicy: unreachable is retried once the server was reached, never before") {
     RetryPolicy never;
     CHECK_FALSE(never.after(Transience::unreachable)); // a wrong address: reported at once
