@@ -645,10 +645,11 @@ TEST_CASE("status at 70 columns leaves out FENCE and then RENEWED before it cuts
         std::filesystem::temp_directory_path() / ("redsem-narrow-done-" + std::to_string(getpid()));
     std::filesystem::remove(done);
     Tmux terminal("REDSEM_URL=" + server.socket_url() + " " + redsem_binary() +
-                      " status narrow; touch " + done,
+                      " status narrow; touch " + done + "; exec sleep 60",
                   70);
     REQUIRE(wait_for_file(done, 10s));
-    const std::string screen = terminal.screen();
+    // (The shell sleeps on: a pane whose command ended before remain-on-exit was set is gone.)
+    const std::string screen = terminal.await("EXPIRES");
     INFO(screen);
     CHECK(screen.find("SLOT  TOKEN") != std::string::npos);
     CHECK(screen.find("EXPIRES") != std::string::npos);
