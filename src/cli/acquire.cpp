@@ -1,8 +1,7 @@
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "cli/options.hpp"
 #include "cli/output.hpp"
 #include "cli/slot_request.hpp"
-#include "cli/typed_option.hpp"
 #include "process/holder_meta.hpp"
 #include "process/keeper.hpp"
 #include "process/signal_watch.hpp"
@@ -13,7 +12,6 @@
 #include "util/number.hpp"
 #include "util/time_format.hpp"
 
-#include <CLI/CLI.hpp>
 #include <cctype>
 #include <csignal>
 #include <cstring>
@@ -27,46 +25,10 @@ namespace redsem::cli {
 
 namespace {
 
-struct AcquireArgs {
-    SlotRequest request;
-    bool json = false;
-    std::optional<long long> while_pid;
-    std::optional<int> on_lost; // a signal, 0 for none
-    std::optional<Milliseconds> kill_after;
-};
-
 // Whether `signal` asks a process to end (then SIGKILL follows it by default): the others
 // (USR1, ...) may only tell it that the slot is gone.
 bool asks_to_end(int signal) {
     return signal == SIGTERM || signal == SIGINT || signal == SIGHUP || signal == SIGQUIT;
-}
-
-// The signal --on-lost names: TERM, SIGTERM, term or 15; 0 for "none".
-int parse_signal(const std::string& text, const char* option) {
-    static constexpr std::pair<std::string_view, int> k_names[] = {
-        {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
-        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}};
-    std::string name;
-    for (const char c : text) {
-        name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    }
-    if (name == "NONE") {
-        return 0;
-    }
-    if (name.starts_with("SIG")) {
-        name.erase(0, 3);
-    }
-    for (const auto& [known, number] : k_names) {
-        if (name == known) {
-            return number;
-        }
-    }
-    if (const auto number = parse_integer(text, 1, NSIG - 1)) {
-        return static_cast<int>(*number);
-    }
-    throw UsageError(fmt::format("{}: '{}' is not a signal (TERM, INT, HUP, KILL, USR1, USR2, "
-                                 "QUIT, ALRM, a number) or 'none'",
-                                 option, printable(text)));
 }
 
 void print_lease(const std::string& name, const Lease& lease, bool json,
@@ -112,6 +74,8 @@ std::string give_back_unprinted(Semaphore& semaphore, const Lease& lease,
                            error.what(), format_duration(lease.ttl));
     }
 }
+
+} // namespace
 
 int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
     // The slot belongs to the process named by --while-pid, else to the caller (the script
@@ -169,36 +133,6 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
                                 give_back_unprinted(semaphore, *lease, keeper)));
     }
     return 0;
-}
-
-} // namespace
-
-Runner setup_acquire(CLI::App& command, const GlobalOptions& global) {
-    auto args = std::make_shared<AcquireArgs>();
-    command.description("Take a slot of semaphore NAME and print its token on stdout. Waits "
-                        "for ever unless --wait says otherwise. The slot is held until "
-                        "'redsem release', or until its lease (--ttl) runs out without 'redsem "
-                        "renew'; with --while-pid, for as long as process PID lives.");
-    add_slot_options(command, args->request);
-    command.add_flag("--json", args->json,
-                     "Print name, token, fence, slot, slots, limit, ttl_ms, deadline_ms, "
-                     "deadline and keeper_pid as JSON (see redsem(1))");
-    add_typed_option(command, "--while-pid", args->while_pid, parse_pid,
-                     "Hold the slot for the life of process PID (e.g. $$): a detached keeper "
-                     "process renews the lease while PID lives and releases the slot when it "
-                     "exits")
-        ->type_name("PID");
-    add_typed_option(command, "--on-lost", args->on_lost, parse_signal,
-                     "With --while-pid: the signal the keeper sends PID and its descendants if "
-                     "the lease is lost (default TERM; 'none' only logs to syslog)")
-        ->type_name("SIGNAL");
-    add_typed_option(command, "--kill-after", args->kill_after, parse_duration,
-                     fmt::format("With --while-pid: SIGKILL what is left of PID and its "
-                                 "descendants this long after the --on-lost signal (default {} "
-                                 "for TERM, INT, HUP and QUIT; other signals: never)",
-                                 format_duration(k_default_kill_after)))
-        ->type_name("DUR");
-    return [args, &global] { return run_acquire(*args, global); };
 }
 
 } // namespace redsem::cli

@@ -23,7 +23,8 @@ struct Command {
     Runner (*setup)(CLI::App& command, const GlobalOptions& global);
 };
 
-// Every subcommand, in the order `redsem --help` lists them.
+// Every subcommand, in the order `redsem --help` lists them. (The setup_* functions, which
+// declare each one's options, are in command_options.cpp.)
 std::span<const Command> commands();
 
 Runner setup_acquire(CLI::App& command, const GlobalOptions& global);
@@ -39,5 +40,8 @@ Runner setup_drain(CLI::App& command, const GlobalOptions& global);
 Runner setup_lost(CLI::App& command, const GlobalOptions& global);
 Runner setup_log(CLI::App& command, const GlobalOptions& global);
 Runner setup_doctor(CLI::App& command, const GlobalOptions& global);
+
+// Adds the global options to `app` (the main app; subcommands fall through to it).
+void add_global_options(CLI::App& app, GlobalOptions& options);
 
 } // namespace redsem::cli

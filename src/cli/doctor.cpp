@@ -1,10 +1,9 @@
 #include "doctor/doctor.hpp"
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "cli/output.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
-#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <fmt/format.h>
 #include <iostream>
@@ -16,10 +15,6 @@ namespace redsem::cli {
 namespace {
 
 using nlohmann::json;
-
-struct DoctorArgs {
-    bool json = false;
-};
 
 json or_null(const std::string& text) {
     return text.empty() ? json(nullptr) : json(text);
@@ -59,6 +54,8 @@ void print_text(const DoctorReport& report) {
                              warnings == 1 ? "" : "s");
 }
 
+} // namespace
+
 int run_doctor(const DoctorArgs& args, const GlobalOptions& global) {
     DoctorSettings settings{.prefix = resolve_prefix(global),
                             .loss_grace = resolve_loss_grace(std::nullopt),
@@ -92,20 +89,6 @@ int run_doctor(const DoctorArgs& args, const GlobalOptions& global) {
         return static_cast<int>(ExitCode::unsafe);
     }
     return static_cast<int>(ExitCode::internal);
-}
-
-} // namespace
-
-Runner setup_doctor(CLI::App& command, const GlobalOptions& global) {
-    auto args = std::make_shared<DoctorArgs>();
-    command.description(
-        "Check whether the Redis the options point at is safe for redsem: reachable, version, "
-        "mode, TLS, the ACL user and its permissions, eviction, persistence, replication, the "
-        "clocks, and redsem's own keys. One line per finding: ok, warn or unsafe, and the fix. "
-        "Changes nothing. Exit 0: all ok; 1: warnings; 78: something is unsafe; 69: Redis "
-        "unreachable; 77: login refused.");
-    command.add_flag("--json", args->json, "Print JSON (schema in redsem(1))");
-    return [args, &global] { return run_doctor(*args, global); };
 }
 
 } // namespace redsem::cli

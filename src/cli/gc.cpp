@@ -1,12 +1,11 @@
 #include "semaphore/gc.hpp"
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "cli/output.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
 #include "util/table.hpp"
 #include "util/token.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <iostream>
@@ -18,12 +17,6 @@ namespace redsem::cli {
 namespace {
 
 using nlohmann::json;
-
-struct GcArgs {
-    std::vector<std::string> names;
-    bool dry_run = false;
-    bool json = false;
-};
 
 void print_report_json(const GcReport& report, bool dry_run) {
     json removed = json::array();
@@ -88,6 +81,8 @@ void print_text(const GcReport& report, bool dry_run) {
     std::cout << "\n";
 }
 
+} // namespace
+
 int run_gc(const GcArgs& args, const GlobalOptions& global) {
     for (const auto& name : args.names) {
         check_name(name);
@@ -110,19 +105,6 @@ int run_gc(const GcArgs& args, const GlobalOptions& global) {
         return static_cast<int>(report.failed.front().code);
     }
     return report.unlisted.empty() ? 0 : static_cast<int>(ExitCode::unavailable);
-}
-
-} // namespace
-
-Runner setup_gc(CLI::App& command, const GlobalOptions& global) {
-    auto args = std::make_shared<GcArgs>();
-    command.description("Remove expired holders and dead waiters from each NAME (default: every "
-                        "semaphore under the prefix), and delete semaphores left empty. Never "
-                        "touches a live holder.");
-    command.add_option("NAME", args->names, "Semaphore names (default: all)");
-    command.add_flag("--dry-run", args->dry_run, "Show what would be removed; change nothing");
-    command.add_flag("--json", args->json, "Print JSON (schema in redsem(1))");
-    return [args, &global] { return run_gc(*args, global); };
 }
 
 } // namespace redsem::cli

@@ -1,5 +1,5 @@
 #include "cli/admission.hpp"
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "cli/output.hpp"
 #include "process/signal_watch.hpp"
 #include "semaphore/history.hpp"
@@ -12,7 +12,6 @@
 #include "util/time_format.hpp"
 #include "util/token.hpp"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
 #include <csignal>
@@ -40,14 +39,6 @@ constexpr Milliseconds k_follow_retry{1000};
 constexpr Milliseconds k_rescan_every{2'000};
 // The highest sequence number of a stream entry ID ("MS-SEQ").
 constexpr std::uint64_t k_last_sequence = std::numeric_limits<std::uint64_t>::max();
-
-struct LogArgs {
-    std::vector<std::string> names;
-    std::optional<std::string> since;
-    std::optional<std::string> until;
-    bool json = false;
-    bool follow = false;
-};
 
 // --since and --until: a duration back from the server's now, or a point in time.
 long long resolve_when(const std::string& text, const char* option, long long now_ms) {
@@ -414,9 +405,32 @@ std::vector<std::string> unique(const std::vector<std::string>& names) {
     return out;
 }
 
+// One round of --follow: new semaphores joined (without NAME), then one XREAD, its events
+// printed. False when nobody reads the output any more, or on a signal while no semaphore has a
+// history yet.
 bool follow_round(Connection& connection, const std::string& prefix, bool all,
                   std::vector<std::string>& names, std::vector<std::string>& last_ids,
-                  const std::set<std::string>& unreadable, Printer& printer, int interrupt_fd);
+                  const std::set<std::string>& unreadable, Printer& printer, int interrupt_fd) {
+    if (all) {
+        // New semaphores join at each round.
+        for (const auto& name : scan_names(connection, prefix, "log")) {
+            if (std::find(names.begin(), names.end(), name) == names.end() &&
+                !unreadable.contains(name)) {
+                names.push_back(name);
+                last_ids.emplace_back("0-0");
+            }
+        }
+        if (names.empty()) {
+            pollfd signal_fd{interrupt_fd, POLLIN, 0};
+            return poll(&signal_fd, 1, static_cast<int>(k_rescan_every.count())) <= 0;
+        }
+    }
+    // false: nobody reads any more (`redsem log -f | head`)
+    return printer.print(follow_history(connection, prefix, names, last_ids,
+                                        all ? k_rescan_every : k_follow_block, interrupt_fd));
+}
+
+} // namespace
 
 int run_log(const LogArgs& args, const GlobalOptions& global) {
     for (const auto& name : args.names) {
@@ -530,52 +544,6 @@ int run_log(const LogArgs& args, const GlobalOptions& global) {
             away = false;
         }
     }
-}
-
-// One round of --follow: new semaphores joined (without NAME), then one XREAD, its events
-// printed. False when nobody reads the output any more, or on a signal while no semaphore has a
-// history yet.
-bool follow_round(Connection& connection, const std::string& prefix, bool all,
-                  std::vector<std::string>& names, std::vector<std::string>& last_ids,
-                  const std::set<std::string>& unreadable, Printer& printer, int interrupt_fd) {
-    if (all) {
-        // New semaphores join at each round.
-        for (const auto& name : scan_names(connection, prefix, "log")) {
-            if (std::find(names.begin(), names.end(), name) == names.end() &&
-                !unreadable.contains(name)) {
-                names.push_back(name);
-                last_ids.emplace_back("0-0");
-            }
-        }
-        if (names.empty()) {
-            pollfd signal_fd{interrupt_fd, POLLIN, 0};
-            return poll(&signal_fd, 1, static_cast<int>(k_rescan_every.count())) <= 0;
-        }
-    }
-    // false: nobody reads any more (`redsem log -f | head`)
-    return printer.print(follow_history(connection, prefix, names, last_ids,
-                                        all ? k_rescan_every : k_follow_block, interrupt_fd));
-}
-
-} // namespace
-
-Runner setup_log(CLI::App& command, const GlobalOptions& global) {
-    auto args = std::make_shared<LogArgs>();
-    command.description(
-        "Show the history of each NAME (without NAME: of every semaphore, merged by time): who "
-        "acquired, queued, released, lost or left, when, and for how long. Changes nothing.");
-    command.add_option("NAME", args->names, "Semaphore names (default: all)");
-    command
-        .add_option("--since", args->since,
-                    "Only events from WHEN on: a duration back from now (24h, 30m) or a time "
-                    "('2026-11-23 03:12', 2026-11-23T03:12:00Z, @SECONDS)")
-        ->type_name("WHEN");
-    command.add_option("--until", args->until, "Only events up to WHEN (as for --since)")
-        ->type_name("WHEN");
-    command.add_flag("--json", args->json, "Print one JSON object per event, one per line");
-    command.add_flag("-f,--follow", args->follow,
-                     "After the history, print new events as they happen, until interrupted");
-    return [args, &global] { return run_log(*args, global); };
 }
 
 } // namespace redsem::cli

@@ -1,10 +1,9 @@
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "cli/output.hpp"
 #include "semaphore/inspect.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/time_format.hpp"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
@@ -17,14 +16,11 @@ namespace redsem::cli {
 
 namespace {
 
-struct LostArgs {
-    bool quiet = false;
-    bool json = false;
-};
-
 // Names the semaphore whose keys route the declaration on one server: the epoch key there is
 // the prefix's, shared by every semaphore, and the script creates no key of this one.
 constexpr std::string_view k_any_name = "-";
+
+} // namespace
 
 int run_lost(const LostArgs& args, const GlobalOptions& global) {
     Connection connection(resolve_connection(global));
@@ -66,23 +62,6 @@ int run_lost(const LostArgs& args, const GlobalOptions& global) {
                      which.c_str(), local_time(loss.opens_at_ms).c_str());
     }
     return 0;
-}
-
-} // namespace
-
-Runner setup_lost(CLI::App& command, const GlobalOptions& global) {
-    auto args = std::make_shared<LostArgs>();
-    command.description(
-        "Declare that Redis may have lost data redsem cannot see (a replica promoted by hand, a "
-        "backup restored, the server's clock stepped): nobody new is admitted for the loss "
-        "grace, as after a restart, so that holders whose leases were lost stop first. Holders "
-        "keep renewing; status and 'acquire -w 0' show the closure (cause 'declared'). Applies "
-        "to every semaphore under the prefix (on a Redis Cluster: every one that exists).");
-    command.add_flag("-q,--quiet", args->quiet, "No notice on stderr");
-    command.add_flag("--json", args->json,
-                     "Print prefix, lost_at, opens_at (the default grace) and, on a Redis "
-                     "Cluster, the semaphores as JSON");
-    return [args, &global] { return run_lost(*args, global); };
 }
 
 } // namespace redsem::cli

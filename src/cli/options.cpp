@@ -2,7 +2,6 @@
 
 #include "cli/secret_files.hpp"
 #include "cli/tls_options.hpp"
-#include "cli/typed_option.hpp"
 #include "cli/variables.hpp"
 #include "process/inherited_secret.hpp"
 #include "process/secrecy.hpp"
@@ -13,7 +12,6 @@
 #include "util/name.hpp"
 #include "util/number.hpp"
 
-#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
@@ -65,69 +63,6 @@ Milliseconds parse_connect_timeout(const std::string& text, const char* option) 
         throw UsageError(fmt::format("{} must be longer than 0", option));
     }
     return timeout;
-}
-
-void add_name_and_token(CLI::App& command, std::string& name, std::string& token) {
-    command.add_option("NAME", name, "Semaphore name")->required();
-    command
-        .add_option(
-            "TOKEN", token,
-            "Token printed by 'redsem acquire', or a unique start of it as 'redsem status' shows")
-        ->required();
-}
-
-void add_global_options(CLI::App& app, GlobalOptions& options) {
-    app.add_option("-u,--url", options.url,
-                   fmt::format("Redis URL: redis://[[user]:password@]host[:port][/db], "
-                               "rediss://... for TLS, redis://host1:port1,host2:port2,... for "
-                               "the nodes of one Redis Cluster, unix:///path.sock[?db=N], or "
-                               "redis-sentinel://[[user]:password@]host[:port][,host[:port]...]"
-                               "[/db]#MASTER (rediss-sentinel:// for TLS) (default: "
-                               "$REDSEM_URL, $REDIS_URL, {})",
-                               k_default_redis_url))
-        ->type_name("URL");
-    app.add_option("--prefix", options.prefix,
-                   fmt::format("Prefix of redsem's Redis keys (default: $REDSEM_PREFIX or {})",
-                               k_default_prefix))
-        ->type_name("PREFIX");
-    add_typed_option(app, "--connect-timeout", options.connect_timeout, parse_connect_timeout,
-                     fmt::format("How long to wait for Redis to accept the connection and answer "
-                                 "(default: $REDSEM_CONNECT_TIMEOUT or {})",
-                                 format_duration(k_default_connect_timeout)))
-        ->type_name("DUR");
-    struct ConnectionOption {
-        const char* name;
-        std::optional<std::string> GlobalOptions::*value;
-        const char* type;
-        const char* help;
-    };
-    static constexpr ConnectionOption k_connection_options[] = {
-        {"--password-file", &GlobalOptions::password_file, "FILE",
-         "Read the Redis password from the first line of FILE (default: $REDSEM_PASSWORD, "
-         "$REDSEM_PASSWORD_FILE, $REDISCLI_AUTH)"},
-        {"--sentinel-password-file", &GlobalOptions::sentinel_password_file, "FILE",
-         "redis-sentinel://: read the sentinels' password from the first line of FILE "
-         "(default: $REDSEM_SENTINEL_PASSWORD, $REDSEM_SENTINEL_PASSWORD_FILE)"},
-        {"--cacert", &GlobalOptions::cacert, "FILE",
-         "rediss://: trust the CA certificates in FILE instead of the system's (default: "
-         "$REDSEM_CACERT)"},
-        {"--cacertdir", &GlobalOptions::cacertdir, "DIR",
-         "rediss://: trust the CA certificates in DIR, hashed as by c_rehash (default: "
-         "$REDSEM_CACERTDIR)"},
-        {"--cert", &GlobalOptions::cert, "FILE",
-         "rediss://: client certificate for mutual TLS, with --key (default: $REDSEM_CERT)"},
-        {"--key", &GlobalOptions::key, "FILE",
-         "rediss://: private key of --cert (default: $REDSEM_KEY)"},
-        {"--sni", &GlobalOptions::sni, "NAME",
-         "rediss://: the server name to ask for and to verify in its certificate (default: "
-         "$REDSEM_SNI, else the URL's host)"},
-    };
-    for (const ConnectionOption& option : k_connection_options) {
-        app.add_option(option.name, options.*option.value, option.help)->type_name(option.type);
-    }
-    app.add_flag("--insecure", options.insecure,
-                 "rediss://: do not verify the server's certificate (warns each time; "
-                 "default: $REDSEM_INSECURE)");
 }
 
 ConnectOptions resolve_connection(const GlobalOptions& options) {

@@ -7,10 +7,6 @@
 #include "redis/connection.hpp"
 #include "semaphore/semaphore.hpp"
 
-namespace CLI {
-class App;
-}
-
 namespace redsem::cli {
 
 // Options every subcommand accepts, before or after the subcommand's name.
@@ -28,12 +24,6 @@ struct GlobalOptions {
     std::optional<std::string> sni;
     bool insecure = false;
 };
-
-// Declares the NAME and TOKEN arguments of release and renew.
-void add_name_and_token(CLI::App& command, std::string& name, std::string& token);
-
-// Adds the global options to `app` (the main app; subcommands fall through to it).
-void add_global_options(CLI::App& app, GlobalOptions& options);
 
 // Where to connect: --url, else $REDSEM_URL, else $REDIS_URL, else redis://127.0.0.1:6379.
 // The password: from the URL, else the first line of --password-file, else $REDSEM_PASSWORD,

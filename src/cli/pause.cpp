@@ -1,7 +1,6 @@
 #include "cli/admission.hpp"
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "cli/output.hpp"
-#include "cli/typed_option.hpp"
 #include "process/ci_job.hpp"
 #include "process/holder_meta.hpp"
 #include "process/signal_watch.hpp"
@@ -9,7 +8,6 @@
 #include "util/duration.hpp"
 #include "util/name.hpp"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,15 +26,6 @@ using Clock = std::chrono::steady_clock;
 // that dies without a release leaves when its lease runs out, which nobody pushes).
 constexpr Milliseconds k_drain_look_every{10'000};
 
-struct PauseArgs {
-    std::string name;
-    std::optional<std::string> reason;
-    std::optional<Milliseconds> duration; // --for
-    std::optional<Milliseconds> wait;     // drain's -w
-    bool quiet = false;
-    bool json = false;
-};
-
 // Who pauses or resumes: this user and host, the caller's pid (the script that ran redsem),
 // the reason, and the CI job it runs in.
 HolderMeta pauser(const PauseArgs& args) {
@@ -53,16 +42,7 @@ nlohmann::json info_json(const std::string& name, const PauseInfo& info) {
             {"queued", info.queued}};
 }
 
-// --for's value.
-Milliseconds parse_pause_duration(const std::string& text, const char* option) {
-    const Milliseconds duration = parse_duration(text, option);
-    if (duration.count() == 0) {
-        throw UsageError(fmt::format("{} must be longer than 0 (leave it out to pause until "
-                                     "'redsem resume')",
-                                     option));
-    }
-    return duration;
-}
+} // namespace
 
 int run_pause(const PauseArgs& args, const GlobalOptions& global) {
     check_name(args.name);
@@ -146,65 +126,6 @@ int run_drain(const PauseArgs& args, const GlobalOptions& global) {
         print_json(info_json(args.name, info));
     }
     return 0;
-}
-
-void add_name(CLI::App& command, PauseArgs& args) {
-    command.add_option("NAME", args.name, "Semaphore name")->required();
-}
-
-void add_pause_options(CLI::App& command, PauseArgs& args) {
-    add_name(command, args);
-    command.add_option("--reason", args.reason, "Why, shown to those kept out and in status")
-        ->type_name("TEXT");
-    add_typed_option(command, "--for", args.duration, parse_pause_duration,
-                     "End the pause by itself after DUR (default: until 'redsem resume')")
-        ->type_name("DUR");
-}
-
-} // namespace
-
-Runner setup_pause(CLI::App& command, const GlobalOptions& global) {
-    auto args = std::make_shared<PauseArgs>();
-    command.description(
-        "Pause admission to semaphore NAME (a deploy freeze): nobody new gets a slot; holders "
-        "keep theirs and renew, waiters keep their places. 'acquire -w 0' and 'run -w 0' exit "
-        "73 meanwhile, naming who paused and why. The pause stays until 'redsem resume' or "
-        "--for; gc and key expiry keep it.");
-    add_pause_options(command, *args);
-    command.add_flag("--json", args->json,
-                     "Print name, paused (who, reason, since, until), limit, held and queued as "
-                     "JSON");
-    return [args, &global] { return run_pause(*args, global); };
-}
-
-Runner setup_resume(CLI::App& command, const GlobalOptions& global) {
-    auto args = std::make_shared<PauseArgs>();
-    command.description("End the pause of semaphore NAME: the slots freed meanwhile go to the "
-                        "waiters at once, in FIFO order. A NAME that is not paused is left as "
-                        "it is (exit 0, with a notice).");
-    add_name(command, *args);
-    command.add_flag("-q,--quiet", args->quiet, "No notice when NAME was not paused");
-    command.add_flag("--json", args->json,
-                     "Print name, paused (the pause that ended, or null), limit, held and "
-                     "queued as JSON");
-    return [args, &global] { return run_resume(*args, global); };
-}
-
-Runner setup_drain(CLI::App& command, const GlobalOptions& global) {
-    auto args = std::make_shared<PauseArgs>();
-    command.description(
-        "Pause semaphore NAME (as 'redsem pause'), then wait until nobody holds it: exit 0 "
-        "then, or 75 when --wait passes first (NAME stays paused). For a maintenance window: "
-        "redsem drain deploy --reason 'db migration' -w 30m && ./migrate; redsem resume "
-        "deploy");
-    add_pause_options(command, *args);
-    add_typed_option(command, "-w,--wait", args->wait, parse_duration,
-                     "Give up after DUR with holders left (exit 75; default: wait for ever)")
-        ->type_name("DUR");
-    command.add_flag("-q,--quiet", args->quiet, "No line on stderr while waiting");
-    command.add_flag("--json", args->json,
-                     "Print name, paused, limit, held and queued as JSON once drained");
-    return [args, &global] { return run_drain(*args, global); };
 }
 
 } // namespace redsem::cli

@@ -1,10 +1,9 @@
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "cli/token_lookup.hpp"
 #include "process/process_tree.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/name.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <memory>
 
@@ -17,14 +16,7 @@ namespace {
 // (uninterruptible I/O) outlives it. Past that the slot is not given back: its lease ends it.
 constexpr Milliseconds k_group_end_wait{60'000};
 
-struct ReleaseArgs {
-    std::string name;
-    std::string token;
-    // Internal, for the successor of a `run` that died (see GroupGuard and run.cpp): the
-    // command's process group, which must have ended first, and the status to record.
-    std::optional<pid_t> after_group;
-    std::optional<int> exit_status;
-};
+} // namespace
 
 int run_release(const ReleaseArgs& args, const GlobalOptions& global) {
     check_name(args.name);
@@ -61,18 +53,6 @@ int run_release(const ReleaseArgs& args, const GlobalOptions& global) {
     throw NotHeldError(fmt::format("that token holds no slot of '{}' (its lease expired, it was "
                                    "released already, or it never held one)",
                                    args.name));
-}
-
-} // namespace
-
-Runner setup_release(CLI::App& command, const GlobalOptions& global) {
-    auto args = std::make_shared<ReleaseArgs>();
-    command.description("Give back the slot of semaphore NAME held by TOKEN. Exits 1 when "
-                        "TOKEN holds nothing.");
-    add_name_and_token(command, args->name, args->token);
-    command.add_option("--after-group", args->after_group)->group(""); // (see ReleaseArgs)
-    command.add_option("--exit-status", args->exit_status)->group("");
-    return [args, &global] { return run_release(*args, global); };
 }
 
 } // namespace redsem::cli

@@ -1,7 +1,5 @@
-#include "cli/commands.hpp"
-#include "cli/help_format.hpp"
+#include "cli/command_args.hpp"
 #include "cli/slot_request.hpp"
-#include "cli/typed_option.hpp"
 #include "process/child.hpp"
 #include "process/environment.hpp"
 #include "process/heartbeat.hpp"
@@ -14,7 +12,6 @@
 #include "util/name.hpp"
 #include "util/number.hpp"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
 #include <csignal>
@@ -27,19 +24,6 @@
 namespace redsem::cli {
 
 namespace {
-
-struct RunArgs {
-    SlotRequest request;
-    bool stop_on_lost = true; // --on-lost term (else ignore)
-    Milliseconds kill_after = k_default_kill_after;
-    std::optional<int> lost_exit_code;
-    std::optional<Milliseconds> once_per;
-    bool at_most_once = false;
-    std::optional<long long> attempts;
-    std::optional<Milliseconds> max_run;
-    std::optional<std::string> shell_command;
-    std::vector<std::string> command;
-};
 
 std::vector<std::string> command_line(const RunArgs& args) {
     if (args.shell_command && !args.command.empty()) {
@@ -122,67 +106,6 @@ Successor release_after_death(const std::string& prefix, const std::string& name
                      .keep = inherited_secret_fds(environment)};
 }
 
-// --max-run DUR: above 0 (a command stopped as it starts is no use), up to a year.
-Milliseconds parse_max_run(const std::string& text, const char* option) {
-    constexpr Milliseconds k_longest{366LL * 24 * 3600 * 1000};
-    const Milliseconds limit = parse_duration(text, option);
-    if (limit <= Milliseconds{0} || limit > k_longest) {
-        throw UsageError(
-            fmt::format("{}: '{}' is not from 1ms to 366d", option, printable(text, 100)));
-    }
-    return limit;
-}
-
-// How many runs of one occurrence may fail (or leave without finishing) before the callers of
-// that occurrence skip, without --attempts: a failure on one host is tried once more on
-// another, not on every host of the fleet.
-constexpr long long k_default_attempts = 2;
-constexpr long long k_max_attempts = 1'000;
-
-long long parse_attempts(const std::string& text, const char* option) {
-    const std::optional<long long> attempts = parse_integer(text, 1, k_max_attempts);
-    if (!attempts) {
-        throw UsageError(fmt::format("{}: '{}' is not a whole number from 1 to {}", option,
-                                     printable(text, 100), k_max_attempts));
-    }
-    return *attempts;
-}
-
-// --once-per WINDOW: at least a second (the claim is kept to the millisecond, by the server's
-// clock) and at most a year, with its unit: a bare number, which other durations take as
-// seconds, is more likely meant as hours here (`--once-per 20` for a nightly job).
-Milliseconds parse_once_per(const std::string& text, const char* option) {
-    constexpr Milliseconds k_longest{366LL * 24 * 3600 * 1000};
-    if (!text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) {
-            return std::isdigit(c) != 0 || c == '.';
-        })) {
-        throw UsageError(fmt::format("{}: '{}' has no unit; give the window with one, as in "
-                                     "20h, 30m or 90s (units: ms, s, m, h, d)",
-                                     option, printable(text, 100)));
-    }
-    const Milliseconds window = parse_duration(text, option);
-    if (window < Milliseconds{1000} || window > k_longest) {
-        throw UsageError(
-            fmt::format("{}: '{}' is not from 1s to 366d", option, printable(text, 100)));
-    }
-    return window;
-}
-
-// --on-lost ACTION, in any case: whether a lost slot stops the command ('term') or lets it
-// run on ('ignore').
-bool parse_lost_action(const std::string& text, const char* option) {
-    const auto is = [&](std::string_view word) {
-        return std::equal(text.begin(), text.end(), word.begin(), word.end(), [](char a, char b) {
-            return std::tolower(static_cast<unsigned char>(a)) == b;
-        });
-    };
-    if (is("term") || is("ignore")) {
-        return is("term");
-    }
-    throw UsageError(
-        fmt::format("{}: '{}' is not 'term' or 'ignore'", option, printable(text, 100)));
-}
-
 // The release of a --once-per run whose command ended as `end` says: a success is recorded
 // with the occurrence's claim, also after the lease ran out, trying to reach Redis for one more
 // ttl past the lease (a restart or failover that long is ridden out). Returns the exit status:
@@ -234,6 +157,8 @@ int release_once_per(HeldSlot& slot, const std::string& name, const CommandEnd& 
     }
     return status;
 }
+
+} // namespace
 
 int run_run(const RunArgs& args, const GlobalOptions& global) {
     const std::vector<std::string> argv = command_line(args);
@@ -352,64 +277,6 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
         return lost_exit;
     }
     return end.status;
-}
-
-} // namespace
-
-Runner setup_run(CLI::App& command, const GlobalOptions& global) {
-    auto args = std::make_shared<RunArgs>();
-    command.description(
-        "Run COMMAND while holding a slot of semaphore NAME: wait for the slot, keep its lease "
-        "alive while COMMAND runs, stop COMMAND if the slot is lost, and release it however "
-        "COMMAND ends. Exits with COMMAND's status. redsem's options come before COMMAND: the "
-        "first word after NAME that is not one of them starts COMMAND, and every word from "
-        "there on is COMMAND's (use -- before a COMMAND that starts with '-').");
-    command.formatter(
-        std::make_shared<HelpFormatter>("Usage: redsem run [OPTIONS] NAME [--] COMMAND [ARGS...]\n"
-                                        "       redsem run [OPTIONS] NAME -c CMDLINE"));
-    add_slot_options(command, args->request);
-    add_typed_option(command, "--on-lost", args->stop_on_lost, parse_lost_action,
-                     "When the slot is lost: 'term' stops COMMAND, 'ignore' lets it run on")
-        ->type_name("ACTION")
-        ->default_str("term");
-    add_typed_option(command, "--kill-after", args->kill_after, parse_duration,
-                     "After a lost slot, SIGKILL COMMAND this long after SIGTERM, but no "
-                     "later than half-way through the lease's safety margin")
-        ->type_name("DUR")
-        ->default_str(format_duration(k_default_kill_after));
-    add_typed_option(command, "--lost-exit-code", args->lost_exit_code, parse_exit_code,
-                     fmt::format("Exit status after the slot was lost and COMMAND stopped, or with "
-                                 "--once-per a success that could not be recorded (default {})",
-                                 static_cast<int>(ExitCode::lost)))
-        ->type_name("CODE");
-    add_typed_option(command, "--once-per", args->once_per, parse_once_per,
-                     "Run COMMAND once per WINDOW across all callers that say so (cron on many "
-                     "hosts): while a run that started less than WINDOW ago succeeded or still "
-                     "runs, skip (exit 0). A run that fails or loses its slot lets the next one "
-                     "run, up to --attempts. WINDOW needs its unit (20h, 30m)")
-        ->type_name("WINDOW");
-    add_typed_option(command, "--max-run", args->max_run, parse_max_run,
-                     "Stop COMMAND after it ran this long: SIGTERM to its process group, "
-                     "SIGKILL after --kill-after, the slot given back, exit 124 (as timeout(1))")
-        ->type_name("DUR");
-    add_typed_option(command, "--attempts", args->attempts, parse_attempts,
-                     fmt::format("With --once-per: after N runs of an occurrence failed or left "
-                                 "without finishing, skip it (exit 0) until its window ends "
-                                 "(default {})",
-                                 k_default_attempts))
-        ->type_name("N");
-    command.add_flag("--at-most-once", args->at_most_once,
-                     "With --once-per: also skip an occurrence whose run's outcome is unknown "
-                     "(that run left without finishing, or Redis may have lost data since the "
-                     "window could have begun), saying so even with -q. Without it a lost claim "
-                     "runs COMMAND again: at least once");
-    command
-        .add_option("-c,--command", args->shell_command,
-                    "Run this shell command line with /bin/sh -c instead of COMMAND")
-        ->type_name("CMDLINE");
-    command.add_option("COMMAND", args->command, "The command and its arguments")
-        ->type_name("COMMAND [ARGS...]");
-    return [args, &global] { return run_run(*args, global); };
 }
 
 } // namespace redsem::cli

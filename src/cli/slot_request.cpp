@@ -1,7 +1,6 @@
 #include "cli/slot_request.hpp"
 
 #include "cli/admission.hpp"
-#include "cli/typed_option.hpp"
 
 #include "process/any_readable.hpp"
 #include "process/ci_job.hpp"
@@ -14,7 +13,6 @@
 #include "util/time_format.hpp"
 #include "util/token.hpp"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -22,6 +20,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <functional>
+#include <iostream>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <system_error>
@@ -386,97 +385,7 @@ std::string closed_message(const std::string& name, const AdmissionClosed& close
                        printable(name), seconds_ago(closed.lost_ago), who);
 }
 
-// -n's value; the message says what flock's -n would be here.
-long long parse_limit_or_hint(const std::string& text, const char* option) {
-    if (const auto limit = parse_integer(text, k_min_limit, k_max_limit)) {
-        return *limit;
-    }
-    const bool numeric = parse_integer(text).has_value();
-    throw UsageError(fmt::format("{}: '{}' is not a whole number from {} to {}{}", option,
-                                 printable(text, 100), k_min_limit, k_max_limit,
-                                 numeric ? ""
-                                         : ": -n is the limit here; to give up at once when busy "
-                                           "(flock's -n), use -w 0"));
-}
-
-// flock(1)'s lock modes (-x/-e exclusive, -s shared), hidden: each is refused while parsing
-// with what redsem has instead, not as an unknown option (which named the next word, '--').
-void refuse_flock_modes(CLI::App& command) {
-    struct Mode {
-        const char* name;
-        const char* message;
-    };
-    static constexpr Mode k_modes[] = {
-        {"-x", "-x is flock's exclusive lock; here the limit belongs to the semaphore (-n N; "
-               "a new one has 1: exclusive already). To take every slot, use --exclusive"},
-        {"-e", "-e is flock's exclusive lock; here the limit belongs to the semaphore (-n N; "
-               "a new one has 1: exclusive already). To take every slot, use --exclusive"},
-        {"-s", "-s is flock's shared lock; here the limit belongs to the semaphore: -n N lets "
-               "N hold it at once (--exclusive takes every slot)"},
-        {"--shared", "--shared is flock's shared lock; here the limit belongs to the semaphore: "
-                     "-n N lets N hold it at once (--exclusive takes every slot)"},
-    };
-    for (const Mode& mode : k_modes) {
-        command
-            .add_flag_callback(
-                mode.name, [message = mode.message] { throw UsageError(message); }, "")
-            ->group("");
-    }
-}
-
 } // namespace
-
-void add_slot_options(CLI::App& command, SlotRequest& request) {
-    refuse_flock_modes(command);
-    command.add_option("NAME", request.name, "Semaphore name")->required();
-    // Converted while parsing, before NAME and COMMAND are counted: flock's -n is "do not
-    // wait", and `redsem run -n nightly ./backup.sh` must say so, not "no command given".
-    add_typed_option(command, "-n,--limit", request.limit, parse_limit_or_hint,
-                     "How many may hold NAME at once (1-100000; default: the limit NAME has, 1 "
-                     "for a new semaphore). A busy semaphore refuses another: see 'redsem limit'")
-        ->type_name("N");
-    CLI::Option* slots =
-        add_typed_option(command, "--slots", request.slots, parse_limit,
-                         "Take K of the limit's slots in one grant (default 1): a heavy job "
-                         "counts for K. FIFO holds: nobody behind it goes first")
-            ->type_name("K");
-    command
-        .add_flag("--exclusive", request.exclusive,
-                  "Take every slot of the limit (a job that must run alone)")
-        ->excludes(slots);
-    add_typed_option(command, "--ttl", request.ttl, parse_ttl,
-                     "Lease length; renew before it runs out")
-        ->type_name("DUR")
-        ->default_str(format_duration(k_default_ttl));
-    add_typed_option(command, "-w,--wait", request.wait, parse_duration,
-                     "Give up after DUR without a slot (0: try once; default: wait for ever)")
-        ->type_name("DUR");
-    add_typed_option(
-        command, "-E,--conflict-exit-code", request.conflict_exit_code, parse_exit_code,
-        fmt::format("Exit status when no slot was had in time (default {}; a "
-                    "closed admission after lost data exits {} all the same)",
-                    static_cast<int>(ExitCode::timeout), static_cast<int>(ExitCode::closed)))
-        ->type_name("CODE");
-    command
-        .add_option("--label", request.label,
-                    "Text shown beside this holder in status (then no CI job is recorded)")
-        ->type_name("TEXT");
-    add_typed_option(command, "--loss-grace", request.loss_grace, parse_loss_grace,
-                     fmt::format("After Redis may have lost data (restart, fail-over), wait DUR "
-                                 "before taking a slot, for this call only (0 to {}; default: "
-                                 "{}, as every client)",
-                                 format_duration(k_default_loss_grace),
-                                 format_duration(k_default_loss_grace)))
-        ->type_name("DUR");
-    command.add_flag("--through-loss", request.through_loss,
-                     "With -w 0: while admission is closed after a possible loss of data, wait "
-                     "for it to open (at most the loss grace), then try once (cron)");
-    add_typed_option(command, "--replicas", request.replicas, parse_replicas, k_replicas_help)
-        ->type_name("N");
-    command.add_flag("-q,--quiet", request.quiet,
-                     "Show no queue position while waiting, and no notice when no slot was free "
-                     "or a run was skipped (a closed admission is still told)");
-}
 
 ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label,
                                  HolderMeta owner) {

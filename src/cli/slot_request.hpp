@@ -9,14 +9,10 @@
 #include "semaphore/semaphore.hpp"
 #include "util/duration.hpp"
 
-namespace CLI {
-class App;
-}
-
 namespace redsem::cli {
 
 // The options `acquire` and `run` share: how to wait for which slot, each converted and
-// checked as it is parsed (see typed_option.hpp).
+// checked as it is parsed (command_options.cpp).
 struct SlotRequest {
     std::string name;
     std::optional<long long> limit; // nullopt: the stored limit
@@ -31,10 +27,6 @@ struct SlotRequest {
     bool through_loss = false; // with -w 0: wait for a closed admission to open, then try once
     bool quiet = false;
 };
-
-// Declares NAME, -n, --slots, --exclusive, --ttl, -w, -E, --label, --loss-grace,
-// --through-loss, --replicas and -q on `command`.
-void add_slot_options(CLI::App& command, SlotRequest& request);
 
 struct ParsedRequest {
     AcquireOptions options;

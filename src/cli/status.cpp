@@ -1,5 +1,5 @@
 #include "cli/admission.hpp"
-#include "cli/commands.hpp"
+#include "cli/command_args.hpp"
 #include "cli/full_screen.hpp"
 #include "cli/output.hpp"
 #include "process/any_readable.hpp"
@@ -14,7 +14,6 @@
 #include "util/time_format.hpp"
 #include "util/token.hpp"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fmt/format.h>
 #include <initializer_list>
@@ -32,14 +31,6 @@ namespace redsem::cli {
 namespace {
 
 using nlohmann::json;
-
-struct StatusArgs {
-    std::vector<std::string> names;
-    bool json = false;
-    std::optional<std::string> format;
-    bool watch = false;
-    bool names_only = false;
-};
 
 // The terminal's width when stdout is one (long labels are then cut to fit), else 0.
 std::size_t terminal_width() {
@@ -632,6 +623,8 @@ int watch(Connection& connection, const std::string& prefix,
     }
 }
 
+} // namespace
+
 int run_status(const StatusArgs& given, const GlobalOptions& global) {
     for (const auto& name : given.names) {
         check_name(name);
@@ -732,27 +725,6 @@ int run_status(const StatusArgs& given, const GlobalOptions& global) {
         std::cerr << "redsem: error: " << message << "\n";
     }
     return unreadable.empty() ? 0 : static_cast<int>(ExitCode::conflict);
-}
-
-} // namespace
-
-Runner setup_status(CLI::App& command, const GlobalOptions& global) {
-    auto args = std::make_shared<StatusArgs>();
-    command.description("Show who holds and who waits for each NAME; without NAME, list every "
-                        "semaphore under the prefix. Changes nothing.");
-    command.add_option("NAME", args->names, "Semaphore names (default: all)");
-    command.add_flag("--json", args->json, "Print JSON (schema in redsem(1)); as --format json");
-    command
-        .add_option("--format", args->format,
-                    "table (default), json, or prometheus: metrics in the Prometheus text format, "
-                    "for node_exporter's textfile collector")
-        ->type_name("FORMAT");
-    command.add_flag("--watch", args->watch,
-                     "On a terminal, redraw the table as it changes (at each event, or every "
-                     "second), with lease countdowns, until q or Ctrl-C");
-    command.add_flag("--names", args->names_only,
-                     "Print only the names of all semaphores, one per line (for completion)");
-    return [args, &global] { return run_status(*args, global); };
 }
 
 } // namespace redsem::cli
