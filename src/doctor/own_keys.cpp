@@ -1,6 +1,7 @@
 #include "doctor/checks.hpp"
 
 #include "semaphore/inspect.hpp"
+#include "semaphore/protocol.hpp"
 #include "semaphore/semaphore.hpp"
 #include "util/duration.hpp"
 #include "util/name.hpp"
@@ -60,7 +61,7 @@ std::string wanted_type(const std::string& key, std::string_view prefix, std::st
     if (const auto found = types.find(part); found != types.end()) {
         return found->second;
     }
-    return part.rfind("wake:", 0) == 0 ? "list" : "";
+    return part.starts_with(k_wake_part) ? "list" : "";
 }
 
 // Scans the server that commands without a key go to; adds what it finds to `scanned`.

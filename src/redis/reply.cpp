@@ -120,7 +120,7 @@ ReplyErrorMeaning classify_reply_error(std::string_view error) {
          "Redis Cluster kept redirecting the command (its slots are being migrated)", passes},
     }};
     if (code == "EVICTING") {
-        // redsem's own refusal (lua/lib/epoch.lua), which says it all.
+        // redsem's own refusal (lua/lib/eviction.lua), which says it all.
         return {ExitCode::unavailable,
                 fmt::format("redsem admits nobody on this Redis: {}",
                             printable(error.substr(std::min(error.size(), code.size() + 1)), 300))};

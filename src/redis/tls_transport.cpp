@@ -5,6 +5,7 @@
 #include "util/errors.hpp"
 #include "util/name.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>

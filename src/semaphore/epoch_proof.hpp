@@ -7,7 +7,7 @@
 // script by EVALSHA: it runs only where the process has it cached, and leaves a one-time
 // proof the call's script checks. The text is the same in every redsem release, so an
 // upgrade (new script bodies) proves what the release before it proved. The rule, and what
-// it does not see, is in lua/lib/epoch.lua.
+// it does not see, is in lua/lib/server.lua and lua/lib/epoch.lua.
 
 #include "redis/script.hpp"
 

@@ -39,7 +39,7 @@ inline constexpr long long k_waiter_liveness_ms = 5'000;
 // (INFO memory, the largest single step of a hand-over): an allkeys-* policy or a maxmemory
 // set is seen by calls that admit within this time. A policy set to allkeys-* and back
 // meanwhile goes unseen, but not its evictions: they come after a CONFIG SET, and so are not
-// explained (lib/epoch.lua). An evicting policy is read again by every call, so one set back
+// explained (lib/eviction.lua). An evicting policy is read again by every call, so one set back
 // is seen at once.
 inline constexpr long long k_policy_fresh_ms = 1'000;
 

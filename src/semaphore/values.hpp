@@ -7,7 +7,6 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -78,11 +77,6 @@ struct QueuePosition {
     long long limit = 0;
     long long queued = 0; // waiters in all, this one included
 };
-
-// The words after the state's field `limit` while the semaphore is paused, or while a request
-// for several slots holds or waits ("3 paused weighted"), which every redsem before these
-// refuses as not a number (see lua/lib/state.lua). Longest first.
-inline constexpr std::string_view k_limit_suffixes[] = {" paused weighted", " paused", " weighted"};
 
 // A pause of admission (`redsem pause`; see lua/lib/pause.lua) as the server holds it.
 struct Pause {
