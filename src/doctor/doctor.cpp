@@ -371,7 +371,8 @@ Finding check_eviction(const ServerFacts& facts) {
                                 "(an abandoned one waits for redsem gc)";
         const long long evicted = facts.info.number("evicted_keys").value_or(0);
         if (evicted > 0) {
-            // Evictions after a CONFIG SET may have come under another policy (lua/lib/eviction.lua).
+            // Evictions after a CONFIG SET may have come under another policy
+            // (lua/lib/eviction.lua).
             finding.found += fmt::format("; {} keys evicted since the start: after a CONFIG SET, "
                                          "more evictions close admission for the loss grace",
                                          evicted);
