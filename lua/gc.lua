@@ -64,7 +64,11 @@ end
 
 -- A holder whose hand-over lapsed uncollected (settle_lapsed() in the 'alive' phase).
 local function uncollected(token, claim_by)
-    return claim_by and tonumber(claim_by) <= now and redis.call('EXISTS', call.wake_prefix .. token) == 1
+    if not claim_by or tonumber(claim_by) > now then
+        return false
+    end
+    local info = parse_info(redis.call('HGET', call.k_info, token))
+    return not handover_collected(call, token, info and info.json)
 end
 
 -- Entries removed in this call leave the zset; in a dry run nothing leaves, so the rank

@@ -59,7 +59,7 @@ local function not_found()
         return NOT_FOUND
     end
     local outcome = settle_late_success(call, state, token)
-    local claim = parse_claim(state)
+    local claim = parse_claim(call, state)
     -- Who ran it: its record, or once pruned, the claim that names it.
     local json = info and info.json or (claim and claim.token == token and claim.json) or '{}'
     if string.sub(json, -1) == '}' then

@@ -148,7 +148,7 @@ if pause_active(state, now) then
     add('paused', state.paused, 'paused_since_ms', state.paused_since, 'paused_until_ms',
         state.paused_until)
 end
-local claim = parse_claim(state)
+local claim = parse_claim(call, state)
 if claim and now < claim.till then
     local stage = claim.stage == 'given' and 'run' or claim.stage -- (collected or not)
     if stage == 'run' then

@@ -15,10 +15,10 @@ local PRUNE_BATCH = 100
 
 -- Settles the entries of the alive set whose time ran out; `lapsed` lists them as {token,
 -- deadline, token, deadline, ...} (ZRANGE WITHSCORES). A token that holds no slot is a waiter
--- that stopped refreshing: it leaves the queue. One that holds a slot was handed it: while its
--- wake list is there nobody collected the grant (the waiter died) and the slot goes on;
--- otherwise only the claim entry goes. Dead waiters go first, so that no slot is handed to one
--- of them. Calls visit(kind, token, deadline) for each, kind 'waiter', 'handover' or
+-- that stopped refreshing: it leaves the queue. One that holds a slot was handed it: unless it
+-- collected the grant (handover_collected()), the waiter died or was stopped, and the slot goes
+-- on; otherwise only the claim entry goes. Dead waiters go first, so that no slot is handed to
+-- one of them. Calls visit(kind, token, deadline) for each, kind 'waiter', 'handover' or
 -- 'collected', before acting on it; with `act` false changes nothing (gc's dry run).
 local function settle_lapsed(call, state, lapsed, now, act, visit)
     local handovers = {}
@@ -35,11 +35,11 @@ local function settle_lapsed(call, state, lapsed, now, act, visit)
     end
     for _, entry in ipairs(handovers) do
         local token, deadline = entry[1], entry[2]
-        -- Collected when its wake list is gone (the list lives as long as the lease).
-        if redis.call('EXISTS', call.wake_prefix .. token) == 1 then
+        local info = parse_info(redis.call('HGET', call.k_info, token))
+        if not handover_collected(call, token, info and info.json) then
             visit('handover', token, deadline)
             if act then
-                remove_holder(call, state, token, nil, now)
+                remove_holder(call, state, token, info, now, true)
             end
         else
             visit('collected', token, deadline)
@@ -64,13 +64,12 @@ local function log_lapsed(call, state, now)
 end
 
 -- Removes holder `token`, whose lease ran out at `deadline` (server ms), logging it as expired,
--- or as unclaimed when it was a hand-over nobody collected (its wake list is still there: a
--- lease shorter than the time to collect it), which was never held; its slot goes on as
--- remove_holder() hands it.
+-- or as unclaimed when it was a hand-over nobody collected (a lease shorter than the time to
+-- collect it), which was never held; its slot goes on as remove_holder() hands it.
 local function expire_holder(call, state, token, deadline, now)
     local info = parse_info(redis.call('HGET', call.k_info, token))
     if state.history > 0 then
-        if redis.call('EXISTS', call.wake_prefix .. token) == 1 then
+        if not handover_collected(call, token, info and info.json) then
             log_entry(call, state, now, 'unclaimed', token, info, nil)
         else
             log_entry(call, state, now, 'expired', token, info, info and info.since and deadline - info.since)

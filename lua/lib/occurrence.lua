@@ -1,6 +1,6 @@
 -- lib/occurrence.lua: one run per occurrence (`run --once-per WINDOW`): the claim in the
 -- state hash's field `occurrence`, and the skips it causes.
--- Provides: occurrence_window(json), parse_claim(state),
+-- Provides: occurrence_window(json), parse_claim(call, state),
 --   occurrence_taken(call, state, now, token, started, json),
 --   occurrence_doubt(call, state, now, token, started, json),
 --   skip_of_note(call, state, now, token, json),
@@ -22,7 +22,7 @@
 -- and so does its record while it waits: a hand-over (lib/queue.lua) judges the occurrence as
 -- a grant here does. Granted, it claims the occurrence: the field `occurrence` holds
 -- "SINCE_MS UNTIL_MS TOKEN STAGE ATTEMPT JSON", UNTIL_MS its grant plus its WINDOW by the
--- server's clock, STAGE 'given' while a hand-over waits to be collected (begin_occurrence()),
+-- server's clock, STAGE 'given' from a hand-over until its waiter collects it (parse_claim()),
 -- 'run' while it holds the slot, 'done' once it released it with exit
 -- status 0, 'failed' once it released it with another (JSON then has "exit":STATUS), and
 -- 'lapsed' once it left without a release of its own (its lease ran out, gc, `redsem
@@ -80,8 +80,10 @@ local function occurrence_window(json)
     return nil
 end
 
--- The claim, as a table {since, till, token, stage, attempt, json}; nil when there is none.
-local function parse_claim(state)
+-- The claim, as a table {since, till, token, stage, attempt, json}; nil when there is none. A
+-- hand-over's claim ('given') that its waiter collected is read as 'run': a BLPOP collects it
+-- without a call that could write so (begin_occurrence()).
+local function parse_claim(call, state)
     local text = state.occurrence or ''
     local since, till, owner, stage, attempt, json =
         string.match(text, '^(%d+) (%d+) (%S+) (%a+) (%d+) (.*)$')
@@ -91,6 +93,9 @@ local function parse_claim(state)
     end
     if not owner then
         return nil
+    end
+    if stage == 'given' and handover_collected(call, owner, json) then
+        stage = 'run'
     end
     -- (An attempt edited by hand is taken as one from 1 to MAX_ATTEMPT.)
     return {since = tonumber(since), till = tonumber(till), token = owner, stage = stage,
@@ -122,7 +127,7 @@ end
 -- caller started, when `token` claimed it, or when the run that claimed it failed or lost its
 -- slot and the caller's attempts are not used up (attempts_used()).
 local function occurrence_taken(call, state, now, token, started, json)
-    local claim = parse_claim(state)
+    local claim = parse_claim(call, state)
     if not claim or (started or now) >= claim.till or claim.token == token then
         return nil
     end
@@ -154,7 +159,7 @@ local function occurrence_doubt(call, state, now, token, started, json)
         return nil
     end
     local window = occurrence_window(json)
-    local claim = parse_claim(state)
+    local claim = parse_claim(call, state)
     if claim and claim.token ~= token and (started or now) < claim.till and
        (claim.stage == 'run' or claim.stage == 'lapsed') then
         claim.why = 'lapsed'
@@ -179,7 +184,7 @@ local function skip_of_note(call, state, now, token, json)
     if told then
         return told
     end
-    local claim = parse_claim(state)
+    local claim = parse_claim(call, state)
     if claim and claim.token ~= token and
        (claim.stage == 'done' or
         ((claim.stage == 'failed' or claim.stage == 'lapsed') and attempts_used(claim, json))) then
@@ -214,10 +219,10 @@ local function claim_occurrence(call, state, now, token, json, started, handed)
     if not window then
         return json
     end
-    local before = parse_claim(state)
+    local before = parse_claim(call, state)
     if before and before.stage == 'given' and before.token ~= token then
         give_back(call, state, before) -- (a dead hand-over not pruned yet)
-        before = parse_claim(state)
+        before = parse_claim(call, state)
     end
     local attempt = 1
     if before and (started or now) < before.till and before.token ~= token and
@@ -235,7 +240,7 @@ end
 
 -- `token` collected the hand-over that claimed its occurrence: its run begins.
 local function begin_occurrence(call, state, token)
-    local claim = parse_claim(state)
+    local claim = parse_claim(call, state)
     if claim and claim.token == token and claim.stage == 'given' then
         claim.stage = 'run'
         write_claim(call, state, claim)
@@ -246,7 +251,7 @@ end
 -- or when it leaves without a release): a claim of its own is done when the status is 0,
 -- failed when it is another, and lapsed when there is none; a claim already done stays.
 local function settle_occurrence(call, state, token, status)
-    local claim = parse_claim(state)
+    local claim = parse_claim(call, state)
     if not claim or claim.token ~= token or (claim.stage ~= 'run' and claim.stage ~= 'given') then
         return
     end
@@ -277,7 +282,7 @@ end
 -- since), or 'gone' (no claim of `token`'s is left: Redis lost it with its data, somebody
 -- cleared it, or a failure gave it back).
 local function settle_late_success(call, state, token)
-    local claim = parse_claim(state)
+    local claim = parse_claim(call, state)
     if not claim then
         return 'gone'
     end

@@ -1,7 +1,9 @@
 -- lib/records.lua: the info entries (KEYS[3]) of holders and waiters, whose format
 -- lib/call.lua describes.
 -- Provides: parse_info(raw), holder_info(slots, fence, now, ttl, json),
---   weight_of(info, limit), and the constant KEEPER_MARK.
+--   weight_of(info, limit), handover_collected(call, token, json), and the constant
+--   KEEPER_MARK.
+-- Uses the protocol's COLLECTS_FIELD.
 --- @include "call"
 --- @include "slots"
 
@@ -9,6 +11,7 @@
 -- client writes the JSON compactly; inside a string a quote would be escaped, so only the
 -- field itself matches.
 local KEEPER_MARK = '"keeper":true'
+local COLLECTS_MARK = '"' .. COLLECTS_FIELD .. '":true'
 
 -- An info entry (KEYS[3]) as a table {kind, slot, slots, fence, since, ttl, json}, and for a
 -- waiter `grace`, the loss grace it asked for (nil: the default), and `weight`: how many slots
@@ -47,4 +50,17 @@ end
 local function holder_info(slots, fence, now, ttl, json)
     return 'h ' .. table.concat(slots, ',') .. ' ' .. int_str(fence) .. ' ' .. int_str(now) .. ' ' ..
            ttl .. ' ' .. json
+end
+
+-- Whether holder `token`, with metadata `json`, collected the slot a hand-over gave it: its
+-- grant is in its wake list until its BLPOP takes it, and a caller that says so in its
+-- metadata (COLLECTS_FIELD) then removes its claim deadline from the alive set. So a grant
+-- that a BLPOP took into the socket of a process that died or was stopped meanwhile counts as
+-- uncollected too. For a caller of an earlier build the BLPOP is all there is to go by.
+local function handover_collected(call, token, json)
+    if redis.call('EXISTS', call.wake_prefix .. token) == 1 then
+        return false
+    end
+    return not string.find(json or '', COLLECTS_MARK, 1, true) or
+           not redis.call('ZSCORE', call.k_alive, token)
 end

@@ -65,6 +65,13 @@ inline constexpr std::string_view k_at_most_once_field = "at_most_once";
 // that occurrence skip. Without it (an earlier build), no bound.
 inline constexpr std::string_view k_attempts_field = "attempts";
 
+// The field of a caller's metadata JSON (true) that says it collects a hand-over itself: once
+// its BLPOP took the grant off its wake list, it removes its claim deadline from the alive set
+// (ZREM), within k_claim_ms. A BLPOP also takes a grant into the socket of a process that died
+// or was stopped meanwhile; a claim deadline still there when it runs out shows that, and the
+// slot goes on. Without it (an earlier build), the BLPOP counts as the collection.
+inline constexpr std::string_view k_collects_field = "collects";
+
 // While a semaphore is paused its queue holds this member behind every waiter, so that no gc
 // (also one of a release before pauses) takes it for empty. It is nobody's token (those are 32
 // hex digits), and every reader counts it as nobody.

@@ -127,9 +127,9 @@ Milliseconds wake_timeout(const QueuedReply& queued, bool live_position,
 
 std::string HolderMeta::to_json() const {
     // Compact, keys sorted: lua/release.lua finds "keeper":true in it, lib/occurrence.lua
-    // "at_most_once":true and "attempts":N.
-    nlohmann::json json{
-        {"host", host}, {"pid", pid}, {"pid_of", pid_of}, {"user", user}, {"label", label}};
+    // "at_most_once":true and "attempts":N, lib/records.lua "collects":true.
+    nlohmann::json json{{"host", host}, {"pid", pid},     {"pid_of", pid_of},
+                        {"user", user}, {"label", label}, {k_collects_field, true}};
     if (keeper) {
         json["keeper"] = true;
     }
@@ -323,6 +323,19 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
             look_in = std::min(look_in, Milliseconds{due_in_ms + 1});
         }
         wake_by = std::min(wake_by, Clock::now() + look_in);
+    }
+    // The BLPOP took the grant into this socket, as it would have into the socket of a process
+    // that died or was stopped meanwhile: the slot is this waiter's once it removed its claim
+    // deadline (k_collects_field), before prune() took the slot back. When that is gone, the
+    // acquire that follows tells whether the slot is held all the same (a release before
+    // k_collects_field took the BLPOP for the collection) or is lost.
+    const Reply claim = m_connection.command(Command{m_keys.alive, {"ZREM", m_keys.alive, token}},
+                                             Milliseconds{0}, options.interrupt_fd);
+    if (claim.is_error()) {
+        throw_reply_error(claim.text);
+    }
+    if (claim.as_integer() != 1) {
+        return std::nullopt;
     }
     // The grant came after the acquire that queued or refreshed this waiter, and may have sat
     // in the list (or in this socket, while the process was stopped) a while: time the lease

@@ -202,6 +202,111 @@ TEST_CASE("a hand-over nobody collected is deleted with its lease, never read la
     CHECK(admin.call({"BLPOP", keys.wake_prefix + stalled, "0.2"}).is_nil());
 }
 
+namespace {
+
+// A waiter of `name`, stopped (SIGSTOP) with the grant of a hand-over in its socket: its BLPOP
+// took it off the wake list, and it never read it. Releases `holder` for that, and while the
+// release came as the waiter's BLPOP ended to refresh its place (every 1.5 s), the grant stays
+// in the list: then the waiter, continued, collects it, and the next one tries with its token
+// as the holder.
+struct StoppedAtHandOver {
+    std::unique_ptr<Child> waiter;
+    std::string token;
+};
+
+StoppedAtHandOver stopped_at_hand_over(Connection& admin, const EnvChanges& env,
+                                       const std::string& name, std::string holder) {
+    const std::string queue = semaphore_key(name, "queue");
+    for (int round = 0; round < 5; ++round) {
+        auto waiter = std::make_unique<Child>(std::vector<std::string>{"acquire", name}, env);
+        REQUIRE(wait_until(
+            [&] {
+                return zcard(admin, queue) == 1 &&
+                       info_field(admin, "clients", "blocked_clients") == "1";
+            },
+            10s));
+        std::string token = admin.call({"ZRANGE", queue, "0", "0"}).at(0).as_string();
+        waiter->signal(SIGSTOP);
+        REQUIRE(run_redsem({"release", name, holder}, env).exit_code == 0);
+        REQUIRE(admin.call({"ZSCORE", semaphore_key(name, "holders"), token}).type ==
+                Reply::Type::string);
+        if (admin.call({"EXISTS", semaphore_key(name, "wake:" + token)}).as_integer() == 0) {
+            return {std::move(waiter), std::move(token)};
+        }
+        waiter->signal(SIGCONT);
+        const auto line = waiter->wait_for_line(10s);
+        REQUIRE(line);
+        holder = *line;
+        CHECK(waiter->wait(5s).exit_code == 0);
+    }
+    FAIL("the release never came while the waiter's BLPOP was waiting");
+    return {};
+}
+
+std::vector<std::string> holders_of(Connection& admin, const std::string& name) {
+    std::vector<std::string> tokens;
+    const Reply listed = admin.call({"ZRANGE", semaphore_key(name, "holders"), "0", "-1"});
+    for (const Reply& token : listed.as_array()) {
+        tokens.push_back(token.as_string());
+    }
+    return tokens;
+}
+
+} // namespace
+
+TEST_CASE("a waiter killed after its BLPOP took a hand-over it never read passes the slot on "
+          "within seconds") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const EnvChanges env = env_for(server);
+    auto stopped = stopped_at_hand_over(admin, env, "h",
+                                        acquire_json(server, {"h"})["token"].get<std::string>());
+    Child survivor({"acquire", "h"}, env);
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key("h", "queue")) == 1; }, 10s));
+    stopped.waiter->signal(SIGKILL);
+    stopped.waiter->wait();
+    // Its claim window (3 s) and a refresh of the survivor (1.5 s), not its lease (60 s).
+    const auto start = std::chrono::steady_clock::now();
+    const auto line = survivor.wait_for_line(30s);
+    REQUIRE(line);
+    CHECK(std::chrono::steady_clock::now() - start < 15s);
+    CHECK(holders_of(admin, "h") == std::vector<std::string>{*line});
+    std::vector<nlohmann::json> unclaimed;
+    for (const nlohmann::json& event : history_events(server, "h")) {
+        if (event["event"] == "unclaimed") {
+            unclaimed.push_back(event);
+        }
+    }
+    REQUIRE(unclaimed.size() == 1);
+    CHECK(unclaimed[0]["token"] == stopped.token);
+}
+
+TEST_CASE("a waiter stopped for longer than its claim window after its BLPOP took a hand-over "
+          "holds nothing when continued, and waits again") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const EnvChanges env = env_for(server);
+    auto stopped = stopped_at_hand_over(admin, env, "h",
+                                        acquire_json(server, {"h"})["token"].get<std::string>());
+    Child survivor({"acquire", "h"}, env);
+    const auto survivor_token = survivor.wait_for_line(30s); // the claim window ran out
+    REQUIRE(survivor_token);
+    stopped.waiter->signal(SIGCONT);
+    REQUIRE(wait_until(
+        [&] {
+            return admin.call({"ZSCORE", semaphore_key("h", "queue"), stopped.token}).type ==
+                   Reply::Type::string;
+        },
+        10s));
+    CHECK(stopped.waiter->out_so_far().empty());
+    CHECK(holders_of(admin, "h") == std::vector<std::string>{*survivor_token});
+    REQUIRE(run_redsem({"release", "h", *survivor_token}, env).exit_code == 0);
+    const auto line = stopped.waiter->wait_for_line(10s);
+    REQUIRE(line);
+    CHECK(*line == stopped.token);
+    CHECK(stopped.waiter->wait(5s).exit_code == 0);
+}
+
 TEST_CASE("a reply lost on a broken connection: the retry does not take a second slot") {
     RedisServer server(with_args({}, true));
     Connection admin = server.admin();

@@ -322,6 +322,29 @@ TEST_CASE_METHOD(Fleet, "run --at-most-once skips an occurrence whose run left w
     host_a.wait();
 }
 
+TEST_CASE_METHOD(Fleet, "run --at-most-once skips an occurrence whose run, handed the slot by "
+                        "a release, left without finishing") {
+    const std::string up = scratch.path("up");
+    const std::string holder = acquire_json(server, {"handoff"})["token"];
+    Child host_a(job({"--once-per", "1h", "--ttl", "1s", "-q"}, "handoff", "a", ran,
+                     "touch " + up + "; sleep 60"),
+                 env);
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key("handoff", "queue")) == 1; }, 20s));
+    REQUIRE(run_redsem({"release", "handoff", holder}, env).exit_code == 0);
+    REQUIRE(wait_for_file(up, 20s)); // A collected the hand-over (a BLPOP) and its job began
+    const std::string token = only_holder(admin, "handoff");
+    host_a.signal(SIGSTOP); // its lease runs out while the job may be half done
+    REQUIRE(wait_until([&] { return lease_ran_out(admin, "handoff", token); }, 20s));
+    const auto host_b = run_redsem(
+        job({"--once-per", "1h", "--at-most-once", "-q", "-w", "0"}, "handoff", "b", ran), env);
+    INFO(host_b.err);
+    CHECK(host_b.exit_code == 0);
+    CHECK(host_b.err.find("left without finishing") != std::string::npos);
+    CHECK(read_file(ran) == "a\n");
+    host_a.signal(SIGKILL);
+    host_a.wait();
+}
+
 TEST_CASE("run --at-most-once without --once-per is a usage error") {
     RedisServer server;
     const auto refused =
