@@ -67,9 +67,11 @@
 --- @include "history"
 --- @include "epoch"
 --- @include "queue"
+--- @include "taken"
 --- @include "expiry"
 --- @include "pause"
 --- @include "occurrence"
+--- @include "skips"
 --
 -- Waiters far back refresh their place less often: from its first refresh on, one at position
 -- P beyond the NEAR_HEAD waiters behind the limit waits P - (limit + NEAR_HEAD) + 1 seconds

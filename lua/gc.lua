@@ -27,6 +27,7 @@
 --- @include "lifetime"
 --- @include "history"
 --- @include "queue"
+--- @include "taken"
 --- @include "expiry"
 --- @include "pause"
 

@@ -16,7 +16,7 @@
 -- in time), lost (a renewal found no lease; see renew.lua), left (a waiter left the queue:
 -- released, by a signal, at the end of --wait, or refused as asking for more than a lowered
 -- limit; DURATION: how long it waited), dropped (a waiter stopped refreshing its place), gc
--- (removed by redsem gc), skipped (see log_skip() in lib/occurrence.lua), limit, paused
+-- (removed by redsem gc), skipped (see log_skip() in lib/skips.lua), limit, paused
 -- ("UNTIL_MS JSON", '-': until resumed) and resumed ("DURATION_MS JSON"; see lib/pause.lua),
 -- and closed ("CAUSE LOST_AT_MS OPENS_AT_MS": admission closed after a possible loss of data;
 -- see epoch.lua).

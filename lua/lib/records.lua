@@ -1,8 +1,8 @@
 -- lib/records.lua: the info entries (KEYS[3]) of holders and waiters, whose format
 -- lib/call.lua describes.
 -- Provides: parse_info(raw), holder_info(slots, fence, now, ttl, json),
---   weight_of(info, limit), handover_collected(call, token, json), and the constant
---   KEEPER_MARK.
+--   weight_of(info, limit), handover_collected(call, token, json), with_fields(json, text),
+--   and the constant KEEPER_MARK.
 -- Uses the protocol's COLLECTS_FIELD.
 --- @include "call"
 --- @include "slots"
@@ -12,6 +12,18 @@
 -- field itself matches.
 local KEEPER_MARK = '"keeper":true'
 local COLLECTS_MARK = '"' .. COLLECTS_FIELD .. '":true'
+
+-- `json` with `text` (',"name":value...') added to its fields (none to a JSON that is not an
+-- object: edited by hand).
+local function with_fields(json, text)
+    if json == '{}' then
+        return '{' .. string.sub(text, 2) .. '}'
+    end
+    if string.sub(json, 1, 1) ~= '{' or string.sub(json, -1) ~= '}' then
+        return json
+    end
+    return string.sub(json, 1, -2) .. text .. '}'
+end
 
 -- An info entry (KEYS[3]) as a table {kind, slot, slots, fence, since, ttl, json}, and for a
 -- waiter `grace`, the loss grace it asked for (nil: the default), and `weight`: how many slots
