@@ -20,9 +20,19 @@ cmake_minimum_required(VERSION 3.22) # the project's policies (IN_LIST among the
 #   named redsem_<first 16 hex digits of the SHA1 of its code>, its functions
 #   <library>_<script>. A release that changes any script is another library, so an older and
 #   a newer redsem share a server, each calling its own.
-# A script's body sees its call context as `call`, and KEYS and ARGV as locals (a function has
-# no such globals): run() (lua/lib/main.lua) gives it them, and ends every call with finish(),
-# whichever return the body takes.
+# A script's body sees its call context as `call`, KEYS as a local (a function has no such
+# globals), and its arguments by name as `args`: run() (lua/lib/main.lua) gives it them, and
+# ends every call with finish(), whichever return the body takes.
+#
+# Arguments: each script declares the names of its own on a line `--- @args NAME...` (none: a
+# bare `--- @args`). A call sends ARGV[1] and ARGV[2] (lib/call.lua), then each name and its
+# value, in any order, and Connection::eval ends it with "flags" and theirs. For each script
+# the build writes a reader, <script>_args(argv), that takes the names in the declared order
+# with one comparison each and one table constructor (the calls redsem sends), and otherwise
+# hands the call to named_args() (lib/call.lua), which takes them in any order and refuses an
+# unknown, repeated or missing name. The header gets the same names, in the same order, as
+# `k_<script>_params` (Script::params), against which tests/unit/test_wire.cpp checks each
+# builder of src/semaphore/wire.cpp.
 # The module "protocol": each `inline constexpr TYPE k_NAME = VALUE;` of the header becomes
 # `local NAME = VALUE` (NAME upper-cased; an integer's digit separators dropped; a string
 # literal stays one, an array of them becomes a table). Anything else declared there is an error.
@@ -119,19 +129,75 @@ set(flags_pause "{'allow-oom'}")
 set(flags_lost "{'allow-oom'}")
 set(flags_view "{'no-writes'}")
 
+# Sets `out_names` to the names `script` declares on its `--- @args` line, `out_reader` to the
+# Lua of its reader, `${name}_args(argv)`, and `out_params` to the C++ array of its names.
+function(script_params script name out_names out_reader out_params)
+    file(STRINGS "${script}" lines REGEX "^--- @args")
+    list(LENGTH lines count)
+    if(NOT count EQUAL 1)
+        message(FATAL_ERROR "${script}: declares its arguments on ${count} '--- @args' lines, not one")
+    endif()
+    if(NOT lines MATCHES "^--- @args(( [a-z_]+)*)$")
+        message(FATAL_ERROR "${script}: not a list of argument names: ${lines}")
+    endif()
+    string(STRIP "${CMAKE_MATCH_1}" declared)
+    if(declared STREQUAL "")
+        set(names "")
+    else()
+        string(REPLACE " " ";" names "${declared}")
+    endif()
+    set(all ${names} flags) # (Connection::eval's, last)
+    set(checks "")
+    set(fields "")
+    set(listed "")
+    set(cpp "")
+    set(at 3)
+    foreach(param IN LISTS all)
+        if(param IN_LIST listed)
+            message(FATAL_ERROR "${script}: declares the argument ${param} twice (or flags, which every call gets)")
+        endif()
+        list(APPEND listed "${param}")
+        math(EXPR value_at "${at} + 1")
+        string(APPEND checks "argv[${at}] == '${param}' and ")
+        string(APPEND fields "${param} = argv[${value_at}], ")
+        math(EXPR at "${at} + 2")
+    endforeach()
+    math(EXPR size "${at} - 1")
+    string(REPLACE ";" "', '" quoted "${all}")
+    string(REPLACE ";" "\", \"" cpp_quoted "${names}")
+    if(NOT cpp_quoted STREQUAL "")
+        set(cpp_quoted "\"${cpp_quoted}\"")
+    endif()
+    list(LENGTH names cpp_count)
+    string(REGEX REPLACE ", $" "" fields "${fields}")
+    set(${out_reader}
+        "local function ${name}_args(argv)\n"
+        "    if ${checks}#argv == ${size} then\n"
+        "        return {${fields}}\n"
+        "    end\n"
+        "    return named_args(argv, {'${quoted}'}, '${name}')\n"
+        "end\n" PARENT_SCOPE)
+    set(${out_params}
+        "inline constexpr std::array<std::string_view, ${cpp_count}> k_${name}_params{{${cpp_quoted}}};\n"
+        PARENT_SCOPE)
+    set(${out_names} "${names}" PARENT_SCOPE)
+endfunction()
+
 set(bodies "")
 set(registrations "")
 foreach(script IN LISTS SCRIPTS)
     get_filename_component(name "${script}" NAME_WE)
     file(READ "${script}" body)
-    string(APPEND bodies "local function ${name}_body(call, KEYS, ARGV)\n${body}\nend\n")
+    script_params("${script}" "${name}" names reader params)
+    string(REPLACE ";" "" reader "${reader}")
+    string(APPEND bodies "${reader}local function ${name}_body(call, KEYS, args)\n${body}\nend\n")
     set(flags "{}")
     if(DEFINED flags_${name})
         set(flags "${flags_${name}}")
     endif()
     string(APPEND registrations
            "redis.register_function{function_name = LIBRARY .. '_${name}', flags = ${flags},\n"
-           "    callback = function(keys, argv) return run(keys, argv, ${name}_body) end}\n")
+           "    callback = function(keys, argv) return run(keys, argv, ${name}_body, ${name}_args) end}\n")
 endforeach()
 set(library_code "${lib_body}${bodies}${registrations}${SUFFIX}\n")
 string(SHA1 library_sha "${library_code}")
@@ -147,14 +213,16 @@ function(check_delimiter text what)
 endfunction()
 
 set(header "// Generated by cmake/embed_lua.cmake from lua/*.lua. Do not edit.\n#pragma once\n\n")
-string(APPEND header "#include \"redis/script.hpp\"\n\nnamespace redsem::scripts {\n")
+string(APPEND header "#include <array>\n#include <string_view>\n\n#include \"redis/script.hpp\"\n\nnamespace redsem::scripts {\n")
 check_delimiter("${library}" "the library")
 string(APPEND header "\ninline constexpr FunctionLibrary k_library{\"${library_name}\", R\"lua(${library})lua\"};\n")
 foreach(script IN LISTS SCRIPTS)
     get_filename_component(name "${script}" NAME_WE)
     file(READ "${script}" body)
     lua_modules_for("${script}" modules_body)
-    set(full "${modules_body}local function script_body(call, KEYS, ARGV)\n${body}\nend\nreturn run(KEYS, ARGV, script_body)\n${SUFFIX}")
+    script_params("${script}" "${name}" names reader params)
+    string(REPLACE ";" "" reader "${reader}")
+    set(full "${modules_body}${reader}local function script_body(call, KEYS, args)\n${body}\nend\nreturn run(KEYS, ARGV, script_body, ${name}_args)\n${SUFFIX}")
     check_delimiter("${full}" "${script}")
     string(SHA1 sha "${full}")
     if(DEFINED LUA_OUT)
@@ -164,8 +232,9 @@ foreach(script IN LISTS SCRIPTS)
     if(DEFINED flags_${name} AND "${flags_${name}}" MATCHES "no-writes")
         set(no_writes true)
     endif()
-    string(APPEND header "\ninline constexpr Script k_${name}_script{\"${name}\", \"${sha}\", R\"lua(${full})lua\",\n"
-                         "                                      \"${library_name}_${name}\", &k_library, ${no_writes}};\n")
+    string(APPEND header "\n${params}inline constexpr Script k_${name}_script{\"${name}\", \"${sha}\", R\"lua(${full})lua\",\n"
+                         "                                      \"${library_name}_${name}\", &k_library, ${no_writes},\n"
+                         "                                      k_${name}_params};\n")
 endforeach()
 string(APPEND header "\n} // namespace redsem::scripts\n")
 if(DEFINED LUA_OUT)

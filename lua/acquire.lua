@@ -1,22 +1,27 @@
 -- acquire.lua: takes a slot, or queues the caller in FIFO order.
 -- KEYS: see lib/call.lua.
--- ARGV[1], ARGV[2]: see lib/call.lua     ARGV[3] token (caller-generated, 128 random bits)
--- ARGV[4] limit, or '' for the stored one (1 for a new semaphore)
--- ARGV[5] lease ttl in ms
--- ARGV[6] 'wait' (queue if full) or 'try' (never queue)
--- ARGV[7] waiter liveness in ms: a queued caller at the head must call again within it, one
---         further back within it plus its refresh_extra_ms (see below)
--- ARGV[8] metadata JSON {host, pid, user, label}
--- ARGV[9] '1' when this token may be known already (a retry, or a queued waiter refreshing
---         its place), '0' for a token never sent before (skips the look-ups)
--- ARGV[10] the loss grace in ms for the caller's own admission (see epoch.lua), kept with its
---         place in the queue and never stored with the semaphore; '' for LOSS_GRACE_MS
--- ARGV[11] how many slots the caller asks for (a count; 'x': all of them, --exclusive, as many
---         as the limit when they are granted)
--- ARGV[12] '' or, for a caller that was answered before, the server time of its first answer:
---         the client keeps it across a place it lost (a waiter stopped for longer than its
---         liveness is dropped, and queues again), so that it still belongs to the occurrence in
---         force when it started (run --once-per)
+-- Arguments (ARGV[1], ARGV[2] and the encoding: see lib/call.lua):
+--- @args token limit ttl_ms mode liveness_ms meta known grace_ms wants first_answer_ms
+--   token            the caller's (caller-generated, 128 random bits)
+--   limit            the limit, or '' for the stored one (1 for a new semaphore)
+--   ttl_ms           the lease's ttl
+--   mode             'wait' (queue if full) or 'try' (never queue)
+--   liveness_ms      a queued caller at the head must call again within it, one further back
+--                    within it plus its refresh_extra_ms (see below)
+--   meta             metadata JSON {host, pid, user, label}
+--   known            '1' when this token may be known already (a retry, or a queued waiter
+--                    refreshing its place), '0' for a token never sent before (skips the
+--                    look-ups)
+--   grace_ms         the loss grace for the caller's own admission (see epoch.lua), kept with
+--                    its place in the queue and never stored with the semaphore; '' for
+--                    LOSS_GRACE_MS
+--   wants            how many slots the caller asks for (a count; 'x': all of them,
+--                    --exclusive, as many as the limit when they are granted)
+--   first_answer_ms  '' or, for a caller that was answered before, the server time of its
+--                    first answer: the client keeps it across a place it lost (a waiter
+--                    stopped for longer than its liveness is dropped, and queues again), so
+--                    that it still belongs to the occurrence in force when it started (run
+--                    --once-per)
 -- A caller whose metadata asks for one run per occurrence ("once_per", run --once-per) claims
 -- it when granted, and skips while another claim is in force (see lib/occurrence.lua).
 -- Reply, by kind:
@@ -33,7 +38,7 @@
 --                                                         out, for a waiter that may take that
 --                                                         slot, else -1; refresh_extra_ms: how
 --                                                         much later than usual to refresh
---   busy: held, limit, queued                             full, and ARGV[6] == 'try'
+--   busy: held, limit, queued                             full, and mode 'try'
 --                                                         (logged as skipped, with the holders)
 --   skipped: why, token, since_ms, until_ms, by, now_ms   another run claims the occurrence:
 --                                                         why 'ran' (it succeeded) or
@@ -91,9 +96,9 @@ local state, bad = load_state(call)
 if not state then
     return bad
 end
-local token, ttl = ARGV[3], tonumber(ARGV[5])
-local limit = tonumber(ARGV[4]) or state.limit or 1
-local mode, liveness, json, known = ARGV[6], tonumber(ARGV[7]), ARGV[8], ARGV[9] == '1'
+local token, ttl = args.token, tonumber(args.ttl_ms)
+local limit = tonumber(args.limit) or state.limit or 1
+local mode, liveness, json, known = args.mode, tonumber(args.liveness_ms), args.meta, args.known == '1'
 local now = server_now(call)
 -- A newcomer behind a queue, when nothing can have run out (prune() has nothing to do) and
 -- the limit is the stored one, admits nobody: it queues (or is busy), as FIFO wants. Such a
@@ -118,7 +123,7 @@ if admits then
 elseif call.marker then
     marker_ran(call) -- the proof its transaction wrote is removed, as every call removes it
 end
-local grace = tonumber(ARGV[10])
+local grace = tonumber(args.grace_ms)
 prune(call, state, now)
 settle_pause(call, state, now)
 local window = occurrence_window(json)
@@ -181,12 +186,12 @@ local function left_queue()
     return nil
 end
 
--- When the caller started, the earliest of: its first answer (ARGV[12]), for a waiter
+-- When the caller started, the earliest of: its first answer (first_answer_ms), for a waiter
 -- refreshing its place when it queued (its record's since, which a waiter of a window queues
 -- with), and now. It belongs to the occurrence in force then (see lib/occurrence.lua).
 local started = now
 if window then
-    local first = tonumber(ARGV[12])
+    local first = tonumber(args.first_answer_ms)
     if first and first < started then
         started = first
     end
@@ -266,8 +271,8 @@ if state.limit ~= limit then
 end
 
 -- How many slots the caller asks for: a count, or 'x' for every slot of the limit (--exclusive).
-local exclusive = ARGV[11] == 'x'
-local weight = exclusive and limit or tonumber(ARGV[11]) or 1
+local exclusive = args.wants == 'x'
+local weight = exclusive and limit or tonumber(args.wants) or 1
 if weight > limit and not position then
     return too_large_reply(limit) -- (a queued one is refused when its turn comes: hand_over())
 end

@@ -2,11 +2,13 @@
 -- keys when nothing is left. The client calls again with the returned cursor until it is done,
 -- so no single call blocks Redis for long, however big the semaphore.
 -- KEYS: see lib/call.lua.
--- ARGV[1], ARGV[2]: see lib/call.lua   ARGV[3] '1' for a dry run (change nothing)
--- ARGV[4] phase: 'alive' (start), 'holders' or 'orphans'   ARGV[5] position within the phase
---         (a rank in the zset in a dry run, where nothing leaves it; an HSCAN cursor for
---         'orphans')
--- ARGV[6] how many entries to examine in this call
+-- Arguments (ARGV[1], ARGV[2] and the encoding: see lib/call.lua):
+--- @args dry_run phase position budget
+--   dry_run   '1' for a dry run (change nothing)
+--   phase     'alive' (start), 'holders' or 'orphans'
+--   position  where in the phase (a rank in the zset in a dry run, where nothing leaves it;
+--             an HSCAN cursor for 'orphans')
+--   budget    how many entries to examine in this call
 -- Each entry removed is logged as a 'gc' event in the semaphore's history, which stays when the
 -- semaphore's keys are deleted (it expires as they would have).
 -- Dead: holders whose lease ran out, waiters that stopped refreshing, hand-overs nobody
@@ -35,11 +37,11 @@ local state, bad = load_state(call)
 if not state then
     return bad
 end
-local dry_run = ARGV[3] == '1'
+local dry_run = args.dry_run == '1'
 if dry_run then
     call.state = nil -- changes nothing, not even the keys' expiry (finish() settles it)
 end
-local phase, position, budget = ARGV[4], ARGV[5], tonumber(ARGV[6])
+local phase, position, budget = args.phase, args.position, tonumber(args.budget)
 local now = server_now(call)
 if not dry_run then
     settle_pause(call, state, now) -- a pause whose --for ran out leaves nothing to keep
@@ -110,7 +112,7 @@ if phase == 'alive' then
             note(kind, token, deadline)
         end
     end)
-    if not ended and #lapsed / 2 == tonumber(ARGV[6]) then
+    if not ended and #lapsed / 2 == tonumber(args.budget) then
         return reply('alive', next_offset(#lapsed / 2), 0)
     end
     phase, position = 'holders', '0'

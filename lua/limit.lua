@@ -1,8 +1,9 @@
 -- limit.lua: reads or changes a semaphore's limit, and the length of its history, while it is
 -- in use.
--- KEYS: see lib/call.lua.   ARGV[1], ARGV[2]: see there
--- ARGV[3] the new limit, '' to keep it, or 'unset' to give up the operator's settings
--- ARGV[4] how many events the history keeps from now on (0: none), or '' to keep it
+-- KEYS: see lib/call.lua.   Arguments (ARGV[1], ARGV[2] and the encoding: see there):
+--- @args limit history
+--   limit    the new limit, '' to keep it, or 'unset' to give up the operator's settings
+--   history  how many events the history keeps from now on (0: none), or '' to keep it
 -- Reply: limit, stored, held, queued, history, set_by: the limit in force now (1 for a new
 -- semaphore), stored 1 when the semaphore has one (0: new), how many hold and wait, the
 -- history's length, and who set the limit: 'operator' (this script, `redsem limit NAME N`),
@@ -39,7 +40,7 @@ if state.paused then
     settle_pause(call, state, server_now(call)) -- one whose --for ran out keeps nothing
 end
 
-if ARGV[3] == 'unset' then
+if args.limit == 'unset' then
     local held, queued = redis.call('ZCARD', call.k_holders), queue_length(call, state)
     if not state.raw_limit and not state.kept then
         return limit_reply(1, 0, held, queued, state.history, '')
@@ -67,7 +68,7 @@ if ARGV[3] == 'unset' then
                        state.limit and 'caller' or '')
 end
 
-local wanted = tonumber(ARGV[3])
+local wanted = tonumber(args.limit)
 local now
 if wanted then
     now = server_now(call)
@@ -76,7 +77,7 @@ if wanted then
         return proof
     end
 end
-local history = tonumber(ARGV[4])
+local history = tonumber(args.history)
 if history then
     keep_state(call, state, false)
 end

@@ -2,7 +2,8 @@
 -- for the loss grace, as after a restart (see declare_loss() in lib/epoch.lua), to every
 -- semaphore this call's epoch key vouches for: all of the prefix on one server, this
 -- semaphore on a Redis Cluster.
--- KEYS: see lib/call.lua.   ARGV[1], ARGV[2]: see there
+-- KEYS: see lib/call.lua.   Arguments: ARGV[1], ARGV[2] (see there), and none of its own.
+--- @args
 -- Reply: lost_at_ms, opens_at_ms: the loss declared, and when admission opens again for a
 -- client with the loss grace every client has.
 --- @include "state"

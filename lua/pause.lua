@@ -1,9 +1,11 @@
 -- pause.lua: pauses admission to a semaphore, resumes it, or looks at a pause while draining
 -- (`redsem pause`, `resume`, `drain`; see lib/pause.lua).
--- KEYS: see lib/call.lua.   ARGV[1], ARGV[2]: see there
--- ARGV[3] 'pause', 'resume', or 'look' (a draining client: changes nothing but what ran out)
--- ARGV[4] JSON {host, pid, user, label}: who pauses or resumes (label: the reason)
--- ARGV[5] pause: how long it lasts in ms, '' until resumed
+-- KEYS: see lib/call.lua.   Arguments (ARGV[1], ARGV[2] and the encoding: see there):
+--- @args action by duration_ms
+--   action       'pause', 'resume', or 'look' (a draining client: changes nothing but what
+--                ran out)
+--   by           JSON {host, pid, user, label}: who pauses or resumes (label: the reason)
+--   duration_ms  pause: how long it lasts, '' until resumed
 -- Reply, kind ok: held, queued, limit, now_ms, pause, since_ms, until_ms, due_in_ms: the
 -- pause in force after the call (resume: before it) as its JSON, since and until (0: until
 -- resumed; '' and 0 when none); held and queued after the call; due_in_ms when a lease or
@@ -21,7 +23,7 @@ local state, bad = load_state(call)
 if not state then
     return bad
 end
-local action = ARGV[3]
+local action = args.action
 local now = server_now(call)
 if action == 'resume' then
     local proof = demand_proof(call, now) -- the queue may be served at once
@@ -37,11 +39,11 @@ settle_pause(call, state, now)
 
 local was = {state.paused or '', state.paused_since, state.paused_until}
 if action == 'pause' then
-    local for_ms = tonumber(ARGV[5])
-    start_pause(call, state, now, ARGV[4], for_ms and now + for_ms or 0)
+    local for_ms = tonumber(args.duration_ms)
+    start_pause(call, state, now, args.by, for_ms and now + for_ms or 0)
     was = {state.paused, state.paused_since, state.paused_until}
 elseif action == 'resume' and state.paused then
-    end_pause(call, state, now, ARGV[4])
+    end_pause(call, state, now, args.by)
 end
 return {'kind', 'ok', 'held', redis.call('ZCARD', call.k_holders), 'queued', queue_length(call, state),
         'limit', state.limit or 1, 'now_ms', now, 'pause', was[1], 'since_ms', was[2] or 0,

@@ -1,19 +1,23 @@
 -- release.lua: gives a slot back (handing it to the head of the queue), or takes a waiter
 -- out of the queue.
--- KEYS: see lib/call.lua.   ARGV[1], ARGV[2]: see there   ARGV[3] token
--- ARGV[4] 'own' when the waiter itself leaves the queue (it gave up, or was interrupted);
---         otherwise somebody else released a waiting token, and the waiter is told so
--- ARGV[5] (optional) the exit status of `run`'s command, kept as "exit" in the released event;
---         a run that claimed its occurrence (run --once-per) and releases it itself ('own') is
---         done when it is 0, and gives the occurrence back otherwise (see lib/occurrence.lua)
--- ARGV[6] (optional) 'once' for the release of a `run --once-per`: one with status 0 whose
---         lease ran out before it came marks the occurrence done all the same, when nobody
---         claimed it since (settle_late_success())
--- ARGV[7] (optional) with ARGV[5]: the signal that ended the command, 0 when it exited with
---         that status; kept as "signal" beside "exit", so that readers tell an `exit 143`
---         from a SIGTERM (an event without it: the release did not say)
--- ARGV[8] (optional) with ARGV[5]: how long the command had run when `run --max-run` stopped
---         it, in ms; kept as "timed_out_ms"
+-- KEYS: see lib/call.lua.   Arguments (ARGV[1], ARGV[2] and the encoding: see there):
+--- @args token who status once signal timed_out_ms
+--   token         the holder's or the waiter's
+--   who           'own' when the waiter itself leaves the queue (it gave up, or was
+--                 interrupted); otherwise ('other') somebody else released a waiting token,
+--                 and the waiter is told so
+--   status        '' or the exit status of `run`'s command, kept as "exit" in the released
+--                 event; a run that claimed its occurrence (run --once-per) and releases it
+--                 itself ('own') is done when it is 0, and gives the occurrence back otherwise
+--                 (see lib/occurrence.lua)
+--   once          '' or 'once' for the release of a `run --once-per`: one with status 0 whose
+--                 lease ran out before it came marks the occurrence done all the same, when
+--                 nobody claimed it since (settle_late_success())
+--   signal        '' or, with a status: the signal that ended the command, 0 when it exited
+--                 with that status; kept as "signal" beside "exit", so that readers tell an
+--                 `exit 143` from a SIGTERM (an event without it: the release did not say)
+--   timed_out_ms  '' or, with a status: how long the command had run when `run --max-run`
+--                 stopped it; kept as "timed_out_ms"
 -- Reply, by kind: released (the token held a slot and released it), left_queue (it was queued
 -- and left the queue), not_found (unknown here: expired, released already, never acquired;
 -- for a late release of a successful `run --once-per`, with occurrence: 'done', 'taken' or
@@ -42,7 +46,7 @@ local state, bad = load_state(call)
 if not state then
     return bad
 end
-local token = ARGV[3]
+local token = args.token
 local now = server_now(call)
 local proof = demand_proof(call, now)
 if proof then
@@ -55,7 +59,7 @@ local info = parse_info(redis.call('HGET', call.k_info, token))
 -- command succeeded after its lease ran out still marks its occurrence done if it can, and
 -- is on record either way (its stderr and exit status say when it could not).
 local function not_found()
-    if ARGV[6] ~= 'once' or ARGV[5] ~= '0' then
+    if args.once ~= 'once' or args.status ~= '0' then
         return NOT_FOUND
     end
     local outcome = settle_late_success(call, state, token)
@@ -79,11 +83,11 @@ if info and info.kind == 'h' then
         return reply
     end
     if state.history > 0 and deadline then
-        local status = ARGV[5] and string.match(ARGV[5], '^%d+$')
+        local status = string.match(args.status, '^%d+$')
         if status and string.sub(info.json, -1) == '}' then
             local json = info.json
-            local signal = ARGV[7] and string.match(ARGV[7], '^%d+$')
-            local timed_out = ARGV[8] and string.match(ARGV[8], '^%d+$')
+            local signal = string.match(args.signal, '^%d+$')
+            local timed_out = string.match(args.timed_out_ms, '^%d+$')
             info.json = string.sub(json, 1, -2) .. (json == '{}' and '' or ',') .. '"exit":' ..
                         status .. (signal and (',"signal":' .. signal) or '') ..
                         (timed_out and (',"timed_out_ms":' .. timed_out) or '') .. '}'
@@ -94,7 +98,7 @@ if info and info.kind == 'h' then
         -- Before the slot is handed on. Only the run's own release knows its outcome: one by
         -- somebody else (an operator, the guard of a run that died, whose command's status it
         -- cannot see) leaves the occurrence lapsed.
-        settle_occurrence(call, state, token, ARGV[4] == 'own' and ARGV[5] or '')
+        settle_occurrence(call, state, token, args.who == 'own' and args.status or '')
     end
     if remove_holder(call, state, token, info, now, deadline ~= nil) then
         if string.find(info.json, KEEPER_MARK, 1, true) then
@@ -111,7 +115,7 @@ if info and info.kind == 'w' then
     local alive_until = tonumber(redis.call('ZSCORE', call.k_alive, token)) or now
     remove_waiter(call, state, token, now)
     log_entry(call, state, now, 'left', token, info, now - (info.since or now))
-    if ARGV[4] ~= 'own' and not call.asked then
+    if args.who ~= 'own' and not call.asked then
         -- Kept until the waiter must have refreshed its place, and then some: one stopped for
         -- longer lost its place anyway, and queues again when it wakes. (Not pushed on a
         -- Cluster node importing the slot, as nudges are not: see lib/cluster.lua.)

@@ -1,14 +1,17 @@
 -- renew.lua: extends a held lease to now + ttl, by the server's clock; never shortens it.
--- KEYS: see lib/call.lua.   ARGV[1], ARGV[2]: see there   ARGV[3] token
--- ARGV[4] ttl in ms, or '' for the lease's own ttl
--- ARGV[5] '1' when the caller then WAITs for replicas (--replicas): the holder's record is
---         written even when unchanged, so that the caller's connection has written the lease
---         and WAIT covers it, also when another client's release granted it (a hand-over).
--- ARGV[6] 'claimed' when the caller cannot know that the token ever held a slot (`redsem
---         renew` of a token it was given): a token this semaphore does not have is then no
---         lease that was lost (it may never have existed), and logs no `lost`. A process that
---         was granted the lease (run's heartbeat, a keeper) sends ''.
--- Reply, by kind: renewed, with deadline_ms, now_ms, ttl_ms (the longer of ARGV[4] and the
+-- KEYS: see lib/call.lua.   Arguments (ARGV[1], ARGV[2] and the encoding: see there):
+--- @args token ttl_ms replicas claimed
+--   token     the holder's
+--   ttl_ms    the new ttl, or '' for the lease's own ttl
+--   replicas  '1' when the caller then WAITs for replicas (--replicas): the holder's record is
+--             written even when unchanged, so that the caller's connection has written the
+--             lease and WAIT covers it, also when another client's release granted it (a
+--             hand-over).
+--   claimed   'claimed' when the caller cannot know that the token ever held a slot (`redsem
+--             renew` of a token it was given): a token this semaphore does not have is then no
+--             lease that was lost (it may never have existed), and logs no `lost`. A process
+--             that was granted the lease (run's heartbeat, a keeper) sends ''.
+-- Reply, by kind: renewed, with deadline_ms, now_ms, ttl_ms (the longer of ttl_ms and the
 -- lease's own ttl); lost: the token holds nothing (its lease had run out, it was released, or
 -- it never existed), so the caller has lost its slot, with why ('expired': its deadline had
 -- passed by the server's clock; 'gone': the semaphore has no state, its keys are gone;
@@ -26,7 +29,7 @@ local state, bad = load_state(call)
 if not state then
     return bad
 end
-local token = ARGV[3]
+local token = args.token
 local now = server_now(call)
 
 -- The reply to a caller whose lease is lost for reason `why`, with what the epoch knows of a
@@ -45,7 +48,7 @@ if not deadline then
     if redis.call('ZSCORE', call.k_queue, token) then
         return {'kind', 'queued'}
     end
-    if ARGV[6] ~= 'claimed' then
+    if args.claimed ~= 'claimed' then
         log_entry(call, state, now, 'lost', token, nil, nil)
     end
     return lost(state.raw_limit and 'unknown' or 'gone')
@@ -59,7 +62,7 @@ if deadline <= now then
 end
 local info = parse_info(redis.call('HGET', call.k_info, token))
 local kept_ttl = (info and info.ttl) or DEFAULT_TTL_MS
-local ttl = tonumber(ARGV[4]) or kept_ttl
+local ttl = tonumber(args.ttl_ms) or kept_ttl
 -- Never shortens: a renew with a short --ttl from inside `run`, or of a keeper's token, would
 -- otherwise let another holder in while the process that renews it counts on the deadline it
 -- was given. Neither the deadline nor the ttl later renewals use ever moves back.
@@ -67,7 +70,7 @@ deadline = math.max(deadline, now + ttl)
 ttl = math.max(ttl, kept_ttl)
 redis.call('ZADD', call.k_holders, 'XX', deadline, token)
 note_deadline(call, state, deadline)
-if info and info.kind == 'h' and info.slots and (info.ttl ~= ttl or ARGV[5] == '1') then
+if info and info.kind == 'h' and info.slots and (info.ttl ~= ttl or args.replicas == '1') then
     redis.call('HSET', call.k_info, token, holder_info(info.slots, tonumber(info.fence), info.since, ttl, info.json))
 end
 touch(call, state, deadline)

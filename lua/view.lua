@@ -6,13 +6,16 @@
 -- no-writes (FCALL_RO, and on a replica). Sent by EVALSHA or EVAL, in a transaction after the
 -- epoch marker's script (Semaphore::run()), it proves the epoch without INFO, and then removes
 -- the proof (see epoch.lua): the one write a reader makes.
--- KEYS: see lib/call.lua.   ARGV[1], ARGV[2]: see there
--- ARGV[3] what to read besides the clock, the limit, the pause and the pages of entries: a
---         list of 'counts', 'oldest' and 'admission', joined by commas ('' for none).
---         'admission' alone asks for nothing else, and a proof where it is needed.
--- ARGV[4] the first holder (by slot: a rank in the holders set) and ARGV[5] the first waiter
---         (in queue order) to list; ARGV[6] how many of each (0: none). A reader of a big
---         semaphore calls again for the next page, so no single call is long.
+-- KEYS: see lib/call.lua.   Arguments (ARGV[1], ARGV[2] and the encoding: see there):
+--- @args read first_holder first_waiter page
+--   read          what to read besides the clock, the limit, the pause and the pages of
+--                 entries: a list of 'counts', 'oldest' and 'admission', joined by commas (''
+--                 for none). 'admission' alone asks for nothing else, and a proof where it is
+--                 needed.
+--   first_holder  the first holder to list (by slot: a rank in the holders set)
+--   first_waiter  the first waiter to list (in queue order)
+--   page          how many of each to list (0: none). A reader of a big semaphore calls again
+--                 for the next page, so no single call is long.
 -- Reply (names and values; the wire's decoder is src/semaphore/wire.cpp): now_ms; limit
 --   (absent when none is stored, or one this redsem does not read), exclusive (the token of
 --   an --exclusive holder, '' none), and while a pause is in force paused (who, as JSON),
@@ -44,7 +47,7 @@
 --- @include "occurrence"
 
 local wants = {}
-for part in string.gmatch(ARGV[3], '[^,]+') do
+for part in string.gmatch(args.read, '[^,]+') do
     wants[part] = true
 end
 local state, bad = load_state(call)
@@ -78,7 +81,7 @@ local function add_admission(admission)
     end
 end
 
-if ARGV[3] == 'admission' then
+if args.read == 'admission' then
     local admission = admission_now(call, now)
     if not admission then
         -- (A client that finds the server lacks the marker's script knows a loss is not
@@ -227,7 +230,8 @@ if wants.admission then
     add_admission(admission_now(call, now))
 end
 
-local first_holder, first_waiter, page = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local first_holder, first_waiter, page = tonumber(args.first_holder), tonumber(args.first_waiter),
+                                        tonumber(args.page)
 if page > 0 then
     local entries = {}
     local page_of = redis.call('ZRANGE', call.k_holders, first_holder, first_holder + page - 1, 'WITHSCORES')

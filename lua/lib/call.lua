@@ -1,6 +1,7 @@
 -- lib/call.lua: the context of one script call, which every function of lua/lib/ that needs
 -- it takes as its first argument (`call`), and the KEYS and ARGV every script shares.
--- Provides: new_call(keys, argv), int_str(n), SEMAPHORE_KEYS.
+-- Provides: new_call(keys, argv, args), named_args(argv, params, script), int_str(n),
+-- SEMAPHORE_KEYS.
 --
 -- Each module and script names the modules of lua/lib/ it needs (`--- @include "NAME"`); the
 -- build puts them ahead of it, each after those it needs, and refuses a cycle
@@ -58,12 +59,14 @@
 --            none), the nonce the marker's script wrote to the epoch's field proof just
 --            before, in the same transaction, and the fresh marker the call declares ('-':
 --            none; its script is the one that ran)
---   ARGV[3..] the script's own (see its header)
---   the last: flags the client library adds (Connection::eval), a sum of: 1 when it was sent
---            with EVAL (its text, not its SHA1); 2 when it was sent to a Cluster node after
---            ASKING (the node is importing the slot: see cluster.lua); 4 when its keys hash
---            to several Cluster slots (a Cluster refuses such a script, so this server is
---            not one)
+--   ARGV[3..] the script's own arguments as names and values, each name one its `--- @args`
+--            line declares (see its header), and last "flags" and the flags the client
+--            library adds (Connection::eval), a sum of: 1 when it was sent with EVAL (its
+--            text, not its SHA1); 2 when it was sent to a Cluster node after ASKING (the node
+--            is importing the slot: see cluster.lua); 4 when its keys hash to several Cluster
+--            slots (a Cluster refuses such a script, so this server is not one). The body
+--            reads them by name (`args`); the build's reader takes them in the declared
+--            order, and named_args() in any other (cmake/embed_lua.cmake).
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
 -- hash tag, so they live on the same Cluster slot.
 --
@@ -88,10 +91,45 @@ local function int_str(n)
     return string.format('%.0f', n)
 end
 
--- The context of one script call with `keys` and `argv` (KEYS and ARGV).
-local function new_call(keys, argv)
+-- The arguments of a call of `script` whose ARGV is `argv` (see above), by name: each of
+-- `params` (the names the script declares, and flags) once, in any order. Returns nil and an
+-- error reply when a name is unknown, repeated or missing, before anything is read or written:
+-- the caller and the script disagree (another release's client, or a hand-made call).
+local function named_args(argv, params, script)
+    local wanted = {}
+    for _, name in ipairs(params) do
+        wanted[name] = true
+    end
+    local function wrongly(what)
+        return nil, redis.error_reply('ERR redsem script called wrongly: ' .. script .. ': ' .. what)
+    end
+    if #argv % 2 ~= 0 then
+        return wrongly('its arguments are not names and values')
+    end
+    local args = {}
+    for at = 3, #argv, 2 do
+        local name = argv[at]
+        if not wanted[name] then
+            return wrongly("no argument is named '" .. name .. "'")
+        end
+        if args[name] then
+            return wrongly("the argument '" .. name .. "' is given twice")
+        end
+        args[name] = argv[at + 1]
+    end
+    for _, name in ipairs(params) do
+        if not args[name] then
+            return wrongly("the argument '" .. name .. "' is missing")
+        end
+    end
+    return args
+end
+
+-- The context of one script call with `keys` and `argv` (KEYS and ARGV), whose arguments by
+-- name are `args`.
+local function new_call(keys, argv, args)
     local expected, nonce, new = string.match(argv[2], '^(%S+) (%S+) (%S+)$')
-    local flags = tonumber(argv[#argv]) or 0
+    local flags = tonumber(args.flags) or 0
     local marker = nil
     if nonce then
         marker = {expected = expected == '-' and '' or expected, nonce = nonce,

@@ -1,7 +1,7 @@
 -- lib/main.lua: how every script runs: run() makes the call's context, refuses the call when
 -- the user may not run a command the scripts need, or while its Cluster slot migrates away,
 -- runs the script's body, and ends with finish().
--- Provides: finish(call, reply), run(keys, argv, body); within:
+-- Provides: finish(call, reply), run(keys, argv, body, read); within:
 --   refuse_without_permission(call).
 --- @include "call"
 --- @include "cluster"
@@ -9,11 +9,13 @@
 --- @include "history"
 --
 -- The build (cmake/embed_lua.cmake) ends each script sent by EVAL with
---     local function script_body(call, KEYS, ARGV) <the script> end
---     return run(KEYS, ARGV, script_body)
+--     local function <script>_args(argv) <reads its arguments by name> end
+--     local function script_body(call, KEYS, args) <the script> end
+--     return run(KEYS, ARGV, script_body, <script>_args)
 -- and registers each as a function of the library (FCALL) that calls run(keys, argv, <its
--- body>); so a script's body sees its call context as `call`, KEYS and ARGV as its own
--- locals (a function has no such globals), and every return it takes goes through finish().
+-- body>, <its reader>); so a script's body sees its call context as `call`, KEYS as its own
+-- local (a function has no such globals), its arguments by name as `args`, and every return
+-- it takes goes through finish().
 
 -- The commands the scripts run (SCRIPT_COMMANDS, src/semaphore/protocol.hpp) are checked
 -- against the user's ACL before anything is written: a script that a refusal stopped half-way
@@ -58,12 +60,16 @@ local function finish(call, reply)
 end
 
 -- Runs `body` (a script's body, a function of the call context) for KEYS `keys` and ARGV
--- `argv`; returns its reply.
-local function run(keys, argv, body)
-    local call = new_call(keys, argv)
+-- `argv`, whose arguments `read` reads by name; returns its reply.
+local function run(keys, argv, body, read)
+    local args, wrong = read(argv)
+    if not args then
+        return wrong
+    end
+    local call = new_call(keys, argv, args)
     local refused = refuse_without_permission(call) or refuse_while_migrating(call)
     if refused then
         return refused
     end
-    return finish(call, body(call, keys, argv))
+    return finish(call, body(call, keys, args))
 end

@@ -20,7 +20,7 @@ constexpr int k_max_redirects = 16;
 // How many times one script call is sent: FCALL, FCALL after loading the library, EVALSHA,
 // EVAL, and once more with a cluster's keys.
 constexpr int k_script_rounds = 5;
-// The flags a script gets as its last argument (see lua/lib/call.lua).
+// The flags a script gets as its last argument, named "flags" (see lua/lib/call.lua).
 enum ScriptFlag : int {
     by_body = 1,        // sent with EVAL: its text, not its SHA1
     asked = 2,          // resent to a cluster node importing the slot, after ASKING
@@ -50,12 +50,12 @@ Way first_way(const ScriptCall& call, bool functions) {
     return functions && call.script.function != nullptr ? Way::function : Way::sha;
 }
 
-// FCALL, EVALSHA or EVAL of `call` with `keys` (its keys or its cluster keys), and a last
-// argument of flags (ScriptFlag).
+// FCALL, EVALSHA or EVAL of `call` with `keys` (its keys or its cluster keys), and last the
+// argument "flags" and its value (ScriptFlag).
 std::vector<std::string> script_argv(const ScriptCall& call, const std::vector<std::string>& keys,
                                      Way way) {
     std::vector<std::string> argv;
-    argv.reserve(4 + keys.size() + call.args.size());
+    argv.reserve(5 + keys.size() + call.args.size());
     switch (way) {
     case Way::function:
         argv.emplace_back("FCALL");
@@ -74,12 +74,13 @@ std::vector<std::string> script_argv(const ScriptCall& call, const std::vector<s
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), call.args.begin(), call.args.end());
     const int flags = (span_slots(keys) ? keys_span_slots : 0) | (way == Way::body ? by_body : 0);
+    argv.emplace_back("flags");
     argv.push_back(std::to_string(flags));
     return argv;
 }
 
 // A copy of `argv` for a node that is importing its slot (after ASKING): a script learns from
-// its last argument that keys it builds itself may still be on the node the slot comes from.
+// its argument "flags" that keys it builds itself may still be on the node the slot comes from.
 std::vector<std::string> mark_asked(const std::vector<std::string>& argv) {
     std::vector<std::string> marked = argv;
     if (!marked.empty() &&

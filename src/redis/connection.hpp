@@ -87,8 +87,8 @@ public:
     // without FCALL or FUNCTION LOAD, ConnectOptions::functions off) by EVALSHA, and on
     // NOSCRIPT by its body with EVAL (which also caches it); or as call.send says (a call
     // that is not sha_then_body is never an FCALL).
-    // Appends one last argument of flags (see lua/lib/call.lua). An error reply is thrown by
-    // throw_script_error().
+    // Appends the argument "flags" and its value (see lua/lib/call.lua). An error reply is thrown
+    // by throw_script_error().
     Reply eval(ScriptCall call);
 
     // Runs every call in one round trip (more when the server lacks the script), as eval()

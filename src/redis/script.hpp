@@ -1,5 +1,8 @@
 #pragma once
 
+#include <span>
+#include <string_view>
+
 namespace redsem {
 
 // A Redis Functions library (Redis 7: FUNCTION LOAD, FCALL) of redsem's scripts, embedded at
@@ -22,6 +25,9 @@ struct Script {
     // Its function is registered no-writes (FUNCTION LOAD's flags): a call of it that must
     // write sends the script's text (EVALSHA, EVAL) instead.
     bool no_writes = false;
+    // The names of its arguments, as its `--- @args` line declares them, in that order
+    // (cmake/embed_lua.cmake): each call sends each name and its value.
+    std::span<const std::string_view> params{};
 };
 
 } // namespace redsem

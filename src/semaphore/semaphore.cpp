@@ -684,7 +684,7 @@ PauseInfo Semaphore::look_at_pause() {
 }
 
 LossDeclared Semaphore::declare_loss() {
-    const Reply reply = run(scripts::k_lost_script, {});
+    const Reply reply = run(scripts::k_lost_script, wire::lost_args());
     check_readable(reply, m_name, "no loss was declared");
     return wire::decode_lost(reply);
 }

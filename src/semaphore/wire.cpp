@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
+#include <initializer_list>
 
 namespace redsem::wire {
 
@@ -16,6 +17,19 @@ const std::string k_none;
 
 std::string number_or_empty(const std::optional<long long>& value) {
     return value ? std::to_string(*value) : "";
+}
+
+// A script's arguments: each name and its value, in the order its `--- @args` line declares
+// them (see lua/lib/call.lua), which tests/unit/test_wire.cpp holds each builder to.
+std::vector<std::string>
+named(std::initializer_list<std::pair<std::string_view, std::string>> args) {
+    std::vector<std::string> argv;
+    argv.reserve(2 * args.size());
+    for (const auto& [name, value] : args) {
+        argv.emplace_back(name);
+        argv.push_back(value);
+    }
+    return argv;
 }
 
 // A reply of names and values whose first name is "kind": its kind, else nullptr.
@@ -138,16 +152,16 @@ std::optional<std::string> demanded_proof(const Reply& reply) {
 // ---- acquire.lua --------------------------------------------------------------------------
 
 std::vector<std::string> acquire_args(const AcquireArgs& args) {
-    return {args.token,
-            number_or_empty(args.limit),
-            std::to_string(args.ttl.count()),
-            args.queue ? "wait" : "try",
-            std::to_string(args.liveness.count()),
-            args.meta_json,
-            args.known ? "1" : "0",
-            args.loss_grace ? std::to_string(args.loss_grace->count()) : "",
-            args.exclusive ? "x" : std::to_string(args.slots),
-            number_or_empty(args.first_answer_ms)};
+    return named({{"token", args.token},
+                  {"limit", number_or_empty(args.limit)},
+                  {"ttl_ms", std::to_string(args.ttl.count())},
+                  {"mode", args.queue ? "wait" : "try"},
+                  {"liveness_ms", std::to_string(args.liveness.count())},
+                  {"meta", args.meta_json},
+                  {"known", args.known ? "1" : "0"},
+                  {"grace_ms", args.loss_grace ? std::to_string(args.loss_grace->count()) : ""},
+                  {"wants", args.exclusive ? "x" : std::to_string(args.slots)},
+                  {"first_answer_ms", number_or_empty(args.first_answer_ms)}});
 }
 
 AcquireReply decode_acquire(const Reply& reply) {
@@ -239,18 +253,22 @@ HandOver decode_hand_over(const std::string& payload) {
 
 std::vector<std::string> release_args(const std::string& token, bool own,
                                       const std::optional<CommandEnd>& end, bool once) {
-    // ARGV[3..8]: the token, who, the status, 'once', the signal, the time run out (ms).
-    std::vector<std::string> args{token, own ? "own" : "other", "", once ? "once" : "", "", ""};
+    std::string status, signal, timed_out;
     if (end) {
-        args[2] = std::to_string(end->status);
+        status = std::to_string(end->status);
         if (end->signal) {
-            args[4] = std::to_string(*end->signal);
+            signal = std::to_string(*end->signal);
         }
         if (end->timed_out_after) {
-            args[5] = std::to_string(end->timed_out_after->count());
+            timed_out = std::to_string(end->timed_out_after->count());
         }
     }
-    return args;
+    return named({{"token", token},
+                  {"who", own ? "own" : "other"},
+                  {"status", status},
+                  {"once", once ? "once" : ""},
+                  {"signal", signal},
+                  {"timed_out_ms", timed_out}});
 }
 
 ReleaseOutcome decode_release(const Reply& reply) {
@@ -284,8 +302,10 @@ ReleaseOutcome decode_release(const Reply& reply) {
 
 std::vector<std::string> renew_args(const std::string& token, std::optional<Milliseconds> ttl,
                                     bool for_replicas, bool claimed) {
-    return {token, ttl ? std::to_string(ttl->count()) : "", for_replicas ? "1" : "0",
-            claimed ? "claimed" : ""};
+    return named({{"token", token},
+                  {"ttl_ms", ttl ? std::to_string(ttl->count()) : ""},
+                  {"replicas", for_replicas ? "1" : "0"},
+                  {"claimed", claimed ? "claimed" : ""}});
 }
 
 RenewReply decode_renew(const Reply& reply) {
@@ -312,11 +332,11 @@ RenewReply decode_renew(const Reply& reply) {
 
 std::vector<std::string> limit_args(std::optional<long long> new_limit,
                                     std::optional<long long> history) {
-    return {number_or_empty(new_limit), number_or_empty(history)};
+    return named({{"limit", number_or_empty(new_limit)}, {"history", number_or_empty(history)}});
 }
 
 std::vector<std::string> unset_limit_args() {
-    return {"unset", ""};
+    return named({{"limit", "unset"}, {"history", ""}});
 }
 
 LimitInfo decode_limit(const Reply& reply) {
@@ -334,7 +354,9 @@ std::vector<std::string> pause_args(PauseAction action, const std::string& by_js
     const char* word = action == PauseAction::pause    ? "pause"
                        : action == PauseAction::resume ? "resume"
                                                        : "look";
-    return {word, by_json, duration ? std::to_string(duration->count()) : ""};
+    return named({{"action", word},
+                  {"by", by_json},
+                  {"duration_ms", duration ? std::to_string(duration->count()) : ""}});
 }
 
 std::optional<PauseInfo> decode_pause(const Reply& reply) {
@@ -354,6 +376,10 @@ std::optional<PauseInfo> decode_pause(const Reply& reply) {
                            .until_ms = fields.integer("until_ms")};
     }
     return info;
+}
+
+std::vector<std::string> lost_args() {
+    return named({});
 }
 
 LossDeclared decode_lost(const Reply& reply) {
@@ -376,12 +402,15 @@ std::vector<std::string> view_args(const ViewRead& read) {
     if (parts == "admission") {
         parts = "admission,"; // ("admission" alone asks for a proof: admission_args())
     }
-    return {parts, std::to_string(read.first_holder), std::to_string(read.first_waiter),
-            std::to_string(read.page)};
+    return named({{"read", parts},
+                  {"first_holder", std::to_string(read.first_holder)},
+                  {"first_waiter", std::to_string(read.first_waiter)},
+                  {"page", std::to_string(read.page)}});
 }
 
 std::vector<std::string> admission_args() {
-    return {"admission", "0", "0", "0"};
+    return named(
+        {{"read", "admission"}, {"first_holder", "0"}, {"first_waiter", "0"}, {"page", "0"}});
 }
 
 namespace {
@@ -480,7 +509,10 @@ View decode_view(const Reply& reply) {
 // ---- gc.lua -------------------------------------------------------------------------------
 
 std::vector<std::string> gc_args(bool dry_run, const GcCursor& cursor, long long budget) {
-    return {dry_run ? "1" : "0", cursor.phase, cursor.position, std::to_string(budget)};
+    return named({{"dry_run", dry_run ? "1" : "0"},
+                  {"phase", cursor.phase},
+                  {"position", cursor.position},
+                  {"budget", std::to_string(budget)}});
 }
 
 GcStep decode_gc(const Reply& reply) {

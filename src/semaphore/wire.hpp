@@ -1,7 +1,8 @@
 #pragma once
 
-// The wire between redsem and its scripts (lua/): the arguments of each script, built by
-// name, and its replies, decoded by name. Every script answers a flat list of names and
+// The wire between redsem and its scripts (lua/): the arguments of each script, sent as
+// names and values (each script declares its names: lua/lib/call.lua), and its replies,
+// decoded by name. Every script answers a flat list of names and
 // values, {"kind", "ok", "fence", 12, ...}; no other file reads a reply by position.
 // Each release calls only its own library and texts (lua_scripts.hpp), so both ends of this
 // wire change together; what releases share is stored data (lua/lib/state.lua) and the
@@ -169,6 +170,7 @@ std::vector<std::string> pause_args(PauseAction action, const std::string& by_js
 // nullopt: the stored limit is not one this redsem reads; nothing changed.
 std::optional<PauseInfo> decode_pause(const Reply& reply);
 
+std::vector<std::string> lost_args();
 LossDeclared decode_lost(const Reply& reply);
 
 // ---- view.lua -----------------------------------------------------------------------------

@@ -221,3 +221,110 @@ TEST_CASE("32 concurrent clients on limit 3: an outside observer never sees more
     CHECK(zcard(admin, "redsem:{load}:holders") == 0);
     CHECK(zcard(admin, "redsem:{load}:queue") == 0);
 }
+
+namespace {
+
+// An acquire of `token` as this release sends it (names and values), without the flags
+// Connection::eval adds.
+std::vector<std::string> acquire_named(const Keys& keys, const std::string& token) {
+    return keys.script_args(wire::acquire_args({.token = token,
+                                                .limit = 2,
+                                                .ttl = Milliseconds{60'000},
+                                                .liveness = Milliseconds{60'000},
+                                                .meta_json = R"({"host":"h","pid":1})",
+                                                .loss_grace = Milliseconds{0}}));
+}
+
+// The keys of semaphore `name` that exist on the server of `admin`.
+std::vector<std::string> keys_of(Connection& admin, const std::string& name) {
+    std::vector<std::string> found;
+    for (const Reply& key : admin.call({"KEYS", "redsem:{" + name + "}:*"}).as_array()) {
+        found.push_back(key.as_string());
+    }
+    return found;
+}
+
+} // namespace
+
+TEST_CASE("a script called with names it does not declare refuses before it writes, by FCALL "
+          "and by EVAL; the declared names in another order are served") {
+    RedisServer server;
+    Connection admin = server.admin();
+    admin.call({"FUNCTION", "LOAD", "REPLACE", scripts::k_library.code});
+    const Keys keys = Keys::make("redsem", "named");
+    const Script& acquire = scripts::k_acquire_script;
+    // A call as the server sees it: by FCALL or EVAL, with the keys, then `args`, then the
+    // flags (1: sent by EVAL).
+    const auto send = [&](bool by_eval, std::vector<std::string> args) {
+        std::vector<std::string> command{by_eval ? "EVAL" : "FCALL",
+                                         by_eval ? acquire.body : acquire.function,
+                                         std::to_string(keys.script_keys().size())};
+        for (const std::string& key : keys.script_keys()) {
+            command.push_back(key);
+        }
+        command.insert(command.end(), args.begin(), args.end());
+        command.insert(command.end(), {"flags", by_eval ? "1" : "0"});
+        return admin.command(command); // (error replies included)
+    };
+    const std::string token = generate_token();
+    const std::vector<std::string> good = acquire_named(keys, token);
+    // ARGV[1] and ARGV[2], then the names and values.
+    REQUIRE(good.size() == 2 + 2 * acquire.params.size());
+    const auto with = [&](auto change) {
+        std::vector<std::string> args = good;
+        change(args);
+        return args;
+    };
+    const auto at_name = [&](std::vector<std::string>& args, std::string_view name) {
+        return std::find(args.begin() + 2, args.end(), name);
+    };
+    const std::vector<std::pair<std::vector<std::string>, std::string>> wrong = {
+        {with([&](auto& args) { *at_name(args, "wants") = "weight"; }),
+         "no argument is named 'weight'"},
+        {with([&](auto& args) {
+             args.insert(args.end(), {"ttl_ms", "1"});
+         }),
+         "the argument 'ttl_ms' is given twice"},
+        {with([&](auto& args) {
+             const auto name = at_name(args, "first_answer_ms");
+             args.erase(name, name + 2);
+         }),
+         "the argument 'first_answer_ms' is missing"},
+        {with([&](auto& args) { args.emplace_back("token"); }),
+         "its arguments are not names and values"},
+        // The positional call of an earlier build: values where names belong.
+        {with([&](auto& args) {
+             std::vector<std::string> positional(args.begin(), args.begin() + 2);
+             for (std::size_t i = 3; i < args.size(); i += 2) {
+                 positional.push_back(args[i]);
+             }
+             args = positional;
+         }),
+         "no argument is named '" + token + "'"},
+    };
+    for (const bool by_eval : {false, true}) {
+        for (const auto& [args, why] : wrong) {
+            INFO((by_eval ? "EVAL: " : "FCALL: ") << why);
+            const Reply reply = send(by_eval, args);
+            REQUIRE(reply.is_error());
+            CHECK(reply.text == "ERR redsem script called wrongly: acquire: " + why);
+        }
+    }
+    CHECK(keys_of(admin, "named").empty());
+    // The declared names in the reverse order: the general reader serves them as the fast one
+    // serves redsem's own calls.
+    const auto reversed = [](std::vector<std::string> args) {
+        std::vector<std::string> out(args.begin(), args.begin() + 2);
+        for (std::size_t i = args.size(); i > 2; i -= 2) {
+            out.push_back(args[i - 2]);
+            out.push_back(args[i - 1]);
+        }
+        return out;
+    };
+    const std::string second = generate_token();
+    CHECK(reply_kind(send(false, reversed(good))) == "ok");
+    CHECK(reply_kind(send(true, reversed(acquire_named(keys, second)))) == "ok");
+    CHECK(zcard(admin, "redsem:{named}:holders") == 2);
+    CHECK(admin.call({"ZSCORE", "redsem:{named}:holders", token}).type == Reply::Type::string);
+    CHECK(admin.call({"ZSCORE", "redsem:{named}:holders", second}).type == Reply::Type::string);
+}

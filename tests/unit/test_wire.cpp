@@ -8,6 +8,7 @@
 #include "replies.hpp"
 #include "semaphore/wire.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -427,4 +428,73 @@ TEST_CASE("a reply of another shape is an internal error naming what is wrong") 
     CHECK_THROWS_AS(
         decode_lost(array({bulk("lost_at_ms"), bulk("soon"), bulk("opens_at_ms"), integer(1)})),
         InternalError);
+}
+
+namespace {
+
+// The names of `argv` (names and values), in order; fails the test when it is not names and
+// values.
+std::vector<std::string> names_of(const std::vector<std::string>& argv) {
+    REQUIRE(argv.size() % 2 == 0);
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < argv.size(); i += 2) {
+        names.push_back(argv[i]);
+    }
+    return names;
+}
+
+// The names `script` declares, from the header the build generated (its `--- @args` line).
+std::vector<std::string> declared(const Script& script) {
+    return {script.params.begin(), script.params.end()};
+}
+
+} // namespace
+
+TEST_CASE("each builder sends its script the names the script declares, in their order") {
+    // The declared lists come from the scripts' own text, so a name added to, renamed in or
+    // dropped from either end fails here; the order is the one the scripts' readers take at
+    // the cost of one comparison each (cmake/embed_lua.cmake).
+    const std::string token(32, 'a');
+    const std::vector<std::pair<std::vector<std::string>, const Script*>> built = {
+        {acquire_args({.token = token}), &scripts::k_acquire_script},
+        {acquire_args({.token = token,
+                       .limit = 3,
+                       .ttl = Milliseconds{1000},
+                       .queue = false,
+                       .known = true,
+                       .loss_grace = Milliseconds{0},
+                       .exclusive = true,
+                       .first_answer_ms = 5}),
+         &scripts::k_acquire_script},
+        {release_args(token, true, std::nullopt, false), &scripts::k_release_script},
+        {release_args(token, false,
+                      CommandEnd{.status = 143, .signal = 15, .timed_out_after = Milliseconds{9}},
+                      true),
+         &scripts::k_release_script},
+        {renew_args(token, std::nullopt, false, false), &scripts::k_renew_script},
+        {renew_args(token, Milliseconds{5000}, true, true), &scripts::k_renew_script},
+        {limit_args(std::nullopt, std::nullopt), &scripts::k_limit_script},
+        {limit_args(4, 100), &scripts::k_limit_script},
+        {unset_limit_args(), &scripts::k_limit_script},
+        {pause_args(PauseAction::pause, "{}", Milliseconds{60'000}), &scripts::k_pause_script},
+        {pause_args(PauseAction::look, "{}", std::nullopt), &scripts::k_pause_script},
+        {lost_args(), &scripts::k_lost_script},
+        {view_args({.counts = true, .oldest = true, .admission = true, .page = 10}),
+         &scripts::k_view_script},
+        {admission_args(), &scripts::k_view_script},
+        {gc_args(true, GcCursor{}, 50), &scripts::k_gc_script},
+    };
+    for (const auto& [argv, script] : built) {
+        INFO(script->name);
+        CHECK(names_of(argv) == declared(*script));
+    }
+    // Every script has a builder above.
+    for (const Script* script :
+         {&scripts::k_acquire_script, &scripts::k_release_script, &scripts::k_renew_script,
+          &scripts::k_limit_script, &scripts::k_pause_script, &scripts::k_lost_script,
+          &scripts::k_view_script, &scripts::k_gc_script}) {
+        INFO(script->name);
+        CHECK(std::any_of(built.begin(), built.end(),
+                          [&](const auto& entry) { return entry.second == script; }));
+    }
 }
