@@ -24,8 +24,8 @@ cmake_minimum_required(VERSION 3.22) # the project's policies (IN_LIST among the
 # globals), and its arguments by name as `args`: run() (lua/lib/main.lua) gives it them, and
 # ends every call with finish(), whichever return the body takes.
 #
-# Arguments: each script declares the names of its own on a line `--- @args NAME...` (none: a
-# bare `--- @args`). A call sends ARGV[1] and ARGV[2] (lib/call.lua), then each name and its
+# Arguments: each script declares the names of its own on lines `--- @args NAME...`, in order
+# (none: a bare `--- @args`). A call sends ARGV[1] and ARGV[2] (lib/call.lua), then each name and its
 # value, in any order, and Connection::eval ends it with "flags" and theirs. For each script
 # the build writes a reader, <script>_args(argv), that takes the names in the declared order
 # with one comparison each and one table constructor (the calls redsem sends), and otherwise
@@ -133,19 +133,20 @@ set(flags_view "{'no-writes'}")
 # Lua of its reader, `${name}_args(argv)`, and `out_params` to the C++ array of its names.
 function(script_params script name out_names out_reader out_params)
     file(STRINGS "${script}" lines REGEX "^--- @args")
-    list(LENGTH lines count)
-    if(NOT count EQUAL 1)
-        message(FATAL_ERROR "${script}: declares its arguments on ${count} '--- @args' lines, not one")
+    if(NOT lines)
+        message(FATAL_ERROR "${script}: declares no arguments (a line '--- @args NAME...', bare for none)")
     endif()
-    if(NOT lines MATCHES "^--- @args(( [a-z_]+)*)$")
-        message(FATAL_ERROR "${script}: not a list of argument names: ${lines}")
-    endif()
-    string(STRIP "${CMAKE_MATCH_1}" declared)
-    if(declared STREQUAL "")
-        set(names "")
-    else()
-        string(REPLACE " " ";" names "${declared}")
-    endif()
+    set(names "")
+    foreach(line IN LISTS lines)
+        if(NOT line MATCHES "^--- @args(( [a-z_]+)*)$")
+            message(FATAL_ERROR "${script}: not a list of argument names: ${line}")
+        endif()
+        string(STRIP "${CMAKE_MATCH_1}" declared)
+        if(NOT declared STREQUAL "")
+            string(REPLACE " " ";" declared "${declared}")
+            list(APPEND names ${declared})
+        endif()
+    endforeach()
     set(all ${names} flags) # (Connection::eval's, last)
     set(checks "")
     set(fields "")

@@ -2,6 +2,7 @@
 -- KEYS: see lib/call.lua.
 -- Arguments (ARGV[1], ARGV[2] and the encoding: see lib/call.lua):
 --- @args token limit ttl_ms mode liveness_ms meta known grace_ms wants first_answer_ms
+--- @args once_per_ms at_most_once attempts keeper collects
 --   token            the caller's (caller-generated, 128 random bits)
 --   limit            the limit, or '' for the stored one (1 for a new semaphore)
 --   ttl_ms           the lease's ttl
@@ -22,8 +23,15 @@
 --                    stopped for longer than its liveness is dropped, and queues again), so
 --                    that it still belongs to the occurrence in force when it started (run
 --                    --once-per)
--- A caller whose metadata asks for one run per occurrence ("once_per", run --once-per) claims
--- it when granted, and skips while another claim is in force (see lib/occurrence.lua).
+--   once_per_ms      '' or the window of a caller that asks for one run per occurrence (run
+--                    --once-per): it claims the occurrence when granted, and skips while
+--                    another claim is in force (see lib/occurrence.lua)
+--   at_most_once     '1' (with once_per_ms): also skip where a run's outcome is unknown
+--   attempts         '' or (with once_per_ms) how many runs of one occurrence may fail
+--   keeper           '1' when a keeper process renews the lease (acquire --while-pid)
+--   collects         '1' when the caller collects a hand-over itself (COLLECTS_FIELD)
+-- The record stores the caller's metadata (for people) with the fields these give
+-- (occurrence_fields(), caller_fields()), as the releases before this one read them.
 -- Reply, by kind:
 --   ok: fence, slot, deadline_ms, limit, now_ms, slots      the caller holds its slots: slot
 --                                                         the lowest, slots all ("0,3,4")
@@ -98,7 +106,10 @@ if not state then
 end
 local token, ttl = args.token, tonumber(args.ttl_ms)
 local limit = tonumber(args.limit) or state.limit or 1
-local mode, liveness, json, known = args.mode, tonumber(args.liveness_ms), args.meta, args.known == '1'
+local mode, liveness, known = args.mode, tonumber(args.liveness_ms), args.known == '1'
+local asks = asked_occurrence(args.once_per_ms, args.at_most_once == '1', args.attempts)
+local json = with_fields(args.meta, occurrence_fields(asks) ..
+                                    caller_fields(args.keeper == '1', args.collects == '1'))
 local now = server_now(call)
 -- A newcomer behind a queue, when nothing can have run out (prune() has nothing to do) and
 -- the limit is the stored one, admits nobody: it queues (or is busy), as FIFO wants. Such a
@@ -126,7 +137,7 @@ end
 local grace = tonumber(args.grace_ms)
 prune(call, state, now)
 settle_pause(call, state, now)
-local window = occurrence_window(json)
+local window = asks and asks.window
 
 local function granted_reply(fence, slot, deadline, limit_now, listed)
     return {'kind', 'ok', 'fence', fence, 'slot', slot, 'deadline_ms', deadline, 'limit', limit_now,
@@ -150,14 +161,14 @@ local function collected(deadline)
     if window then
         -- Handed over while another run claims the occurrence (by an older redsem, which
         -- does not judge it, or while a run holds another slot): given back.
-        local claim = occurrence_taken(call, state, now, token, nil, json)
+        local claim = occurrence_taken(call, state, now, token, nil, asks)
         if claim then
             remove_holder(call, state, token, info, now, true)
             log_skip(call, state, now, token, json, skip_why(claim), claim)
             return skip_reply(claim, now)
         end
         if string.match(state.occurrence or '', '^%d+ %d+ (%S+)') ~= token then
-            claim_occurrence(call, state, now, token, json)
+            claim_occurrence(call, state, now, token, json, asks)
         else
             begin_occurrence(call, state, token)
         end
@@ -179,7 +190,7 @@ local function left_queue()
             if why == TOO_LARGE_SUFFIX then
                 return too_large_reply(state.limit or limit)
             end
-            local skip = window and skip_of_note(call, state, now, token, json)
+            local skip = window and skip_of_note(call, state, now, token, asks)
             return skip and skip_reply(skip, now) or {'kind', 'released'}
         end
     end
@@ -205,7 +216,7 @@ end
 -- when that run is done, or when the caller would not wait; a waiter waits for the run's end
 -- (a hand-over then judges the claim again). Its place in the queue goes.
 if window then
-    local claim = occurrence_taken(call, state, now, token, started, json)
+    local claim = occurrence_taken(call, state, now, token, started, asks)
     if claim and (claim.done or mode ~= 'wait') and
        not (known and redis.call('ZSCORE', call.k_holders, token)) then -- (see collected())
         if known and redis.call('ZSCORE', call.k_queue, token) then
@@ -287,12 +298,12 @@ local function grant(held, waited)
     if admission(call, now, grace) > 0 then
         return nil
     end
-    if window and occurrence_taken(call, state, now, token, started, json) then
+    if window and occurrence_taken(call, state, now, token, started, asks) then
         -- A run of the occurrence holds another slot (a limit above 1): this caller waits for
         -- its end in the queue (see hand_over()); one that would not wait skipped above.
         return nil
     end
-    local doubt = window and occurrence_doubt(call, state, now, token, started, json)
+    local doubt = window and occurrence_doubt(call, state, now, token, started, asks)
     if doubt then
         -- At most once: a run whose outcome is unknown may have done the work.
         log_skip(call, state, now, token, json, doubt.why, doubt)
@@ -335,7 +346,7 @@ local function grant(held, waited)
     end
     touch(call, state, deadline)
     log_grant(call, state, now, token, listed, fence, waited,
-              claim_occurrence(call, state, now, token, json, started))
+              claim_occurrence(call, state, now, token, json, asks, started))
     return granted_reply(fence, slots[1], deadline, limit, listed)
 end
 

@@ -1,11 +1,12 @@
 -- lib/occurrence.lua: one run per occurrence (`run --once-per WINDOW`): the claim in the
 -- state hash's field `occurrence`, and whether it makes a caller skip (lib/skips.lua answers
 -- and logs the skips).
--- Provides: occurrence_window(json), parse_claim(call, state),
---   occurrence_taken(call, state, now, token, started, json),
---   occurrence_doubt(call, state, now, token, started, json),
---   skip_of_note(call, state, now, token, json),
---   claim_occurrence(call, state, now, token, json, started, handed) (returns the JSON a
+-- Provides: asked_occurrence(window, at_most_once, attempts), occurrence_fields(asks),
+--   occurrence_asks(json), parse_claim(call, state),
+--   occurrence_taken(call, state, now, token, started, asks),
+--   occurrence_doubt(call, state, now, token, started, asks),
+--   skip_of_note(call, state, now, token, asks),
+--   claim_occurrence(call, state, now, token, json, asks, started, handed) (returns the JSON a
 --   grant logs), begin_occurrence(call, state, token),
 --   settle_occurrence(call, state, token, status), settle_late_success(call, state, token).
 -- Uses the protocol's ONCE_PER_FIELD, AT_MOST_ONCE_FIELD and ATTEMPTS_FIELD.
@@ -56,13 +57,33 @@ local ATTEMPTS_PATTERN = '"' .. ATTEMPTS_FIELD .. '":(%d+)'
 local PRIOR_CLAIM_FIELD = 'occurrence_prior'
 local MAX_ATTEMPT = 1000000
 
--- The window in ms that metadata `json` asks for; nil for none.
-local function occurrence_window(json)
-    local window = tonumber(string.match(json, ONCE_PATTERN))
-    if window and window > 0 then
-        return window
+-- What a caller asks of each occurrence, `asks` below: {window (ms), at_most_once (true: skip
+-- where a run's outcome is unknown), attempts (nil: no bound)}, from acquire.lua's arguments
+-- (strings, '' for none); nil for a caller without a window.
+local function asked_occurrence(window, at_most_once, attempts)
+    window = tonumber(window)
+    if not window or window <= 0 then
+        return nil
     end
-    return nil
+    return {window = window, at_most_once = at_most_once, attempts = tonumber(attempts)}
+end
+
+-- The fields (with_fields()'s text) a caller's record stores for `asks`, as occurrence_asks()
+-- and the releases before this one read them there.
+local function occurrence_fields(asks)
+    if not asks then
+        return ''
+    end
+    return ',"' .. ONCE_PER_FIELD .. '":' .. int_str(asks.window) ..
+           (asks.at_most_once and ',' .. AT_MOST_ONCE_MARK or '') ..
+           (asks.attempts and ',"' .. ATTEMPTS_FIELD .. '":' .. int_str(asks.attempts) or '')
+end
+
+-- What the caller whose record stores `json` asks (see occurrence_fields()); nil for none.
+local function occurrence_asks(json)
+    return asked_occurrence(string.match(json, ONCE_PATTERN),
+                            string.find(json, AT_MOST_ONCE_MARK, 1, true) ~= nil,
+                            string.match(json, ATTEMPTS_PATTERN))
 end
 
 -- The claim, as a table {since, till, token, stage, attempt, json}; nil when there is none. A
@@ -95,10 +116,10 @@ local function write_claim(call, state, claim)
 end
 
 -- Whether `claim`, of a run that failed or left without finishing, used up the attempts that a
--- caller with metadata `json` allows the occurrence (none said: no bound). If so the claim,
--- marked, keeps the caller out as a success would (skip_why(): 'attempts').
-local function attempts_used(claim, json)
-    local allowed = tonumber(string.match(json or '', ATTEMPTS_PATTERN))
+-- caller who `asks` allows the occurrence (none said: no bound). If so the claim, marked, keeps
+-- the caller out as a success would (skip_why(): 'attempts').
+local function attempts_used(claim, asks)
+    local allowed = asks.attempts
     if not allowed or claim.attempt < allowed then
         return false
     end
@@ -106,12 +127,12 @@ local function attempts_used(claim, json)
     return true
 end
 
--- The claim in force for a caller with metadata `json` that started at server time `started`
+-- The claim in force for a caller who `asks` and started at server time `started`
 -- (nil: `now`, a newcomer) that is not `token`'s, as a table {since, till, token, done, json,
 -- attempt, why}; nil when nobody claims the occurrence, when its window had ended when the
 -- caller started, when `token` claimed it, or when the run that claimed it failed or lost its
 -- slot and the caller's attempts are not used up (attempts_used()).
-local function occurrence_taken(call, state, now, token, started, json)
+local function occurrence_taken(call, state, now, token, started, asks)
     local claim = parse_claim(call, state)
     if not claim or (started or now) >= claim.till or claim.token == token then
         return nil
@@ -121,29 +142,29 @@ local function occurrence_taken(call, state, now, token, started, json)
         if not deadline or deadline <= now then
             -- The run lost its slot (lapsed), or was handed one it never collected (then it
             -- ran nothing, and counts for nothing).
-            return claim.stage == 'run' and attempts_used(claim, json) and claim or nil
+            return claim.stage == 'run' and attempts_used(claim, asks) and claim or nil
         end
         claim.stage = 'run' -- (as callers see it)
     elseif claim.stage ~= 'done' then
-        return attempts_used(claim, json) and claim or nil
+        return attempts_used(claim, asks) and claim or nil
     end
     claim.done = claim.stage == 'done'
     return claim
 end
 
--- For a caller that started at `started` (nil: `now`) with metadata `json` that asks for at most
--- one run per occurrence, and that no claim in force keeps out (occurrence_taken() found
+-- For a caller that started at `started` (nil: `now`) and `asks` for at most one run per
+-- occurrence, and that no claim in force keeps out (occurrence_taken() found
 -- none): why it skips all the same, as a claim-like table {why, since, till, token, json,
 -- cause}: 'lapsed' (the claim in force is of a run that left without finishing: it may have
 -- done its work), or 'lost' (the epoch records a possible loss of data, of `cause`, at `since`,
 -- after the window could have begun; the next run may start at `till`). nil when neither, for
 -- a caller that did not ask, and when this call cannot tell the epoch (no INFO, no proof: its
 -- admission waits for one).
-local function occurrence_doubt(call, state, now, token, started, json)
-    if not string.find(json, AT_MOST_ONCE_MARK, 1, true) then
+local function occurrence_doubt(call, state, now, token, started, asks)
+    if not asks.at_most_once then
         return nil
     end
-    local window = occurrence_window(json)
+    local window = asks.window
     local claim = parse_claim(call, state)
     if claim and claim.token ~= token and (started or now) < claim.till and
        (claim.stage == 'run' or claim.stage == 'lapsed') then
@@ -158,13 +179,13 @@ local function occurrence_doubt(call, state, now, token, started, json)
             json = '{}', cause = epoch.cause}
 end
 
--- Why waiter `token` (metadata `json`) of a window, whose place ended with a note in its ":left"
+-- Why waiter `token`, who `asks` of the occurrence, whose place ended with a note in its ":left"
 -- list, was passed over by a hand-over (skip_waiter()), as skip_reply() takes it; nil when it
 -- was not (its place was released by somebody else). Told by the hand-over itself when it
 -- came in this call (the caller's own refresh handed the slot on); otherwise judged again from
 -- the claim as it stands: the note's text is for the client, whose BLPOP reads it, and no
 -- script reads lists (the ACL rules name no such command).
-local function skip_of_note(call, state, now, token, json)
+local function skip_of_note(call, state, now, token, asks)
     local told = call.skipped[token]
     if told then
         return told
@@ -172,11 +193,11 @@ local function skip_of_note(call, state, now, token, json)
     local claim = parse_claim(call, state)
     if claim and claim.token ~= token and
        (claim.stage == 'done' or
-        ((claim.stage == 'failed' or claim.stage == 'lapsed') and attempts_used(claim, json))) then
+        ((claim.stage == 'failed' or claim.stage == 'lapsed') and attempts_used(claim, asks))) then
         claim.done = true
         return claim
     end
-    return occurrence_doubt(call, state, now, token, nil, json)
+    return occurrence_doubt(call, state, now, token, nil, asks)
 end
 
 -- A claim of a hand-over that nobody collected (stage 'given'): it ran nothing, so the claim it
@@ -193,17 +214,17 @@ local function give_back(call, state, claim)
     redis.call('HDEL', call.k_state, PRIOR_CLAIM_FIELD)
 end
 
--- `token`, granted at `now` with metadata `json` (a caller that started at `started`, nil:
--- now), claims the occurrence when `json` asks for a window; the keys then outlive the window
+-- `token`, granted at `now` with stored JSON `json` (a caller that started at `started`, nil:
+-- now), claims the occurrence when it `asks` for one; the keys then outlive the window
 -- (touch()), so the claim does. `handed`: by a hand-over, which the waiter has yet to collect
 -- (stage 'given' until begin_occurrence()). A claim of a run that failed or lapsed, of the
 -- occurrence the caller belongs to, makes this the next attempt. Returns the metadata the grant
 -- logs: `json`, with "attempt" and "after" from the second attempt on.
-local function claim_occurrence(call, state, now, token, json, started, handed)
-    local window = occurrence_window(json)
-    if not window then
+local function claim_occurrence(call, state, now, token, json, asks, started, handed)
+    if not asks then
         return json
     end
+    local window = asks.window
     local before = parse_claim(call, state)
     if before and before.stage == 'given' and before.token ~= token then
         give_back(call, state, before) -- (a dead hand-over not pruned yet)

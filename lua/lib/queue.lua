@@ -124,11 +124,11 @@ local function hand_over(call, state, slot, now, bit_set, room)
         end
         local waiter = parse_info(redis.call('HGET', k_info, token))
         local weight = waiter and waiter.kind == 'w' and weight_of(waiter, limit)
-        local window = weight and occurrence_window(waiter.json)
-        local claim = window and
-                      occurrence_taken(call, state, now, token, waiter.since, waiter.json)
-        local doubt = window and not claim and
-                      occurrence_doubt(call, state, now, token, waiter.since, waiter.json)
+        -- (What it asks of the occurrence, as its record stores it: also an older release's.)
+        local asks = weight and occurrence_asks(waiter.json)
+        local claim = asks and occurrence_taken(call, state, now, token, waiter.since, asks)
+        local doubt = asks and not claim and
+                      occurrence_doubt(call, state, now, token, waiter.since, asks)
         if (claim and claim.done) or doubt then
             skip_waiter(call, state, token, waiter, now, claim or doubt)
         elseif claim then
@@ -173,7 +173,8 @@ local function hand_over(call, state, slot, now, bit_set, room)
             touch(call, state, deadline)
             nudge_near_head_entrant(call, state, now)
             log_grant(call, state, now, token, listed, fence, now - (waiter.since or now),
-                      claim_occurrence(call, state, now, token, waiter.json, waiter.since, true))
+                      claim_occurrence(call, state, now, token, waiter.json, asks, waiter.since,
+                                       true))
             return weight
         else
             -- A queue entry without waiter metadata (changed by hand): drop it, try the next.

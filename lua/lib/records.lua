@@ -2,14 +2,15 @@
 -- lib/call.lua describes.
 -- Provides: parse_info(raw), holder_info(slots, fence, now, ttl, json),
 --   weight_of(info, limit), handover_collected(call, token, json), with_fields(json, text),
---   and the constant KEEPER_MARK.
+--   caller_fields(keeper, collects), and the constant KEEPER_MARK.
 -- Uses the protocol's COLLECTS_FIELD.
 --- @include "call"
 --- @include "slots"
 
--- In a holder's metadata JSON: a keeper process holds the slot (acquire --while-pid). The
--- client writes the JSON compactly; inside a string a quote would be escaped, so only the
--- field itself matches.
+-- In a holder's stored JSON: a keeper process holds the slot (acquire --while-pid); and the
+-- caller collects a hand-over itself (see handover_collected()). acquire.lua adds them to the
+-- client's metadata (caller_fields()), as an older release's client wrote them into it; inside
+-- a string a quote would be escaped, so only the field itself matches.
 local KEEPER_MARK = '"keeper":true'
 local COLLECTS_MARK = '"' .. COLLECTS_FIELD .. '":true'
 
@@ -23,6 +24,12 @@ local function with_fields(json, text)
         return json
     end
     return string.sub(json, 1, -2) .. text .. '}'
+end
+
+-- The fields (with_fields()'s text) a caller's record stores for a caller that is a keeper,
+-- and one that collects its hand-overs.
+local function caller_fields(keeper, collects)
+    return (keeper and ',' .. KEEPER_MARK or '') .. (collects and ',' .. COLLECTS_MARK or '')
 end
 
 -- An info entry (KEYS[3]) as a table {kind, slot, slots, fence, since, ttl, json}, and for a

@@ -94,12 +94,12 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
         const long long pid = *args.while_pid;
         watched.emplace(static_cast<pid_t>(pid), lost_signal, "--while-pid", kill_after);
         owner = holder_meta("", pid, "while-pid");
-        owner.keeper = true;
     } else if (args.on_lost || args.kill_after) {
         throw UsageError(
             fmt::format("{} needs --while-pid", args.on_lost ? "--on-lost" : "--kill-after"));
     }
-    const ParsedRequest parsed = parse_slot_request(args.request, "", std::move(owner));
+    ParsedRequest parsed = parse_slot_request(args.request, "", std::move(owner));
+    parsed.options.keeper = watched.has_value();
     const std::string prefix = resolve_prefix(global);
     const ConnectOptions connect = resolve_connection(global);
     Connection connection(connect);

@@ -173,9 +173,9 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
                          "occurrence");
     }
     if (args.once_per) {
-        parsed.options.meta.once_per_ms = args.once_per->count();
-        parsed.options.meta.at_most_once = args.at_most_once;
-        parsed.options.meta.attempts = args.attempts.value_or(k_default_attempts);
+        parsed.options.once_per = OncePer{.window_ms = args.once_per->count(),
+                                          .at_most_once = args.at_most_once,
+                                          .attempts = args.attempts.value_or(k_default_attempts)};
     }
     SuperviseOptions supervise_options;
     supervise_options.stop_on_lost = args.stop_on_lost;

@@ -54,22 +54,25 @@ inline constexpr long long k_latest_time_ms = 253'402'300'799'999;
 // rather than misread it.
 inline constexpr long long k_state_format = 2;
 
-// The field of a caller's metadata JSON that asks for one run per occurrence (run --once-per):
-// its window in ms (lua/lib/occurrence.lua).
+// The fields a caller's record stores besides its metadata for people: lua/acquire.lua writes
+// them from its arguments of the same names (wire::AcquireArgs), and an older release of the
+// fleet reads them there. The window in ms of a caller that asks for one run per occurrence
+// (run --once-per: lua/lib/occurrence.lua).
 inline constexpr std::string_view k_once_per_field = "once_per";
-// The field of a --once-per caller's metadata JSON (true) that asks for at most one run per
-// occurrence (run --at-most-once): it also skips an occurrence whose claim may have been lost.
+// The field (true) of a --once-per caller that asks for at most one run per occurrence (run
+// --at-most-once): it also skips an occurrence whose claim may have been lost.
 inline constexpr std::string_view k_at_most_once_field = "at_most_once";
-// The field of a --once-per caller's metadata JSON that bounds the runs one occurrence may
-// have (run --attempts N): after N runs that failed or left without finishing, the callers of
-// that occurrence skip. Without it (an earlier build), no bound.
+// The field of a --once-per caller that bounds the runs one occurrence may have (run
+// --attempts N): after N runs that failed or left without finishing, the callers of that
+// occurrence skip. Without it (an earlier build), no bound.
 inline constexpr std::string_view k_attempts_field = "attempts";
 
-// The field of a caller's metadata JSON (true) that says it collects a hand-over itself: once
-// its BLPOP took the grant off its wake list, it removes its claim deadline from the alive set
-// (ZREM), within k_claim_ms. A BLPOP also takes a grant into the socket of a process that died
-// or was stopped meanwhile; a claim deadline still there when it runs out shows that, and the
-// slot goes on. Without it (an earlier build), the BLPOP counts as the collection.
+// The field of a caller's record (true; lua/acquire.lua writes it from its argument
+// "collects") that says the caller collects a hand-over itself: once its BLPOP took the grant
+// off its wake list, it removes its claim deadline from the alive set (ZREM), within
+// k_claim_ms. A BLPOP also takes a grant into the socket of a process that died or was stopped
+// meanwhile; a claim deadline still there when it runs out shows that, and the slot goes on.
+// Without it (an earlier build), the BLPOP counts as the collection.
 inline constexpr std::string_view k_collects_field = "collects";
 
 // While a semaphore is paused its queue holds this member behind every waiter, so that no gc

@@ -109,18 +109,6 @@ HolderMeta parse_meta(std::string_view json) {
         if (const auto pid = meta.find("pid"); pid != meta.end() && pid->is_number_integer()) {
             out.pid = pid->get<long long>();
         }
-        if (const auto window = meta.find(k_once_per_field);
-            window != meta.end() && window->is_number_integer()) {
-            out.once_per_ms = window->get<long long>();
-        }
-        if (const auto strict = meta.find(k_at_most_once_field);
-            strict != meta.end() && strict->is_boolean()) {
-            out.at_most_once = strict->get<bool>();
-        }
-        if (const auto bound = meta.find(k_attempts_field);
-            bound != meta.end() && bound->is_number_integer()) {
-            out.attempts = bound->get<long long>();
-        }
         if (const auto attempt = meta.find("attempt");
             attempt != meta.end() && attempt->is_number_integer()) {
             out.attempt = attempt->get<long long>();

@@ -126,22 +126,10 @@ Milliseconds wake_timeout(const QueuedReply& queued, bool live_position,
 } // namespace
 
 std::string HolderMeta::to_json() const {
-    // Compact, keys sorted: lua/release.lua finds "keeper":true in it, lib/occurrence.lua
-    // "at_most_once":true and "attempts":N, lib/records.lua "collects":true.
-    nlohmann::json json{{"host", host}, {"pid", pid},     {"pid_of", pid_of},
-                        {"user", user}, {"label", label}, {k_collects_field, true}};
-    if (keeper) {
-        json["keeper"] = true;
-    }
-    if (once_per_ms) {
-        json[std::string(k_once_per_field)] = *once_per_ms;
-    }
-    if (at_most_once) {
-        json[std::string(k_at_most_once_field)] = true;
-    }
-    if (attempts) {
-        json[std::string(k_attempts_field)] = *attempts;
-    }
+    // Compact, keys sorted; for people only: what the scripts act on is sent as arguments of
+    // its own, and lua/acquire.lua adds it to the record it stores.
+    nlohmann::json json{
+        {"host", host}, {"pid", pid}, {"pid_of", pid_of}, {"user", user}, {"label", label}};
     if (ci) {
         json["ci"] = {
             {"system", ci->system}, {"url", ci->url}, {"pipeline", ci->pipeline}, {"job", ci->job}};
@@ -271,7 +259,10 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
                                    .loss_grace = options.loss_grace,
                                    .slots = options.slots,
                                    .exclusive = options.exclusive,
-                                   .first_answer_ms = first_answer_ms}),
+                                   .first_answer_ms = first_answer_ms,
+                                   .once_per = options.once_per,
+                                   .keeper = options.keeper,
+                                   .collects = true}),
                Proof::admits);
 }
 

@@ -49,17 +49,10 @@ struct HolderMeta {
     std::string pid_of; // what that is: "run", "caller" (of acquire) or "while-pid"
     std::string user;
     std::string label;
-    bool keeper = false;       // a keeper process renews it (acquire --while-pid)
     std::optional<CiJob> ci{}; // recorded when no --label was given
-    // run --once-per: the window in which one run of the occurrence is enough (see
-    // lua/lib/occurrence.lua, which reads it here).
-    std::optional<long long> once_per_ms{};
-    // run --at-most-once (with once_per_ms): also skip an occurrence whose run's outcome is
-    // unknown (see lua/lib/occurrence.lua, which reads it here).
-    bool at_most_once = false;
-    // run --attempts (with once_per_ms): how many runs of one occurrence may fail or leave
-    // without finishing before its callers skip.
-    std::optional<long long> attempts{};
+    // As a record reads back (lua/acquire.lua writes it, from AcquireOptions::keeper;
+    // to_json() does not): a keeper process renews it (acquire --while-pid).
+    bool keeper = false;
     // As a claim's metadata reads back (lua/lib/occurrence.lua writes these; to_json() does
     // not): which run of the occurrence it is, the token of the run before it, and the exit
     // status of a run that failed.
@@ -154,13 +147,22 @@ private:
     Skip m_skip;
 };
 
+// What a `run --once-per` asks of each occurrence of its window (see lua/lib/occurrence.lua).
+struct OncePer {
+    long long window_ms = 0;   // one run of the occurrence is enough within it
+    bool at_most_once = false; // --at-most-once: also skip where a run's outcome is unknown
+    long long attempts = 1;    // --attempts: runs that may fail or leave without finishing
+};
+
 struct AcquireOptions {
     std::optional<long long> limit; // nullopt: the stored limit (1 for a new semaphore)
     long long slots = 1;            // how many slots one grant takes (--slots)
     bool exclusive = false;         // all of them, as many as the limit at the grant
     Milliseconds ttl = k_default_ttl;
     std::optional<Milliseconds> wait; // nullopt: wait for ever; 0: try once
-    HolderMeta meta;
+    HolderMeta meta;                  // for people: status, log (to_json())
+    std::optional<OncePer> once_per{};
+    bool keeper = false;   // a keeper process renews the lease (acquire --while-pid)
     int interrupt_fd = -1; // readable => stop waiting, leave the queue, throw WaitInterrupted
     std::function<void(const QueuePosition&)> on_wait; // called each time the waiter is queued
     // Refresh the place in the queue every k_waiter_refresh however far back it is, so that

@@ -161,7 +161,12 @@ std::vector<std::string> acquire_args(const AcquireArgs& args) {
                   {"known", args.known ? "1" : "0"},
                   {"grace_ms", args.loss_grace ? std::to_string(args.loss_grace->count()) : ""},
                   {"wants", args.exclusive ? "x" : std::to_string(args.slots)},
-                  {"first_answer_ms", number_or_empty(args.first_answer_ms)}});
+                  {"first_answer_ms", number_or_empty(args.first_answer_ms)},
+                  {"once_per_ms", args.once_per ? std::to_string(args.once_per->window_ms) : ""},
+                  {"at_most_once", args.once_per && args.once_per->at_most_once ? "1" : ""},
+                  {"attempts", args.once_per ? std::to_string(args.once_per->attempts) : ""},
+                  {"keeper", args.keeper ? "1" : ""},
+                  {"collects", args.collects ? "1" : ""}});
 }
 
 AcquireReply decode_acquire(const Reply& reply) {
