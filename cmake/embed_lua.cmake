@@ -25,14 +25,16 @@ cmake_minimum_required(VERSION 3.22) # the project's policies (IN_LIST among the
 # ends every call with finish(), whichever return the body takes.
 #
 # Arguments: each script declares the names of its own on lines `--- @args NAME...`, in order
-# (none: a bare `--- @args`). A call sends ARGV[1] and ARGV[2] (lib/call.lua), then each name and its
-# value, in any order, and Connection::eval ends it with "flags" and theirs. For each script
-# the build writes a reader, <script>_args(argv), that takes the names in the declared order
-# with one comparison each and one table constructor (the calls redsem sends), and otherwise
-# hands the call to named_args() (lib/call.lua), which takes them in any order and refuses an
-# unknown, repeated or missing name. The header gets the same names, in the same order, as
-# `k_<script>_params` (Script::params), against which tests/unit/test_wire.cpp checks each
-# builder of src/semaphore/wire.cpp.
+# (none: a bare `--- @args`). A call sends ARGV[1] and ARGV[2] (lib/call.lua), then each name
+# and its value, in any order, and Connection::eval ends it with "flags" and theirs. The body
+# reads `args.NAME`; the build writes that as `args[K]`, K where the value of NAME stands when
+# the names come in the declared order, and fails on a name the script does not declare. Its
+# reader, <script>_args(argv), compares each name with the declared one and then hands over
+# ARGV itself (the calls redsem sends: no table is built), and otherwise hands the call to
+# named_args() (lib/call.lua), which takes the names in any order, refuses an unknown,
+# repeated or missing one, and puts them in the declared order. The header gets the same
+# names, in the same order, as `k_<script>_params` (Script::params), against which
+# tests/unit/test_wire.cpp checks each builder of src/semaphore/wire.cpp.
 # The module "protocol": each `inline constexpr TYPE k_NAME = VALUE;` of the header becomes
 # `local NAME = VALUE` (NAME upper-cased; an integer's digit separators dropped; a string
 # literal stays one, an array of them becomes a table). Anything else declared there is an error.
@@ -129,9 +131,10 @@ set(flags_pause "{'allow-oom'}")
 set(flags_lost "{'allow-oom'}")
 set(flags_view "{'no-writes'}")
 
-# Sets `out_names` to the names `script` declares on its `--- @args` line, `out_reader` to the
-# Lua of its reader, `${name}_args(argv)`, and `out_params` to the C++ array of its names.
-function(script_params script name out_names out_reader out_params)
+# Sets `out_body` to `body`, the text of `script`, with each `args.NAME` it reads as the place
+# of NAME's value among the names `script` declares on its `--- @args` lines, `out_reader` to
+# the Lua of its reader, `${name}_args(argv)`, and `out_params` to the C++ array of its names.
+function(script_params script name body out_body out_reader out_params)
     file(STRINGS "${script}" lines REGEX "^--- @args")
     if(NOT lines)
         message(FATAL_ERROR "${script}: declares no arguments (a line '--- @args NAME...', bare for none)")
@@ -149,9 +152,7 @@ function(script_params script name out_names out_reader out_params)
     endforeach()
     set(all ${names} flags) # (Connection::eval's, last)
     set(checks "")
-    set(fields "")
     set(listed "")
-    set(cpp "")
     set(at 3)
     foreach(param IN LISTS all)
         if(param IN_LIST listed)
@@ -160,9 +161,12 @@ function(script_params script name out_names out_reader out_params)
         list(APPEND listed "${param}")
         math(EXPR value_at "${at} + 1")
         string(APPEND checks "argv[${at}] == '${param}' and ")
-        string(APPEND fields "${param} = argv[${value_at}], ")
+        string(REGEX REPLACE "args\\.${param}([^a-z0-9_])" "args[${value_at}]\\1" body "${body}")
         math(EXPR at "${at} + 2")
     endforeach()
+    if(body MATCHES "args\\.([a-z_]+)")
+        message(FATAL_ERROR "${script}: reads args.${CMAKE_MATCH_1}, which its '--- @args' lines do not declare")
+    endif()
     math(EXPR size "${at} - 1")
     string(REPLACE ";" "', '" quoted "${all}")
     string(REPLACE ";" "\", \"" cpp_quoted "${names}")
@@ -170,18 +174,17 @@ function(script_params script name out_names out_reader out_params)
         set(cpp_quoted "\"${cpp_quoted}\"")
     endif()
     list(LENGTH names cpp_count)
-    string(REGEX REPLACE ", $" "" fields "${fields}")
+    set(${out_body} "${body}" PARENT_SCOPE)
     set(${out_reader}
         "local function ${name}_args(argv)\n"
         "    if ${checks}#argv == ${size} then\n"
-        "        return {${fields}}\n"
+        "        return argv\n"
         "    end\n"
         "    return named_args(argv, {'${quoted}'}, '${name}')\n"
         "end\n" PARENT_SCOPE)
     set(${out_params}
         "inline constexpr std::array<std::string_view, ${cpp_count}> k_${name}_params{{${cpp_quoted}}};\n"
         PARENT_SCOPE)
-    set(${out_names} "${names}" PARENT_SCOPE)
 endfunction()
 
 set(bodies "")
@@ -189,7 +192,7 @@ set(registrations "")
 foreach(script IN LISTS SCRIPTS)
     get_filename_component(name "${script}" NAME_WE)
     file(READ "${script}" body)
-    script_params("${script}" "${name}" names reader params)
+    script_params("${script}" "${name}" "${body}" body reader params)
     string(REPLACE ";" "" reader "${reader}")
     string(APPEND bodies "${reader}local function ${name}_body(call, KEYS, args)\n${body}\nend\n")
     set(flags "{}")
@@ -221,7 +224,7 @@ foreach(script IN LISTS SCRIPTS)
     get_filename_component(name "${script}" NAME_WE)
     file(READ "${script}" body)
     lua_modules_for("${script}" modules_body)
-    script_params("${script}" "${name}" names reader params)
+    script_params("${script}" "${name}" "${body}" body reader params)
     string(REPLACE ";" "" reader "${reader}")
     set(full "${modules_body}${reader}local function script_body(call, KEYS, args)\n${body}\nend\nreturn run(KEYS, ARGV, script_body, ${name}_args)\n${SUFFIX}")
     check_delimiter("${full}" "${script}")

@@ -65,7 +65,7 @@
 --            text, not its SHA1); 2 when it was sent to a Cluster node after ASKING (the node
 --            is importing the slot: see cluster.lua); 4 when its keys hash to several Cluster
 --            slots (a Cluster refuses such a script, so this server is not one). The body
---            reads them by name (`args`); the build's reader takes them in the declared
+--            reads them by name (`args.NAME`); the build's reader takes them in the declared
 --            order, and named_args() in any other (cmake/embed_lua.cmake).
 -- Wake lists are the one kind of key built here rather than passed in; they carry the same
 -- hash tag, so they live on the same Cluster slot.
@@ -91,45 +91,47 @@ local function int_str(n)
     return string.format('%.0f', n)
 end
 
--- The arguments of a call of `script` whose ARGV is `argv` (see above), by name: each of
--- `params` (the names the script declares, and flags) once, in any order. Returns nil and an
+-- The arguments of a call of `script` whose ARGV is `argv` (see above) as the script's body
+-- reads them: ARGV as it would be with the names in the order of `params` (the names the
+-- script declares, and flags last), each given once in `argv` in any order. Returns nil and an
 -- error reply when a name is unknown, repeated or missing, before anything is read or written:
 -- the caller and the script disagree (another release's client, or a hand-made call).
 local function named_args(argv, params, script)
-    local wanted = {}
-    for _, name in ipairs(params) do
-        wanted[name] = true
-    end
     local function wrongly(what)
         return nil, redis.error_reply('ERR redsem script called wrongly: ' .. script .. ': ' .. what)
     end
     if #argv % 2 ~= 0 then
         return wrongly('its arguments are not names and values')
     end
-    local args = {}
+    local given = {}
+    for _, name in ipairs(params) do
+        given[name] = false
+    end
     for at = 3, #argv, 2 do
         local name = argv[at]
-        if not wanted[name] then
+        if given[name] == nil then
             return wrongly("no argument is named '" .. name .. "'")
         end
-        if args[name] then
+        if given[name] then
             return wrongly("the argument '" .. name .. "' is given twice")
         end
-        args[name] = argv[at + 1]
+        given[name] = argv[at + 1]
     end
-    for _, name in ipairs(params) do
-        if not args[name] then
+    local args = {argv[1], argv[2]}
+    for i, name in ipairs(params) do
+        if not given[name] then
             return wrongly("the argument '" .. name .. "' is missing")
         end
+        args[2 * i + 1], args[2 * i + 2] = name, given[name]
     end
     return args
 end
 
--- The context of one script call with `keys` and `argv` (KEYS and ARGV), whose arguments by
--- name are `args`.
+-- The context of one script call with `keys` and `argv` (KEYS and ARGV), whose arguments are
+-- `args` (named_args()'s order: flags last).
 local function new_call(keys, argv, args)
     local expected, nonce, new = string.match(argv[2], '^(%S+) (%S+) (%S+)$')
-    local flags = tonumber(args.flags) or 0
+    local flags = tonumber(args[#args]) or 0
     local marker = nil
     if nonce then
         marker = {expected = expected == '-' and '' or expected, nonce = nonce,

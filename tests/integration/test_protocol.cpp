@@ -292,10 +292,11 @@ TEST_CASE("a script called with names it does not declare refuses before it writ
          "the argument 'first_answer_ms' is missing"},
         {with([&](auto& args) { args.emplace_back("token"); }),
          "its arguments are not names and values"},
-        // The positional call of an earlier build: values where names belong.
+        // The positional call of an earlier build: the values of its ten arguments (the first
+        // ten names now) where names belong.
         {with([&](auto& args) {
              std::vector<std::string> positional(args.begin(), args.begin() + 2);
-             for (std::size_t i = 3; i < args.size(); i += 2) {
+             for (std::size_t i = 3; positional.size() < 12; i += 2) {
                  positional.push_back(args[i]);
              }
              args = positional;
