@@ -5,7 +5,7 @@ cmake_minimum_required(VERSION 3.22) # the project's policies (IN_LIST among the
 # (|-separated list), OUT (header path), and SUFFIX (optional: a line appended to every
 # script and to the library, which makes each another text; the tests build a "newer redsem"
 # with it), and LUA_OUT (optional: a directory where each script and the library are also
-# written as plain Lua, for tests/lua/check_globals.sh).
+# written as plain Lua, for tests/lua/check_globals.sh, and the modules alone, modules.lua).
 #
 # Modules: a script or module names each module it needs on a line of its own,
 # `--- @include "NAME"` (LIB_DIR/NAME.lua). Ahead of a script go the modules it needs, directly
@@ -243,6 +243,9 @@ endforeach()
 string(APPEND header "\n} // namespace redsem::scripts\n")
 if(DEFINED LUA_OUT)
     file(WRITE "${LUA_OUT}/library.lua" "${library}")
+    # The protocol's constants and every module, alone: what tests/lua/check_records.lua
+    # runs the modules' parsers with, under lua5.1.
+    file(WRITE "${LUA_OUT}/modules.lua" "${lib_body}")
 endif()
 # Only rewrite when changed, so an unchanged script does not trigger a rebuild.
 if(EXISTS "${OUT}")

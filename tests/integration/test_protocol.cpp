@@ -247,7 +247,7 @@ std::vector<std::string> keys_of(Connection& admin, const std::string& name) {
 } // namespace
 
 TEST_CASE("a script called with names it does not declare refuses before it writes, by FCALL "
-          "and by EVAL; the declared names in another order are served") {
+          "and by EVAL, and serves the declared names in another order") {
     RedisServer server;
     Connection admin = server.admin();
     admin.call({"FUNCTION", "LOAD", "REPLACE", scripts::k_library.code});
