@@ -1,6 +1,7 @@
 #include "semaphore/history.hpp"
 
 #include "semaphore/keys.hpp"
+#include "semaphore/protocol.hpp"
 #include "semaphore/record.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
@@ -76,6 +77,10 @@ void read_skip(std::string_view text, Event& event) {
 }
 
 bool parse_value(std::string_view value, Event& event) {
+    if (std::find(std::begin(k_event_kinds), std::end(k_event_kinds), event.kind) ==
+        std::end(k_event_kinds)) {
+        return false; // a kind this release does not know (a newer one's): kept as it is
+    }
     if (event.kind == "limit") {
         const auto parts = split_spaces(value, 2);
         return parts.size() == 2 && number_part(parts[0], event.limit_from) &&

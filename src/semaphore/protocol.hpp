@@ -94,6 +94,14 @@ inline constexpr std::string_view k_too_large_suffix = ":toolarge"; // the limit
 inline constexpr std::string_view k_released_suffix = ":released";  // its keeper may stop
 inline constexpr std::string_view k_drained_list = "drained";       // a holder left a pause
 
+// The kinds of event a semaphore's history holds: lua/lib/history.lua writes them (its header
+// says what each means), src/semaphore/history.cpp reads them and keeps an event of any other
+// kind (a newer release's) as its stored text. tests/fixtures/events.txt has an example of
+// each, and test_history.cpp's "every kind of event" makes each on a real server.
+inline constexpr std::string_view k_event_kinds[] = {
+    "acquired", "queued", "released", "expired", "unclaimed", "lost",    "left",
+    "dropped",  "gc",     "skipped",  "limit",   "paused",    "resumed", "closed"};
+
 // The commands the scripts run with redis.call, checked against the user's ACL before a
 // script writes anything (lua/lib/main.lua): a script stopped half-way by a refusal would leave
 // its first writes behind. `redsem doctor` probes the same list. INFO, XADD and XTRIM run by

@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include "lua_scripts.hpp"
+#include "semaphore/history.hpp"
 #include "semaphore/keys.hpp"
+#include "semaphore/protocol.hpp"
 #include "support/helpers.hpp"
 #include "support/skip.hpp"
 #include "util/table.hpp"
@@ -843,4 +845,74 @@ TEST_CASE("log says how a run ended: a released event carries its command's exit
     CHECK(table.out.find("command killed by SIGTERM (143)") != std::string::npos);
     CHECK(table.out.find("command exited 143") != std::string::npos);
     CHECK(table.out.find(" \n") == std::string::npos); // no line ends with spaces
+}
+
+TEST_CASE("every kind of event the scripts write on a real server is one the reader knows") {
+    // Each kind of k_event_kinds, made by the scripts themselves; then the stream as stored:
+    // an event of a kind the reader does not know, or in a shape it cannot read, fails here,
+    // and so does a kind of the list that no script wrote any more.
+    RedisServer server;
+    const EnvChanges env = env_for(server);
+    Connection admin = server.admin();
+    Connection client(ConnectOptions{parse_redis_url(server.socket_url())});
+    const Keys keys = Keys::make("redsem", "all");
+    // A call of acquire.lua by hand (under the limit of 2): its kind of reply.
+    const auto acquire = [&](const std::string& token, Milliseconds ttl,
+                             wire::AcquireArgs args = {}) {
+        args.limit = 2;
+        return reply_kind(acquire_by_script(client, keys, token, ttl, false, args));
+    };
+    const auto past = [&](long long ms) {
+        const long long until = server_time_ms(admin) + ms;
+        REQUIRE(wait_until([&] { return server_time_ms(admin) > until; }, 10s));
+    };
+    REQUIRE(run_redsem({"limit", "all", "2"}, env).exit_code == 0);                  // limit
+    const std::string held = acquire_json(server, {"all", "--ttl", "10m"})["token"]; // acquired
+    const std::string brief = "00000000000000000000000000e1f001";
+    REQUIRE(acquire(brief, 300ms) == "ok");
+    CHECK(run_redsem({"acquire", "all", "-w", "0"}, env).exit_code == 75); // skipped
+    // Two waiters (queued): one that never refreshes its place, and one that never collects
+    // what it is handed, with a short lease. Once the first's liveness and the brief lease ran
+    // out, the next call drops the first (dropped), ends the lease (expired) and hands its slot
+    // to the second, and itself waits in vain (left).
+    const std::string idle = "00000000000000000000000000e1f002";
+    const std::string asleep = "00000000000000000000000000e1f003";
+    REQUIRE(acquire(idle, 60'000ms, {.liveness = Milliseconds{100}}) == "wait");
+    REQUIRE(acquire(asleep, 300ms, {.collects = true}) == "wait");
+    past(300);
+    CHECK(run_redsem({"acquire", "all", "-w", "200ms"}, env).exit_code == 75); // left
+    past(300); // the hand-over's lease ran out: the next call finds it unclaimed
+    // The renewal of a lease that ran out: lost.
+    const Reply renewed =
+        client.eval({scripts::k_renew_script, keys.script_keys(),
+                     keys.script_args(wire::renew_args(brief, std::nullopt, false, false))});
+    CHECK(reply_kind(renewed) == "lost");
+    REQUIRE(run_redsem({"release", "all", held}, env).exit_code == 0); // released
+    // A holder whose lease ran out, removed by gc.
+    REQUIRE(acquire("00000000000000000000000000e1f004", 100ms) == "ok");
+    past(150);
+    CHECK(run_redsem({"gc"}, env).exit_code == 0);              // gc
+    REQUIRE(run_redsem({"pause", "all"}, env).exit_code == 0);  // paused
+    REQUIRE(run_redsem({"resume", "all"}, env).exit_code == 0); // resumed
+    REQUIRE(run_redsem({"lost"}, env).exit_code == 0);
+    run_redsem({"acquire", "all", "-w", "0", "--loss-grace", "1m"}, env); // closed
+
+    std::set<std::string> written;
+    const Reply entries = admin.call({"XRANGE", "redsem:{all}:log", "-", "+"});
+    for (const Reply& entry : entries.as_array()) {
+        const auto& fields = entry.at(1).as_array();
+        for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
+            const std::string& kind = fields[i].as_string();
+            const std::string& value = fields[i + 1].as_string();
+            INFO(kind << " " << value);
+            CHECK(std::find(std::begin(k_event_kinds), std::end(k_event_kinds), kind) !=
+                  std::end(k_event_kinds));
+            CHECK(parse_event("all", entry.at(0).as_string(), kind, value).raw.empty());
+            written.insert(kind);
+        }
+    }
+    for (const std::string_view kind : k_event_kinds) {
+        INFO("no script wrote " << kind);
+        CHECK(written.contains(std::string(kind)));
+    }
 }

@@ -1,8 +1,12 @@
-// The records of tests/fixtures/records.txt, the formats the scripts store (lua/lib/call.lua),
-// as src/semaphore/record.cpp reads them: the same fixture that tests/lua/check_records.lua
-// holds lua/lib/records.lua to, so that the two readers cannot drift apart.
+// The stored formats written down once (tests/fixtures): the records of records.txt, the
+// formats the scripts store (lua/lib/call.lua), as src/semaphore/record.cpp reads them, the
+// same fixture that tests/lua/check_records.lua holds lua/lib/records.lua to, so that the two
+// readers cannot drift apart; and the history events of events.txt as
+// src/semaphore/history.cpp reads them.
 #include <catch2/catch.hpp>
 
+#include "semaphore/history.hpp"
+#include "semaphore/protocol.hpp"
 #include "semaphore/record.hpp"
 
 #include <fstream>
@@ -86,4 +90,83 @@ TEST_CASE("every stored record of the fixture reads as it expects, this release'
         }
     }
     CHECK(records >= 10);
+}
+
+namespace {
+
+std::string number(const std::optional<long long>& value) {
+    return value ? std::to_string(*value) : "-";
+}
+
+// What parse_event() makes of `kind` and `value`, as the fixture's keys name it.
+std::map<std::string, std::string> read_event(const std::string& kind, const std::string& value) {
+    const Event event = parse_event("e", "1796314802950-0", kind, value);
+    return {{"raw", event.raw.empty() ? "false" : "true"},
+            {"token", event.token},
+            {"slots", event.slots.empty() ? "-" : joined(event.slots)},
+            {"fence", number(event.fence)},
+            {"duration", number(event.duration_ms)},
+            {"label", event.meta ? event.meta->label : "-"},
+            {"exit", number(event.exit_status)},
+            {"signal", number(event.signal)},
+            {"timed_out", number(event.timed_out_ms)},
+            {"late", event.late.empty() ? "-" : event.late},
+            {"skipped", event.skipped},
+            {"by", std::to_string(event.skipped_for.size())},
+            {"by_token", event.skipped_for.empty() ? "-" : event.skipped_for.front().token},
+            {"until", number(event.kind == "skipped" && !event.skipped_for.empty()
+                                 ? event.skipped_for.front().until_ms
+                                 : event.until_ms)},
+            {"from", number(event.limit_from)},
+            {"to", number(event.limit_to)},
+            {"cause", event.cause},
+            {"lost_at", number(event.lost_at_ms)},
+            {"opens_at", number(event.opens_at_ms)}};
+}
+
+} // namespace
+
+TEST_CASE("every history event of the fixture reads as it expects, and each kind has one") {
+    std::ifstream fixture(REDSEM_FIXTURES "/events.txt");
+    REQUIRE(fixture);
+    std::set<std::string> kinds;
+    std::string line;
+    std::string kind;
+    std::string value;
+    while (std::getline(fixture, line)) {
+        if (line.starts_with("event ")) {
+            const std::size_t space = line.find(' ', 6);
+            REQUIRE(space != std::string::npos);
+            kind = line.substr(6, space - 6);
+            value = line.substr(space + 1);
+            continue;
+        }
+        if (!line.starts_with("expect ")) {
+            continue;
+        }
+        const auto seen = read_event(kind, value);
+        if (seen.at("raw") == "false") {
+            kinds.insert(kind);
+        }
+        std::istringstream expected(line.substr(7));
+        std::string pair;
+        while (expected >> pair) {
+            const std::size_t equals = pair.find('=');
+            REQUIRE(equals != std::string::npos);
+            const std::string key = pair.substr(0, equals);
+            INFO(kind << " " << value << "\n  key " << key);
+            REQUIRE(seen.contains(key));
+            CHECK(seen.at(key) == pair.substr(equals + 1));
+        }
+        // Every example of a known shape is read, not kept as stored, unless it says so.
+        if (line.find("raw=true") == std::string::npos) {
+            INFO(kind << " " << value);
+            CHECK(seen.at("raw") == "false");
+        }
+    }
+    for (const std::string_view known : k_event_kinds) {
+        INFO(known);
+        CHECK(kinds.contains(std::string(known)));
+    }
+    CHECK(kinds.size() == std::size(k_event_kinds));
 }
