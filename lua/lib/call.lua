@@ -31,8 +31,11 @@
 --                            (SLOTS: "3", or "0,3,4" for a holder of several: --slots),
 --                            "w WANTS GRACE SINCE_MS TTL_MS JSON" for a waiter (WANTS: '-' for
 --                            one slot, a count, or 'x' for all of them: --exclusive; GRACE: the
---                            loss grace in ms it asked for itself, '-' for none; JSON: host,
---                            pid, user, label)
+--                            loss grace in ms it asked for itself, '-' for none; JSON: the
+--                            client's metadata, host, pid, pid_of, user, label, ci, and the
+--                            fields acquire.lua adds, keeper, collects, once_per, at_most_once,
+--                            attempts); tests/fixtures/records.txt has every kind, which both
+--                            readers are held to
 --   KEYS[4] queue    zset    waiter token -> ticket (arrival order, assigned here)
 --   KEYS[5] alive    zset    token -> deadline: a waiter's liveness, or for a slot handed to a
 --                            waiter, the time by which it must have collected the grant
