@@ -13,7 +13,7 @@
 _redsem_value_opts() {
     local opts='-u --url --prefix --connect-timeout --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni'
     case $1 in
-        acquire) opts+=' -n --limit --slots --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --while-pid --on-lost --kill-after' ;;
+        acquire) opts+=' -n --limit --slots --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --while-pid --on-lost --kill-after --max-hold' ;;
         renew) opts+=' --ttl --replicas' ;;
         run) opts+=' -n --limit --slots --ttl -w --wait -E --conflict-exit-code --label --loss-grace --replicas --on-lost --kill-after --max-run --lost-exit-code --once-per --attempts -c --command' ;;
         status) opts+=' --format' ;;
@@ -30,7 +30,7 @@ _redsem_all_opts() {
     local opts='-h --help -u --url --prefix --connect-timeout --password-file --sentinel-password-file --cacert --cacertdir --cert --key --sni --insecure'
     case $1 in
         '') opts+=' --version' ;;
-        acquire) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --through-loss --replicas -q --quiet --json --while-pid --on-lost --kill-after' ;;
+        acquire) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --through-loss --replicas -q --quiet --json --while-pid --on-lost --kill-after --max-hold' ;;
         renew) opts+=' --ttl --replicas' ;;
         run) opts+=' -n --limit --slots --exclusive --ttl -w --wait -E --conflict-exit-code --label --loss-grace --through-loss --replicas -q --quiet --on-lost --kill-after --max-run --lost-exit-code --once-per --at-most-once --attempts -c --command' ;;
         status) opts+=' --json --format --watch --names' ;;

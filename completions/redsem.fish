@@ -15,12 +15,13 @@ function __redsem_value_opts
     switch "$argv[1]"
         case acquire
             printf '%s\n' -n --limit --slots --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
-                --replicas --while-pid --on-lost --kill-after
+                --replicas --while-pid --on-lost --kill-after --max-hold
         case renew
             printf '%s\n' --ttl --replicas
         case run
             printf '%s\n' -n --limit --slots --ttl -w --wait -E --conflict-exit-code --label --loss-grace \
-                --replicas --on-lost --kill-after --lost-exit-code --once-per -c --command
+                --replicas --on-lost --kill-after --max-run --lost-exit-code --once-per --attempts \
+                -c --command
         case status
             printf '%s\n' --format
         case limit
@@ -269,6 +270,7 @@ complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l json -d 'Print 
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l while-pid -x -a '(__fish_complete_pids)' -d 'Hold the slot for the life of process PID'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l on-lost -x -a 'TERM INT HUP KILL USR1 USR2 QUIT ALRM none' -d 'Signal for PID when the lease is lost'
 complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l kill-after -x -d 'SIGKILL PID and its descendants this long after the --on-lost signal (DUR)'
+complete -c redsem -n '__redsem_seen_subcommand_from acquire' -l max-hold -x -d 'hold the slot for at most DUR from its grant (no renewal past it)'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l history -x -d 'Events the history of NAME keeps (0: none)'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l unset -d 'Give up the limit and history length set here'
 complete -c redsem -n '__redsem_seen_subcommand_from limit' -l json -d 'Print JSON'

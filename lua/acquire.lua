@@ -2,7 +2,7 @@
 -- KEYS: see lib/call.lua.
 -- Arguments (ARGV[1], ARGV[2] and the encoding: see lib/call.lua):
 --- @args token limit ttl_ms mode liveness_ms meta known grace_ms wants first_answer_ms
---- @args once_per_ms at_most_once attempts keeper collects
+--- @args once_per_ms at_most_once attempts keeper max_hold_ms collects
 --   token            the caller's (caller-generated, 128 random bits)
 --   limit            the limit, or '' for the stored one (1 for a new semaphore)
 --   ttl_ms           the lease's ttl
@@ -29,6 +29,8 @@
 --   at_most_once     '1' (with once_per_ms): also skip where a run's outcome is unknown
 --   attempts         '' or (with once_per_ms) how many runs of one occurrence may fail
 --   keeper           '1' when a keeper process renews the lease (acquire --while-pid)
+--   max_hold_ms      '' or how long after its grant the lease may last at most, however
+--                    often it is renewed (acquire --max-hold; see renew.lua)
 --   collects         '1' when the caller collects a hand-over itself (COLLECTS_FIELD)
 -- The record stores the caller's metadata (for people) with the fields these give
 -- (occurrence_fields(), caller_fields()), as the releases before this one read them.
@@ -87,7 +89,8 @@ local req = {
     token = args.token, ttl = tonumber(args.ttl_ms), limit = tonumber(args.limit) or state.limit or 1,
     liveness = tonumber(args.liveness_ms), grace = tonumber(args.grace_ms), asks = asks, now = now,
     json = with_fields(args.meta, occurrence_fields(asks) ..
-                                  caller_fields(args.keeper == '1', args.collects == '1')),
+                                  caller_fields(args.keeper == '1', args.collects == '1',
+                                                tonumber(args.max_hold_ms))),
     started = now, closed = {for_ms = 0}
 }
 local token, limit, json = req.token, req.limit, req.json

@@ -11,6 +11,8 @@
 --             renew` of a token it was given): a token this semaphore does not have is then no
 --             lease that was lost (it may never have existed), and logs no `lost`. A process
 --             that was granted the lease (run's heartbeat, a keeper) sends ''.
+-- A lease acquired with --max-hold (the record's max_hold_ms) is never renewed past its grant
+-- plus that bound: the reply then adds capped 1.
 -- Reply, by kind: renewed, with deadline_ms, now_ms, ttl_ms (the longer of ttl_ms and the
 -- lease's own ttl); lost: the token holds nothing (its lease had run out, it was released, or
 -- it never existed), so the caller has lost its slot, with why ('expired': its deadline had
@@ -66,7 +68,12 @@ local ttl = tonumber(args.ttl_ms) or kept_ttl
 -- Never shortens: a renew with a short --ttl from inside `run`, or of a keeper's token, would
 -- otherwise let another holder in while the process that renews it counts on the deadline it
 -- was given. Neither the deadline nor the ttl later renewals use ever moves back.
-deadline = math.max(deadline, now + ttl)
+local capped = nil
+local bound = info and info.since and max_hold_of(info.json)
+if bound and now + ttl > info.since + bound then
+    capped = math.max(deadline, info.since + bound) -- (never shorter than it was)
+end
+deadline = capped or math.max(deadline, now + ttl)
 ttl = math.max(ttl, kept_ttl)
 redis.call('ZADD', call.k_holders, 'XX', deadline, token)
 note_deadline(call, state, deadline)
@@ -74,4 +81,7 @@ if info and info.kind == 'h' and info.slots and (info.ttl ~= ttl or args.replica
     redis.call('HSET', call.k_info, token, holder_info(info.slots, tonumber(info.fence), info.since, ttl, info.json))
 end
 touch(call, state, deadline)
+if capped then
+    return {'kind', 'renewed', 'deadline_ms', deadline, 'now_ms', now, 'ttl_ms', ttl, 'capped', 1}
+end
 return {'kind', 'renewed', 'deadline_ms', deadline, 'now_ms', now, 'ttl_ms', ttl}

@@ -2,7 +2,7 @@
 -- lib/call.lua describes.
 -- Provides: parse_info(raw), holder_info(slots, fence, now, ttl, json),
 --   weight_of(info, limit), handover_collected(call, token, json), with_fields(json, text),
---   caller_fields(keeper, collects), and the constant KEEPER_MARK.
+--   caller_fields(keeper, collects, max_hold), max_hold_of(json), and the constant KEEPER_MARK.
 -- Uses the protocol's COLLECTS_FIELD.
 --- @include "call"
 --- @include "slots"
@@ -13,6 +13,9 @@
 -- a string a quote would be escaped, so only the field itself matches.
 local KEEPER_MARK = '"keeper":true'
 local COLLECTS_MARK = '"' .. COLLECTS_FIELD .. '":true'
+-- The longest a lease may last after its grant, however often it is renewed (acquire
+-- --max-hold; renew.lua), in ms. Older releases do not know it: their renew ignores it.
+local MAX_HOLD_FIELD = 'max_hold_ms'
 
 -- `json` with `text` (',"name":value...') added to its fields (none to a JSON that is not an
 -- object: edited by hand).
@@ -27,9 +30,16 @@ local function with_fields(json, text)
 end
 
 -- The fields (with_fields()'s text) a caller's record stores for a caller that is a keeper,
--- and one that collects its hand-overs.
-local function caller_fields(keeper, collects)
-    return (keeper and ',' .. KEEPER_MARK or '') .. (collects and ',' .. COLLECTS_MARK or '')
+-- one that collects its hand-overs, and one whose lease lasts at most `max_hold` ms (nil: no
+-- bound).
+local function caller_fields(keeper, collects, max_hold)
+    return (keeper and ',' .. KEEPER_MARK or '') .. (collects and ',' .. COLLECTS_MARK or '') ..
+           (max_hold and ',"' .. MAX_HOLD_FIELD .. '":' .. int_str(max_hold) or '')
+end
+
+-- The bound in ms that the record's JSON `json` puts on its lease after the grant, nil for none.
+local function max_hold_of(json)
+    return tonumber(string.match(json, '"' .. MAX_HOLD_FIELD .. '":(%d+)'))
 end
 
 -- An info entry (KEYS[3]) as a table {kind, slot, slots, fence, since, ttl, json}, and for a

@@ -100,6 +100,10 @@ int run_acquire(const AcquireArgs& args, const GlobalOptions& global) {
     }
     ParsedRequest parsed = parse_slot_request(args.request, "", std::move(owner));
     parsed.options.keeper = watched.has_value();
+    if (args.max_hold) {
+        parsed.options.max_hold = args.max_hold;
+        parsed.options.ttl = std::min(parsed.options.ttl, *args.max_hold);
+    }
     const std::string prefix = resolve_prefix(global);
     const ConnectOptions connect = resolve_connection(global);
     Connection connection(connect);

@@ -26,6 +26,7 @@ struct AcquireArgs {
     std::optional<long long> while_pid;
     std::optional<int> on_lost; // a signal, 0 for none
     std::optional<Milliseconds> kill_after;
+    std::optional<Milliseconds> max_hold; // the lease cannot be renewed past grant + this
 };
 int run_acquire(const AcquireArgs& args, const GlobalOptions& global);
 

@@ -264,6 +264,10 @@ Runner setup_acquire(CLI::App& command, const GlobalOptions& global) {
                                  "for TERM, INT, HUP and QUIT; other signals: never)",
                                  format_duration(k_default_kill_after)))
         ->type_name("DUR");
+    add_typed_option(command, "--max-hold", args->max_hold, parse_ttl,
+                     "Hold the slot for at most DUR from its grant: the lease cannot be renewed "
+                     "past it (also by a --while-pid keeper), and --ttl is at most DUR")
+        ->type_name("DUR");
     return [args, &global] { return run_acquire(*args, global); };
 }
 

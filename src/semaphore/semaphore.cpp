@@ -262,6 +262,7 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
                                    .first_answer_ms = first_answer_ms,
                                    .once_per = options.once_per,
                                    .keeper = options.keeper,
+                                   .max_hold = options.max_hold,
                                    .collects = true}),
                Proof::admits);
 }

@@ -162,7 +162,9 @@ struct AcquireOptions {
     std::optional<Milliseconds> wait; // nullopt: wait for ever; 0: try once
     HolderMeta meta;                  // for people: status, log (to_json())
     std::optional<OncePer> once_per{};
-    bool keeper = false;   // a keeper process renews the lease (acquire --while-pid)
+    bool keeper = false; // a keeper process renews the lease (acquire --while-pid)
+    // acquire --max-hold: no renewal moves the lease past its grant + this (lua/renew.lua).
+    std::optional<Milliseconds> max_hold{};
     int interrupt_fd = -1; // readable => stop waiting, leave the queue, throw WaitInterrupted
     std::function<void(const QueuePosition&)> on_wait; // called each time the waiter is queued
     // Refresh the place in the queue every k_waiter_refresh however far back it is, so that
@@ -231,6 +233,7 @@ struct Renewal {
     long long deadline_ms = 0;
     long long server_now_ms = 0;
     Milliseconds ttl{0}; // the lease's ttl from now on
+    bool capped = false; // the deadline is the grant + --max-hold: no renewal moves it further
 };
 
 // A semaphore's limit, as `redsem limit` shows it.

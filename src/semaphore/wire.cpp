@@ -166,6 +166,7 @@ std::vector<std::string> acquire_args(const AcquireArgs& args) {
                   {"at_most_once", args.once_per && args.once_per->at_most_once ? "1" : ""},
                   {"attempts", args.once_per ? std::to_string(args.once_per->attempts) : ""},
                   {"keeper", args.keeper ? "1" : ""},
+                  {"max_hold_ms", args.max_hold ? std::to_string(args.max_hold->count()) : ""},
                   {"collects", args.collects ? "1" : ""}});
 }
 
@@ -319,7 +320,8 @@ RenewReply decode_renew(const Reply& reply) {
     if (kind == "renewed") {
         return Renewal{.deadline_ms = fields.integer("deadline_ms"),
                        .server_now_ms = fields.integer("now_ms"),
-                       .ttl = fields.ms("ttl_ms")};
+                       .ttl = fields.ms("ttl_ms"),
+                       .capped = fields.has("capped")};
     }
     if (kind == "lost") {
         return Lost{.loss = {.why = fields.string("why"),

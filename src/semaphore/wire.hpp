@@ -81,8 +81,9 @@ struct AcquireArgs {
     // The server time of this caller's first answer, kept across a place it lost: it belongs
     // to the occurrence in force then (run --once-per). nullopt before any answer.
     std::optional<long long> first_answer_ms{};
-    std::optional<OncePer> once_per{}; // run --once-per
-    bool keeper = false;               // a keeper process renews the lease (--while-pid)
+    std::optional<OncePer> once_per{};      // run --once-per
+    bool keeper = false;                    // a keeper process renews the lease (--while-pid)
+    std::optional<Milliseconds> max_hold{}; // acquire --max-hold
     // The caller collects a hand-over itself, removing its claim deadline from the alive set
     // (Semaphore::wait_for_hand_over()); a caller of 0.1.0 did not.
     bool collects = false;

@@ -601,3 +601,63 @@ TEST_CASE("every subcommand tells a missing password the same way, run included 
         CHECK(line_count(result.err) == 1);
     }
 }
+
+TEST_CASE("acquire --max-hold: no renewal moves the lease past its grant plus the bound, and "
+          "renew says so once the bound is reached") {
+    RedisServer server;
+    const auto env = env_for(server);
+    Connection admin = server.admin();
+    // --ttl is at most the bound: the first lease already ends with it.
+    const auto lease = acquire_json(server, {"mh", "--max-hold", "3s", "--ttl", "1m"});
+    const std::string token = lease["token"];
+    CHECK(lease["ttl_ms"] == 3000);
+    const long long granted = lease["deadline_ms"].get<long long>() - 3000;
+    const long long bound = granted + 3000;
+    const auto deadline = [&] {
+        return std::stoll(admin.call({"ZSCORE", "redsem:{mh}:holders", token}).as_string());
+    };
+    // A renewal that would reach past the bound stops at it, says so, and succeeds.
+    const auto capped = run_redsem({"renew", "mh", token, "--ttl", "10s"}, env);
+    CHECK(capped.exit_code == 0);
+    CHECK(capped.err.starts_with("redsem: the lease of 'mh' ends at "));
+    CHECK(capped.err.ends_with(", as acquire --max-hold bounds it; no renewal moves it "
+                               "further\n"));
+    CHECK(line_count(capped.err) == 1);
+    CHECK(deadline() == bound);
+    // Once the bound passed, the lease is gone like any that ran out.
+    REQUIRE(wait_until([&] { return server_time_ms(admin) > bound; }, 10s));
+    CHECK(run_redsem({"renew", "mh", token}, env).exit_code == 1);
+    CHECK(zcard(admin, "redsem:{mh}:holders") == 0);
+    // Within the bound a renewal is an ordinary one, and says nothing.
+    const auto roomy = acquire_json(server, {"mh2", "--max-hold", "1h", "--ttl", "1s"});
+    const auto renewed =
+        run_redsem({"renew", "mh2", roomy["token"].get<std::string>(), "--ttl", "5s"}, env);
+    CHECK(renewed.exit_code == 0);
+    CHECK(renewed.err.empty());
+    // Bad bounds are usage errors, and take no slot.
+    for (const std::string bad : {"0", "50ms", "soon", "-1s"}) {
+        INFO(bad);
+        const auto refused = run_redsem({"acquire", "mh3", "--max-hold", bad}, env);
+        CHECK(refused.exit_code == 64);
+        CHECK(refused.err.starts_with("redsem: error: --max-hold"));
+    }
+    CHECK(zcard(admin, "redsem:{mh3}:holders") == 0);
+}
+
+TEST_CASE("acquire --max-hold with --while-pid: the keeper's renewals stop at the bound, and "
+          "PID gets the --on-lost signal") {
+    RedisServer server;
+    const auto env = env_for(server);
+    Connection admin = server.admin();
+    const auto holder =
+        Child::shell("trap 'echo got TERM; exit 0' TERM; while :; do sleep 0.1; done");
+    const auto lease = acquire_json(server, {"kept", "--max-hold", "2s", "--ttl", "1s",
+                                             "--while-pid", std::to_string(holder->pid())});
+    const long long bound = lease["deadline_ms"].get<long long>() - 1000 + 2000;
+    // The keeper renews past the first lease (1s), then no further than the bound.
+    REQUIRE(wait_until([&] { return server_time_ms(admin) > bound - 500; }, 10s));
+    CHECK(zcard(admin, "redsem:{kept}:holders") == 1);
+    const auto result = holder->wait(15s);
+    CHECK(result.out == "got TERM\n");
+    CHECK(server_time_ms(admin) >= bound);
+}

@@ -4,7 +4,7 @@
 -- the keys the scripts read. Prints one line per disagreement; exits 1 when there is any.
 local READS = {kind = true, slots = true, fence = true, wants = true, grace = true, since = true,
                ttl = true, keeper = true, once_per = true, at_most_once = true, attempts = true,
-               collects = true}
+               collects = true, max_hold = true}
 -- Read by src/semaphore/record.cpp only (tests/unit/test_stored_formats.cpp checks them).
 local READ_ELSEWHERE = {host = true, pid = true, pid_of = true, user = true, label = true}
 
@@ -25,7 +25,8 @@ local function read(raw)
                   collects = bool(string.find(info.json, '"' .. COLLECTS_FIELD .. '":true', 1, true)),
                   once_per = asks and int_str(asks.window) or '-',
                   at_most_once = bool(asks and asks.at_most_once),
-                  attempts = asks and asks.attempts and int_str(asks.attempts) or '-'}
+                  attempts = asks and asks.attempts and int_str(asks.attempts) or '-',
+                  max_hold = max_hold_of(info.json) and int_str(max_hold_of(info.json)) or '-'}
     if info.kind == 'h' then
         seen.slots = info.slots and table.concat(info.slots, ',') or 'bad'
     else

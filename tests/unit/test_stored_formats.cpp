@@ -22,8 +22,8 @@ namespace {
 // The keys of an expect line that this reader checks, and those only the scripts read.
 const std::set<std::string> k_reads = {"kind", "slots", "fence",  "wants", "since", "ttl",
                                        "host", "pid",   "pid_of", "user",  "label", "keeper"};
-const std::set<std::string> k_read_by_lua = {"grace", "once_per", "at_most_once", "attempts",
-                                             "collects"};
+const std::set<std::string> k_read_by_lua = {"grace",    "once_per", "at_most_once",
+                                             "attempts", "collects", "max_hold"};
 
 std::string joined(const std::vector<long long>& slots) {
     std::string text;
