@@ -25,6 +25,20 @@ const std::set<std::string> k_reads = {"kind", "slots", "fence",  "wants", "sinc
 const std::set<std::string> k_read_by_lua = {"grace",    "once_per", "at_most_once",
                                              "attempts", "collects", "max_hold"};
 
+// The keys and values of an "expect key=value ..." line of a fixture; fails the test on a
+// word that is not key=value.
+std::vector<std::pair<std::string, std::string>> expected(const std::string& line) {
+    std::vector<std::pair<std::string, std::string>> pairs;
+    std::istringstream words(line.substr(std::string("expect ").size()));
+    std::string word;
+    while (words >> word) {
+        const std::size_t equals = word.find('=');
+        REQUIRE(equals != std::string::npos);
+        pairs.emplace_back(word.substr(0, equals), word.substr(equals + 1));
+    }
+    return pairs;
+}
+
 std::string joined(const std::vector<long long>& slots) {
     std::string text;
     for (const long long slot : slots) {
@@ -76,16 +90,11 @@ TEST_CASE("every stored record of the fixture reads as it expects, this release'
         }
         ++records;
         const auto seen = read(raw);
-        std::istringstream expected(line.substr(7));
-        std::string pair;
-        while (expected >> pair) {
-            const std::size_t equals = pair.find('=');
-            REQUIRE(equals != std::string::npos);
-            const std::string key = pair.substr(0, equals);
+        for (const auto& [key, value] : expected(line)) {
             INFO(raw << "\n  key " << key);
             CHECK((k_reads.contains(key) || k_read_by_lua.contains(key)));
             if (k_reads.contains(key)) {
-                CHECK(seen.at(key) == pair.substr(equals + 1));
+                CHECK(seen.at(key) == value);
             }
         }
     }
@@ -148,15 +157,10 @@ TEST_CASE("every history event of the fixture reads as it expects, and each kind
         if (seen.at("raw") == "false") {
             kinds.insert(kind);
         }
-        std::istringstream expected(line.substr(7));
-        std::string pair;
-        while (expected >> pair) {
-            const std::size_t equals = pair.find('=');
-            REQUIRE(equals != std::string::npos);
-            const std::string key = pair.substr(0, equals);
+        for (const auto& [key, wanted] : expected(line)) {
             INFO(kind << " " << value << "\n  key " << key);
             REQUIRE(seen.contains(key));
-            CHECK(seen.at(key) == pair.substr(equals + 1));
+            CHECK(seen.at(key) == wanted);
         }
         // Every example of a known shape is read, not kept as stored, unless it says so.
         if (line.find("raw=true") == std::string::npos) {
