@@ -238,7 +238,8 @@ std::vector<std::string> acquire_named(const Keys& keys, const std::string& toke
 // The keys of semaphore `name` that exist on the server of `admin`.
 std::vector<std::string> keys_of(Connection& admin, const std::string& name) {
     std::vector<std::string> found;
-    for (const Reply& key : admin.call({"KEYS", "redsem:{" + name + "}:*"}).as_array()) {
+    const Reply keys = admin.call({"KEYS", "redsem:{" + name + "}:*"});
+    for (const Reply& key : keys.as_array()) {
         found.push_back(key.as_string());
     }
     return found;
