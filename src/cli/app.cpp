@@ -192,19 +192,31 @@ std::span<const Command> commands() {
     return k_commands;
 }
 
+void declare_globals(CLI::App& app, GlobalOptions& global) {
+    app.description("redsem: a counting semaphore on Redis for shell scripts, cron jobs and CI.");
+    app.name("redsem");
+    app.set_version_flag("--version", version_text());
+    app.require_subcommand(1);
+    app.footer(exit_status_text());
+    app.formatter(std::make_shared<HelpFormatter>()); // the subcommands take it over
+    add_global_options(app, global);
+}
+
+Runner declare_command(CLI::App& app, const Command& command, const GlobalOptions& global) {
+    CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
+    sub->fallthrough();
+    sub->footer(std::string(k_global_footer));
+    return command.setup(*sub, global);
+}
+
 int main(int argc, char** argv) {
     forbid_inspection();
     reserve_standard_descriptors();
     ignore_sigpipe();
     watch_stops(); // (RetryPolicy)
-    CLI::App app{"redsem: a counting semaphore on Redis for shell scripts, cron jobs and CI.",
-                 "redsem"};
-    app.set_version_flag("--version", version_text());
-    app.require_subcommand(1);
-    app.footer(exit_status_text());
-    app.formatter(std::make_shared<HelpFormatter>()); // the subcommands take it over
+    CLI::App app;
     GlobalOptions global;
-    add_global_options(app, global);
+    declare_globals(app, global);
 
     // Only the invoked command is built (building them all was most of the work of starting
     // up); all of them when the command cannot be told before parsing (redsem --help).
@@ -218,10 +230,8 @@ int main(int argc, char** argv) {
         if (invoked_at < words.size() && words[invoked_at] != command.name) {
             continue;
         }
-        CLI::App* sub = app.add_subcommand(std::string(command.name), std::string(command.summary));
-        sub->fallthrough();
-        sub->footer(std::string(k_global_footer));
-        runners[sub] = command.setup(*sub, global);
+        Runner runner = declare_command(app, command, global);
+        runners[app.get_subcommand(std::string(command.name))] = std::move(runner);
     }
     if (runners.empty()) {
         // CLI11 never sees the other commands' names: the unknown one is refused here.

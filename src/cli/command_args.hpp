@@ -70,7 +70,7 @@ int run_run(const RunArgs& args, const GlobalOptions& global);
 struct StatusArgs {
     std::vector<std::string> names;
     bool json = false;
-    std::optional<std::string> format;
+    std::optional<std::string> format; // table, json or prometheus (checked as parsed)
     bool watch = false;
     bool names_only = false;
 };

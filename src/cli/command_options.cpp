@@ -24,6 +24,13 @@ namespace redsem::cli {
 
 namespace {
 
+// Whether `text` is `word` (lower case) in any case.
+bool equal_ignoring_case(std::string_view text, std::string_view word) {
+    return std::equal(text.begin(), text.end(), word.begin(), word.end(), [](char a, char b) {
+        return std::tolower(static_cast<unsigned char>(a)) == b;
+    });
+}
+
 // -n's value; the message says what flock's -n would be here.
 long long parse_limit_or_hint(const std::string& text, const char* option) {
     if (const auto limit = parse_integer(text, k_min_limit, k_max_limit)) {
@@ -100,7 +107,7 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
                     "Text shown beside this holder in status (then no CI job is recorded)")
         ->type_name("TEXT");
     add_typed_option(command, "--loss-grace", request.loss_grace, parse_loss_grace,
-                     fmt::format("After Redis may have lost data (restart, fail-over), wait DUR "
+                     fmt::format("Wait DUR after Redis may have lost data (restart, fail-over) "
                                  "before taking a slot, for this call only (0 to {}; default: "
                                  "{}, as every client)",
                                  format_duration(k_default_loss_grace),
@@ -126,22 +133,31 @@ void add_name_and_token(CLI::App& command, std::string& name, std::string& token
         ->required();
 }
 
+// The signals acquire's --on-lost names (also as SIGTERM, term or 15), and "none".
+constexpr std::pair<std::string_view, int> k_signals[] = {
+    {"TERM", SIGTERM}, {"INT", SIGINT},   {"HUP", SIGHUP},   {"KILL", SIGKILL},
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"QUIT", SIGQUIT}, {"ALRM", SIGALRM}};
+constexpr std::string_view k_no_signal = "none";
+
+// run's --on-lost: the first stops COMMAND, the second lets it run on.
+constexpr std::string_view k_lost_actions[] = {"term", "ignore"};
+
+// status --format.
+constexpr std::string_view k_status_formats[] = {"table", "json", "prometheus"};
+
 // The signal --on-lost names: TERM, SIGTERM, term or 15; 0 for "none".
 int parse_signal(const std::string& text, const char* option) {
-    static constexpr std::pair<std::string_view, int> k_names[] = {
-        {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
-        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}};
     std::string name;
     for (const char c : text) {
         name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     }
-    if (name == "NONE") {
+    if (equal_ignoring_case(text, k_no_signal)) {
         return 0;
     }
     if (name.starts_with("SIG")) {
         name.erase(0, 3);
     }
-    for (const auto& [known, number] : k_names) {
+    for (const auto& [known, number] : k_signals) {
         if (name == known) {
             return number;
         }
@@ -200,16 +216,23 @@ Milliseconds parse_once_per(const std::string& text, const char* option) {
 // --on-lost ACTION, in any case: whether a lost slot stops the command ('term') or lets it
 // run on ('ignore').
 bool parse_lost_action(const std::string& text, const char* option) {
-    const auto is = [&](std::string_view word) {
-        return std::equal(text.begin(), text.end(), word.begin(), word.end(), [](char a, char b) {
-            return std::tolower(static_cast<unsigned char>(a)) == b;
-        });
-    };
-    if (is("term") || is("ignore")) {
-        return is("term");
+    const auto [term, ignore] = k_lost_actions;
+    if (equal_ignoring_case(text, term) || equal_ignoring_case(text, ignore)) {
+        return equal_ignoring_case(text, term);
     }
     throw UsageError(
-        fmt::format("{}: '{}' is not 'term' or 'ignore'", option, printable(text, 100)));
+        fmt::format("{}: '{}' is not '{}' or '{}'", option, printable(text, 100), term, ignore));
+}
+
+// --format FORMAT, as written.
+std::string parse_status_format(const std::string& text, const char* option) {
+    if (std::find(std::begin(k_status_formats), std::end(k_status_formats), text) ==
+        std::end(k_status_formats)) {
+        throw UsageError(fmt::format("{}: '{}' is not {}, {} or {}", option, printable(text),
+                                     k_status_formats[0], k_status_formats[1],
+                                     k_status_formats[2]));
+    }
+    return text;
 }
 
 // --for's value.
@@ -247,8 +270,8 @@ Runner setup_acquire(CLI::App& command, const GlobalOptions& global) {
                         "renew'; with --while-pid, for as long as process PID lives.");
     add_slot_options(command, args->request);
     command.add_flag("--json", args->json,
-                     "Print name, token, fence, slot, slots, limit, ttl_ms, deadline_ms, "
-                     "deadline and keeper_pid as JSON (see redsem(1))");
+                     "Print the result as JSON: name, token, fence, slot, slots, limit, ttl_ms, "
+                     "deadline_ms, deadline and keeper_pid (see redsem(1))");
     add_typed_option(command, "--while-pid", args->while_pid, parse_pid,
                      "Hold the slot for the life of process PID (e.g. $$): a detached keeper "
                      "process renews the lease while PID lives and releases the slot when it "
@@ -360,10 +383,9 @@ Runner setup_status(CLI::App& command, const GlobalOptions& global) {
                         "semaphore under the prefix. Changes nothing.");
     command.add_option("NAME", args->names, "Semaphore names (default: all)");
     command.add_flag("--json", args->json, "Print JSON (schema in redsem(1)); as --format json");
-    command
-        .add_option("--format", args->format,
-                    "table (default), json, or prometheus: metrics in the Prometheus text format, "
-                    "for node_exporter's textfile collector")
+    add_typed_option(command, "--format", args->format, parse_status_format,
+                     "Output format: table (default), json, or prometheus (metrics in the "
+                     "Prometheus text format, for node_exporter's textfile collector)")
         ->type_name("FORMAT");
     command.add_flag("--watch", args->watch,
                      "On a terminal, redraw the table as it changes (at each event, or every "
@@ -406,8 +428,9 @@ Runner setup_limit(CLI::App& command, const GlobalOptions& global) {
         ->excludes(limit)
         ->excludes(history);
     command.add_flag("--json", args->json,
-                     "Print name, limit, stored (false: a new semaphore), held, queued, history "
-                     "and admission (closed after a possible loss of data?) as JSON");
+                     "Print the result as JSON: name, limit, stored (false: a new semaphore), "
+                     "held, queued, history and admission (closed after a possible loss of "
+                     "data?)");
     return [args, &global] { return run_limit(*args, global); };
 }
 
@@ -420,8 +443,8 @@ Runner setup_pause(CLI::App& command, const GlobalOptions& global) {
         "--for; gc and key expiry keep it.");
     add_pause_options(command, *args);
     command.add_flag("--json", args->json,
-                     "Print name, paused (who, reason, since, until), limit, held and queued as "
-                     "JSON");
+                     "Print the result as JSON: name, paused (who, reason, since, until), limit, "
+                     "held and queued");
     return [args, &global] { return run_pause(*args, global); };
 }
 
@@ -433,8 +456,8 @@ Runner setup_resume(CLI::App& command, const GlobalOptions& global) {
     add_name(command, *args);
     command.add_flag("-q,--quiet", args->quiet, "No notice when NAME was not paused");
     command.add_flag("--json", args->json,
-                     "Print name, paused (the pause that ended, or null), limit, held and "
-                     "queued as JSON");
+                     "Print the result as JSON: name, paused (the pause that ended, or null), "
+                     "limit, held and queued");
     return [args, &global] { return run_resume(*args, global); };
 }
 
@@ -451,7 +474,8 @@ Runner setup_drain(CLI::App& command, const GlobalOptions& global) {
         ->type_name("DUR");
     command.add_flag("-q,--quiet", args->quiet, "No line on stderr while waiting");
     command.add_flag("--json", args->json,
-                     "Print name, paused, limit, held and queued as JSON once drained");
+                     "Print the result as JSON once drained: name, paused, limit, held and "
+                     "queued");
     return [args, &global] { return run_drain(*args, global); };
 }
 
@@ -465,8 +489,8 @@ Runner setup_lost(CLI::App& command, const GlobalOptions& global) {
         "to every semaphore under the prefix (on a Redis Cluster: every one that exists).");
     command.add_flag("-q,--quiet", args->quiet, "No notice on stderr");
     command.add_flag("--json", args->json,
-                     "Print prefix, lost_at, opens_at (the default grace) and, on a Redis "
-                     "Cluster, the semaphores as JSON");
+                     "Print the result as JSON: prefix, lost_at, opens_at (the default grace) "
+                     "and, on a Redis Cluster, the semaphores");
     return [args, &global] { return run_lost(*args, global); };
 }
 
@@ -499,6 +523,24 @@ Runner setup_doctor(CLI::App& command, const GlobalOptions& global) {
         "unreachable; 77: login refused.");
     command.add_flag("--json", args->json, "Print JSON (schema in redsem(1))");
     return [args, &global] { return run_doctor(*args, global); };
+}
+
+std::vector<std::string> value_choices(std::string_view type) {
+    std::vector<std::string> choices;
+    if (type == "SIGNAL") {
+        for (const auto& [name, number] : k_signals) {
+            choices.emplace_back(name);
+        }
+        choices.emplace_back(k_no_signal);
+    } else if (type == "ACTION") {
+        choices.assign(std::begin(k_lost_actions), std::end(k_lost_actions));
+    } else if (type == "FORMAT") {
+        choices.assign(std::begin(k_status_formats), std::end(k_status_formats));
+    } else if (type == "URL") {
+        // What parse_url reads, as the start of a URL (redis+unix:// is unix:// again).
+        choices = {"redis://", "rediss://", "redis-sentinel://", "rediss-sentinel://", "unix://"};
+    }
+    return choices;
 }
 
 void add_global_options(CLI::App& app, GlobalOptions& options) {

@@ -2,7 +2,9 @@
 
 #include <functional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/options.hpp"
 
@@ -40,6 +42,10 @@ Runner setup_drain(CLI::App& command, const GlobalOptions& global);
 Runner setup_lost(CLI::App& command, const GlobalOptions& global);
 Runner setup_log(CLI::App& command, const GlobalOptions& global);
 Runner setup_doctor(CLI::App& command, const GlobalOptions& global);
+
+// The values an option whose value has `type` (SIGNAL, ACTION, FORMAT) offers, from the lists
+// its converter reads, and the schemes a URL starts with; empty for the other types.
+std::vector<std::string> value_choices(std::string_view type);
 
 // Adds the global options to `app` (the main app; subcommands fall through to it).
 void add_global_options(CLI::App& app, GlobalOptions& options);

@@ -59,7 +59,7 @@ std::optional<Milliseconds> resolve_loss_grace(std::optional<Milliseconds> optio
 // number from 0 to k_max_replicas.
 inline constexpr long long k_max_replicas = 64;
 inline constexpr const char* k_replicas_help =
-    "Count a slot as held (or renewed) only once N replicas have it (WAIT), so that it "
+    "Count a slot as held, or renewed, only once N replicas have it (WAIT), so that it "
     "survives a failover; fewer in time: exit 69 (default: $REDSEM_REPLICAS or 0)";
 long long parse_replicas(const std::string& text, const char* option);
 long long resolve_replicas(std::optional<long long> option);

@@ -636,11 +636,7 @@ int run_status(const StatusArgs& given, const GlobalOptions& global) {
             args.names.push_back(name);
         }
     }
-    std::string format = args.format.value_or(args.json ? "json" : "table");
-    if (format != "table" && format != "json" && format != "prometheus") {
-        throw UsageError(
-            fmt::format("--format: '{}' is not table, json or prometheus", printable(format)));
-    }
+    const std::string format = args.format.value_or(args.json ? "json" : "table");
     if (args.json && format != "json") {
         throw UsageError("--json and --format " + format + " exclude each other");
     }

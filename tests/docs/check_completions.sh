@@ -131,6 +131,22 @@ expect zsh "redsem doctor --j" "--json" "$(zsh_complete 'redsem doctor --j')"
 expect zsh "redsem --url PURL --password-file F status " "gamma" "$(zsh_complete "redsem --url $purl --password-file $dir/pw status ")"
 expect zsh "redsem --url URL doctor (no options)" "" "$(zsh_complete "redsem --url $url doctor " | grep -v -- '^-')"
 
+# Every option --help lists, and no other, is offered after "SUB --" in each shell: read from
+# the option lines of each --help, not from the table the completions are generated from.
+help_options() { # help_options [SUB]: the long options at the start of --help's option lines
+    redsem "$@" --help | grep -oE '^  (-[A-Za-z],)?--[a-z][a-z-]*' | grep -oE -- '--[a-z-]+'
+}
+globals=$(help_options | grep -vx -- --version)
+for sub in $(redsem --help | sed -n '/^Subcommands:/,$p' | grep -oE '^  [a-z]+'); do
+    want=$( (help_options "$sub"; echo "$globals") | sort -u | tr '\n' ' ' | sed 's/ $//')
+    got=$(bash_complete redsem "$sub" -- | grep -- '^--')
+    expect bash "redsem $sub -- (every option)" "$want" "$got"
+    got=$(fish_complete "redsem $sub --" | grep -- '^--' | sed 's/=$//')
+    expect fish "redsem $sub -- (every option)" "$want" "$got"
+    got=$(zsh_complete "redsem $sub --" | grep -- '^--')
+    expect zsh "redsem $sub -- (every option)" "$want" "$got"
+done
+
 # Redis down: no names, nothing on stderr, no hang.
 for shell in bash fish; do
     start=$(date +%s%N)
