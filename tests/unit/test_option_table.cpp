@@ -64,7 +64,7 @@ TEST_CASE("option_table: redsem first, then every subcommand, each with its --he
     CHECK(find_option(table.front(), "--version") != nullptr);
 }
 
-TEST_CASE("option_table: each value says how it completes; hidden options are left out") {
+TEST_CASE("option_table: each value says how it completes, and hidden options are left out") {
     const std::vector<CommandEntry> table = option_table();
     const CommandEntry& redsem = table.front();
     CHECK(find_option(redsem, "--url")->value.kind == ValueKind::urls);
