@@ -120,7 +120,7 @@ if info and info.kind == 'w' then
         -- longer lost its place anyway, and queues again when it wakes. (Not pushed on a
         -- Cluster node importing the slot, as nudges are not: see lib/cluster.lua.)
         local left = call.wake_prefix .. token .. LEFT_SUFFIX
-        redis.call('RPUSH', left, '1')
+        redis.call('RPUSH', left, RELEASED_NOTE)
         redis.call('PEXPIREAT', left, int_str(math.max(alive_until, now) + NUDGE_KEEP_MS))
     end
     return LEFT_QUEUE

@@ -2,7 +2,9 @@
 -- Provides: tell_drainer(call), nudge_near_head_entrant(call, state, now),
 --   remove_waiter(call, state, token, now), refuse_too_large(...), skip_waiter(...),
 --   hand_over(call, state, slot, now, bit_set, room), fill_free_slots(call, state, held, now),
---   remove_holder(call, state, token, info, now, in_holders), and the constant NUDGE_KEEP_MS.
+--   remove_holder(call, state, token, info, now, in_holders), the constants NUDGE_KEEP_MS and
+--   RELEASED_NOTE; within, the payloads of the wake lists: hand_over_note(...), nudge_note(due_in),
+--   too_large_note(limit), skipped_note(why, claim).
 -- Uses the protocol's CLAIM_MS, NEAR_HEAD, and the wake lists' names (src/semaphore/protocol.hpp).
 --- @include "call"
 --- @include "cluster"
@@ -18,6 +20,33 @@
 
 -- A nudge list nobody popped (its waiter died) expires after this.
 local NUDGE_KEEP_MS = 60000
+
+-- The payloads pushed to a waiter's lists, in the shapes src/semaphore/wire.cpp decodes
+-- (tests/fixtures/wakes.txt has each, and holds both sides to it). Its wake list: the
+-- hand-over, "FENCE SLOT DEADLINE_MS NOW_MS LIMIT SLOTS" (SLOTS: all of them, "0,3,4").
+local function hand_over_note(fence, slots, deadline, now, limit)
+    return int_str(fence) .. ' ' .. slots[1] .. ' ' .. int_str(deadline) .. ' ' .. int_str(now) ..
+           ' ' .. limit .. ' ' .. table.concat(slots, ',')
+end
+
+-- Its ":nudge" list: the time until a lease may run out (nil: none is due), or -1.
+local function nudge_note(due_in)
+    return due_in and int_str(due_in) or '-1'
+end
+
+-- Its ":toolarge" list: the limit that it asks for more slots than.
+local function too_large_note(limit)
+    return int_str(limit)
+end
+
+-- Its ":left" list: RELEASED_NOTE (ended by `redsem release`), or the claim of the run it was
+-- passed over for, "skipped WHY SINCE_MS UNTIL_MS TOKEN JSON".
+local RELEASED_NOTE = '1'
+
+local function skipped_note(why, claim)
+    return SKIPPED_NOTE .. ' ' .. why .. ' ' .. int_str(claim.since) .. ' ' .. int_str(claim.till) ..
+           ' ' .. claim.token .. ' ' .. claim.json
+end
 
 -- Tells a draining client (`redsem drain`, waiting on "<wake prefix>drained") to look again:
 -- a holder left the paused semaphore, or the pause ended. (Not pushed on a Cluster node
@@ -48,8 +77,8 @@ local function nudge_near_head_entrant(call, state, now)
     local alive = entrant and tonumber(redis.call('ZSCORE', call.k_alive, entrant))
     if entrant and entrant ~= PAUSE_MARK and (not alive or alive > now + WAITER_LIVENESS_MS) then
         local nudge = call.wake_prefix .. entrant .. NUDGE_SUFFIX
-        local due_in = state.due < NOTHING_DUE and int_str(math.max(state.due - now, 0)) or '-1'
-        redis.call('RPUSH', nudge, due_in)
+        redis.call('RPUSH', nudge, nudge_note(state.due < NOTHING_DUE and math.max(state.due - now, 0)
+                                              or nil))
         redis.call('PEXPIRE', nudge, NUDGE_KEEP_MS)
     end
 end
@@ -74,7 +103,7 @@ local function refuse_too_large(call, state, token, waiter, now)
     log_entry(call, state, now, 'left', token, waiter, now - (waiter.since or now))
     if not call.asked then
         local note = call.wake_prefix .. token .. TOO_LARGE_SUFFIX
-        redis.call('RPUSH', note, state.limit or 0)
+        redis.call('RPUSH', note, too_large_note(state.limit or 0))
         redis.call('PEXPIREAT', note, int_str(math.max(alive_until, now) + NUDGE_KEEP_MS))
     end
 end
@@ -90,8 +119,7 @@ local function skip_waiter(call, state, token, waiter, now, claim)
     log_skip(call, state, now, token, waiter.json, why, claim)
     if not call.asked then
         local note = call.wake_prefix .. token .. LEFT_SUFFIX
-        redis.call('RPUSH', note, SKIPPED_NOTE .. ' ' .. why .. ' ' .. int_str(claim.since) .. ' ' ..
-                   int_str(claim.till) .. ' ' .. claim.token .. ' ' .. claim.json)
+        redis.call('RPUSH', note, skipped_note(why, claim))
         redis.call('PEXPIREAT', note, int_str(math.max(alive_until, now) + NUDGE_KEEP_MS))
     end
 end
@@ -167,8 +195,7 @@ local function hand_over(call, state, slot, now, bit_set, room)
             redis.call('ZADD', call.k_alive, now + CLAIM_MS, token)
             note_deadline(call, state, math.min(deadline, now + CLAIM_MS))
             local wake = call.wake_prefix .. token
-            redis.call('RPUSH', wake, int_str(fence) .. ' ' .. slots[1] .. ' ' .. int_str(deadline) .. ' ' ..
-                       int_str(now) .. ' ' .. limit .. ' ' .. listed)
+            redis.call('RPUSH', wake, hand_over_note(fence, slots, deadline, now, limit))
             redis.call('PEXPIREAT', wake, int_str(math.max(deadline, now + CLAIM_MS)))
             touch(call, state, deadline)
             nudge_near_head_entrant(call, state, now)

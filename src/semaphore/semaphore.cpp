@@ -301,18 +301,17 @@ std::optional<Lease> Semaphore::wait_for_hand_over(const AcquireOptions& options
             throw_place_released(token);
         }
         if (reply.at(0).as_string() == too_large_list) {
-            throw_too_large(options, std::atoll(reply.at(1).as_string().c_str()));
+            throw_too_large(options, wire::decode_too_large(reply.at(1).as_string()));
         }
         if (reply.at(0).as_string() != nudge_list) {
             break;
         }
         // Moved up near the head (nudge_near_head_entrant() in lua/lib/queue.lua): look again when
         // a lease may run out, and as often as the head does.
-        long long due_in_ms = -1;
-        std::sscanf(reply.at(1).as_string().c_str(), "%lld", &due_in_ms);
         Milliseconds look_in = k_waiter_refresh;
-        if (due_in_ms >= 0) {
-            look_in = std::min(look_in, Milliseconds{due_in_ms + 1});
+        if (const std::optional<Milliseconds> due_in =
+                wire::decode_nudge(reply.at(1).as_string())) {
+            look_in = std::min(look_in, *due_in + Milliseconds{1});
         }
         wake_by = std::min(wake_by, Clock::now() + look_in);
     }

@@ -238,6 +238,19 @@ std::optional<Skip> decode_left_note(const std::string& payload) {
                 .until_ms = *until};
 }
 
+std::optional<Milliseconds> decode_nudge(const std::string& payload) {
+    const std::optional<long long> due_in = parse_integer(payload, 0);
+    return due_in ? std::optional(Milliseconds{*due_in}) : std::nullopt;
+}
+
+long long decode_too_large(const std::string& payload) {
+    const std::optional<long long> limit = parse_integer(payload, 0);
+    if (!limit) {
+        throw InternalError(fmt::format("malformed limit '{}'", printable(payload)));
+    }
+    return *limit;
+}
+
 HandOver decode_hand_over(const std::string& payload) {
     HandOver grant;
     long long granted_at_ms = 0;

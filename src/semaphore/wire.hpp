@@ -131,6 +131,13 @@ AcquireReply decode_acquire(const Reply& reply);
 // skip for k_skipped_note and its claim (skip_waiter() in lua/lib/queue.lua).
 std::optional<Skip> decode_left_note(const std::string& payload);
 
+// The payload of a waiter's ":nudge" list (nudge_near_head_entrant() in lua/lib/queue.lua):
+// the time until a lease may run out, nullopt for none ("-1") or a malformed one.
+std::optional<Milliseconds> decode_nudge(const std::string& payload);
+
+// The payload of a waiter's ":toolarge" list: the limit it asks for more slots than.
+long long decode_too_large(const std::string& payload);
+
 // What release() pushes to a waiter's wake list when it hands a slot over
 // (hand_over() in lua/lib/queue.lua): "FENCE SLOT DEADLINE_MS NOW_MS LIMIT SLOTS". Any release
 // of the fleet may push it, so it keeps its shape; an older one pushes neither LIMIT nor

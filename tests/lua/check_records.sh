@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The records of tests/fixtures/records.txt as lua/lib/records.lua and lib/occurrence.lua read
-# them, under lua5.1 (Redis's Lua; Debian's lua5.1): the modules as the build assembles them
-# (DIR/modules.lua, cmake/embed_lua.cmake) and tests/lua/check_records.lua in one chunk, since
-# the modules' functions are locals. Without lua5.1 it skips (77), and under CI, which
-# installs it, fails.
-# Usage: check_records.sh DIR FIXTURE
+# A fixture of tests/fixtures held to the Lua that reads or writes it, under lua5.1 (Redis's
+# Lua; Debian's lua5.1): the modules as the build assembles them (DIR/modules.lua,
+# cmake/embed_lua.cmake) and CHECK (default tests/lua/check_records.lua: the records as
+# lua/lib/records.lua and lib/occurrence.lua read them; check_wakes.lua: the wake payloads as
+# lib/queue.lua writes them) in one chunk, since the modules' functions are locals. Without
+# lua5.1 it skips (77), and under CI, which installs it, fails.
+# Usage: check_records.sh DIR FIXTURE [CHECK]
 set -euo pipefail
 dir=$1
 fixture=$2
+check=${3:-$(dirname "$0")/check_records.lua}
 lua=$(command -v lua5.1 || true)
 if [ -z "$lua" ]; then
     echo "lua5.1 is not installed (Debian: apt-get install lua5.1)"
@@ -16,5 +18,5 @@ if [ -z "$lua" ]; then
 fi
 chunk=$(mktemp)
 trap 'rm -f "$chunk"' EXIT
-cat "$dir/modules.lua" "$(dirname "$0")/check_records.lua" >"$chunk"
+cat "$dir/modules.lua" "$check" >"$chunk"
 "$lua" "$chunk" "$fixture"

@@ -1,13 +1,15 @@
 // The stored formats written down once (tests/fixtures): the records of records.txt, the
 // formats the scripts store (lua/lib/call.lua), as src/semaphore/record.cpp reads them, the
 // same fixture that tests/lua/check_records.lua holds lua/lib/records.lua to, so that the two
-// readers cannot drift apart; and the history events of events.txt as
-// src/semaphore/history.cpp reads them.
+// readers cannot drift apart; the history events of events.txt as src/semaphore/history.cpp
+// reads them; and the payloads of a waiter's lists, wakes.txt, as src/semaphore/wire.cpp
+// decodes them (tests/lua/check_wakes.lua holds lua/lib/queue.lua's writers to the same file).
 #include <catch2/catch.hpp>
 
 #include "semaphore/history.hpp"
 #include "semaphore/protocol.hpp"
 #include "semaphore/record.hpp"
+#include "semaphore/wire.hpp"
 
 #include <fstream>
 #include <map>
@@ -173,4 +175,70 @@ TEST_CASE("every history event of the fixture reads as it expects, and each kind
         CHECK(kinds.contains(std::string(known)));
     }
     CHECK(kinds.size() == std::size(k_event_kinds));
+}
+
+namespace {
+
+// What wire.cpp decodes the payload of `list` to, as wakes.txt's keys name it.
+std::map<std::string, std::string> read_wake(const std::string& list, const std::string& payload) {
+    if (list == "grant") {
+        const wire::HandOver grant = wire::decode_hand_over(payload);
+        return {{"fence", std::to_string(grant.fence)},
+                {"slot", std::to_string(grant.slot)},
+                {"deadline", std::to_string(grant.deadline_ms)},
+                {"limit", number(grant.limit)},
+                {"slots", joined(grant.slots)}};
+    }
+    if (list == "left") {
+        const std::optional<Skip> skip = wire::decode_left_note(payload);
+        if (!skip) {
+            return {{"released", "true"}};
+        }
+        return {{"released", "false"},
+                {"skipped", skip->why},
+                {"since", std::to_string(skip->since_ms)},
+                {"until", std::to_string(skip->until_ms)},
+                {"token", skip->token},
+                {"host", skip->by.host}};
+    }
+    if (list == "nudge") {
+        const std::optional<Milliseconds> due = wire::decode_nudge(payload);
+        return {{"due", due ? std::to_string(due->count()) : "-"}};
+    }
+    REQUIRE(list == "toolarge");
+    return {{"limit", std::to_string(wire::decode_too_large(payload))}};
+}
+
+} // namespace
+
+TEST_CASE("every payload of a waiter's lists in the fixture decodes as it expects") {
+    std::ifstream fixture(REDSEM_FIXTURES "/wakes.txt");
+    REQUIRE(fixture);
+    std::set<std::string> lists;
+    std::string line;
+    std::string list;
+    std::string payload;
+    while (std::getline(fixture, line)) {
+        if (line.starts_with("wake ")) {
+            const std::size_t space = line.find(' ', 5);
+            REQUIRE(space != std::string::npos);
+            list = line.substr(5, space - 5);
+            payload = line.substr(space + 1);
+            continue;
+        }
+        if (!line.starts_with("expect ")) {
+            continue;
+        }
+        lists.insert(list);
+        const auto seen = read_wake(list, payload);
+        for (const auto& [key, wanted] : expected(line)) {
+            INFO(list << " " << payload << "\n  key " << key);
+            if (key == "now" || key == "written") {
+                continue; // the grant's time is read by nobody; older: who writes it
+            }
+            REQUIRE(seen.contains(key));
+            CHECK(seen.at(key) == wanted);
+        }
+    }
+    CHECK(lists == std::set<std::string>{"grant", "left", "nudge", "toolarge"});
 }
