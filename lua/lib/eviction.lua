@@ -8,18 +8,11 @@
 --- @include "state"
 --- @include "server"
 --
--- Eviction: under a maxmemory-policy that may evict any key (allkeys-*, with a maxmemory) Redis
--- may drop a semaphore's keys while its holders run; under volatile-* it evicts only keys
--- with an expiry, and a semaphore in use has none (settle_expiry() in lifetime.lua). A policy
--- set to allkeys-* for a moment and set back leaves nothing in the keys to show it: so a
--- sighting of such a policy, and any eviction that a sparing policy cannot explain, count as
--- a possible loss of data (cause 'evicted'), and admission closes for the loss grace as
--- after a restart. Explained: evictions while the settings stayed as they are now. INFO
--- commandstats counts CONFIG SET, the one way to change the policy of a running server, so
--- the epoch key stores both counters (evicted, config_sets) as last seen, and keys evicted
--- since then with a CONFIG SET since then are not explained. (Without INFO nothing of this
--- can be seen: README, "Least privilege"; where commandstats alone is denied, no eviction is
--- explained.)
+-- A sighting of a policy that may evict any key (allkeys-*, with a maxmemory), and any
+-- eviction that a sparing policy cannot explain, count as a possible loss of data (cause
+-- 'evicted'). Explained: evictions while the settings stayed as they are, told by the counters
+-- the epoch key keeps (evicted, config_sets: INFO stats and commandstats). Why, and what
+-- cannot be seen without INFO: docs/DESIGN.md, "Admission after lost data".
 
 -- The maxmemory-policy when this server may evict any key (allkeys-*, with a maxmemory),
 -- else false; nil where INFO is denied. Read at most once per call, and only by calls that

@@ -17,34 +17,16 @@
 --- @include "history"
 --- @include "epoch"
 --
--- A caller that asks for one run per WINDOW (acquire's arguments, `asks` below) has its record
--- store it ("once_per":MS: occurrence_fields()), so that a hand-over (lib/queue.lua), which
--- knows only the waiter's record, judges the occurrence as a grant here does. Granted, it
--- claims the occurrence: the field `occurrence` holds "SINCE_MS UNTIL_MS TOKEN STAGE ATTEMPT
--- JSON", UNTIL_MS its grant plus its WINDOW by the server's clock, STAGE 'given' from a
--- hand-over until its waiter collects it (parse_claim()), 'run' while it holds the slot, 'done'
--- once it released it with exit status 0, 'failed' once it released it with another (JSON then
--- has "exit":STATUS), and 'lapsed' once it left without a release of its own (its lease ran
--- out, gc, `redsem release` by somebody else, the guard's release of a run whose redsem died),
--- ATTEMPT which run of the occurrence it is (1, or one more than the failed or lapsed run it
--- follows; absent in a claim written before attempts were counted: 1), JSON its record's, with
--- "attempt" and "after" (the token of the run before) from the second attempt on (the claim it
--- follows is kept in the field `occurrence_prior` until it ends: a hand-over that nobody
--- collected, which ran nothing, gives the claim back as it was). A caller belongs to the claim
--- in force when it started (a waiter: when it queued): until UNTIL_MS every such caller that
--- asks for one run per occurrence skips, at once when the run is done, or when it runs and the
--- caller would not wait (-w 0); a waiter waits for the run's end, however long after UNTIL_MS
--- that comes, and skips if it succeeded. A run that fails (another status) gives the
--- occurrence back, and so does a lapsed one: the next caller runs, as the next attempt, unless
--- the caller's attempts (run --attempts N) say that N runs were enough: it skips as after a
--- success (why 'attempts'). A lapsed run whose own release comes later with status 0, before
--- anybody claimed the occurrence again, marks it done after all (settle_late_success()).
--- While the claim is in force the keys have no expiry (see claim_in_force()). Callers without
--- a WINDOW ignore the claim. An older redsem neither knows the field nor takes `--once-per`.
--- A caller that asks for at most one run (at_most_once, run --at-most-once) also skips
--- where a run's outcome is unknown: when the run that claimed its occurrence lapsed, and when
--- Redis may have lost data since the window could have begun (a claim may have gone with it),
--- see occurrence_doubt(). A run that failed is a known outcome: the next caller runs.
+-- The claim: the state's field `occurrence`, "SINCE_MS UNTIL_MS TOKEN STAGE ATTEMPT JSON"
+-- (parse_claim()): UNTIL_MS the grant plus the WINDOW by the server's clock; STAGE 'given' (a
+-- hand-over not yet collected), 'run', 'done' (released with status 0), 'failed' (JSON then
+-- has "exit") or 'lapsed' (left without a release of its own); ATTEMPT which run of the
+-- occurrence it is (absent before attempts were counted: 1); JSON the run's record, with
+-- "attempt" and "after" from the second attempt on, when the claim it follows is kept in
+-- `occurrence_prior`. A caller's record stores what it asks ("once_per":MS,
+-- occurrence_fields()), so that a hand-over judges a waiter as a grant here does. Who skips,
+-- waits or runs, at most once, attempts, late successes and lifetimes: docs/DESIGN.md, "One
+-- run per occurrence".
 
 local ONCE_PATTERN = '"' .. ONCE_PER_FIELD .. '":(%d+)'
 local AT_MOST_ONCE_MARK = '"' .. AT_MOST_ONCE_FIELD .. '":true'
