@@ -5,6 +5,7 @@
 #include "process/any_readable.hpp"
 #include "process/ci_job.hpp"
 #include "semaphore/inspect.hpp"
+#include "semaphore/wait_estimate.hpp"
 
 #include "util/duration.hpp"
 #include "util/name.hpp"
@@ -73,18 +74,41 @@ std::string holders_text(const SemaphoreView& view, const std::string& token) {
     return text;
 }
 
-// A waiter's place, numbered as `status` numbers the queue (1 is next), and the slots held.
+// A waiter's place, numbered as `status` numbers the queue (1 is next), the slots held, and
+// how long it may still wait (estimate_text(), "" when unknown).
 struct WaitPlace {
     long long number = 0;
     long long queued = 0;
     long long held = 0;
     long long limit = 0;
+    std::string estimate{};
 };
 
 std::string place_text(const WaitPlace& place) {
-    return fmt::format("number {} of {} in the queue, {}/{} held", place.number, place.queued,
-                       place.held, place.limit);
+    return fmt::format("number {} of {} in the queue, {}/{} held{}{}", place.number, place.queued,
+                       place.held, place.limit, place.estimate.empty() ? "" : ", ", place.estimate);
 }
+
+// The semaphore's last holds, for the estimate of a wait: read again at most every
+// k_holds_fresh, since a waiting line is told far more often than a hold ends.
+class RecentHolds {
+public:
+    // The holds, read into `view` (fresh, or as last read).
+    void read_into(Connection& connection, const std::string& prefix, SemaphoreView& view) {
+        if (!m_stats || Clock::now() - m_read_at >= k_holds_fresh) {
+            read_holds(connection, prefix, view);
+            m_stats = view.holds;
+            m_read_at = Clock::now();
+        }
+        view.holds = m_stats;
+    }
+
+private:
+    static constexpr std::chrono::seconds k_holds_fresh{10};
+
+    std::optional<HoldStats> m_stats;
+    Clock::time_point m_read_at{};
+};
 
 // The live holders of `name` as holders_text() names them, or "" when they cannot be read:
 // said beside a wait, it must never end it.
@@ -102,18 +126,25 @@ struct WaitScene {
     bool waiting = false; // the token still waits (else it was granted meanwhile, or left)
     WaitPlace place{};
     std::string holders{};
+    std::optional<Milliseconds> about{}; // the estimate of the wait, when there is one
 };
 
 // The scene of waiter `token` of `name`; nullopt when the view cannot be read.
 std::optional<WaitScene> read_wait_scene(Connection& connection, const std::string& prefix,
-                                         const std::string& name, const std::string& token) {
+                                         const std::string& name, const std::string& token,
+                                         RecentHolds& holds) {
     try {
-        const SemaphoreView view = inspect(connection, prefix, name);
+        SemaphoreView view = inspect(connection, prefix, name);
+        holds.read_into(connection, prefix, view);
         WaitScene scene;
         for (const WaiterView& waiter : view.waiters) {
             if (waiter.token == token) {
                 scene.waiting = true;
                 scene.place = {waiter.position, view.waiting, view.held, view.limit.value_or(0)};
+                if (view.holds) {
+                    scene.about = estimate_wait(view, *view.holds, waiter.position);
+                    scene.place.estimate = estimate_text(*view.holds, scene.about);
+                }
             }
         }
         scene.holders = holders_text(view, token);
@@ -150,7 +181,7 @@ std::optional<std::string> wait_text(const std::optional<WaitScene>& scene,
 // The terminal line of a wait (`scene` as wait_scene() gives it) in at most `width` columns:
 // the whole sentence when it fits; else, so that the place, the count and the first holder
 // stay in sight, a short one without the name the caller gave ("redsem: waiting: 3 of 5
-// queued, 2/2 held by HOST (pid PID, for DUR), ..."), cut at its end.
+// queued, about 6m, 2/2 held by HOST (pid PID, for DUR), ..."), cut at its end.
 std::string wait_line(const std::string& name, const WaitScene& scene, std::size_t width) {
     std::string line = fmt::format("redsem: waiting for '{}': {}{}", printable(name),
                                    place_text(scene.place), scene.holders);
@@ -160,9 +191,9 @@ std::string wait_line(const std::string& name, const WaitScene& scene, std::size
     constexpr std::string_view k_held_by = "; held by ";
     const std::string holders =
         scene.holders.starts_with(k_held_by) ? scene.holders.substr(k_held_by.size()) : "";
-    line = fmt::format("redsem: waiting: {} of {} queued, {}/{} held{}{}", scene.place.number,
-                       scene.place.queued, scene.place.held, scene.place.limit,
-                       holders.empty() ? "" : " by ", holders);
+    line = fmt::format("redsem: waiting: {} of {} queued{}, {}/{} held{}{}", scene.place.number,
+                       scene.place.queued, scene.about ? ", " + about(*scene.about) : "",
+                       scene.place.held, scene.place.limit, holders.empty() ? "" : " by ", holders);
     return cut_to_width(line, width);
 }
 
@@ -430,7 +461,10 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
                                    AcquireOptions options, const SignalWatch& signals,
                                    const WatchedProcess* owner) {
     std::string token = generate_token();
-    const auto scene = [&] { return read_wait_scene(connection, prefix, request.name, token); };
+    RecentHolds holds;
+    const auto scene = [&] {
+        return read_wait_scene(connection, prefix, request.name, token, holds);
+    };
     WaitFeedback feedback(request.name, !request.quiet, scene);
     WaitLog log(request.name, !request.quiet && !feedback.enabled(), scene);
     const auto holders = [&] { return holders_of(connection, prefix, request.name); };

@@ -6,6 +6,7 @@
 #include "process/signal_watch.hpp"
 #include "semaphore/history.hpp"
 #include "semaphore/inspect.hpp"
+#include "semaphore/wait_estimate.hpp"
 #include "util/duration.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
@@ -96,10 +97,15 @@ json holder_json(const HolderView& holder, long long now) {
     return out;
 }
 
-json waiter_json(const WaiterView& waiter, long long now) {
+json waiter_json(const SemaphoreView& view, const WaiterView& waiter) {
+    const long long now = view.server_now_ms;
     json out = meta_json(waiter.record);
     out["token"] = waiter.token;
     out["position"] = waiter.position;
+    // When it may get its slots, from now (null: no estimate; see "wait_estimate").
+    const auto estimate =
+        view.holds ? estimate_wait(view, *view.holds, waiter.position) : std::nullopt;
+    out["estimate_ms"] = estimate ? json(estimate->count()) : json(nullptr);
     // How many slots it asks for ("all": --exclusive).
     out["wants"] = !waiter.record              ? json(nullptr)
                    : waiter.record->wants == 0 ? json("all")
@@ -195,7 +201,7 @@ json view_json(const SemaphoreView& view) {
     }
     json waiters = json::array();
     for (const auto& waiter : view.waiters) {
-        waiters.push_back(waiter_json(waiter, view.server_now_ms));
+        waiters.push_back(waiter_json(view, waiter));
     }
     json out{{"name", view.name},
              {"limit", view.limit ? json(*view.limit) : json(nullptr)},
@@ -208,6 +214,12 @@ json view_json(const SemaphoreView& view) {
              {"admission", admission_json(view.admission)},
              {"paused", pause_json(view.pause, view.server_now_ms)},
              {"occurrence", claim_json(view.claim, view.server_now_ms)}};
+    // What the waiters' estimates are drawn from: null while nobody waits.
+    out["wait_estimate"] =
+        !view.holds ? json(nullptr)
+                    : json{{"holds", view.holds->holds},
+                           {"median_hold_ms", view.holds->median ? json(view.holds->median->count())
+                                                                 : json(nullptr)}};
     out.update(time_fields("server_time", view.server_now_ms));
     return out;
 }
@@ -307,8 +319,19 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
         out << render_narrow(rows, width, {"FENCE", "RENEWED"});
     }
     if (!view.waiters.empty()) {
+        // With an estimate, each waiter's (EXPECTED); else a line saying why there is none.
+        const bool estimated = view.holds && view.holds->median;
+        if (view.holds && !estimated) {
+            out << "wait: " << estimate_text(*view.holds, std::nullopt) << "\n";
+        } else if (estimated) {
+            out << fmt::format("wait: estimated from the median hold, {} over the last {}\n",
+                               format_duration(*view.holds->median), view.holds->holds);
+        }
         std::vector<std::vector<std::string>> rows{
             {"QUEUED", "TOKEN", "HOST", "PID", "USER", "WAITING", "WANTS", "LABEL"}};
+        if (estimated) {
+            rows[0].insert(rows[0].begin() + 6, "EXPECTED");
+        }
         for (const auto& waiter : view.waiters) {
             const auto& r = waiter.record;
             std::string waited = r ? format_duration(Milliseconds{now - r->since_ms}) : "?";
@@ -318,6 +341,10 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
             rows.push_back({std::to_string(waiter.position), short_token(waiter.token),
                             r ? r->meta.host : "?", pid_cell(r), r ? r->meta.user : "?", waited,
                             wants_cell(r), r ? label_cell(r->meta) : "?"});
+            if (estimated) {
+                const auto wait = estimate_wait(view, *view.holds, waiter.position);
+                rows.back().insert(rows.back().begin() + 6, wait ? "in " + rounded(*wait) : "?");
+            }
         }
         out << render_table(rows, width, rows[0].size() - 1);
     }
@@ -554,6 +581,7 @@ std::string watch_frame(Connection& connection, const std::string& prefix,
     } else {
         for (const auto& name : names) {
             views.push_back(inspect(connection, prefix, name));
+            read_holds(connection, prefix, views.back());
         }
         now = views.front().server_now_ms;
     }
@@ -703,6 +731,7 @@ int run_status(const StatusArgs& given, const GlobalOptions& global) {
     for (const auto& name : args.names) {
         try {
             views.push_back(inspect(connection, prefix, name));
+            read_holds(connection, prefix, views.back());
         } catch (const ConflictError& error) {
             unreadable.emplace_back(error.what());
         }

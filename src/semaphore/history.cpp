@@ -231,6 +231,28 @@ std::vector<Event> read_history(Connection& connection, std::string_view prefix,
     }
 }
 
+std::vector<Milliseconds> recent_holds(Connection& connection, std::string_view prefix,
+                                       std::string_view name, std::size_t count, std::size_t scan) {
+    const std::string key = Keys::make(prefix, name).log;
+    const Reply page = connection.command(
+        Command{key, {"XREVRANGE", key, "+", "-", "COUNT", std::to_string(scan)}});
+    if (page.is_error()) {
+        throw_history_error(connection, page.text, {key}, {std::string(name)});
+    }
+    std::vector<Milliseconds> holds;
+    for (const Reply& entry : page.as_array()) {
+        std::vector<Event> events;
+        add_events(name, entry, events);
+        // An entry's events are in the order the call wrote them: the newest is last.
+        for (auto event = events.rbegin(); event != events.rend(); ++event) {
+            if (event->kind == "released" && event->duration_ms && holds.size() < count) {
+                holds.emplace_back(*event->duration_ms);
+            }
+        }
+    }
+    return holds;
+}
+
 std::vector<Event> follow_history(Connection& connection, std::string_view prefix,
                                   const std::vector<std::string>& names,
                                   std::vector<std::string>& last_ids, Milliseconds block,

@@ -71,6 +71,12 @@ Event parse_event(std::string_view name, std::string_view id, std::string_view k
 std::vector<Event> read_history(Connection& connection, std::string_view prefix,
                                 std::string_view name, long long from_ms, long long to_ms);
 
+// How long the last holders of `name` held their slots: the held time of each of the newest
+// `count` releases at most (newest first), found in the newest `scan` entries of its history
+// (XREVRANGE, one round trip). Empty when its history is off or has no release yet.
+std::vector<Milliseconds> recent_holds(Connection& connection, std::string_view prefix,
+                                       std::string_view name, std::size_t count, std::size_t scan);
+
 // Follows the histories of `names` from the entries after `last_ids` (one per name; "$": only
 // what comes next): waits up to `block` for new events (XREAD BLOCK, woken by the server) and
 // returns them in order, updating `last_ids`; empty when none came. The names must all be on

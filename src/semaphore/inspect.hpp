@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,13 @@ struct WaiterView {
     bool stale = false; // stopped refreshing its place (dead?), not pruned yet
 };
 
+// How long the semaphore's last holders held their slots (its history), for an estimate of
+// the wait (semaphore/wait_estimate.hpp).
+struct HoldStats {
+    std::size_t holds = 0;                // releases it is drawn from
+    std::optional<Milliseconds> median{}; // nullopt: too few of them to tell
+};
+
 // One semaphore as `status NAME` shows it, judged by lua/view.lua. Times are the server's.
 struct SemaphoreView {
     std::string name{};
@@ -37,10 +45,11 @@ struct SemaphoreView {
     long long expired = 0;
     long long waiting = 0;
     long long stale = 0;
-    AdmissionState admission{};   // closed after a possible loss of data?
-    std::optional<Pause> pause{}; // paused now (redsem pause)?
-    std::optional<Claim> claim{}; // the occurrence's (run --once-per), while its window lasts
-    std::string exclusive{};      // the token of an --exclusive holder ("": none)
+    AdmissionState admission{};       // closed after a possible loss of data?
+    std::optional<Pause> pause{};     // paused now (redsem pause)?
+    std::optional<Claim> claim{};     // the occurrence's (run --once-per), while its window lasts
+    std::string exclusive{};          // the token of an --exclusive holder ("": none)
+    std::optional<HoldStats> holds{}; // while anybody waits, when asked (read_holds())
 };
 
 // One line of `status` without a name. Dead entries the scripts have not pruned yet are

@@ -554,7 +554,8 @@ TEST_CASE("one queue numbering: 1 is next, in text, JSON and the waiting line") 
     const std::string shown = read_file(out);
     CHECK(shown.find("number 3 of 3 in the queue") != std::string::npos);
     // It names the holder, as the line off a terminal does.
-    CHECK(shown.find("number 3 of 3 in the queue, 1/1 held; held by ") != std::string::npos);
+    CHECK(shown.find("number 3 of 3 in the queue, 1/1 held, no estimate yet (no holds in the "
+                     "history); held by ") != std::string::npos);
     // Cleared ("\r" and erase to the end of the line) before the message that ends the wait.
     const auto message = shown.find("redsem: no slot of 'q' free within 2.5s");
     REQUIRE(message != std::string::npos);

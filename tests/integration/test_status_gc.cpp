@@ -4,9 +4,12 @@
 #include "lua_scripts.hpp"
 #include "semaphore/keys.hpp"
 #include "support/helpers.hpp"
+#include "util/duration.hpp"
 #include "util/token.hpp"
 
+#include <algorithm>
 #include <csignal>
+#include <fmt/format.h>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -118,7 +121,7 @@ TEST_CASE("status shows holders by slot and waiters in queue order, field by fie
     // The table: a header, one row per holder (whole token shortened), the waiters after.
     const auto text = run_redsem({"status", "st"}, env_for(server));
     const auto lines = lines_of(text.out);
-    REQUIRE(lines.size() == 7);
+    REQUIRE(lines.size() == 8);
     CHECK(lines[0] == "st: 2/2 held, 2 waiting");
     CHECK(lines[1].rfind("SLOT  TOKEN     HOST", 0) == 0);
     for (const char* column : {"PID", "USER", "HELD", "RENEWED", "EXPIRES", "FENCE", "LABEL"}) {
@@ -131,14 +134,114 @@ TEST_CASE("status shows holders by slot and waiters in queue order, field by fie
     // 10m from the acquire, a moment ago (a sanitized build may take over a second to get here).
     CHECK((lines[3].find("in 10m") != std::string::npos ||
            lines[3].find("in 9m5") != std::string::npos));
-    CHECK(lines[4].rfind("QUEUED", 0) == 0);
-    CHECK(lines[5].find("waiter a") != std::string::npos);
-    CHECK(lines[6].find("waiter b") != std::string::npos);
+    CHECK(lines[4] == "wait: no estimate yet (no holds in the history)");
+    CHECK(lines[5].rfind("QUEUED", 0) == 0);
+    CHECK(lines[6].find("waiter a") != std::string::npos);
+    CHECK(lines[7].find("waiter b") != std::string::npos);
     // Not a terminal: long labels are printed whole.
     const std::string long_label(300, 'L');
     acquire_json(server, {"long", "--label", long_label});
     CHECK(run_redsem({"status", "long"}, env_for(server)).out.find(long_label) !=
           std::string::npos);
+}
+
+namespace {
+
+// Acquires and releases `name` `times` times, each hold `hold` long or more.
+void hold_and_release(const RedisServer& server, const std::string& name, int times,
+                      std::chrono::milliseconds hold) {
+    for (int i = 0; i < times; ++i) {
+        const json lease = acquire_json(server, {name});
+        std::this_thread::sleep_for(hold); // the hold itself, whose length is the history's
+        REQUIRE(run_redsem({"release", name, lease["token"].get<std::string>()}, env_for(server))
+                    .exit_code == 0);
+    }
+}
+
+json status_of(const RedisServer& server, const std::string& name) {
+    return json::parse(run_redsem({"status", name, "--json"}, env_for(server)).out);
+}
+
+// The median of the held times `redsem log --json` reports for `name` (the upper middle).
+long long logged_median_hold(const RedisServer& server, const std::string& name) {
+    std::vector<long long> held;
+    for (const json& event : history_events(server, name)) {
+        if (event.value("event", "") == "released") {
+            held.push_back(event["held_ms"].get<long long>());
+        }
+    }
+    REQUIRE(held.size() >= 3);
+    std::sort(held.begin(), held.end());
+    return held[held.size() / 2];
+}
+
+} // namespace
+
+TEST_CASE("a waiter's estimate comes from the median of the last holds, in status, its JSON and "
+          "the waiting line") {
+    RedisServer server;
+    const auto env = env_for(server);
+    hold_and_release(server, "est", 3, 300ms);
+    const long long median = logged_median_hold(server, "est");
+    CHECK(median >= 300);
+    const json holder = acquire_json(server, {"est", "--label", "now"});
+    auto waiter = Child::shell("exec '" + redsem_binary() + "' acquire est -w 60s 2>&1", env);
+    REQUIRE(wait_until([&] { return status_of(server, "est")["waiting"] == 1; }, 20s));
+
+    // The JSON: what the estimate is drawn from, the same median as the history's, and the
+    // waiter's estimate: the holder's median hold from its grant, no more.
+    const json status = status_of(server, "est");
+    CHECK(status["wait_estimate"]["holds"] == 3);
+    CHECK(status["wait_estimate"]["median_hold_ms"] == median);
+    const long long estimate = status["waiters"][0]["estimate_ms"].get<long long>();
+    CHECK(estimate >= 0);
+    CHECK(estimate <= median);
+
+    // The table: the line it is drawn from, and each waiter's EXPECTED.
+    const std::string text = run_redsem({"status", "est"}, env).out;
+    INFO(text);
+    CHECK(text.find("wait: estimated from the median hold, ") != std::string::npos);
+    CHECK(text.find(" over the last 3\n") != std::string::npos);
+    CHECK(text.find("EXPECTED") != std::string::npos);
+
+    // The line off a terminal, written when queued.
+    const std::optional<std::string> told = waiter->wait_for_line(20s);
+    REQUIRE(told);
+    INFO(*told);
+    // "about 1s", or "less than a second" from a median hold under a second.
+    CHECK(told->find("number 1 of 1 in the queue, 1/1 held, ") != std::string::npos);
+    CHECK(told->find(fmt::format(" (median hold {} over the last 3); held by ",
+                                 format_duration(Milliseconds{median}))) != std::string::npos);
+    // On a terminal (script(1)), the line rewritten in place says it too, as number 2 of 2.
+    const std::string out = server.dir() + "/tty";
+    const std::string line = "script -qfec \"" + redsem_binary() + " --url " + server.socket_url() +
+                             " acquire est -w 2500ms\" /dev/null > " + out;
+    std::system(line.c_str());
+    const std::string shown = read_file(out);
+    INFO(shown);
+    CHECK(shown.find("number 2 of 2 in the queue, 1/1 held, ") != std::string::npos);
+    CHECK(shown.find(" over the last 3); held by ") != std::string::npos);
+
+    REQUIRE(run_redsem({"release", "est", holder["token"].get<std::string>()}, env).exit_code == 0);
+    CHECK(waiter->wait(20s).exit_code == 0);
+}
+
+TEST_CASE("with fewer than 3 holds in the history, status says there is no estimate yet") {
+    RedisServer server;
+    const auto env = env_for(server);
+    hold_and_release(server, "few", 2, 0ms);
+    acquire_json(server, {"few"});
+    Child waiter({"acquire", "few", "-w", "60s"}, env);
+    REQUIRE(wait_until([&] { return status_of(server, "few")["waiting"] == 1; }, 20s));
+    const json status = status_of(server, "few");
+    CHECK(status["wait_estimate"]["holds"] == 2);
+    CHECK(status["wait_estimate"]["median_hold_ms"].is_null());
+    CHECK(status["waiters"][0]["estimate_ms"].is_null());
+    const std::string text = run_redsem({"status", "few"}, env).out;
+    CHECK(text.find("wait: no estimate yet (2 holds in the history)\n") != std::string::npos);
+    CHECK(text.find("EXPECTED") == std::string::npos);
+    // Nobody waits: nothing to estimate.
+    CHECK(status_of(server, "idle")["wait_estimate"].is_null());
 }
 
 TEST_CASE("status shows expired holders that were not pruned yet") {
