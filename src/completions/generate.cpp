@@ -11,8 +11,8 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
-#include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -226,6 +226,77 @@ std::string bash_table(const std::vector<CommandEntry>& table) {
     return text + "}\n";
 }
 
+// fish's `complete` line for each option: a global one wherever redsem's options may come,
+// --version before the subcommand, the others after the subcommands that have them (one line
+// for an option several have alike).
+std::string fish_option_lines(const std::vector<CommandEntry>& table) {
+    struct Row {
+        const OptionEntry* option;
+        std::vector<std::string> commands; // "" for redsem itself
+        bool everywhere;
+    };
+    std::vector<Row> rows;
+    for (const OptionEntry* option : global_options(table)) {
+        rows.push_back(Row{option, {}, true});
+    }
+    for (const CommandEntry& command : table) {
+        for (const OptionEntry* option : own_options(table, command)) {
+            const auto alike = [&](const Row& row) {
+                return !row.everywhere && row.option->names == option->names &&
+                       row.option->summary == option->summary &&
+                       row.option->value.type == option->value.type &&
+                       row.option->value.choices == option->value.choices;
+            };
+            auto row = std::find_if(rows.begin(), rows.end(), alike);
+            if (row == rows.end()) {
+                rows.push_back(Row{option, {}, false});
+                row = rows.end() - 1;
+            }
+            row->commands.push_back(command.name);
+        }
+    }
+    std::string text;
+    for (const Row& row : rows) {
+        std::string condition;
+        if (row.everywhere || row.commands.size() == table.size()) {
+            condition = "__redsem_options_ok";
+        } else if (row.commands == std::vector<std::string>{""}) {
+            condition = "__redsem_use_subcommand";
+        } else {
+            condition = fish_quoted("__redsem_seen_subcommand_from " + joined(row.commands));
+        }
+        std::string line = "complete -c redsem -n " + condition;
+        for (const std::string& name : row.option->names) {
+            line += (name.starts_with("--") ? " -l " + name.substr(2) : " -s " + name.substr(1));
+        }
+        const ValueSpec& value = row.option->value;
+        if (value.kind == ValueKind::files) {
+            line += " -r -F";
+        } else if (!value.type.empty()) {
+            line += " -x";
+        }
+        switch (value.kind) {
+        case ValueKind::choices:
+        case ValueKind::urls:
+            line += " -a " + fish_quoted(joined(value.choices));
+            break;
+        case ValueKind::dirs:
+            line += " -a '(__fish_complete_directories)'";
+            break;
+        case ValueKind::pids:
+            line += " -a '(__fish_complete_pids)'";
+            break;
+        case ValueKind::hosts:
+            line += " -a '(__fish_print_hostnames)'";
+            break;
+        default:
+            break;
+        }
+        text += line + " -d " + fish_quoted(row.option->summary) + "\n";
+    }
+    return text;
+}
+
 std::string fish_table(const std::vector<CommandEntry>& table) {
     std::string text = fmt::format("# {}\n\n", k_header);
     const auto fish_switch = [&](const std::function<std::string(const CommandEntry&)>& body) {
@@ -278,66 +349,7 @@ std::string fish_table(const std::vector<CommandEntry>& table) {
                                 command.name, fish_quoted(command.summary));
         }
     }
-    // One line per option, with the subcommands that have it; a global option is everywhere.
-    std::vector<std::pair<const OptionEntry*, std::vector<std::string>>> rows;
-    for (const OptionEntry* option : globals) {
-        rows.emplace_back(option, std::vector<std::string>(table.size()));
-    }
-    for (const CommandEntry& command : table) {
-        for (const OptionEntry* option : own_options(table, command)) {
-            const auto same = [&](const auto& row) {
-                return row.first->names == option->names && row.first->summary == option->summary &&
-                       row.first->value.type == option->value.type &&
-                       row.first->value.choices == option->value.choices;
-            };
-            auto row = std::find_if(rows.begin(), rows.end(), same);
-            if (row == rows.end()) {
-                rows.emplace_back(option, std::vector<std::string>{});
-                row = rows.end() - 1;
-            }
-            row->second.push_back(command.name);
-        }
-    }
-    text += "\n";
-    for (const auto& [option, commands] : rows) {
-        std::string condition;
-        if (commands.size() == table.size()) {
-            condition = "__redsem_options_ok";
-        } else if (commands == std::vector<std::string>{""}) {
-            condition = "__redsem_use_subcommand";
-        } else {
-            condition = fish_quoted("__redsem_seen_subcommand_from " + joined(commands));
-        }
-        std::string line = "complete -c redsem -n " + condition;
-        for (const std::string& name : option->names) {
-            line += (name.starts_with("--") ? " -l " + name.substr(2) : " -s " + name.substr(1));
-        }
-        const ValueSpec& value = option->value;
-        if (value.kind == ValueKind::files) {
-            line += " -r -F";
-        } else if (!value.type.empty()) {
-            line += " -x";
-        }
-        switch (value.kind) {
-        case ValueKind::choices:
-        case ValueKind::urls:
-            line += " -a " + fish_quoted(joined(value.choices));
-            break;
-        case ValueKind::dirs:
-            line += " -a '(__fish_complete_directories)'";
-            break;
-        case ValueKind::pids:
-            line += " -a '(__fish_complete_pids)'";
-            break;
-        case ValueKind::hosts:
-            line += " -a '(__fish_print_hostnames)'";
-            break;
-        default:
-            break;
-        }
-        text += line + " -d " + fish_quoted(option->summary) + "\n";
-    }
-    return text;
+    return text + "\n" + fish_option_lines(table);
 }
 
 // `text` for a part of an _arguments spec: the characters it reads are quoted.
