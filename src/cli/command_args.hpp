@@ -73,6 +73,7 @@ struct StatusArgs {
     std::optional<std::string> format; // table, json or prometheus (checked as parsed)
     bool watch = false;
     bool names_only = false;
+    std::optional<Milliseconds> overdue; // --overdue: the check, instead of the listing
 };
 int run_status(const StatusArgs& args, const GlobalOptions& global);
 

@@ -235,6 +235,16 @@ std::string parse_status_format(const std::string& text, const char* option) {
     return text;
 }
 
+// --overdue DUR: above 0.
+Milliseconds parse_overdue(const std::string& text, const char* option) {
+    const Milliseconds within = parse_duration(text, option);
+    if (within.count() <= 0) {
+        throw UsageError(
+            fmt::format("{}: '{}' must be longer than 0", option, printable(text, 100)));
+    }
+    return within;
+}
+
 // --for's value.
 Milliseconds parse_pause_duration(const std::string& text, const char* option) {
     const Milliseconds duration = parse_duration(text, option);
@@ -392,6 +402,10 @@ Runner setup_status(CLI::App& command, const GlobalOptions& global) {
                      "second), with lease countdowns, until q or Ctrl-C");
     command.add_flag("--names", args->names_only,
                      "Print only the names of all semaphores, one per line (for completion)");
+    add_typed_option(command, "--overdue", args->overdue, parse_overdue,
+                     "Check each NAME instead of showing it: exit 1, with a line saying why, when "
+                     "it has had no successful run within DUR (a cron job's monitor)")
+        ->type_name("DUR");
     return [args, &global] { return run_status(*args, global); };
 }
 

@@ -6,6 +6,7 @@
 #include "process/signal_watch.hpp"
 #include "semaphore/history.hpp"
 #include "semaphore/inspect.hpp"
+#include "semaphore/keys.hpp"
 #include "semaphore/wait_estimate.hpp"
 #include "util/duration.hpp"
 #include "util/errors.hpp"
@@ -119,6 +120,70 @@ json waiter_json(const SemaphoreView& view, const WaiterView& waiter) {
     return out;
 }
 
+// A run as the history tells it (a release by `run`): {"time_ms", "time", "host", "pid",
+// "user", "label", "exit_status", "signal" (0: it exited), "held_ms", "timed_out_ms"}, or null.
+json run_json(const std::optional<Event>& run) {
+    if (!run) {
+        return nullptr;
+    }
+    json out = time_fields("time", run->time_ms);
+    out["host"] = run->meta ? json(run->meta->host) : json(nullptr);
+    out["pid"] = run->meta ? json(run->meta->pid) : json(nullptr);
+    out["user"] = run->meta ? json(run->meta->user) : json(nullptr);
+    out["label"] = run->meta ? json(run->meta->label) : json(nullptr);
+    out["exit_status"] = *run->exit_status;
+    out["signal"] = run->signal ? json(*run->signal) : json(nullptr);
+    out["held_ms"] = run->duration_ms ? json(*run->duration_ms) : json(nullptr);
+    out["timed_out_ms"] = run->timed_out_ms ? json(*run->timed_out_ms) : json(nullptr);
+    return out;
+}
+
+// "3m ago on web-2 ('backup')": when a run ended, and who ran it.
+std::string run_when(const Event& run, long long now) {
+    std::string text = ago(std::max(0LL, now - run.time_ms));
+    if (run.meta) {
+        text += " on " + terminal_safe(run.meta->host, 64);
+        if (!run.meta->label.empty()) {
+            text += " ('" + terminal_safe(run.meta->label, 40) + "')";
+        }
+    }
+    return text;
+}
+
+// "last run: 3m ago on web-2 ('backup'), exit 0 after 2m10s", and when it failed, the last
+// success; "" when the history has no run.
+std::string runs_line(const std::optional<RunHistory>& runs, long long now) {
+    if (!runs || !runs->last) {
+        return "";
+    }
+    const Event& last = *runs->last;
+    std::string ended = fmt::format("exit {}", *last.exit_status);
+    if (last.timed_out_ms) {
+        ended = "stopped at --max-run (" + ended + ")";
+    } else if (last.signal && *last.signal > 0) {
+        ended = fmt::format("ended by signal {}", *last.signal);
+    }
+    std::string line = "last run: " + run_when(last, now) + ", " + ended;
+    if (last.duration_ms) {
+        line += " after " + format_duration(Milliseconds{*last.duration_ms});
+    }
+    if (*last.exit_status != 0) {
+        line += runs->last_success ? "; last success: " + run_when(*runs->last_success, now)
+                                   : "; no success in the history";
+    }
+    return line;
+}
+
+// The runs of `view`'s semaphore from its history, into view.runs; left unset when the history
+// cannot be read (a listing says what it can).
+void read_runs_into(Connection& connection, const std::string& prefix, SemaphoreView& view) {
+    try {
+        view.runs = read_runs(connection, prefix, view.name);
+    } catch (const Error&) {
+        view.runs.reset();
+    }
+}
+
 // The occurrence's claim (run --once-per) as JSON: {"token", "stage", "attempt", "since_ms",
 // "since", "until_ms", "until", "ends_in_ms", "host", "pid", "user", "label", and for a run
 // that failed "exit_status"}; null when none is in force.
@@ -214,6 +279,8 @@ json view_json(const SemaphoreView& view) {
              {"admission", admission_json(view.admission)},
              {"paused", pause_json(view.pause, view.server_now_ms)},
              {"occurrence", claim_json(view.claim, view.server_now_ms)}};
+    out["last_run"] = run_json(view.runs ? view.runs->last : std::nullopt);
+    out["last_success"] = run_json(view.runs ? view.runs->last_success : std::nullopt);
     // What the waiters' estimates are drawn from: null while nobody waits.
     out["wait_estimate"] =
         !view.holds ? json(nullptr)
@@ -287,6 +354,9 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
     }
     if (const std::string claimed = claim_line(view.claim); !claimed.empty()) {
         closed = closed.empty() ? claimed : closed + "\n" + claimed;
+    }
+    if (const std::string ran = runs_line(view.runs, now); !ran.empty()) {
+        closed = closed.empty() ? ran : closed + "\n" + ran;
     }
     if (view.holders.empty() && view.waiters.empty()) {
         // A stored limit is shown: an idle semaphore keeps one an operator set.
@@ -582,6 +652,7 @@ std::string watch_frame(Connection& connection, const std::string& prefix,
         for (const auto& name : names) {
             views.push_back(inspect(connection, prefix, name));
             read_holds(connection, prefix, views.back());
+            read_runs_into(connection, prefix, views.back());
         }
         now = views.front().server_now_ms;
     }
@@ -651,6 +722,32 @@ int watch(Connection& connection, const std::string& prefix,
     }
 }
 
+// --overdue: a line on stdout for each of `names` without a successful run within `within`
+// by the server's clock ("nightly-backup: last success 26h ago on web-2"); exit 1 when there
+// is one, 0 when there is none. A history that cannot be read is an error, as in `log`.
+int check_overdue(Connection& connection, const std::string& prefix,
+                  const std::vector<std::string>& names, Milliseconds within) {
+    int status = 0;
+    for (const std::string& name : names) {
+        const long long now = server_time_ms(connection, Keys::make(prefix, name).log);
+        const RunHistory runs = read_runs(connection, prefix, name);
+        const auto& success = runs.last_success;
+        if (success && now - success->time_ms <= within.count()) {
+            continue;
+        }
+        status = static_cast<int>(ExitCode::not_held);
+        std::cout << terminal_safe(name) << ": "
+                  << (success ? "last success " + run_when(*success, now)
+                              : std::string("no successful run in its history"))
+                  << (runs.last && *runs.last->exit_status != 0 // after the last success
+                          ? fmt::format("; the last run, {}, exited {}", run_when(*runs.last, now),
+                                        *runs.last->exit_status)
+                          : std::string())
+                  << "\n";
+    }
+    return status;
+}
+
 } // namespace
 
 int run_status(const StatusArgs& given, const GlobalOptions& global) {
@@ -674,10 +771,18 @@ int run_status(const StatusArgs& given, const GlobalOptions& global) {
     if (args.names_only && (!args.names.empty() || format != "table" || args.watch)) {
         throw UsageError("--names takes no NAME, --json, --format or --watch");
     }
+    if (args.overdue &&
+        (args.names.empty() || args.json || args.format || args.watch || args.names_only)) {
+        throw UsageError("--overdue checks the NAMEs given (at least one), and takes no --json, "
+                         "--format, --watch or --names");
+    }
     const std::string prefix = resolve_prefix(global);
     Connection connection(resolve_connection(global));
     if (args.watch) {
         return watch(connection, prefix, args.names);
+    }
+    if (args.overdue) {
+        return check_overdue(connection, prefix, args.names, *args.overdue);
     }
     // A cluster primary that is down leaves out its semaphores: the rest is listed, with a
     // warning, and the exit status says so.
@@ -732,6 +837,7 @@ int run_status(const StatusArgs& given, const GlobalOptions& global) {
         try {
             views.push_back(inspect(connection, prefix, name));
             read_holds(connection, prefix, views.back());
+            read_runs_into(connection, prefix, views.back());
         } catch (const ConflictError& error) {
             unreadable.emplace_back(error.what());
         }

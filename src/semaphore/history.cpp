@@ -253,6 +253,40 @@ std::vector<Milliseconds> recent_holds(Connection& connection, std::string_view 
     return holds;
 }
 
+RunHistory read_runs(Connection& connection, std::string_view prefix, std::string_view name) {
+    const std::string key = Keys::make(prefix, name).log;
+    RunHistory runs;
+    std::string end = "+";
+    for (;;) {
+        const Reply page = connection.command(
+            Command{key, {"XREVRANGE", key, end, "-", "COUNT", std::to_string(k_page)}});
+        if (page.is_error()) {
+            throw_history_error(connection, page.text, {key}, {std::string(name)});
+        }
+        const auto& entries = page.as_array();
+        for (const Reply& entry : entries) {
+            std::vector<Event> events;
+            add_events(name, entry, events);
+            for (auto event = events.rbegin(); event != events.rend(); ++event) {
+                if (event->kind != "released" || !event->exit_status) {
+                    continue;
+                }
+                if (!runs.last) {
+                    runs.last = *event;
+                }
+                if (*event->exit_status == 0) {
+                    runs.last_success = *event;
+                    return runs;
+                }
+            }
+        }
+        if (entries.size() < k_page) {
+            return runs;
+        }
+        end = "(" + entries.back().at(0).as_string(); // exclusive: before the last one read
+    }
+}
+
 std::vector<Event> follow_history(Connection& connection, std::string_view prefix,
                                   const std::vector<std::string>& names,
                                   std::vector<std::string>& last_ids, Milliseconds block,

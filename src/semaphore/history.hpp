@@ -77,6 +77,17 @@ std::vector<Event> read_history(Connection& connection, std::string_view prefix,
 std::vector<Milliseconds> recent_holds(Connection& connection, std::string_view prefix,
                                        std::string_view name, std::size_t count, std::size_t scan);
 
+// The runs of a semaphore as its history tells them: releases by `run`, which record how the
+// command ended (exit_status).
+struct RunHistory {
+    std::optional<Event> last{};         // the newest
+    std::optional<Event> last_success{}; // the newest that exited 0
+};
+
+// The newest run of `name` and its newest success, read back from the newest entry (XREVRANGE,
+// in pages) until both are found or the history ends. Changes nothing.
+RunHistory read_runs(Connection& connection, std::string_view prefix, std::string_view name);
+
 // Follows the histories of `names` from the entries after `last_ids` (one per name; "$": only
 // what comes next): waits up to `block` for new events (XREAD BLOCK, woken by the server) and
 // returns them in order, updating `last_ids`; empty when none came. The names must all be on

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "redis/connection.hpp"
+#include "semaphore/history.hpp"
 #include "semaphore/record.hpp"
 #include "semaphore/semaphore.hpp"
 
@@ -50,6 +51,7 @@ struct SemaphoreView {
     std::optional<Claim> claim{};     // the occurrence's (run --once-per), while its window lasts
     std::string exclusive{};          // the token of an --exclusive holder ("": none)
     std::optional<HoldStats> holds{}; // while anybody waits, when asked (read_holds())
+    std::optional<RunHistory> runs{}; // when asked (read_runs())
 };
 
 // One line of `status` without a name. Dead entries the scripts have not pruned yet are

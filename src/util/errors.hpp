@@ -34,7 +34,7 @@ struct ExitCodeMeaning {
 };
 inline constexpr ExitCodeMeaning k_exit_codes[] = {
     {ExitCode::ok, "ok"},
-    {ExitCode::not_held, "token holds nothing (doctor: warnings)"},
+    {ExitCode::not_held, "token holds nothing (doctor: warnings, status --overdue: overdue)"},
     {ExitCode::usage, "usage"},
     {ExitCode::conflict, "conflict"},
     {ExitCode::unavailable, "Redis unavailable"},

@@ -244,6 +244,77 @@ TEST_CASE("with fewer than 3 holds in the history, status says there is no estim
     CHECK(status_of(server, "idle")["wait_estimate"].is_null());
 }
 
+TEST_CASE("status shows the last run and the last success as the history has them") {
+    RedisServer server;
+    const auto env = env_for(server);
+    REQUIRE(run_redsem({"run", "nightly", "--label", "backup", "--", "true"}, env).exit_code == 0);
+    REQUIRE(run_redsem({"run", "nightly", "--", "sh", "-c", "exit 3"}, env).exit_code == 3);
+    // A plain acquire and release is no run: it records no exit status.
+    const json lease = acquire_json(server, {"nightly"});
+    REQUIRE(run_redsem({"release", "nightly", lease["token"].get<std::string>()}, env).exit_code ==
+            0);
+
+    // The observer: the released events of `log --json` that have an exit status.
+    std::vector<json> runs;
+    for (const json& event : history_events(server, "nightly")) {
+        if (event.value("event", "") == "released" && event.contains("exit_status") &&
+            !event["exit_status"].is_null()) {
+            runs.push_back(event);
+        }
+    }
+    REQUIRE(runs.size() == 2);
+    const json status = status_of(server, "nightly");
+    INFO(status.dump());
+    CHECK(status["last_run"]["exit_status"] == 3);
+    CHECK(status["last_run"]["time_ms"] == runs[1]["time_ms"]);
+    CHECK(status["last_success"]["exit_status"] == 0);
+    CHECK(status["last_success"]["label"] == "backup");
+    CHECK(status["last_success"]["time_ms"] == runs[0]["time_ms"]);
+    CHECK(status["last_success"]["held_ms"].get<long long>() >= 0);
+    CHECK(status_of(server, "never")["last_run"].is_null());
+
+    const std::string text = run_redsem({"status", "nightly"}, env).out;
+    INFO(text);
+    CHECK(text.find("\nlast run: ") != std::string::npos);
+    CHECK(text.find(", exit 3 after ") != std::string::npos);
+    CHECK(text.find("; last success: ") != std::string::npos);
+    CHECK(text.find("('backup')") != std::string::npos);
+}
+
+TEST_CASE("status --overdue exits 1 with a line for a NAME without a success within DUR") {
+    RedisServer server;
+    const auto env = env_for(server);
+    REQUIRE(run_redsem({"run", "nightly", "--label", "backup", "--", "true"}, env).exit_code == 0);
+    const auto fresh = run_redsem({"status", "nightly", "--overdue", "1h"}, env);
+    CHECK(fresh.exit_code == 0);
+    CHECK(fresh.out.empty());
+
+    // Then a failure: the last success stays the one it names.
+    REQUIRE(run_redsem({"run", "nightly", "--", "false"}, env).exit_code == 1);
+    std::this_thread::sleep_for(50ms); // for the success to be older than 10ms by any clock
+    const auto late = run_redsem({"status", "nightly", "never", "--overdue", "10ms"}, env);
+    INFO(late.out << late.err);
+    CHECK(late.exit_code == 1);
+    const auto lines = lines_of(late.out);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0].rfind("nightly: last success ", 0) == 0);
+    CHECK(lines[0].find("('backup'); the last run, ") != std::string::npos);
+    CHECK(lines[0].find(", exited 1") != std::string::npos);
+    CHECK(lines[1] == "never: no successful run in its history");
+
+    for (const std::vector<std::string>& bad :
+         {std::vector<std::string>{"status", "--overdue", "1h"},
+          {"status", "nightly", "--overdue", "0"},
+          {"status", "nightly", "--overdue", "soon"},
+          {"status", "nightly", "--overdue", "1h", "--json"}}) {
+        const auto refused = run_redsem(bad, env);
+        INFO(refused.err);
+        CHECK(refused.exit_code == 64);
+        CHECK(refused.err.rfind("redsem: error: ", 0) == 0);
+        CHECK(refused.out.empty());
+    }
+}
+
 TEST_CASE("status shows expired holders that were not pruned yet") {
     RedisServer server;
     const auto lease = acquire_json(server, {"exp", "--ttl", "200ms", "--label", "stale"});
