@@ -2,9 +2,12 @@
 # Runs each completion in its real shell (bash, zsh, fish) and checks the candidates,
 # including semaphore names read live from a private redis-server, and that completion stays
 # quiet and quick when Redis is down.
-# Usage: check_completions.sh BUILD_DIR COMPLETIONS_DIR
+# Usage: check_completions.sh BUILD_DIR COMPLETIONS_DIR (the generated ones: BUILD_DIR/completions)
 set -uo pipefail
 build=$(cd "$1" && pwd)
+for file in redsem.bash _redsem redsem.fish; do
+    [ -f "$2/$file" ] || { echo "FAIL no $2/$file: build the target 'completions'"; exit 1; }
+done
 completions=$(cd "$2" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 export PATH="$build:$PATH"
