@@ -95,9 +95,14 @@ class RecentHolds {
 public:
     // The holds, read into `view` (fresh, or as last read).
     void read_into(Connection& connection, const std::string& prefix, SemaphoreView& view) {
-        if (!m_stats || Clock::now() - m_read_at >= k_holds_fresh) {
-            read_holds(connection, prefix, view);
+        if (!m_read || Clock::now() - m_read_at >= k_holds_fresh) {
+            try {
+                read_holds(connection, prefix, view);
+            } catch (const std::exception&) {
+                view.holds.reset(); // said beside a wait, the estimate must never end it
+            }
             m_stats = view.holds;
+            m_read = true;
             m_read_at = Clock::now();
         }
         view.holds = m_stats;
@@ -107,6 +112,7 @@ private:
     static constexpr std::chrono::seconds k_holds_fresh{10};
 
     std::optional<HoldStats> m_stats;
+    bool m_read = false;
     Clock::time_point m_read_at{};
 };
 

@@ -174,14 +174,9 @@ std::string runs_line(const std::optional<RunHistory>& runs, long long now) {
     return line;
 }
 
-// The runs of `view`'s semaphore from its history, into view.runs; left unset when the history
-// cannot be read (a listing says what it can).
+// The runs of `view`'s semaphore from its history, into view.runs (throws as read_runs()).
 void read_runs_into(Connection& connection, const std::string& prefix, SemaphoreView& view) {
-    try {
-        view.runs = read_runs(connection, prefix, view.name);
-    } catch (const Error&) {
-        view.runs.reset();
-    }
+    view.runs = read_runs(connection, prefix, view.name);
 }
 
 // The occurrence's claim (run --once-per) as JSON: {"token", "stage", "attempt", "since_ms",
@@ -390,7 +385,8 @@ void print_view(std::ostream& out, const SemaphoreView& view, std::size_t width)
     }
     if (!view.waiters.empty()) {
         // With an estimate, each waiter's (EXPECTED); else a line saying why there is none.
-        const bool estimated = view.holds && view.holds->median;
+        const bool estimated =
+            view.holds && view.holds->median && !(view.pause && view.pause->until_ms == 0);
         if (view.holds && !estimated) {
             out << "wait: " << estimate_text(*view.holds, std::nullopt) << "\n";
         } else if (estimated) {

@@ -232,23 +232,36 @@ std::vector<Event> read_history(Connection& connection, std::string_view prefix,
 }
 
 std::vector<Milliseconds> recent_holds(Connection& connection, std::string_view prefix,
-                                       std::string_view name, std::size_t count, std::size_t scan) {
+                                       std::string_view name, std::size_t count, std::size_t scan,
+                                       bool& whole) {
     const std::string key = Keys::make(prefix, name).log;
-    const Reply page = connection.command(
-        Command{key, {"XREVRANGE", key, "+", "-", "COUNT", std::to_string(scan)}});
-    if (page.is_error()) {
-        throw_history_error(connection, page.text, {key}, {std::string(name)});
-    }
     std::vector<Milliseconds> holds;
-    for (const Reply& entry : page.as_array()) {
-        std::vector<Event> events;
-        add_events(name, entry, events);
-        // An entry's events are in the order the call wrote them: the newest is last.
-        for (auto event = events.rbegin(); event != events.rend(); ++event) {
-            if (event->kind == "released" && event->duration_ms && holds.size() < count) {
-                holds.emplace_back(*event->duration_ms);
+    std::string end = "+";
+    whole = false;
+    for (std::size_t read = 0; read < scan && holds.size() < count;) {
+        const std::size_t page_size = std::min(k_page, scan - read);
+        const Reply page = connection.command(
+            Command{key, {"XREVRANGE", key, end, "-", "COUNT", std::to_string(page_size)}});
+        if (page.is_error()) {
+            throw_history_error(connection, page.text, {key}, {std::string(name)});
+        }
+        const auto& entries = page.as_array();
+        for (const Reply& entry : entries) {
+            std::vector<Event> events;
+            add_events(name, entry, events);
+            // An entry's events are in the order the call wrote them: the newest is last.
+            for (auto event = events.rbegin(); event != events.rend(); ++event) {
+                if (event->kind == "released" && event->duration_ms && holds.size() < count) {
+                    holds.emplace_back(*event->duration_ms);
+                }
             }
         }
+        read += entries.size();
+        if (entries.size() < page_size) {
+            whole = true;
+            break;
+        }
+        end = "(" + entries.back().at(0).as_string(); // exclusive: before the last one read
     }
     return holds;
 }

@@ -72,10 +72,12 @@ std::vector<Event> read_history(Connection& connection, std::string_view prefix,
                                 std::string_view name, long long from_ms, long long to_ms);
 
 // How long the last holders of `name` held their slots: the held time of each of the newest
-// `count` releases at most (newest first), found in the newest `scan` entries of its history
-// (XREVRANGE, one round trip). Empty when its history is off or has no release yet.
+// `count` releases at most (newest first), read back from its newest entry (XREVRANGE, in
+// pages) through `scan` entries at most; `whole` says whether that was all its history.
+// Empty when its history is off or has no release yet.
 std::vector<Milliseconds> recent_holds(Connection& connection, std::string_view prefix,
-                                       std::string_view name, std::size_t count, std::size_t scan);
+                                       std::string_view name, std::size_t count, std::size_t scan,
+                                       bool& whole);
 
 // The runs of a semaphore as its history tells them: releases by `run`, which record how the
 // command ended (exit_status).

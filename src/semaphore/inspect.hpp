@@ -32,6 +32,7 @@ struct WaiterView {
 struct HoldStats {
     std::size_t holds = 0;                // releases it is drawn from
     std::optional<Milliseconds> median{}; // nullopt: too few of them to tell
+    bool whole = true;                    // the whole history was read for them
 };
 
 // One semaphore as `status NAME` shows it, judged by lua/view.lua. Times are the server's.

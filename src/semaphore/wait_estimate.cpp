@@ -9,12 +9,13 @@
 
 namespace redsem {
 
-HoldStats hold_stats(std::vector<Milliseconds> holds) {
-    HoldStats stats{holds.size(), std::nullopt};
+HoldStats hold_stats(std::vector<Milliseconds> holds, bool whole) {
+    HoldStats stats{holds.size(), std::nullopt, whole};
     if (holds.size() >= k_estimate_min_holds) {
-        const auto middle = holds.begin() + static_cast<std::ptrdiff_t>(holds.size() / 2);
-        std::nth_element(holds.begin(), middle, holds.end());
-        stats.median = *middle;
+        std::sort(holds.begin(), holds.end());
+        const std::size_t middle = holds.size() / 2;
+        stats.median =
+            holds.size() % 2 == 1 ? holds[middle] : (holds[middle - 1] + holds[middle]) / 2;
     }
     return stats;
 }
@@ -23,48 +24,57 @@ void read_holds(Connection& connection, std::string_view prefix, SemaphoreView& 
     if (view.waiters.empty()) {
         return;
     }
-    try {
-        view.holds = hold_stats(
-            recent_holds(connection, prefix, view.name, k_estimate_holds, k_estimate_scan));
-    } catch (const Error&) {
-        view.holds.reset(); // an estimate is said beside a wait or a listing: never ends it
-    }
+    bool whole = false;
+    std::vector<Milliseconds> holds =
+        recent_holds(connection, prefix, view.name, k_estimate_holds, k_estimate_scan, whole);
+    // A held time no release can have (a history edited by hand) says nothing.
+    std::erase_if(
+        holds, [](Milliseconds held) { return held < Milliseconds{0} || held > k_longest_hold; });
+    view.holds = hold_stats(std::move(holds), whole);
 }
 
 std::optional<Milliseconds> estimate_wait(const SemaphoreView& view, const HoldStats& stats,
                                           long long position) {
-    if (!stats.median || !view.limit || *view.limit < 1) {
+    if (!stats.median || !view.limit || *view.limit < 1 ||
+        (view.pause && view.pause->until_ms == 0)) {
         return std::nullopt;
     }
     const long long now = view.server_now_ms;
     const long long hold = stats.median->count();
-    const auto limit = static_cast<std::size_t>(*view.limit);
-    // When each slot frees, by the server's clock: a free one now, a held one at its holder's
-    // grant plus the median.
-    std::vector<long long> frees;
+    const long long limit = *view.limit;
+    // Nobody is admitted before a closed admission opens, or a pause with an end ends.
+    long long start = std::max(now, view.admission.opens_at_ms);
+    if (view.pause) {
+        start = std::max(start, view.pause->until_ms);
+    }
+    // When each held slot frees, by the server's clock: its holder's grant plus the median.
+    // After a lowered limit more may be held than it allows: a waiter then waits for enough of
+    // them to free.
+    std::vector<long long> ends;
     for (const HolderView& holder : view.holders) {
         if (holder.expired || !holder.record) {
             continue;
         }
-        for (std::size_t i = 0; i < holder.record->slots.size() && frees.size() < limit; ++i) {
-            frees.push_back(std::max(now, holder.record->since_ms + hold));
+        for (std::size_t i = 0; i < holder.record->slots.size(); ++i) {
+            ends.push_back(std::max(now, holder.record->since_ms + hold));
         }
     }
-    frees.resize(limit, now);
-    long long start = now;
     for (const WaiterView& waiter : view.waiters) {
         if (waiter.stale) {
             continue;
         }
         const long long wants = waiter.record ? waiter.record->wants : 1;
-        const std::size_t takes =
-            wants < 1 ? limit : std::min(limit, static_cast<std::size_t>(wants));
-        std::sort(frees.begin(), frees.end());
-        start = std::max(start, frees[takes - 1]);
+        const long long takes = wants < 1 ? limit : std::min(limit, wants);
+        std::sort(ends.begin(), ends.end());
+        const long long must_free = static_cast<long long>(ends.size()) + takes - limit;
+        if (must_free > 0) {
+            start = std::max(start, ends[static_cast<std::size_t>(must_free - 1)]);
+        }
+        std::erase_if(ends, [start](long long end) { return end <= start; });
         if (waiter.position == position) {
             return Milliseconds{start - now};
         }
-        std::fill_n(frees.begin(), takes, start + hold);
+        ends.insert(ends.end(), static_cast<std::size_t>(takes), start + hold);
     }
     return std::nullopt;
 }
@@ -73,8 +83,9 @@ std::string rounded(Milliseconds wait) {
     if (wait < Milliseconds{1000}) {
         return "<1s";
     }
-    const long long unit = wait < Milliseconds{60'000} ? 1'000 : 60'000;
-    return format_duration(Milliseconds{(wait.count() + unit / 2) / unit * unit});
+    const auto to = [&](long long unit) { return (wait.count() + unit / 2) / unit * unit; };
+    const long long seconds = to(1'000);
+    return format_duration(Milliseconds{seconds < 60'000 ? seconds : to(60'000)});
 }
 
 std::string about(Milliseconds wait) {
@@ -87,11 +98,13 @@ std::string estimate_text(const HoldStats& stats, std::optional<Milliseconds> wa
                            format_duration(*stats.median), stats.holds);
     }
     if (stats.median) {
-        return "";
+        return "no estimate while paused";
     }
-    return stats.holds == 0 ? "no estimate yet (no holds in the history)"
-                            : fmt::format("no estimate yet ({} hold{} in the history)", stats.holds,
-                                          stats.holds == 1 ? "" : "s");
+    const std::string where =
+        stats.whole ? "the history" : fmt::format("its last {} events", k_estimate_scan);
+    return stats.holds == 0 ? fmt::format("no estimate yet (no holds in {})", where)
+                            : fmt::format("no estimate yet ({} hold{} in {})", stats.holds,
+                                          stats.holds == 1 ? "" : "s", where);
 }
 
 } // namespace redsem

@@ -244,6 +244,26 @@ TEST_CASE("with fewer than 3 holds in the history, status says there is no estim
     CHECK(status_of(server, "idle")["wait_estimate"].is_null());
 }
 
+TEST_CASE("a history key of another type: status names it (65), and a wait goes on without "
+          "an estimate") {
+    RedisServer server;
+    const auto env = env_for(server);
+    const json holder = acquire_json(server, {"odd"});
+    Connection admin = server.admin();
+    admin.call({"DEL", semaphore_key("odd", "log")});
+    admin.call({"SET", semaphore_key("odd", "log"), "foo"});
+    auto waiter = Child::shell("exec '" + redsem_binary() + "' acquire odd -w 60s 2>&1", env);
+    const std::optional<std::string> told = waiter->wait_for_line(20s);
+    REQUIRE(told);
+    CHECK(told->find("number 1 of 1 in the queue, 1/1 held; held by ") != std::string::npos);
+    const auto status = run_redsem({"status", "odd"}, env);
+    INFO(status.out << status.err);
+    CHECK(status.exit_code == 65);
+    CHECK(status.err.find("holds a string") != std::string::npos);
+    REQUIRE(run_redsem({"release", "odd", holder["token"].get<std::string>()}, env).exit_code == 0);
+    CHECK(waiter->wait(20s).exit_code == 0);
+}
+
 TEST_CASE("status shows the last run and the last success as the history has them") {
     RedisServer server;
     const auto env = env_for(server);
