@@ -67,8 +67,9 @@ local function not_found()
     -- Who ran it: its record, or once pruned, the claim that names it.
     local json = info and info.json or (claim and claim.token == token and claim.json) or '{}'
     if string.sub(json, -1) == '}' then
-        log_event(call, state, now, 'released', token .. ' - - - ' .. string.sub(json, 1, -2) ..
-                  (json == '{}' and '' or ',') .. '"exit":0,"late":"' .. outcome .. '"}')
+        log_event(call, state, now, 'released',
+                  entry_value(token, '-', '-', nil, string.sub(json, 1, -2) ..
+                              (json == '{}' and '' or ',') .. '"exit":0,"late":"' .. outcome .. '"}'))
     end
     return {'kind', 'not_found', 'occurrence', outcome}
 end

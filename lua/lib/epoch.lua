@@ -180,8 +180,8 @@ local function log_closed(call, state, now, epoch)
     end
     state.closed_logged = epoch.lost_at
     redis.call('HSET', call.k_state, 'closed_logged', int_str(epoch.lost_at))
-    log_event(call, state, now, 'closed', epoch.cause .. ' ' .. int_str(epoch.lost_at) .. ' ' ..
-              int_str(epoch.lost_at + LOSS_GRACE_MS))
+    log_event(call, state, now, 'closed',
+              closed_value(epoch.cause, epoch.lost_at, epoch.lost_at + LOSS_GRACE_MS))
 end
 
 -- Admission after a possible loss of data, for a caller whose own loss grace is `grace` ms

@@ -1,6 +1,8 @@
 -- lib/history.lua: the semaphore's history (KEYS[8], a stream) and the event counters.
 -- Provides: log_event(call, state, now, event, value), log_entry(...), log_grant(...),
---   log_limit(...), write_history(call, reply).
+--   log_limit(...), write_history(call, reply), and the events' values: entry_value(...),
+--   limit_value(from, to), closed_value(...), paused_value(until_ms, json),
+--   resumed_value(paused_for, json).
 --- @include "call"
 --- @include "lifetime"
 --
@@ -34,6 +36,34 @@ local TRIM_EVERY = 16
 -- Events counted in the state hash (for `status --format prometheus`) while history is on.
 -- (Grants are counted in next_fence().)
 local COUNTERS = {expired = 'expired_total', unclaimed = 'expired_total', lost = 'lost_total'}
+
+-- The value of each kind of event, in the shapes src/semaphore/history.cpp reads
+-- (tests/fixtures/events.txt has each, and holds both sides to it). A holder's or a waiter's:
+-- "TOKEN SLOTS FENCE DURATION_MS JSON" (SLOTS "0,3,4"; '-' for a part that does not apply;
+-- `duration` nil for none).
+local function entry_value(token, slots, fence, duration, json)
+    return token .. ' ' .. slots .. ' ' .. fence .. ' ' ..
+           (duration and int_str(math.max(duration, 0)) or '-') .. ' ' .. json
+end
+
+-- A change of the limit: "FROM TO" (FROM '-' for a new semaphore).
+local function limit_value(from, to)
+    return (from and tostring(from) or '-') .. ' ' .. tostring(to)
+end
+
+-- Admission closed after a possible loss of data: "CAUSE LOST_AT_MS OPENS_AT_MS".
+local function closed_value(cause, lost_at, opens_at)
+    return cause .. ' ' .. int_str(lost_at) .. ' ' .. int_str(opens_at)
+end
+
+-- A pause: "UNTIL_MS JSON" ('-': until resumed); its end: "PAUSED_FOR_MS JSON".
+local function paused_value(until_ms, json)
+    return (until_ms > 0 and int_str(until_ms) or '-') .. ' ' .. json
+end
+
+local function resumed_value(paused_for, json)
+    return int_str(math.max(paused_for, 0)) .. ' ' .. json
+end
 
 -- Adds `event` with `value` to the entry this call writes at its end.
 local function log_event(call, state, now, event, value)
@@ -89,17 +119,15 @@ local function log_entry(call, state, now, event, token, info, duration)
             slot, fence = info.slots and table.concat(info.slots, ',') or '-', info.fence or '-'
         end
     end
-    log_event(call, state, now, event, token .. ' ' .. slot .. ' ' .. fence .. ' ' ..
-              (duration and int_str(math.max(duration, 0)) or '-') .. ' ' .. json)
+    log_event(call, state, now, event, entry_value(token, slot, fence, duration, json))
 end
 
 local function log_grant(call, state, now, token, slot, fence, waited, json)
     if state.history > 0 then
-        log_event(call, state, now, 'acquired', token .. ' ' .. slot .. ' ' .. int_str(fence) .. ' ' ..
-                  int_str(waited) .. ' ' .. json)
+        log_event(call, state, now, 'acquired', entry_value(token, slot, int_str(fence), waited, json))
     end
 end
 
 local function log_limit(call, state, now, from, to)
-    log_event(call, state, now, 'limit', (from and tostring(from) or '-') .. ' ' .. tostring(to))
+    log_event(call, state, now, 'limit', limit_value(from, to))
 end

@@ -48,7 +48,7 @@ local function start_pause(call, state, now, json, until_ms)
     else
         redis.call('PERSIST', call.k_queue)
     end
-    log_event(call, state, now, 'paused', (until_ms > 0 and int_str(until_ms) or '-') .. ' ' .. json)
+    log_event(call, state, now, 'paused', paused_value(until_ms, json))
 end
 
 -- Ends the pause: `json` names who resumed it ('{}': it ran out by itself). The slots freed
@@ -72,7 +72,7 @@ local function end_pause(call, state, now, json)
     if state.pause_kept then
         stop_keeping_state(call, state)
     end
-    log_event(call, state, now, 'resumed', int_str(math.max(ended - since, 0)) .. ' ' .. json)
+    log_event(call, state, now, 'resumed', resumed_value(ended - since, json))
     tell_drainer(call) -- it learns at once that the pause it waits in ended
     fill_free_slots(call, state, redis.call('ZCARD', call.k_holders), now)
 end

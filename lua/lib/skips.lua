@@ -63,5 +63,5 @@ local function log_skip(call, state, now, token, json, why, by, cause)
     if (why == 'closed' or why == 'lost') and cause then
         fields = fields .. ',"cause":"' .. cause .. '"'
     end
-    log_event(call, state, now, 'skipped', token .. ' - - - ' .. with_fields(json, fields))
+    log_event(call, state, now, 'skipped', entry_value(token, '-', '-', nil, with_fields(json, fields)))
 end

@@ -3,7 +3,8 @@
 # Lua; Debian's lua5.1): the modules as the build assembles them (DIR/modules.lua,
 # cmake/embed_lua.cmake) and CHECK (default tests/lua/check_records.lua: the records as
 # lua/lib/records.lua and lib/occurrence.lua read them; check_wakes.lua: the wake payloads as
-# lib/queue.lua writes them) in one chunk, since the modules' functions are locals. Without
+# lib/queue.lua writes them; check_events.lua: the history's events as lib/history.lua's
+# formatters write them) in one chunk, since the modules' functions are locals. Without
 # lua5.1 it skips (77), and under CI, which installs it, fails.
 # Usage: check_records.sh DIR FIXTURE [CHECK]
 set -euo pipefail
