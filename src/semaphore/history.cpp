@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 namespace redsem {
@@ -231,15 +232,17 @@ std::vector<Event> read_history(Connection& connection, std::string_view prefix,
     }
 }
 
-std::vector<Milliseconds> recent_holds(Connection& connection, std::string_view prefix,
-                                       std::string_view name, std::size_t count, std::size_t scan,
-                                       bool& whole) {
+namespace {
+
+// Hands `visit` the events of `name`'s history newest first, read back from its newest entry
+// (XREVRANGE, in pages) through `scan` entries at most (0: all of them), until `visit` returns
+// false. Returns whether the whole history was read.
+bool visit_newest_first(Connection& connection, std::string_view prefix, std::string_view name,
+                        std::size_t scan, const std::function<bool(const Event&)>& visit) {
     const std::string key = Keys::make(prefix, name).log;
-    std::vector<Milliseconds> holds;
     std::string end = "+";
-    whole = false;
-    for (std::size_t read = 0; read < scan && holds.size() < count;) {
-        const std::size_t page_size = std::min(k_page, scan - read);
+    for (std::size_t read = 0; scan == 0 || read < scan;) {
+        const std::size_t page_size = scan == 0 ? k_page : std::min(k_page, scan - read);
         const Reply page = connection.command(
             Command{key, {"XREVRANGE", key, end, "-", "COUNT", std::to_string(page_size)}});
         if (page.is_error()) {
@@ -251,53 +254,51 @@ std::vector<Milliseconds> recent_holds(Connection& connection, std::string_view 
             add_events(name, entry, events);
             // An entry's events are in the order the call wrote them: the newest is last.
             for (auto event = events.rbegin(); event != events.rend(); ++event) {
-                if (event->kind == "released" && event->duration_ms && holds.size() < count) {
-                    holds.emplace_back(*event->duration_ms);
+                if (!visit(*event)) {
+                    return false;
                 }
             }
         }
         read += entries.size();
         if (entries.size() < page_size) {
-            whole = true;
-            break;
+            return true;
         }
         end = "(" + entries.back().at(0).as_string(); // exclusive: before the last one read
     }
+    return false;
+}
+
+} // namespace
+
+std::vector<Milliseconds> recent_holds(Connection& connection, std::string_view prefix,
+                                       std::string_view name, std::size_t count, std::size_t scan,
+                                       bool& whole) {
+    std::vector<Milliseconds> holds;
+    whole = visit_newest_first(connection, prefix, name, scan, [&](const Event& event) {
+        if (event.kind == "released" && event.duration_ms) {
+            holds.emplace_back(*event.duration_ms);
+        }
+        return holds.size() < count;
+    });
     return holds;
 }
 
 RunHistory read_runs(Connection& connection, std::string_view prefix, std::string_view name) {
-    const std::string key = Keys::make(prefix, name).log;
     RunHistory runs;
-    std::string end = "+";
-    for (;;) {
-        const Reply page = connection.command(
-            Command{key, {"XREVRANGE", key, end, "-", "COUNT", std::to_string(k_page)}});
-        if (page.is_error()) {
-            throw_history_error(connection, page.text, {key}, {std::string(name)});
+    visit_newest_first(connection, prefix, name, 0, [&](const Event& event) {
+        if (event.kind != "released" || !event.exit_status) {
+            return true;
         }
-        const auto& entries = page.as_array();
-        for (const Reply& entry : entries) {
-            std::vector<Event> events;
-            add_events(name, entry, events);
-            for (auto event = events.rbegin(); event != events.rend(); ++event) {
-                if (event->kind != "released" || !event->exit_status) {
-                    continue;
-                }
-                if (!runs.last) {
-                    runs.last = *event;
-                }
-                if (*event->exit_status == 0) {
-                    runs.last_success = *event;
-                    return runs;
-                }
-            }
+        if (!runs.last) {
+            runs.last = event;
         }
-        if (entries.size() < k_page) {
-            return runs;
+        if (*event.exit_status == 0) {
+            runs.last_success = event;
+            return false;
         }
-        end = "(" + entries.back().at(0).as_string(); // exclusive: before the last one read
-    }
+        return true;
+    });
+    return runs;
 }
 
 std::vector<Event> follow_history(Connection& connection, std::string_view prefix,
