@@ -525,8 +525,69 @@ void print_views(std::ostream& out, const std::vector<SemaphoreView>& views, std
     }
 }
 
-// --format prometheus: one family per metric, a sample per semaphore (see redsem(1)).
-void print_prometheus(const std::vector<SemaphoreSummary>& summaries, const std::string& prefix) {
+// The runs of each of `summaries` whose history is on (read_runs()), in their order; a
+// summary without a history gets none, and so does one whose history key is of another type
+// (a scrape of the others goes on; `status NAME` and `log` name it).
+std::vector<RunHistory> runs_of(Connection& connection, const std::string& prefix,
+                                const std::vector<SemaphoreSummary>& summaries) {
+    std::vector<RunHistory> runs(summaries.size());
+    for (std::size_t i = 0; i < summaries.size(); ++i) {
+        try {
+            if (summaries[i].counters) {
+                runs[i] = read_runs(connection, prefix, summaries[i].name);
+            }
+        } catch (const ConflictError&) {
+        }
+    }
+    return runs;
+}
+
+// The last-run families of --format prometheus: a sample for each semaphore whose history
+// knows such a run (none for one that has none, so that an alert on the age of a success
+// also needs `absent()` or `status --overdue` for a job that never succeeded).
+void print_run_families(PrometheusWriter& out, const std::vector<SemaphoreSummary>& summaries,
+                        const std::vector<RunHistory>& runs, const std::string& prefix) {
+    using Labels = PrometheusWriter::Labels;
+    const auto seconds = [](long long ms) { return static_cast<double>(ms) / 1000.0; };
+    const auto each = [&](auto sample) {
+        for (std::size_t i = 0; i < summaries.size(); ++i) {
+            sample(Labels{{"prefix", prefix}, {"name", summaries[i].name}}, runs[i]);
+        }
+    };
+    out.family("redsem_last_run_timestamp_seconds", "gauge",
+               "When the last run (redsem run) ended, as a Unix time by the server's clock.");
+    each([&](const Labels& labels, const RunHistory& run) {
+        if (run.last) {
+            out.sample(labels, seconds(run.last->time_ms));
+        }
+    });
+    out.family("redsem_last_exit_status", "gauge",
+               "The exit status of the last run's command (128+N: killed by signal N).");
+    each([&](const Labels& labels, const RunHistory& run) {
+        if (run.last) {
+            out.sample(labels, *run.last->exit_status);
+        }
+    });
+    out.family("redsem_last_run_duration_seconds", "gauge", "How long the last run held its slot.");
+    each([&](const Labels& labels, const RunHistory& run) {
+        if (run.last && run.last->duration_ms) {
+            out.sample(labels, seconds(*run.last->duration_ms));
+        }
+    });
+    out.family("redsem_last_success_timestamp_seconds", "gauge",
+               "When the last run whose command exited 0 ended, as a Unix time by the server's "
+               "clock.");
+    each([&](const Labels& labels, const RunHistory& run) {
+        if (run.last_success) {
+            out.sample(labels, seconds(run.last_success->time_ms));
+        }
+    });
+}
+
+// --format prometheus: one family per metric, a sample per semaphore (see redsem(1)); `runs`
+// holds each one's runs (runs_of()).
+void print_prometheus(const std::vector<SemaphoreSummary>& summaries,
+                      const std::vector<RunHistory>& runs, const std::string& prefix) {
     PrometheusWriter out;
     using Labels = PrometheusWriter::Labels;
     const auto labels = [&prefix](const SemaphoreSummary& summary) {
@@ -628,6 +689,7 @@ void print_prometheus(const std::vector<SemaphoreSummary>& summaries, const std:
             }
         }
     }
+    print_run_families(out, summaries, runs, prefix);
     std::cout << out.text();
 }
 
@@ -812,13 +874,13 @@ int run_status(const StatusArgs& given, const GlobalOptions& global) {
                                                  terminal_safe(summary.name), summary.unreadable));
                 return true;
             });
-            print_prometheus(summaries, prefix);
+            print_prometheus(summaries, runs_of(connection, prefix, summaries), prefix);
             for (const std::string& message : unreadable) {
                 std::cerr << "redsem: error: " << message << "\n";
             }
             return unreadable.empty() ? 0 : static_cast<int>(ExitCode::conflict);
         }
-        print_prometheus(summaries, prefix);
+        print_prometheus(summaries, runs_of(connection, prefix, summaries), prefix);
         warn_unlisted(unlisted);
         return status;
     }

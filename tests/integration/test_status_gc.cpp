@@ -299,6 +299,28 @@ TEST_CASE("status shows the last run and the last success as the history has the
     CHECK(text.find(", exit 3 after ") != std::string::npos);
     CHECK(text.find("; last success: ") != std::string::npos);
     CHECK(text.find("('backup')") != std::string::npos);
+
+    // The Prometheus text has them as gauges, from the same events: times in seconds by the
+    // server's clock; "never" (no run in its history) has no sample of them.
+    REQUIRE(run_redsem({"acquire", "never"}, env).exit_code == 0);
+    const auto metrics = run_redsem({"status", "--format", "prometheus"}, env);
+    INFO(metrics.out);
+    REQUIRE(metrics.exit_code == 0);
+    const auto gauge = [&](const std::string& family, const std::string& name) {
+        const std::string start = family + "{prefix=\"redsem\",name=\"" + name + "\"} ";
+        const std::size_t at = metrics.out.find(start);
+        return at == std::string::npos
+                   ? std::optional<double>()
+                   : std::optional(std::stod(metrics.out.substr(at + start.size())));
+    };
+    const auto seconds = [](const json& ms) { return ms.get<double>() / 1000.0; };
+    CHECK(gauge("redsem_last_exit_status", "nightly") == 3.0);
+    CHECK(gauge("redsem_last_run_timestamp_seconds", "nightly") == seconds(runs[1]["time_ms"]));
+    CHECK(gauge("redsem_last_success_timestamp_seconds", "nightly") == seconds(runs[0]["time_ms"]));
+    CHECK(gauge("redsem_last_run_duration_seconds", "nightly") == seconds(runs[1]["held_ms"]));
+    CHECK_FALSE(gauge("redsem_last_exit_status", "never"));
+    CHECK_FALSE(gauge("redsem_last_success_timestamp_seconds", "never"));
+    CHECK(gauge("redsem_holders", "never") == 1.0);
 }
 
 TEST_CASE("status --overdue exits 1 with a line for a NAME without a success within DUR") {
