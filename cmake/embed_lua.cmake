@@ -187,23 +187,25 @@ function(script_params script name body out_body out_reader out_params)
         PARENT_SCOPE)
 endfunction()
 
-set(bodies "")
+# Each script's reader, body and registration in a block of its own: Lua 5.1 allows a function
+# (the library's chunk) 200 locals in scope at once, and the modules' take most of them.
 set(registrations "")
 foreach(script IN LISTS SCRIPTS)
     get_filename_component(name "${script}" NAME_WE)
     file(READ "${script}" body)
     script_params("${script}" "${name}" "${body}" body reader params)
     string(REPLACE ";" "" reader "${reader}")
-    string(APPEND bodies "${reader}local function ${name}_body(call, KEYS, args)\n${body}\nend\n")
     set(flags "{}")
     if(DEFINED flags_${name})
         set(flags "${flags_${name}}")
     endif()
     string(APPEND registrations
+           "do\n${reader}local function ${name}_body(call, KEYS, args)\n${body}\nend\n"
            "redis.register_function{function_name = LIBRARY .. '_${name}', flags = ${flags},\n"
-           "    callback = function(keys, argv) return run(keys, argv, ${name}_body, ${name}_args) end}\n")
+           "    callback = function(keys, argv) return run(keys, argv, ${name}_body, ${name}_args) end}\n"
+           "end\n")
 endforeach()
-set(library_code "${lib_body}${bodies}${registrations}${SUFFIX}\n")
+set(library_code "${lib_body}${registrations}${SUFFIX}\n")
 string(SHA1 library_sha "${library_code}")
 string(SUBSTRING "${library_sha}" 0 16 library_version)
 set(library_name "redsem_${library_version}")
