@@ -2,7 +2,7 @@
 -- KEYS: see lib/call.lua.
 -- Arguments (ARGV[1], ARGV[2] and the encoding: see lib/call.lua):
 --- @args token limit ttl_ms mode liveness_ms meta known grace_ms wants first_answer_ms
---- @args once_per_ms at_most_once attempts keeper max_hold_ms collects
+--- @args once_per_ms at_most_once attempts keeper max_hold_ms collects supersede max_waiting
 --   token            the caller's (caller-generated, 128 random bits)
 --   limit            the limit, or '' for the stored one (1 for a new semaphore)
 --   ttl_ms           the lease's ttl
@@ -32,6 +32,10 @@
 --   max_hold_ms      '' or how long after its grant the lease may last at most, however
 --                    often it is renewed (acquire --max-hold; see renew.lua)
 --   collects         '1' when the caller collects a hand-over itself (COLLECTS_FIELD)
+--   supersede        '1': a newcomer that queues takes the place of the waiter queued with
+--                    it before, which leaves (lib/supersede.lua)
+--   max_waiting      '' or how many may wait at most: a newcomer that would be one more is
+--                    refused (full)
 -- The record stores the caller's metadata (for people) with the fields these give
 -- (occurrence_fields(), caller_fields()), as the releases before this one read them.
 -- Reply, by kind:
@@ -55,8 +59,11 @@
 --   conflict: stored_limit, held, queued: another limit is in force (change it with
 --     limit.lua; stored_limit -1: not a number, -2: state lost while in use).
 --   wrongtype: key, found, wanted: a foreign key is in the way.
---   released: the caller's place in the queue was released by somebody else (release.lua):
+--   left: the caller's place in the queue ended with a note in its ":left" list, which the
+--     client reads: released by somebody else (release.lua), or superseded (lib/supersede.lua);
 --     it holds nothing.
+--   full: queued, max_waiting: as many wait as max_waiting allows; nothing changed but the
+--     history (a skip, why 'full').
 --   prove: marker: without INFO, call again proving this epoch marker (see epoch.lua);
 --     nothing changed.
 -- Calling again with the same token is safe: a holder gets its lease back (and so collects a
@@ -77,6 +84,7 @@
 --- @include "skips"
 --- @include "grant"
 --- @include "waiting"
+--- @include "supersede"
 
 local state, bad = load_state(call)
 if not state then
@@ -95,13 +103,14 @@ local req = {
 }
 local token, limit, json = req.token, req.limit, req.json
 local mode, known = args.mode, args.known == '1'
+local supersedes, most = args.supersede == '1', tonumber(args.max_waiting)
 -- A newcomer behind a queue, when nothing can have run out (prune() has nothing to do) and
 -- the limit is the stored one, admits nobody: it queues (or is busy), as FIFO wants. Such a
 -- call need not judge the epoch nor the eviction policy (INFO: about a quarter of what a
 -- queueing call costs Redis); its first refresh of its place does, before it can take a slot.
 local queued = nil
 local admits = true
-if not known and now < state.due and state.limit == limit and
+if not known and not supersedes and now < state.due and state.limit == limit and
    (not state.paused or pause_active(state, now)) then -- (a pause that ran out hands slots on)
     queued = queue_length(call, state)
     admits = queued == 0
@@ -283,9 +292,32 @@ if mode ~= 'wait' then
     return busy_reply(state, req, used_slots(state, held or redis.call('ZCARD', call.k_holders)),
                       queued)
 end
-local ticket = redis.call('HINCRBY', call.k_state, 'ticket', 1)
+-- Newest wins, when asked (lib/supersede.lua): the superseding waiter before this one leaves,
+-- and this one takes its place; or a newcomer that would be one too many is refused.
+local older = supersedes and superseded_waiter(call, token)
+if older and known then
+    local superseded = superseded_meanwhile(call, state, req, older, tonumber(args.first_answer_ms))
+    if superseded then
+        return superseded
+    end
+end
+if most and queued - (older and 1 or 0) >= most then
+    touch(call, state, now)
+    log_skip(call, state, now, token, json, 'full', {})
+    return full_reply(queued, most)
+end
+local ticket
+if older then
+    ticket = supersede(call, state, req, older)
+    queued = queued - 1
+else
+    ticket = redis.call('HINCRBY', call.k_state, 'ticket', 1)
+end
 redis.call('ZADD', call.k_queue, ticket, token)
 call.occupies = true
+if supersedes then
+    mark_superseder(call, req)
+end
 local weight_field = req.exclusive and 'x' or (weight > 1 and tostring(weight) or '-')
 redis.call('HSET', call.k_info, token, 'w ' .. weight_field .. ' ' ..
            (req.grace and int_str(req.grace) or '-') .. ' ' .. int_str(req.started) .. ' ' ..
@@ -296,4 +328,20 @@ if queued == 0 then
     expire_new(call, state, call.k_alive)
 end
 log_entry(call, state, now, 'queued', token, {kind = 'w', json = json}, nil)
-return wait_reply(state, req, queued, held and used_slots(state, held) or limit, queued + 1, extra)
+position = queued
+if older then
+    -- In the place of the one it superseded, perhaps the head, which may ask for fewer slots
+    -- than were free: they go to the queue from its head now, this caller perhaps among them.
+    position = redis.call('ZRANK', call.k_queue, token)
+    held = held or redis.call('ZCARD', call.k_holders)
+    if used_slots(state, held) < limit then
+        fill_free_slots(call, state, held, now)
+        local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))
+        if deadline then
+            return collected(call, state, req, deadline)
+        end
+        position = redis.call('ZRANK', call.k_queue, token)
+        held = redis.call('ZCARD', call.k_holders)
+    end
+end
+return wait_reply(state, req, position, held and used_slots(state, held) or limit, queued + 1, extra)

@@ -55,20 +55,26 @@ local function collected(call, state, req, deadline)
 end
 
 -- The reply to a caller whose place in the queue is gone because somebody ended it: released
--- by `redsem release` (released), or refused as asking for more slots than a lowered limit
--- (toolarge; see refuse_too_large()), or, for one that asks for one run per occurrence, passed
--- over by a hand-over because another run claims it (skipped; see skip_waiter()); nil when
--- none of these.
+-- by `redsem release`, or superseded by a newer waiter (left: see lib/supersede.lua), or
+-- refused as asking for more slots than a lowered limit (toolarge; see refuse_too_large()), or,
+-- for one that asks for one run per occurrence, passed over by a hand-over because another run
+-- claims it (skipped; see skip_waiter()); nil when none of these.
 local function left_queue(call, state, req)
     for _, why in ipairs({LEFT_SUFFIX, TOO_LARGE_SUFFIX}) do
         local note = call.wake_prefix .. req.token .. why
         if redis.call('EXISTS', note) == 1 then
-            redis.call('DEL', note)
             if why == TOO_LARGE_SUFFIX then
+                redis.call('DEL', note)
                 return too_large_reply(state.limit or req.limit)
             end
             local skip = req.asks and skip_of_note(call, state, req.now, req.token, req.asks)
-            return skip and skip_reply(skip, req.now) or {'kind', 'released'}
+            if skip then
+                redis.call('DEL', note)
+                return skip_reply(skip, req.now)
+            end
+            -- Released, or superseded: the note says which, and the client reads it (no
+            -- script reads lists: the ACL rules name no such command).
+            return {'kind', 'left'}
         end
     end
     return nil

@@ -70,7 +70,7 @@ void refuse_flock_modes(CLI::App& command) {
 }
 
 // Declares NAME, -n, --slots, --exclusive, --ttl, -w, -E, --label, --loss-grace,
-// --through-loss, --replicas and -q of acquire and run.
+// --through-loss, --supersede, --max-waiting, --replicas and -q of acquire and run.
 void add_slot_options(CLI::App& command, SlotRequest& request) {
     refuse_flock_modes(command);
     command.add_option("NAME", request.name, "Semaphore name")->required();
@@ -116,6 +116,15 @@ void add_slot_options(CLI::App& command, SlotRequest& request) {
     command.add_flag("--through-loss", request.through_loss,
                      "With -w 0: while admission is closed after a possible loss of data, wait "
                      "for it to open (at most the loss grace), then try once (cron)");
+    command.add_flag("--supersede", request.supersede,
+                     fmt::format("Newest wins: take the place in the queue of the waiter that "
+                                 "gave --supersede before, which exits {} (others keep theirs)",
+                                 static_cast<int>(ExitCode::superseded)));
+    add_typed_option(command, "--max-waiting", request.max_waiting, parse_max_waiting,
+                     fmt::format("Refuse at once (exit {}) when N already wait; with "
+                                 "--supersede, the one it supersedes makes room",
+                                 static_cast<int>(ExitCode::queue_full)))
+        ->type_name("N");
     add_typed_option(command, "--replicas", request.replicas, parse_replicas, k_replicas_help)
         ->type_name("N");
     command.add_flag("-q,--quiet", request.quiet,

@@ -5,6 +5,7 @@
 #include "semaphore/history.hpp"
 #include "semaphore/inspect.hpp"
 #include "semaphore/keys.hpp"
+#include "semaphore/protocol.hpp"
 #include "util/duration.hpp"
 #include "util/errors.hpp"
 #include "util/name.hpp"
@@ -107,7 +108,9 @@ std::string skipped_for_text(const SkippedFor& whom) {
 
 // "busy: held by web-1 (pid 812), web-2 (pid 77)", "ran on web-1 (pid 812) at 01:14:31,
 // window until 21:14:31", "running on web-1 (pid 812) since 01:14:31", "admission closed:
-// Redis restarted or another server took over", "paused": whom or what a skip found.
+// Redis restarted or another server took over", "paused", "superseded by a newer waiter
+// (--supersede) on web-2 (pid 77)", "the queue was full (--max-waiting)": whom or what a skip
+// found.
 std::string skip_detail(const Event& event) {
     // The time of day, and the date too when it is not the event's.
     const std::string day = local_time(event.time_ms).substr(0, 10);
@@ -135,10 +138,19 @@ std::string skip_detail(const Event& event) {
                            event.cause.empty() ? ""
                                                : ": " + std::string(loss_cause_text(event.cause)));
     }
+    if (event.skipped == "full") {
+        return "the queue was full (--max-waiting)";
+    }
     if (event.skipped_for.empty()) {
         return event.skipped;
     }
     const SkippedFor& claim = event.skipped_for.front();
+    if (event.skipped == k_superseded_why) {
+        const std::string& label = claim.meta.label;
+        return fmt::format("superseded by a newer waiter (--supersede) on {}{}",
+                           skipped_for_text(claim),
+                           label.empty() ? "" : ", '" + terminal_safe(label, 80) + "'");
+    }
     if (event.skipped == "attempts") {
         const HolderMeta& last = claim.meta;
         return fmt::format("tried {} time{} (--attempts); the last run, on {} at {}, {}",

@@ -238,6 +238,16 @@ long long resolve_replicas(std::optional<long long> option) {
     return text ? parse_replicas(*text, "$REDSEM_REPLICAS") : 0;
 }
 
+long long parse_max_waiting(const std::string& text, const char* option) {
+    const auto most = parse_integer(text, 1, k_max_waiting);
+    if (!most) {
+        throw UsageError(fmt::format("{}: '{}' is not a whole number of waiters from 1 to {} "
+                                     "(-w 0 never waits)",
+                                     option, printable(text), k_max_waiting));
+    }
+    return *most;
+}
+
 long long parse_history(const std::string& text, const char* option) {
     const auto history = parse_integer(text, 0, k_max_history);
     if (!history) {

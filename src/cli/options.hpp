@@ -64,6 +64,10 @@ inline constexpr const char* k_replicas_help =
 long long parse_replicas(const std::string& text, const char* option);
 long long resolve_replicas(std::optional<long long> option);
 
+// --max-waiting: a whole number of waiters from 1 to k_max_waiting, else UsageError.
+inline constexpr long long k_max_waiting = 1'000'000;
+long long parse_max_waiting(const std::string& text, const char* option);
+
 // limit's --history: a whole number from 0 to k_max_history, else UsageError.
 long long parse_history(const std::string& text, const char* option);
 

@@ -5,6 +5,7 @@
 #include "process/any_readable.hpp"
 #include "process/ci_job.hpp"
 #include "semaphore/inspect.hpp"
+#include "semaphore/protocol.hpp"
 #include "semaphore/wait_estimate.hpp"
 
 #include "util/duration.hpp"
@@ -341,6 +342,17 @@ std::string skip_message(const std::string& name, const Skip& skip) {
                        printable(name), who, when(skip.since_ms));
 }
 
+// What a waiter with --supersede is told when a newer one, `by`, took its place.
+std::string superseded_message(const std::string& name, const HolderMeta& by) {
+    const std::string job = by.ci && !by.ci->url.empty() ? "job " + terminal_safe(by.ci->url, 200)
+                                                         : std::string("a newer waiter");
+    return fmt::format("superseded in the queue of '{}' by {} on {} (pid {}{}{}) (--supersede); "
+                       "nothing is held",
+                       printable(name), job, terminal_safe(by.host, 64), by.pid,
+                       by.user.empty() ? "" : ", user " + terminal_safe(by.user, 64),
+                       by.label.empty() ? "" : ", '" + terminal_safe(by.label, 80) + "'");
+}
+
 // A waiter stopped by `signal` (a CI job cancelled) says so in one line, unless -q.
 void say_left(const SlotRequest& request, int signal) {
     if (!request.quiet) {
@@ -443,6 +455,12 @@ ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& 
         throw UsageError("--through-loss goes with -w 0 (a longer wait already waits through a "
                          "closed admission)");
     }
+    if ((request.supersede || request.max_waiting) && request.wait && request.wait->count() == 0) {
+        throw UsageError(fmt::format("{} is about the queue, and -w 0 never queues",
+                                     request.supersede ? "--supersede" : "--max-waiting"));
+    }
+    parsed.options.supersede = request.supersede;
+    parsed.options.max_waiting = request.max_waiting;
     parsed.busy_exit = request.conflict_exit_code.value_or(static_cast<int>(ExitCode::timeout));
     parsed.options.loss_grace = resolve_loss_grace(request.loss_grace);
     parsed.options.replicas = resolve_replicas(request.replicas);
@@ -525,6 +543,13 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
         }
     } catch (const Skipped& skipped) {
         feedback.clear();
+        if (skipped.skip().why == k_superseded_why) {
+            if (!request.quiet) {
+                std::fprintf(stderr, "redsem: %s\n",
+                             superseded_message(request.name, skipped.skip().by).c_str());
+            }
+            throw Superseded(""); // said above (or not, with -q)
+        }
         // A skip because a run's outcome is unknown (--at-most-once) is said also with -q:
         // somebody should find out whether the job ran.
         const bool unknown = skipped.skip().why == "lost" || skipped.skip().why == "lapsed";
@@ -533,6 +558,12 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
                          skip_message(request.name, skipped.skip()).c_str());
         }
         throw;
+    } catch (const QueueFull& full) {
+        feedback.clear();
+        if (!request.quiet) {
+            std::fprintf(stderr, "redsem: %s\n", full.what());
+        }
+        throw QueueFull("");
     } catch (const WaitInterrupted&) {
         if (signals.received() == 0 && owner != nullptr) {
             feedback.clear();

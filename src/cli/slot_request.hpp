@@ -25,6 +25,8 @@ struct SlotRequest {
     std::optional<Milliseconds> loss_grace;
     std::optional<long long> replicas;
     bool through_loss = false; // with -w 0: wait for a closed admission to open, then try once
+    bool supersede = false;
+    std::optional<long long> max_waiting;
     bool quiet = false;
 };
 

@@ -88,8 +88,12 @@ inline constexpr std::string_view k_nudge_suffix = ":nudge"; // moved near the h
 inline constexpr std::string_view k_left_suffix = ":left";   // released while it waited: "1", or
                                                              // k_skipped_note and the claim
 // What a hand-over pushes to a waiter's ":left" list when it passes the waiter over because
-// another run claims the occurrence: followed by " WHY SINCE_MS UNTIL_MS TOKEN JSON".
+// another run claims the occurrence: followed by " WHY SINCE_MS UNTIL_MS TOKEN JSON". A waiter
+// superseded by a newer one (lib/supersede.lua) is told the same way, WHY k_superseded_why,
+// SINCE_MS when, UNTIL_MS 0, and the newer waiter's TOKEN and JSON; the history has it as
+// skipped for that why.
 inline constexpr std::string_view k_skipped_note = "skipped";
+inline constexpr std::string_view k_superseded_why = "superseded";
 inline constexpr std::string_view k_too_large_suffix = ":toolarge"; // the limit fell below it
 inline constexpr std::string_view k_released_suffix = ":released";  // its keeper may stop
 inline constexpr std::string_view k_drained_list = "drained";       // a holder left a pause

@@ -5,6 +5,7 @@
 #include "redis/topology.hpp"
 #include "semaphore/epoch_proof.hpp"
 #include "semaphore/inspect.hpp"
+#include "semaphore/protocol.hpp"
 #include "semaphore/record.hpp"
 #include "semaphore/wire.hpp"
 #include "util/duration.hpp"
@@ -263,7 +264,9 @@ Reply Semaphore::attempt(const AcquireOptions& options, const std::string& token
                                    .once_per = options.once_per,
                                    .keeper = options.keeper,
                                    .max_hold = options.max_hold,
-                                   .collects = true}),
+                                   .collects = true,
+                                   .supersede = options.supersede,
+                                   .max_waiting = options.max_waiting}),
                Proof::admits);
 }
 
@@ -471,8 +474,18 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
             if (const auto* conflict = std::get_if<ConflictReply>(&reply)) {
                 throw_conflict(*conflict, options.limit);
             }
-            if (std::holds_alternative<wire::Released>(reply)) {
+            if (std::holds_alternative<wire::Left>(reply)) {
+                // Its note says why; a once-per skip's was judged by the script already.
+                const std::optional<Skip> note = read_left_note(token);
+                if (note && note->why == k_superseded_why) {
+                    throw Skipped(*note);
+                }
                 throw_place_released(token);
+            }
+            if (const auto* full = std::get_if<wire::Full>(&reply)) {
+                throw QueueFull(fmt::format("the queue of '{}' is full: {} waiting, as many "
+                                            "as --max-waiting {} allows; nothing is held",
+                                            printable(m_name), full->queued, full->max_waiting));
             }
             if (const auto* too_large = std::get_if<wire::TooLarge>(&reply)) {
                 throw_too_large(options, too_large->limit);
@@ -508,6 +521,8 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
         }
     } catch (const PlaceReleased&) {
         throw; // nothing is held, and the queue has no place left to leave
+    } catch (const QueueFull&) {
+        throw; // it never queued
     } catch (const WaitInterrupted&) {
         // Leave the queue (or give back a slot handed over in a reply we did not read) before
         // reporting the interruption; a failure here is covered by the waiter's liveness.
@@ -555,6 +570,15 @@ void Semaphore::throw_too_large(const AcquireOptions& options, long long limit) 
                                     "{} {}', or ask for fewer)",
                                     printable(m_name), limit, options.slots, printable(m_name),
                                     options.slots));
+}
+
+std::optional<Skip> Semaphore::read_left_note(const std::string& token) {
+    const std::string list = m_keys.left(token);
+    const Reply note = m_connection.command(Command{list, {"BLPOP", list, "0.001"}});
+    if (note.is_error()) {
+        throw_reply_error(note.text);
+    }
+    return note.is_nil() ? std::nullopt : wire::decode_left_note(note.at(1).as_string());
 }
 
 void Semaphore::throw_place_released(const std::string& token) const {

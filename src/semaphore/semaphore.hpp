@@ -151,6 +151,9 @@ private:
     // Tells options.on_closed whether the reply that refused a slot found admission closed.
     void report_closed(const AcquireOptions& options, const AdmissionClosed& closed) const;
     [[noreturn]] void throw_place_released(const std::string& token) const;
+    // The note in the ":left" list of waiter `token` (wire::Left), read and so removed; nullopt
+    // for a release's, or none.
+    std::optional<Skip> read_left_note(const std::string& token);
     // The caller asks for more slots than `limit`: ConflictError.
     [[noreturn]] void throw_too_large(const AcquireOptions& options, long long limit) const;
     [[noreturn]] void throw_conflict(const wire::ConflictReply& conflict,

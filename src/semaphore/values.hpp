@@ -165,6 +165,11 @@ struct AcquireOptions {
     bool keeper = false; // a keeper process renews the lease (acquire --while-pid)
     // acquire --max-hold: no renewal moves the lease past its grant + this (lua/renew.lua).
     std::optional<Milliseconds> max_hold{};
+    // --supersede: queued, take the place of the waiter that asked for it before, which
+    // leaves (Skipped, why "superseded"); newest wins.
+    bool supersede = false;
+    // --max-waiting N: a caller that would make more than N wait is refused (QueueFull).
+    std::optional<long long> max_waiting{};
     int interrupt_fd = -1; // readable => stop waiting, leave the queue, throw WaitInterrupted
     std::function<void(const QueuePosition&)> on_wait; // called each time the waiter is queued
     // Refresh the place in the queue every k_waiter_refresh however far back it is, so that

@@ -167,7 +167,9 @@ std::vector<std::string> acquire_args(const AcquireArgs& args) {
                   {"attempts", args.once_per ? std::to_string(args.once_per->attempts) : ""},
                   {"keeper", args.keeper ? "1" : ""},
                   {"max_hold_ms", args.max_hold ? std::to_string(args.max_hold->count()) : ""},
-                  {"collects", args.collects ? "1" : ""}});
+                  {"collects", args.collects ? "1" : ""},
+                  {"supersede", args.supersede ? "1" : ""},
+                  {"max_waiting", number_or_empty(args.max_waiting)}});
 }
 
 AcquireReply decode_acquire(const Reply& reply) {
@@ -203,8 +205,12 @@ AcquireReply decode_acquire(const Reply& reply) {
                              .held = fields.integer("held"),
                              .queued = fields.integer("queued")};
     }
-    if (kind == "released") {
-        return Released{};
+    if (kind == "left") {
+        return Left{};
+    }
+    if (kind == "full") {
+        return Full{.queued = fields.integer("queued"),
+                    .max_waiting = fields.integer("max_waiting")};
     }
     if (kind == "skipped") {
         return Skip{.done = fields.string("why") == "ran",

@@ -87,6 +87,8 @@ struct AcquireArgs {
     // The caller collects a hand-over itself, removing its claim deadline from the alive set
     // (Semaphore::wait_for_hand_over()); a caller of 0.1.0 did not.
     bool collects = false;
+    bool supersede = false;                 // --supersede
+    std::optional<long long> max_waiting{}; // --max-waiting N
 };
 // ARGV after the wake-list prefix.
 std::vector<std::string> acquire_args(const AcquireArgs& args);
@@ -116,19 +118,26 @@ struct ConflictReply {
     long long held = 0;
     long long queued = 0;
 };
-// The caller's place was released by somebody else: it holds nothing.
-struct Released {};
+// The caller's place ended with a note in its ":left" list, which says why (decode_left_note()):
+// released by somebody else, or superseded. It holds nothing.
+struct Left {};
+// As many wait as the caller's --max-waiting allows: it is refused, holding nothing.
+struct Full {
+    long long queued = 0;
+    long long max_waiting = 0;
+};
 // The caller asks for more slots than the limit (or asked, and the limit was lowered while it
 // waited).
 struct TooLarge {
     long long limit = 0;
 };
 using AcquireReply =
-    std::variant<Granted, Busy, QueuedReply, ConflictReply, Released, TooLarge, Skip>;
+    std::variant<Granted, Busy, QueuedReply, ConflictReply, Left, Full, TooLarge, Skip>;
 AcquireReply decode_acquire(const Reply& reply);
 
 // The payload of a waiter's ":left" list: nullopt for "1" (released by somebody else), the
-// skip for k_skipped_note and its claim (skip_waiter() in lua/lib/queue.lua).
+// skip for k_skipped_note and its claim (skip_waiter() in lua/lib/queue.lua), or why
+// "superseded" and the newer waiter (supersede() in lua/lib/supersede.lua).
 std::optional<Skip> decode_left_note(const std::string& payload);
 
 // The payload of a waiter's ":nudge" list (nudge_near_head_entrant() in lua/lib/queue.lua):

@@ -21,6 +21,8 @@ enum class ExitCode : int {
     lost = 76,            // EX_PROTOCOL: run: the slot was lost and the command stopped
     denied = 77,          // EX_NOPERM: wrong password, unknown user, ACL denial
     unsafe = 78,          // EX_CONFIG: doctor: the Redis is set up in a way unsafe for redsem
+    superseded = 80,      // --supersede: a newer waiter took this one's place in the queue
+    queue_full = 81,      // --max-waiting: as many waited as it allows
     timed_out = 124,      // run --max-run: the command ran too long and was stopped (timeout(1))
     cannot_execute = 126, // run: the command is not an executable file (as a shell says)
     not_found = 127,      // run: the command was not found (as a shell says)
@@ -45,6 +47,8 @@ inline constexpr ExitCodeMeaning k_exit_codes[] = {
     {ExitCode::lost, "slot lost (run)"},
     {ExitCode::denied, "auth/permission denied"},
     {ExitCode::unsafe, "doctor: unsafe setup"},
+    {ExitCode::superseded, "superseded by a newer waiter (--supersede)"},
+    {ExitCode::queue_full, "queue full (--max-waiting)"},
     {ExitCode::timed_out, "command stopped at --max-run (run)"},
     {ExitCode::cannot_execute, "command not executable (run)"},
     {ExitCode::not_found, "command not found (run)"},
@@ -148,6 +152,18 @@ public:
 class PlaceReleased : public NotHeldError {
 public:
     using NotHeldError::NotHeldError;
+};
+
+// A waiter that asked for --supersede was superseded by a newer one, which took its place in
+// the queue; or a caller with --max-waiting found as many waiting as it allows. Either ends
+// holding nothing.
+class Superseded : public Error {
+public:
+    explicit Superseded(const std::string& message) : Error(ExitCode::superseded, message) {}
+};
+class QueueFull : public Error {
+public:
+    explicit QueueFull(const std::string& message) : Error(ExitCode::queue_full, message) {}
 };
 
 // The command given to `run` cannot be started: 127 when it is not found, 126 when it cannot

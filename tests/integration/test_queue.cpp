@@ -5,12 +5,14 @@
 #include "support/helpers.hpp"
 
 #include <csignal>
+#include <filesystem>
 #include <memory>
 
 using namespace redsem;
 using namespace redsem::test;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
 
 namespace {
 
@@ -246,9 +248,13 @@ TEST_CASE("a released waiter that refreshes its place between two waits is told 
     const std::string token = "waiter";
     REQUIRE(reply_kind(acquire_by_script(admin, keys, token, 600s, true)) == "wait");
     REQUIRE(release_by_script(admin, keys, token) == ReleaseOutcome::left_queue);
-    CHECK(reply_kind(acquire_by_script(admin, keys, token, 600s, true)) == "released");
+    // The note says why, and the client reads it (no script reads lists): it stays until then.
+    CHECK(reply_kind(acquire_by_script(admin, keys, token, 600s, true)) == "left");
     CHECK(zcard(admin, keys.queue) == 0);
-    CHECK(admin.call({"EXISTS", keys.wake_prefix + token + ":left"}).as_integer() == 0);
+    const Reply note = admin.call({"LRANGE", keys.wake_prefix + token + ":left", "0", "-1"});
+    REQUIRE(note.as_array().size() == 1);
+    CHECK(note.at(0).as_string() == "1");
+    CHECK(reply_kind(acquire_by_script(admin, keys, token, 600s, true)) == "left");
 }
 
 TEST_CASE("a waiter that gives up leaves no note of a release behind") {
@@ -260,4 +266,190 @@ TEST_CASE("a waiter that gives up leaves no note of a release behind") {
     Connection admin = server.admin();
     CHECK(admin.call({"KEYS", "redsem:{giveup}:wake:*"}).as_array().empty());
     CHECK(zcard(admin, "redsem:{giveup}:queue") == 0);
+}
+
+TEST_CASE("--supersede: a newer superseding waiter takes the older one's place, which exits 80 "
+          "naming it; holders and plain waiters keep theirs") {
+    RedisServer server;
+    const auto env = env_for(server);
+    Connection admin = server.admin();
+    Scratch scratch;
+    const std::string queue = semaphore_key("deploy", "queue");
+    const auto holder = acquire_json(server, {"deploy", "--ttl", "10m"});
+    const auto ran = [&](const std::string& what) {
+        return std::vector<std::string>{"touch", scratch.path(what)};
+    };
+    const auto run_args = [&](std::vector<std::string> options, const std::string& what) {
+        std::vector<std::string> args{"run", "deploy", "-w", "5m"};
+        args.insert(args.end(), options.begin(), options.end());
+        args.push_back("--");
+        const auto command = ran(what);
+        args.insert(args.end(), command.begin(), command.end());
+        return args;
+    };
+    Children waiting;
+    queue_in_order(server, waiting, 1, run_args({}, "plain-1"), "deploy");
+    queue_in_order(server, waiting, 1, run_args({"--supersede", "--label", "build-1"}, "build-1"),
+                   "deploy");
+    queue_in_order(server, waiting, 1, run_args({}, "plain-2"), "deploy");
+    const std::vector<std::string> before = last_queued(admin, "deploy", 3);
+
+    // The newer one: the older superseding waiter leaves at once, told by whom, and the newer
+    // one waits in its place (second), ahead of the plain waiter that queued after it.
+    auto newer =
+        std::make_unique<Child>(run_args({"--supersede", "--label", "build-2"}, "build-2"), env);
+    const ProcessResult superseded = waiting[1]->wait(60s);
+    INFO(superseded.err);
+    CHECK(superseded.exit_code == 80);
+    CHECK(superseded.out.empty());
+    CHECK(
+        superseded.err.find("redsem: superseded in the queue of 'deploy' by a newer waiter on ") !=
+        std::string::npos);
+    CHECK(superseded.err.find("'build-2') (--supersede); nothing is held") != std::string::npos);
+    REQUIRE(wait_until([&] { return zcard(admin, queue) == 3; }, 10s));
+    const std::vector<std::string> after = last_queued(admin, "deploy", 3);
+    CHECK(after[0] == before[0]);
+    CHECK(after[1] != before[1]);
+    CHECK(after[2] == before[2]);
+    CHECK(zcard(admin, semaphore_key("deploy", "holders")) == 1);
+
+    // The history says who superseded whom.
+    const std::string log = run_redsem({"log", "deploy"}, env).out;
+    INFO(log);
+    CHECK(log.find("superseded by a newer waiter (--supersede) on ") != std::string::npos);
+    bool told = false;
+    for (const json& event : history_events(server, "deploy")) {
+        if (event.value("event", "") == "skipped" && event["token"] == before[1]) {
+            CHECK(event["skipped"] == "superseded");
+            CHECK(event["label"] == "build-1");
+            told = true;
+        }
+    }
+    CHECK(told);
+
+    // Each runs in its turn; the superseded one never does.
+    REQUIRE(run_redsem({"release", "deploy", holder["token"].get<std::string>()}, env).exit_code ==
+            0);
+    CHECK(waiting[0]->wait(60s).exit_code == 0);
+    CHECK(newer->wait(60s).exit_code == 0);
+    CHECK(waiting[2]->wait(60s).exit_code == 0);
+    for (const char* what : {"plain-1", "build-2", "plain-2"}) {
+        CHECK(std::filesystem::exists(scratch.path(what)));
+    }
+    CHECK_FALSE(std::filesystem::exists(scratch.path("build-1")));
+    CHECK(admin.call({"KEYS", "redsem:{deploy}:wake:*"}).as_array().empty());
+}
+
+TEST_CASE("--max-waiting: a newcomer beyond N is refused at once with 81; a superseding one "
+          "makes room by superseding, else it is refused too") {
+    RedisServer server;
+    const auto env = env_for(server);
+    Connection admin = server.admin();
+    const std::string queue = semaphore_key("q", "queue");
+    const auto holder = acquire_json(server, {"q", "--ttl", "10m"});
+    Children waiting;
+    queue_in_order(server, waiting, 1, {"acquire", "q", "--max-waiting", "2"}, "q");
+    queue_in_order(server, waiting, 1, {"acquire", "q", "--supersede", "--max-waiting", "2"}, "q");
+
+    // A plain newcomer: refused, one line, nothing queued or held.
+    const ProcessResult refused = run_redsem({"acquire", "q", "--max-waiting", "2"}, env);
+    CHECK(refused.exit_code == 81);
+    CHECK(refused.out.empty());
+    CHECK(refused.err == "redsem: the queue of 'q' is full: 2 waiting, as many as --max-waiting "
+                         "2 allows; nothing is held\n");
+    const ProcessResult quiet =
+        run_redsem({"run", "q", "--max-waiting", "2", "-q", "--", "true"}, env);
+    CHECK(quiet.exit_code == 81);
+    CHECK(quiet.err.empty());
+    // Without the option the queue takes anyone: the bound is the newcomer's.
+    Children more;
+    queue_in_order(server, more, 1, {"acquire", "q", "-w", "5m"}, "q");
+    CHECK(run_redsem({"acquire", "q", "--max-waiting", "3"}, env).exit_code == 81);
+
+    // A superseding newcomer at the bound: the superseding waiter leaves, and it takes its place.
+    auto newer = std::make_unique<Child>(
+        std::vector<std::string>{"acquire", "q", "--supersede", "--max-waiting", "3", "-w", "5m"},
+        env);
+    CHECK(waiting[1]->wait(60s).exit_code == 80);
+    REQUIRE(wait_until([&] { return zcard(admin, queue) == 3; }, 10s));
+    // The history has the refusals as skips.
+    std::size_t full = 0;
+    for (const json& event : history_events(server, "q")) {
+        full += event.value("skipped", "") == "full" ? 1 : 0;
+    }
+    CHECK(full == 3);
+    CHECK(run_redsem({"log", "q"}, env).out.find("the queue was full (--max-waiting)") !=
+          std::string::npos);
+
+    // No superseding waiter to make room for another: it is refused, and nobody leaves.
+    CHECK(run_redsem({"acquire", "fresh", "--ttl", "10m"}, env).exit_code == 0);
+    Children plain;
+    queue_in_order(server, plain, 1, {"acquire", "fresh", "-w", "5m"}, "fresh");
+    CHECK(run_redsem({"acquire", "fresh", "--supersede", "--max-waiting", "1"}, env).exit_code ==
+          81);
+    CHECK(zcard(admin, semaphore_key("fresh", "queue")) == 1);
+    CHECK_FALSE(plain[0]->finished());
+}
+
+TEST_CASE("--supersede and --max-waiting: bad input is a usage error, and nothing is written") {
+    RedisServer server;
+    const auto env = env_for(server);
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"acquire", "x", "--max-waiting", "0"},
+             {"acquire", "x", "--max-waiting", "-1"},
+             {"acquire", "x", "--max-waiting", "two"},
+             {"acquire", "x", "--max-waiting", "1000001"},
+             {"acquire", "x", "--max-waiting"},
+             {"acquire", "x", "--supersede", "-w", "0"},
+             {"run", "x", "--max-waiting", "2", "-w", "0", "--", "true"}}) {
+        const ProcessResult result = run_redsem(args, env);
+        INFO(args[2] << " " << result.err);
+        CHECK(result.exit_code == 64);
+        CHECK(result.err.rfind("redsem: error: ", 0) == 0);
+        CHECK(result.out.empty());
+    }
+    Connection admin = server.admin();
+    CHECK(admin.call({"KEYS", "redsem:{x}:*"}).as_array().empty());
+}
+
+TEST_CASE("--supersede: a superseded waiter that was stopped meanwhile is told when it wakes, "
+          "and one that lost its place does not supersede the newer one") {
+    RedisServer server;
+    const auto env = env_for(server);
+    Connection admin = server.admin();
+    const std::string queue = semaphore_key("stop", "queue");
+    const auto holder = acquire_json(server, {"stop", "--ttl", "10m"});
+    Children waiting;
+    queue_in_order(server, waiting, 1, {"acquire", "stop", "--supersede", "-w", "5m"}, "stop");
+    const std::string stopped = last_queued(admin, "stop", 1).at(0);
+    waiting[0]->signal(SIGSTOP);
+    // Its wait for a hand-over (BLPOP) runs out while it is stopped: when it wakes it refreshes
+    // its place, finds it gone, and reads why from the note.
+    REQUIRE(
+        wait_until([&] { return info_field(admin, "clients", "blocked_clients") == "0"; }, 20s));
+    waiting.push_back(std::make_unique<Child>(
+        std::vector<std::string>{"acquire", "stop", "--supersede", "-w", "5m"}, env));
+    REQUIRE(wait_until(
+        [&] { return zcard(admin, queue) == 1 && last_queued(admin, "stop", 1).at(0) != stopped; },
+        10s));
+    waiting[0]->signal(SIGCONT);
+    const ProcessResult woken = waiting[0]->wait(60s);
+    CHECK(woken.exit_code == 80);
+    CHECK(woken.err.find("superseded in the queue of 'stop'") != std::string::npos);
+    CHECK_FALSE(waiting[1]->finished());
+
+    // By the script alone: a waiter that lost its place (its liveness ran out, so it queues
+    // again, known) after a newer superseding waiter queued is the one superseded.
+    const Keys keys = Keys::make("redsem", "stop");
+    const std::string late = "00000000000000000000000000aa0001";
+    const long long first = server_time_ms(admin) - 60'000; // answered before the newer queued
+    const Reply again =
+        acquire_by_script(admin, keys, late, 60s, true,
+                          {.limit = std::nullopt, .first_answer_ms = first, .supersede = true});
+    CHECK(reply_kind(again) == "skipped");
+    CHECK(zcard(admin, queue) == 1);
+    CHECK_FALSE(waiting[1]->finished());
+    REQUIRE(run_redsem({"release", "stop", holder["token"].get<std::string>()}, env).exit_code ==
+            0);
+    CHECK(waiting[1]->wait(60s).exit_code == 0);
 }

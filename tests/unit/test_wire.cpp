@@ -127,8 +127,13 @@ TEST_CASE("acquire's replies of every kind") {
         const auto too_large =
             decode_acquire(sent_by(acquire, {{"kind", bulk("toolarge")}, {"limit", integer(2)}}));
         CHECK(std::get<TooLarge>(too_large).limit == 2);
-        CHECK(std::holds_alternative<Released>(
-            decode_acquire(sent_by(acquire, {{"kind", bulk("released")}}))));
+        CHECK(std::holds_alternative<Left>(
+            decode_acquire(sent_by(acquire, {{"kind", bulk("left")}}))));
+        const auto full = decode_acquire(
+            sent_by(acquire,
+                    {{"kind", bulk("full")}, {"queued", integer(3)}, {"max_waiting", integer(3)}}));
+        CHECK(std::get<Full>(full).queued == 3);
+        CHECK(std::get<Full>(full).max_waiting == 3);
     }
 }
 
@@ -464,7 +469,9 @@ TEST_CASE("each builder sends its script the names the script declares, in their
                        .known = true,
                        .loss_grace = Milliseconds{0},
                        .exclusive = true,
-                       .first_answer_ms = 5}),
+                       .first_answer_ms = 5,
+                       .supersede = true,
+                       .max_waiting = 2}),
          &scripts::k_acquire_script},
         {release_args(token, true, std::nullopt, false), &scripts::k_release_script},
         {release_args(token, false,
