@@ -122,6 +122,8 @@ TEST_CASE("chaos: 64+ clients, SIGKILLs and skewed clocks, SIGSTOPs, CLIENT PAUS
     CHECK(result.flip_evicted_keys >= 1);
     CHECK(result.rounds_of(Fault::pause) >= 1);
     CHECK(result.cycles_weighted >= 1);
+    CHECK(result.clients_superseding >= 1);
+    CHECK(result.exit_max_run >= 1);
     CHECK(result.rounds_of(Fault::restart_kept) >= 1);
     CHECK(result.rounds_of(Fault::restart_wiped) + result.rounds_of(Fault::restart_rolled_back) >=
           1);

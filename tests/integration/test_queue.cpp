@@ -453,3 +453,39 @@ TEST_CASE("--supersede: a superseded waiter that was stopped meanwhile is told w
             0);
     CHECK(waiting[1]->wait(60s).exit_code == 0);
 }
+
+TEST_CASE("--supersede under load: 20 superseding loops and plain ones while holders release "
+          "never hold more than the limit, and the superseding ones still get their turns") {
+    RedisServer server;
+    const auto env = env_for(server);
+    RunLoops plain(2, "burst", "-n 2 --ttl 10s", env);
+    RunLoops newest(20, "burst", "-n 2 --ttl 10s --supersede", env);
+    // Each newer superseding waiter is served where the first queued: the stream of newer ones
+    // does not starve them behind the plain waiters that keep coming.
+    REQUIRE(wait_until([&] { return newest.entries() >= 40 && plain.entries() >= 20; }, 120s));
+    newest.stop();
+    plain.stop();
+    // The observer trusts only the commands' own log.
+    CHECK(observe_inside({{plain.inside_log(), 1}, {newest.inside_log(), 1}}).most_inside <= 2);
+    const auto statuses = [](const std::string& exits) {
+        std::map<std::string, int> counted;
+        for (const std::string& line : lines_of(exits)) {
+            counted[line] += 1;
+        }
+        return counted;
+    };
+    const auto plain_exits = statuses(plain.exits());
+    INFO(plain.exits());
+    CHECK(plain_exits.size() == 1);
+    CHECK(plain_exits.count("0") == 1);
+    auto newest_exits = statuses(newest.exits());
+    INFO(newest.exits());
+    CHECK(newest_exits["0"] >= 40);
+    CHECK(newest_exits["80"] >= 1);
+    newest_exits.erase("0");
+    newest_exits.erase("80");
+    CHECK(newest_exits.empty());
+    Connection admin = server.admin();
+    CHECK(zcard(admin, semaphore_key("burst", "queue")) == 0);
+    CHECK(zcard(admin, semaphore_key("burst", "holders")) == 0);
+}

@@ -392,6 +392,8 @@ struct Client {
     bool run_form = false;
     bool older = false; // runs the previous release
     int weight = 1;     // the slots it asks for (`run --slots`)
+    bool supersede = false;                 // `run --supersede`
+    std::optional<Milliseconds> max_run{};  // `run --max-run`, shorter than its hold
     std::string skew;   // FAKETIME, empty when the real clock
     Milliseconds hold{0};
     bool long_hold = false;
@@ -603,6 +605,12 @@ std::vector<ExitRule> exit_rules(const Evidence& seen) {
              return c.older && c.exit_code == 65 && said(c, "is not a number") &&
                     (seen.during(c, Fault::weighted, 0, true) || seen.marked(c, "weighted"));
          }},
+        // Newest wins: a newer superseding client took its place before it held.
+        {"80(superseded)", &Result::exit_superseded,
+         [](const Client& c) { return c.exit_code == 80 && c.supersede && !c.has_s; }},
+        // Stopped at its deadline, after its command entered.
+        {"124(--max-run)", &Result::exit_max_run,
+         [](const Client& c) { return c.exit_code == 124 && c.max_run && c.has_s; }},
     };
 }
 
@@ -946,6 +954,9 @@ void Harness::spawn_client(int weighted_on) {
     if (client.run_form && chance(m_config.long_hold_share)) {
         client.long_hold = true;
         client.hold = uniform_ms(m_config.long_hold_min, m_config.long_hold_max);
+        if (!client.older && chance(m_config.max_run_share)) {
+            client.max_run = client.hold / 2;
+        }
     } else {
         Milliseconds high = m_config.short_hold_max;
         if (!client.run_form) {
@@ -978,6 +989,13 @@ void Harness::spawn_client(int weighted_on) {
         argv = {binary, "run", spec.name, "-n", limit};
         if (client.weight > 1) {
             argv.insert(argv.end(), {"--slots", std::to_string(client.weight)});
+        }
+        client.supersede = !client.older && chance(m_config.supersede_share);
+        if (client.supersede) {
+            argv.emplace_back("--supersede");
+        }
+        if (client.max_run) {
+            argv.insert(argv.end(), {"--max-run", ms_arg(*client.max_run), "--kill-after", "1s"});
         }
         argv.insert(argv.end(),
                     {"--ttl", ms_arg(m_config.ttl), "--loss-grace", ms_arg(m_config.loss_grace),
@@ -1014,6 +1032,8 @@ void Harness::spawn_client(int weighted_on) {
     m_result.clients_older += client.older ? 1 : 0;
     m_shared.older_unentered += client.older ? 1 : 0;
     m_result.clients_weighted += client.weight > 1 ? 1 : 0;
+    m_result.clients_superseding += client.supersede ? 1 : 0;
+    m_result.clients_deadline += client.max_run ? 1 : 0;
     m_active.push_back(client.id);
     m_clients.push_back(std::move(client));
 }
@@ -2852,7 +2872,8 @@ std::string Result::summary() const {
     out << std::fixed << std::setprecision(1);
     out << "chaos: " << seconds << "s, " << clients_started << " clients (" << clients_skewed
         << " skewed, " << clients_older << " of the previous release, " << clients_weighted
-        << " weighted), " << cycles_completed << " cycles (" << cycles_skewed << " skewed, "
+        << " weighted, " << clients_superseding << " superseding, " << clients_deadline
+        << " with --max-run), " << cycles_completed << " cycles (" << cycles_skewed << " skewed, "
         << cycles_older << " older, " << cycles_weighted << " weighted, " << long_holds_completed
         << " long) = " << (seconds > 0 ? static_cast<double>(cycles_completed) / seconds : 0.0)
         << "/s; survivors' exits";

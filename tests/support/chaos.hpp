@@ -72,6 +72,11 @@ struct Config {
     Milliseconds short_hold_max{80};
     Milliseconds long_hold_min{1'000};
     Milliseconds long_hold_max{3'000};
+    // Shares of this release's `run` clients that give --supersede (newest wins: a newer one
+    // takes its place, and it exits 80 holding nothing), and of its long holds stopped by
+    // --max-run half-way (exit 124, the command's group stopped before the slot goes on).
+    double supersede_share = 0.1;
+    double max_run_share = 0.3;
     // Share of the short holds with no sleep at all: the command logs its entry and its exit
     // at once (each stamp is a process of its own, so it still spans a few milliseconds).
     double zero_hold_share = 0;
@@ -265,6 +270,8 @@ struct Result {
     int clients_skewed = 0;
     int clients_older = 0;    // running the previous release
     int clients_weighted = 0; // `run --slots K`
+    int clients_superseding = 0; // `run --supersede`
+    int clients_deadline = 0;    // `run --max-run`, shorter than their hold
     int cycles_completed = 0; // entered and left (S and E logged)
     int cycles_skewed = 0;    // of those, under a skewed clock
     int cycles_older = 0;     // of those, of the previous release
@@ -286,6 +293,8 @@ struct Result {
     int exit_state_gone_after_flip = 0; // 65, holders without a state hash after a flip
     int older_refused_paused = 0;       // older clients: 65 on a semaphore marked paused
     int older_refused_weighted = 0;     // older clients: 65 on a semaphore marked weighted
+    int exit_superseded = 0;            // 80 of a client with --supersede, which never held
+    int exit_max_run = 0;               // 124 of a client with --max-run, stopped after entering
     int exit_75 = 0;                    // 75 (no slot in time: never asked for): a failure
     int exit_other = 0;                 // anything else: a failure
 
