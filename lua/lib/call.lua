@@ -24,7 +24,8 @@
 --                            several slots: see used_slots(), WEIGHTED_SUFFIX), kept and
 --                            pause_kept (see keep_state()), paused, paused_since and
 --                            paused_until (see lib/pause.lua), occurrence (run --once-per:
---                            see lib/occurrence.lua); redsem 0.1 also stored a loss_grace,
+--                            see lib/occurrence.lua), superseder (the superseding waiter
+--                            that queued last: lib/supersede.lua); redsem 0.1 also stored a loss_grace,
 --                            which nothing here reads
 --   KEYS[2] holders  zset    token -> lease deadline (server ms)
 --   KEYS[3] info     hash    token -> "h SLOTS FENCE ACQUIRED_MS TTL_MS JSON" for a holder
