@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/options.hpp"
+#include "cli/ping.hpp"
 #include "cli/slot_request.hpp"
 #include "process/supervise.hpp"
 #include "util/duration.hpp"
@@ -62,6 +63,8 @@ struct RunArgs {
     bool at_most_once = false;
     std::optional<long long> attempts;
     std::optional<Milliseconds> max_run;
+    std::optional<std::string> ping; // --ping URL (checked as parsed)
+    Milliseconds ping_timeout = k_default_ping_timeout;
     std::optional<std::string> shell_command;
     std::vector<std::string> command;
 };

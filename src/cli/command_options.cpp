@@ -376,6 +376,15 @@ Runner setup_run(CLI::App& command, const GlobalOptions& global) {
                      "Stop COMMAND after it ran this long: SIGTERM to its process group, "
                      "SIGKILL after --kill-after, the slot given back, exit 124 (as timeout(1))")
         ->type_name("DUR");
+    add_typed_option(command, "--ping", args->ping, parse_ping_url,
+                     "Report to a monitor (healthchecks.io, Cronitor): POST URL/start when the "
+                     "slot is granted, URL on exit 0 (a skip too), else URL/STATUS")
+        ->type_name("HTTP_URL");
+    add_typed_option(command, "--ping-timeout", args->ping_timeout, parse_ping_timeout,
+                     "How long one ping may take; a ping that fails is a warning, never the "
+                     "exit status")
+        ->type_name("DUR")
+        ->default_str(format_duration(k_default_ping_timeout));
     add_typed_option(command, "--attempts", args->attempts, parse_attempts,
                      fmt::format("With --once-per: after N runs of an occurrence failed or left "
                                  "without finishing, skip it (exit 0) until its window ends "

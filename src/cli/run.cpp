@@ -16,6 +16,7 @@
 #include <cctype>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 #include <memory>
 #include <sstream>
@@ -158,9 +159,10 @@ int release_once_per(HeldSlot& slot, const std::string& name, const CommandEnd& 
     return status;
 }
 
-} // namespace
-
-int run_run(const RunArgs& args, const GlobalOptions& global) {
+// run_run() with what `pinger` needs to know (none: no --ping): the grant, and in `outcome`
+// what became of the run, for people.
+int run_supervised(const RunArgs& args, const GlobalOptions& global, Pinger* pinger,
+                   std::string& outcome) {
     const std::vector<std::string> argv = command_line(args);
     ParsedRequest parsed =
         parse_slot_request(args.request, label_for(args, argv), holder_meta("", getpid(), "run"));
@@ -192,11 +194,17 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     std::optional<Lease> lease;
     try {
         lease = wait_for_slot(connection, prefix, semaphore, args.request, parsed.options, signals);
-    } catch (const Skipped&) {
+    } catch (const Skipped& skipped) {
+        outcome = skip_message(name, skipped.skip());
         return static_cast<int>(ExitCode::ok); // another run has this occurrence: as good as done
     }
     if (!lease) {
+        outcome = fmt::format("no slot of '{}' was free in time; the command did not run",
+                              printable(name));
         return parsed.busy_exit;
+    }
+    if (pinger != nullptr) {
+        pinger->start();
     }
     HeldSlot slot(semaphore, *lease); // released on every way out of this function
     // Only now: a child redsem inherited (exec'd from a shell that had one) must not end the
@@ -250,6 +258,14 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
                          .timed_out_after = result.timed_out ? args.max_run : std::nullopt};
     heartbeat.stop();
     const auto ran_for = BootClock::now() - started;
+    outcome =
+        fmt::format("the command of '{}' on {} {} after {}", printable(name),
+                    printable(parsed.options.meta.host),
+                    result.timed_out ? "was stopped at --max-run"
+                    : result.child.signal != 0
+                        ? fmt::format("was killed by SIG{}", sigabbrev_np(result.child.signal))
+                        : fmt::format("exited {}", result.child.code),
+                    format_duration(std::chrono::floor<Milliseconds>(ran_for)));
     if (args.once_per && ran_for > *args.once_per) {
         std::fprintf(stderr,
                      "redsem: warning: the command of '%s' ran for %s, longer than its --once-per "
@@ -262,8 +278,8 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
     const bool stopped_by_loss = result.lease_lost && supervise_options.stop_on_lost;
     if (args.once_per && !(stopped_by_loss && !result.lost_after_end)) {
         // The command ended by itself: its status is the occurrence's outcome.
-        const int outcome = release_once_per(slot, name, end, lost_exit);
-        return stopped_by_loss ? lost_exit : outcome;
+        const int status = release_once_per(slot, name, end, lost_exit);
+        return stopped_by_loss ? lost_exit : status;
     }
     try {
         slot.release(end);
@@ -277,6 +293,33 @@ int run_run(const RunArgs& args, const GlobalOptions& global) {
         return lost_exit;
     }
     return end.status;
+}
+
+} // namespace
+
+int run_run(const RunArgs& args, const GlobalOptions& global) {
+    std::string outcome;
+    if (!args.ping) {
+        return run_supervised(args, global, nullptr, outcome);
+    }
+    Pinger pinger(*args.ping, args.ping_timeout);
+    try {
+        const int status = run_supervised(args, global, &pinger, outcome);
+        pinger.finish(status, outcome);
+        return status;
+    } catch (const UsageError&) {
+        throw; // nothing ran: a mistake to fix, not a run to report
+    } catch (const Interrupted& interrupted) {
+        pinger.finish(interrupted.exit_code(),
+                      fmt::format("interrupted by SIG{} while waiting for a slot of '{}'",
+                                  sigabbrev_np(interrupted.signal()),
+                                  printable(args.request.name)));
+        throw;
+    } catch (const Error& error) {
+        pinger.finish(error.exit_code(),
+                      *error.what() != '\0' ? "redsem: " + std::string(error.what()) : outcome);
+        throw;
+    }
 }
 
 } // namespace redsem::cli

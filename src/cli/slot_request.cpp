@@ -299,49 +299,6 @@ private:
     bool m_told = false;
 };
 
-// What a caller of `run --once-per` that skipped is told: who claims the occurrence, since
-// when, and when the window ends.
-std::string skip_message(const std::string& name, const Skip& skip) {
-    const HolderMeta& by = skip.by;
-    const std::string who =
-        fmt::format("{} (pid {}{}{})", terminal_safe(by.host, 64), by.pid,
-                    by.user.empty() ? "" : ", user " + terminal_safe(by.user, 64),
-                    by.label.empty() ? "" : ", '" + terminal_safe(by.label, 80) + "'");
-    const auto when = [](long long ms) { return local_time(ms).substr(0, 19); };
-    if (skip.why == "lost") {
-        return fmt::format(
-            "skipped '{}': Redis may have lost data at {}{}, after this "
-            "occurrence's window could have begun, and its claim with it; with "
-            "--at-most-once the job does not run again before {}",
-            printable(name), when(skip.since_ms),
-            skip.cause.empty() ? "" : " (" + std::string(loss_cause_text(skip.cause)) + ")",
-            when(skip.until_ms));
-    }
-    if (skip.why == "lapsed") {
-        return fmt::format("skipped '{}': the run on {} at {} left without finishing (its lease "
-                           "ran out, or its slot was released for it), and may have done its "
-                           "work; with --at-most-once the job does not run again before {}",
-                           printable(name), who, when(skip.since_ms), when(skip.until_ms));
-    }
-    if (skip.why == "attempts") {
-        const std::string how = by.exit_status ? fmt::format("failed (exit {})", *by.exit_status)
-                                               : std::string("left without finishing");
-        return fmt::format("skipped '{}': this occurrence was tried {} time{}, the most "
-                           "--attempts allows; the last run, on {} at {}, {}; the next run may "
-                           "start at {}",
-                           printable(name), by.attempt, by.attempt == 1 ? "" : "s", who,
-                           when(skip.since_ms), how, when(skip.until_ms));
-    }
-    if (skip.done) {
-        return fmt::format("skipped '{}': it ran on {} at {} and succeeded; the next run may "
-                           "start at {} (--once-per)",
-                           printable(name), who, when(skip.since_ms), when(skip.until_ms));
-    }
-    return fmt::format("skipped '{}': it is running on {} since {} (--once-per; a waiting "
-                       "caller would run it if that run fails)",
-                       printable(name), who, when(skip.since_ms));
-}
-
 // What a waiter with --supersede is told when a newer one, `by`, took its place.
 std::string superseded_message(const std::string& name, const HolderMeta& by) {
     const std::string job = by.ci && !by.ci->url.empty() ? "job " + terminal_safe(by.ci->url, 200)
@@ -435,6 +392,49 @@ std::string closed_message(const std::string& name, const AdmissionClosed& close
 }
 
 } // namespace
+
+// What a caller of `run --once-per` that skipped is told: who claims the occurrence, since
+// when, and when the window ends.
+std::string skip_message(const std::string& name, const Skip& skip) {
+    const HolderMeta& by = skip.by;
+    const std::string who =
+        fmt::format("{} (pid {}{}{})", terminal_safe(by.host, 64), by.pid,
+                    by.user.empty() ? "" : ", user " + terminal_safe(by.user, 64),
+                    by.label.empty() ? "" : ", '" + terminal_safe(by.label, 80) + "'");
+    const auto when = [](long long ms) { return local_time(ms).substr(0, 19); };
+    if (skip.why == "lost") {
+        return fmt::format(
+            "skipped '{}': Redis may have lost data at {}{}, after this "
+            "occurrence's window could have begun, and its claim with it; with "
+            "--at-most-once the job does not run again before {}",
+            printable(name), when(skip.since_ms),
+            skip.cause.empty() ? "" : " (" + std::string(loss_cause_text(skip.cause)) + ")",
+            when(skip.until_ms));
+    }
+    if (skip.why == "lapsed") {
+        return fmt::format("skipped '{}': the run on {} at {} left without finishing (its lease "
+                           "ran out, or its slot was released for it), and may have done its "
+                           "work; with --at-most-once the job does not run again before {}",
+                           printable(name), who, when(skip.since_ms), when(skip.until_ms));
+    }
+    if (skip.why == "attempts") {
+        const std::string how = by.exit_status ? fmt::format("failed (exit {})", *by.exit_status)
+                                               : std::string("left without finishing");
+        return fmt::format("skipped '{}': this occurrence was tried {} time{}, the most "
+                           "--attempts allows; the last run, on {} at {}, {}; the next run may "
+                           "start at {}",
+                           printable(name), by.attempt, by.attempt == 1 ? "" : "s", who,
+                           when(skip.since_ms), how, when(skip.until_ms));
+    }
+    if (skip.done) {
+        return fmt::format("skipped '{}': it ran on {} at {} and succeeded; the next run may "
+                           "start at {} (--once-per)",
+                           printable(name), who, when(skip.since_ms), when(skip.until_ms));
+    }
+    return fmt::format("skipped '{}': it is running on {} since {} (--once-per; a waiting "
+                       "caller would run it if that run fails)",
+                       printable(name), who, when(skip.since_ms));
+}
 
 ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label,
                                  HolderMeta owner) {

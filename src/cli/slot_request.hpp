@@ -40,6 +40,10 @@ struct ParsedRequest {
 ParsedRequest parse_slot_request(const SlotRequest& request, const std::string& default_label,
                                  HolderMeta owner);
 
+// What a caller of `run --once-per` that skipped is told: who claims the occurrence, since
+// when, and when the window ends (without "redsem: ").
+std::string skip_message(const std::string& name, const Skip& skip);
+
 // Waits for a slot of `semaphore` (reached by `connection` under `prefix`) as the request
 // says; while waiting longer than a second with stderr on a terminal (and no -q), shows the
 // queue position on one line. Off a terminal (and no -q) it says in whole lines when it

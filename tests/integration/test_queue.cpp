@@ -268,8 +268,8 @@ TEST_CASE("a waiter that gives up leaves no note of a release behind") {
     CHECK(zcard(admin, "redsem:{giveup}:queue") == 0);
 }
 
-TEST_CASE("--supersede: a newer superseding waiter takes the older one's place, which exits 80 "
-          "naming it; holders and plain waiters keep theirs") {
+TEST_CASE("run --supersede: a newer superseding waiter takes the older one's place, which "
+          "exits 80 naming it, while holders and plain waiters keep theirs") {
     RedisServer server;
     const auto env = env_for(server);
     Connection admin = server.admin();
@@ -340,8 +340,8 @@ TEST_CASE("--supersede: a newer superseding waiter takes the older one's place, 
     CHECK(admin.call({"KEYS", "redsem:{deploy}:wake:*"}).as_array().empty());
 }
 
-TEST_CASE("--max-waiting: a newcomer beyond N is refused at once with 81; a superseding one "
-          "makes room by superseding, else it is refused too") {
+TEST_CASE("acquire --max-waiting: a newcomer beyond N is refused at once with 81, a "
+          "superseding one makes room by superseding, else it is refused too") {
     RedisServer server;
     const auto env = env_for(server);
     Connection admin = server.admin();
@@ -391,7 +391,8 @@ TEST_CASE("--max-waiting: a newcomer beyond N is refused at once with 81; a supe
     CHECK_FALSE(plain[0]->finished());
 }
 
-TEST_CASE("--supersede and --max-waiting: bad input is a usage error, and nothing is written") {
+TEST_CASE("acquire --supersede and --max-waiting: bad input is a usage error, and nothing is "
+          "written") {
     RedisServer server;
     const auto env = env_for(server);
     for (const auto& args : std::vector<std::vector<std::string>>{
@@ -412,8 +413,8 @@ TEST_CASE("--supersede and --max-waiting: bad input is a usage error, and nothin
     CHECK(admin.call({"KEYS", "redsem:{x}:*"}).as_array().empty());
 }
 
-TEST_CASE("--supersede: a superseded waiter that was stopped meanwhile is told when it wakes, "
-          "and one that lost its place does not supersede the newer one") {
+TEST_CASE("acquire --supersede: a superseded waiter that was stopped meanwhile is told when it "
+          "wakes, and one that lost its place does not supersede the newer one") {
     RedisServer server;
     const auto env = env_for(server);
     Connection admin = server.admin();
@@ -454,7 +455,7 @@ TEST_CASE("--supersede: a superseded waiter that was stopped meanwhile is told w
     CHECK(waiting[1]->wait(60s).exit_code == 0);
 }
 
-TEST_CASE("--supersede under load: 20 superseding loops and plain ones while holders release "
+TEST_CASE("run --supersede under load: 20 superseding loops and plain ones while holders release "
           "never hold more than the limit, and the superseding ones still get their turns") {
     RedisServer server;
     const auto env = env_for(server);

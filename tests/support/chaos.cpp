@@ -390,11 +390,11 @@ struct Client {
     int id = 0;
     int semaphore = 0; // index into Config::semaphores
     bool run_form = false;
-    bool older = false; // runs the previous release
-    int weight = 1;     // the slots it asks for (`run --slots`)
-    bool supersede = false;                 // `run --supersede`
-    std::optional<Milliseconds> max_run{};  // `run --max-run`, shorter than its hold
-    std::string skew;   // FAKETIME, empty when the real clock
+    bool older = false;                    // runs the previous release
+    int weight = 1;                        // the slots it asks for (`run --slots`)
+    bool supersede = false;                // `run --supersede`
+    std::optional<Milliseconds> max_run{}; // `run --max-run`, shorter than its hold
+    std::string skew;                      // FAKETIME, empty when the real clock
     Milliseconds hold{0};
     bool long_hold = false;
     pid_t pid = -1; // redsem run, or the shell; leader of its own process group

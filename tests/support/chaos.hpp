@@ -268,14 +268,14 @@ struct Result {
     double seconds = 0; // the chaos phase
     int clients_started = 0;
     int clients_skewed = 0;
-    int clients_older = 0;    // running the previous release
-    int clients_weighted = 0; // `run --slots K`
+    int clients_older = 0;       // running the previous release
+    int clients_weighted = 0;    // `run --slots K`
     int clients_superseding = 0; // `run --supersede`
     int clients_deadline = 0;    // `run --max-run`, shorter than their hold
-    int cycles_completed = 0; // entered and left (S and E logged)
-    int cycles_skewed = 0;    // of those, under a skewed clock
-    int cycles_older = 0;     // of those, of the previous release
-    int cycles_weighted = 0;  // of those, of several slots
+    int cycles_completed = 0;    // entered and left (S and E logged)
+    int cycles_skewed = 0;       // of those, under a skewed clock
+    int cycles_older = 0;        // of those, of the previous release
+    int cycles_weighted = 0;     // of those, of several slots
     int long_holds_completed = 0;
     std::string older_release; // the previous release's binary, empty when none ran
 
