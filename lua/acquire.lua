@@ -294,13 +294,14 @@ if mode ~= 'wait' then
 end
 -- Newest wins, when asked (lib/supersede.lua): the superseding waiter before this one leaves,
 -- and this one takes its place; or a newcomer that would be one too many is refused.
-local older = supersedes and superseded_waiter(call, token)
-if older and known then
-    local superseded = superseded_meanwhile(call, state, req, older, tonumber(args.first_answer_ms))
+local last = supersedes and last_superseder(call, token)
+if last and known then
+    local superseded = superseded_meanwhile(call, state, req, last, tonumber(args.first_answer_ms))
     if superseded then
         return superseded
     end
 end
+local older = last and last.ticket and last or nil
 if most and queued - (older and 1 or 0) >= most then
     touch(call, state, now)
     log_skip(call, state, now, token, json, 'full', {})

@@ -264,7 +264,7 @@ int main(int argc, char** argv) {
                   << "Try '" << command_path(app) << " --help'.\n";
         return error.exit_code();
     } catch (const Error& error) {
-        if (*error.what() != '\0') {
+        if (*error.what() != '\0' && !error.told()) {
             std::cerr << "redsem: error: " << error.what() << "\n";
         }
         return error.exit_code();

@@ -64,7 +64,7 @@ struct RunArgs {
     std::optional<long long> attempts;
     std::optional<Milliseconds> max_run;
     std::optional<std::string> ping; // --ping URL (checked as parsed)
-    Milliseconds ping_timeout = k_default_ping_timeout;
+    std::optional<Milliseconds> ping_timeout; // nullopt: k_default_ping_timeout
     std::optional<std::string> shell_command;
     std::vector<std::string> command;
 };

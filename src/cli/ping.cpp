@@ -2,12 +2,15 @@
 
 #include "util/errors.hpp"
 #include "util/name.hpp"
+#include "util/number.hpp"
 
 // Only the declarations: libcurl is loaded at run time (see ping.hpp). Without its macros that
 // check setopt's argument types, which would stand in the way of calls through a pointer.
 #define CURL_DISABLE_TYPECHECK
 #include <curl/curl.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <dlfcn.h>
 #include <fmt/format.h>
@@ -115,8 +118,9 @@ std::optional<std::string> post(const Curl& lib, const std::string& url, const s
     if (code != CURLE_OK) {
         return *error != '\0' ? std::string(error) : std::string(lib.curl_easy_strerror(code));
     }
-    if (status >= 400) {
-        return fmt::format("it answered HTTP {}", status);
+    if (status >= 300) {
+        return fmt::format("it answered HTTP {}{}", status,
+                           status < 400 ? " (redirects are not followed)" : "");
     }
     return std::nullopt;
 }
@@ -142,18 +146,36 @@ std::string parse_ping_url(const std::string& text, const char* option) {
     while (url.ends_with('/')) {
         url.pop_back();
     }
-    const std::size_t scheme = url.find("://");
-    const std::string host =
-        scheme == std::string::npos
-            ? ""
-            : url.substr(scheme + 3, url.find_first_of("/?#", scheme + 3) - scheme - 3);
-    if ((!url.starts_with("http://") && !url.starts_with("https://")) || host.empty() ||
-        url.find_first_of(" \t\r\n") != std::string::npos || url.find('?') != std::string::npos) {
-        throw UsageError(fmt::format("{}: '{}' is not an http:// or https:// URL with a host (and "
-                                     "no query: redsem adds /start and /STATUS to its path)",
-                                     option, printable(text)));
+    const std::size_t scheme_end = url.find("://");
+    std::string scheme = url.substr(0, scheme_end == std::string::npos ? 0 : scheme_end);
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const std::size_t host_start = scheme_end == std::string::npos ? 0 : scheme_end + 3;
+    const std::string authority = url.substr(host_start, url.find('/', host_start) - host_start);
+    // [user:password@]host[:port], host an [IPv6] literal or a name
+    const std::string host_port = authority.substr(authority.rfind('@') + 1);
+    const std::size_t colon = host_port.rfind(':');
+    const bool has_port =
+        colon != std::string::npos && host_port.find(']', colon) == std::string::npos;
+    const std::string host = has_port ? host_port.substr(0, colon) : host_port;
+    const bool port_ok = !has_port || parse_integer(host_port.substr(colon + 1), 1, 65535);
+    const char* wrong = nullptr;
+    if (scheme != "http" && scheme != "https") {
+        wrong = "is not an http:// or https:// URL";
+    } else if (host.empty() || !port_ok) {
+        wrong = "has no host, or a port that is not from 1 to 65535";
+    } else if (url.find_first_of("?#") != std::string::npos) {
+        wrong = "has a query or a fragment: redsem adds /start and /STATUS to its path";
+    } else if (url.find_first_of(" \t\r\n") != std::string::npos) {
+        wrong = "has a space or a line break";
     }
-    return url;
+    if (wrong != nullptr) {
+        // Its scheme and host at most: the path of a ping URL is often the check's secret.
+        const std::string shown = scheme_end == std::string::npos ? std::string("the URL")
+                                                                  : "'" + shown_url(url) + "...'";
+        throw UsageError(fmt::format("{}: {} {}", option, shown, wrong));
+    }
+    return scheme + url.substr(scheme_end);
 }
 
 Milliseconds parse_ping_timeout(const std::string& text, const char* option) {

@@ -300,9 +300,12 @@ int run_supervised(const RunArgs& args, const GlobalOptions& global, Pinger* pin
 int run_run(const RunArgs& args, const GlobalOptions& global) {
     std::string outcome;
     if (!args.ping) {
+        if (args.ping_timeout) {
+            throw UsageError("--ping-timeout goes with --ping URL");
+        }
         return run_supervised(args, global, nullptr, outcome);
     }
-    Pinger pinger(*args.ping, args.ping_timeout);
+    Pinger pinger(*args.ping, args.ping_timeout.value_or(k_default_ping_timeout));
     try {
         const int status = run_supervised(args, global, &pinger, outcome);
         pinger.finish(status, outcome);

@@ -544,11 +544,11 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
     } catch (const Skipped& skipped) {
         feedback.clear();
         if (skipped.skip().why == k_superseded_why) {
+            const std::string message = superseded_message(request.name, skipped.skip().by);
             if (!request.quiet) {
-                std::fprintf(stderr, "redsem: %s\n",
-                             superseded_message(request.name, skipped.skip().by).c_str());
+                std::fprintf(stderr, "redsem: %s\n", message.c_str());
             }
-            throw Superseded(""); // said above (or not, with -q)
+            throw Superseded(message, true);
         }
         // A skip because a run's outcome is unknown (--at-most-once) is said also with -q:
         // somebody should find out whether the job ran.
@@ -563,7 +563,7 @@ std::optional<Lease> wait_for_slot(Connection& connection, const std::string& pr
         if (!request.quiet) {
             std::fprintf(stderr, "redsem: %s\n", full.what());
         }
-        throw QueueFull("");
+        throw QueueFull(full.what(), true);
     } catch (const WaitInterrupted&) {
         if (signals.received() == 0 && owner != nullptr) {
             feedback.clear();

@@ -483,8 +483,8 @@ std::optional<Lease> Semaphore::acquire_unreplicated(const AcquireOptions& optio
                 throw_place_released(token);
             }
             if (const auto* full = std::get_if<wire::Full>(&reply)) {
-                throw QueueFull(fmt::format("the queue of '{}' is full: {} waiting, as many "
-                                            "as --max-waiting {} allows; nothing is held",
+                throw QueueFull(fmt::format("the queue of '{}' is full: {} waiting, and "
+                                            "--max-waiting {} lets no more in; nothing is held",
                                             printable(m_name), full->queued, full->max_waiting));
             }
             if (const auto* too_large = std::get_if<wire::TooLarge>(&reply)) {

@@ -72,6 +72,9 @@ public:
           m_transience(transience) {}
     int exit_code() const noexcept { return m_exit_code; }
     Transience transience() const noexcept { return m_transience; }
+    // Whether the message was told on stderr already (or kept back by -q) where it happened:
+    // the one catch then prints nothing more.
+    virtual bool told() const noexcept { return false; }
 
 protected:
     Error(int exit_code, const std::string& message)
@@ -157,13 +160,24 @@ public:
 // A waiter that asked for --supersede was superseded by a newer one, which took its place in
 // the queue; or a caller with --max-waiting found as many waiting as it allows. Either ends
 // holding nothing.
+// `told`: see Error::told().
 class Superseded : public Error {
 public:
-    explicit Superseded(const std::string& message) : Error(ExitCode::superseded, message) {}
+    explicit Superseded(const std::string& message, bool told = false)
+        : Error(ExitCode::superseded, message), m_told(told) {}
+    bool told() const noexcept override { return m_told; }
+
+private:
+    bool m_told;
 };
 class QueueFull : public Error {
 public:
-    explicit QueueFull(const std::string& message) : Error(ExitCode::queue_full, message) {}
+    explicit QueueFull(const std::string& message, bool told = false)
+        : Error(ExitCode::queue_full, message), m_told(told) {}
+    bool told() const noexcept override { return m_told; }
+
+private:
+    bool m_told;
 };
 
 // The command given to `run` cannot be started: 127 when it is not found, 126 when it cannot

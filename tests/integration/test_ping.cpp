@@ -49,6 +49,23 @@ TEST_CASE("run --ping: URL/start at the grant, then URL on success or URL/STATUS
     REQUIRE(monitor.requests().size() == 5);
     CHECK(monitor.requests()[4].path == "/ping/0f1e2d3c/75");
     CHECK(monitor.requests()[4].body.find("no slot of 'busy' was free") != std::string::npos);
+    // Refused by --max-waiting, and superseded: the body is what run says on stderr.
+    Child queued({"run", "busy", "--supersede", "--ping", url, "--", "true"}, env);
+    Connection admin = server.admin();
+    REQUIRE(wait_until([&] { return zcard(admin, semaphore_key("busy", "queue")) == 1; }, 10s));
+    CHECK(run_redsem({"run", "busy", "--max-waiting", "1", "-q", "--ping", url, "--", "true"}, env)
+              .exit_code == 81);
+    Child newer({"run", "busy", "--supersede", "-q", "--", "true"}, env);
+    CHECK(queued.wait(30s).exit_code == 80);
+    REQUIRE(monitor.requests().size() == 7);
+    CHECK(monitor.requests()[5].path == "/ping/0f1e2d3c/81");
+    CHECK(monitor.requests()[5].body.find("the queue of 'busy' is full") != std::string::npos);
+    CHECK(monitor.requests()[6].path == "/ping/0f1e2d3c/80");
+    CHECK(monitor.requests()[6].body.find("superseded in the queue of 'busy'") !=
+          std::string::npos);
+    REQUIRE(run_redsem({"release", "busy", holder["token"].get<std::string>()}, env).exit_code ==
+            0);
+    CHECK(newer.wait(30s).exit_code == 0);
 }
 
 TEST_CASE("run --once-per --ping: a skip is a success whose body names the run it deferred to") {
@@ -117,6 +134,12 @@ TEST_CASE("run --ping: a monitor that does not answer delays neither the command
         run_redsem({"run", "slow", "--ping", refusing.url() + "/x", "--", "true"}, env);
     CHECK(refused.exit_code == 0);
     CHECK(refused.err.find("failed: it answered HTTP 500") != std::string::npos);
+    HttpRecorder moved(301);
+    const auto redirected =
+        run_redsem({"run", "slow", "--ping", moved.url() + "/x", "--", "true"}, env);
+    CHECK(redirected.exit_code == 0);
+    CHECK(redirected.err.find("failed: it answered HTTP 301 (redirects are not followed)") !=
+          std::string::npos);
     const auto nobody =
         run_redsem({"run", "slow", "--ping", "http://127.0.0.1:1/x", "--", "true"}, env);
     CHECK(nobody.exit_code == 0);
@@ -160,6 +183,11 @@ TEST_CASE("run --ping and --ping-timeout: bad input is a usage error, and nothin
              {"--ping", "https:///path"},
              {"--ping", monitor.url() + "/x?create=1"},
              {"--ping", ""},
+             {"--ping", monitor.url() + "/x#frag"},
+             {"--ping", "http://127.0.0.1:99999/x"},
+             {"--ping", "http://127.0.0.1:0/x"},
+             {"--ping", "http://user:pw-hidden@127.0.0.1:1/secret-path?x=1"},
+             {"--ping-timeout", "5s"},
              {"--ping", monitor.url(), "--ping-timeout", "0"},
              {"--ping", monitor.url(), "--ping-timeout", "2m"},
              {"--ping", monitor.url(), "--ping-timeout", "soon"}}) {
@@ -170,8 +198,16 @@ TEST_CASE("run --ping and --ping-timeout: bad input is a usage error, and nothin
         INFO(args.back() << ": " << result.err);
         CHECK(result.exit_code == 64);
         CHECK(result.err.rfind("redsem: error: --ping", 0) == 0);
+        // The path of a ping URL is often a secret, and a password in it is one.
+        CHECK(result.err.find("secret-path") == std::string::npos);
+        CHECK(result.err.find("pw-hidden") == std::string::npos);
     }
     CHECK(monitor.requests().empty());
     Connection admin = server.admin();
     CHECK(admin.call({"KEYS", "redsem:{bad}:*"}).as_array().empty());
+    // The scheme is not case-sensitive.
+    std::string upper = monitor.url();
+    upper.replace(0, 4, "HTTP");
+    CHECK(run_redsem({"run", "ok", "--ping", upper + "/u", "--", "true"}, env).exit_code == 0);
+    CHECK(monitor.requests().size() == 2);
 }

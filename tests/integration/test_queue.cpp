@@ -355,8 +355,8 @@ TEST_CASE("acquire --max-waiting: a newcomer beyond N is refused at once with 81
     const ProcessResult refused = run_redsem({"acquire", "q", "--max-waiting", "2"}, env);
     CHECK(refused.exit_code == 81);
     CHECK(refused.out.empty());
-    CHECK(refused.err == "redsem: the queue of 'q' is full: 2 waiting, as many as --max-waiting "
-                         "2 allows; nothing is held\n");
+    CHECK(refused.err == "redsem: the queue of 'q' is full: 2 waiting, and --max-waiting 2 lets "
+                         "no more in; nothing is held\n");
     const ProcessResult quiet =
         run_redsem({"run", "q", "--max-waiting", "2", "-q", "--", "true"}, env);
     CHECK(quiet.exit_code == 81);
