@@ -63,7 +63,7 @@ struct RunArgs {
     bool at_most_once = false;
     std::optional<long long> attempts;
     std::optional<Milliseconds> max_run;
-    std::optional<std::string> ping; // --ping URL (checked as parsed)
+    std::optional<std::string> ping;          // --ping URL (checked as parsed)
     std::optional<Milliseconds> ping_timeout; // nullopt: k_default_ping_timeout
     std::optional<std::string> shell_command;
     std::vector<std::string> command;

@@ -435,6 +435,7 @@ TEST_CASE("acquire --supersede: a superseded waiter that was stopped meanwhile i
         10s));
     waiting[0]->signal(SIGCONT);
     const ProcessResult woken = waiting[0]->wait(60s);
+    INFO(woken.err);
     CHECK(woken.exit_code == 80);
     CHECK(woken.err.find("superseded in the queue of 'stop'") != std::string::npos);
     CHECK_FALSE(waiting[1]->finished());
