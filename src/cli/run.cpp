@@ -258,10 +258,12 @@ int run_supervised(const RunArgs& args, const GlobalOptions& global, Pinger* pin
                          .timed_out_after = result.timed_out ? args.max_run : std::nullopt};
     heartbeat.stop();
     const auto ran_for = BootClock::now() - started;
+    const bool stopped_by_loss = result.lease_lost && supervise_options.stop_on_lost;
     outcome =
         fmt::format("the command of '{}' on {} {} after {}", printable(name),
                     printable(parsed.options.meta.host),
-                    result.timed_out ? "was stopped at --max-run"
+                    result.timed_out  ? "was stopped at --max-run"
+                    : stopped_by_loss ? "was stopped because its slot was lost"
                     : result.child.signal != 0
                         ? fmt::format("was killed by SIG{}", sigabbrev_np(result.child.signal))
                         : fmt::format("exited {}", result.child.code),
@@ -275,7 +277,6 @@ int run_supervised(const RunArgs& args, const GlobalOptions& global, Pinger* pin
                      format_duration(std::chrono::floor<std::chrono::seconds>(ran_for)).c_str(),
                      format_duration(*args.once_per).c_str());
     }
-    const bool stopped_by_loss = result.lease_lost && supervise_options.stop_on_lost;
     if (args.once_per && !(stopped_by_loss && !result.lost_after_end)) {
         // The command ended by itself: its status is the occurrence's outcome.
         const int status = release_once_per(slot, name, end, lost_exit);

@@ -68,6 +68,24 @@ TEST_CASE("run --ping: URL/start at the grant, then URL on success or URL/STATUS
     CHECK(newer.wait(30s).exit_code == 0);
 }
 
+TEST_CASE("run --ping: a run stopped because its slot was lost reports 76, and says why") {
+    RedisServer server;
+    Connection admin = server.admin();
+    Scratch scratch;
+    const std::string ready = scratch.path("ready");
+    HttpRecorder monitor;
+    Child run({"run", "lost", "--ttl", "600ms", "--ping", monitor.url() + "/l", "--", "sh", "-c",
+               "touch " + ready + "; exec sleep 30"},
+              env_for(server));
+    REQUIRE(wait_for_file(ready, 10s));
+    admin.call({"DEL", "redsem:{lost}:holders"}); // the lease taken away behind redsem's back
+    CHECK(run.wait(10s).exit_code == 76);
+    CHECK(paths_of(monitor) == std::vector<std::string>{"POST /l/start", "POST /l/76"});
+    const std::string body = monitor.requests().at(1).body;
+    INFO(body);
+    CHECK(body.find("was stopped because its slot was lost") != std::string::npos);
+}
+
 TEST_CASE("run --once-per --ping: a skip is a success whose body names the run it deferred to") {
     RedisServer server;
     const auto env = env_for(server);
