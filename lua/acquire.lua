@@ -85,6 +85,7 @@
 --- @include "grant"
 --- @include "waiting"
 --- @include "supersede"
+--- @include "caller_limit"
 
 local state, bad = load_state(call)
 if not state then
@@ -130,40 +131,10 @@ end
 prune(call, state, now)
 settle_pause(call, state, now)
 
-local function conflict_reply(stored_limit, held_now, queued_now)
-    return {'kind', 'conflict', 'stored_limit', stored_limit, 'held', held_now, 'queued', queued_now}
-end
-
 if asks then
-    -- When the caller started, the earliest of: its first answer (first_answer_ms), for a
-    -- waiter refreshing its place when it queued (its record's since, which a waiter of a
-    -- window queues with), and now. It belongs to the occurrence in force then (see
-    -- lib/occurrence.lua).
-    local first = tonumber(args.first_answer_ms)
-    if first and first < req.started then
-        req.started = first
-    end
-    local record = known and parse_info(redis.call('HGET', call.k_info, token))
-    if record and record.kind == 'w' and record.since and record.since < req.started then
-        req.started = record.since
-    end
-    -- It skips while another run claims the occurrence: at once when that run is done, or
-    -- when the caller would not wait; a waiter waits for the run's end (a hand-over then
-    -- judges the claim again). Its place in the queue goes.
-    local claim = occurrence_taken(call, state, now, token, req.started, asks)
-    if claim and (claim.done or mode ~= 'wait') and
-       not (known and redis.call('ZSCORE', call.k_holders, token)) then -- (see collected())
-        if known and redis.call('ZSCORE', call.k_queue, token) then
-            remove_waiter(call, state, token, now)
-        elseif known then
-            -- A place that somebody ended tells how (a hand-over's skip, logged then).
-            local ended = left_queue(call, state, req)
-            if ended then
-                return ended
-            end
-        end
-        log_skip(call, state, now, token, json, skip_why(claim), claim)
-        return skip_reply(claim, now)
+    local skipped = skip_for_claim(call, state, req, known, mode, tonumber(args.first_answer_ms))
+    if skipped then
+        return skipped
     end
 end
 
@@ -188,31 +159,9 @@ if known then
 end
 
 queued = queued or queue_length(call, state)
-local held
-if state.raw_limit and not state.limit then
-    return conflict_reply(-1, redis.call('ZCARD', call.k_holders), queued)
-end
-if state.limit ~= limit then
-    held = redis.call('ZCARD', call.k_holders)
-    local others_waiting = queued - (position and 1 or 0)
-    if state.limit and (held > 0 or others_waiting > 0 or state.limit_by == 'operator') then
-        -- In use, or an operator's limit: only `redsem limit` changes it.
-        return conflict_reply(state.limit, held, queued)
-    end
-    if not state.limit and (held > 0 or others_waiting > 0) then
-        -- Holders without a state hash: it was deleted or evicted. Guessing the limit could
-        -- admit too many, so refuse until gc or the leases clear the semaphore.
-        return conflict_reply(-2, held, queued)
-    end
-    -- New, or idle under a caller's limit: the caller's limit applies from now on, as a
-    -- caller's, not an operator's (limit_by; see limit.lua).
-    local from = state.limit
-    store_limit(call, state, limit, 'caller')
-    redis.call('DEL', call.k_slots)
-    if not state.kept then
-        expire_new(call, state, call.k_state)
-    end
-    log_limit(call, state, now, from, limit)
+local held, conflict = adopt_limit(call, state, req, position and 1 or 0, queued)
+if conflict then
+    return conflict
 end
 
 -- How many slots the caller asks for: a count, or 'x' for every slot of the limit (--exclusive).
@@ -235,19 +184,17 @@ if position then
         recount_slots(call, state, held) -- blocked while somebody waits: are the books true?
     end
     if used_slots(state, held) < limit then
-        fill_free_slots(call, state, held, now)
-        local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))
-        if deadline then
-            return collected(call, state, req, deadline)
+        local served
+        served, position, held = serve_free_slots(call, state, req, held)
+        if served then
+            return served
         end
-        position = redis.call('ZRANK', call.k_queue, token)
         if not position then
             local ended = left_queue(call, state, req) -- released, or refused as too large
             if ended then
                 return ended
             end
         else
-            held = redis.call('ZCARD', call.k_holders)
             queued = queue_length(call, state)
             if used_slots(state, held) < limit then
                 req.closed = closed_admission(call, req)
@@ -336,13 +283,11 @@ if older then
     position = redis.call('ZRANK', call.k_queue, token)
     held = held or redis.call('ZCARD', call.k_holders)
     if used_slots(state, held) < limit then
-        fill_free_slots(call, state, held, now)
-        local deadline = tonumber(redis.call('ZSCORE', call.k_holders, token))
-        if deadline then
-            return collected(call, state, req, deadline)
+        local served
+        served, position, held = serve_free_slots(call, state, req, held)
+        if served then
+            return served
         end
-        position = redis.call('ZRANK', call.k_queue, token)
-        held = redis.call('ZCARD', call.k_holders)
     end
 end
 return wait_reply(state, req, position, held and used_slots(state, held) or limit, queued + 1, extra)

@@ -16,20 +16,8 @@
 --- @include "server"
 --- @include "eviction"
 --
--- Lost data: after a restart without the latest writes, a failover or a failback, a lease the
--- server forgot may still be running. So nobody new is admitted to any semaphore until the
--- loss grace has passed since the possible loss: by then every holder that renews (run,
--- acquire --while-pid) has found its lease gone and stopped (see admission(); the cases, and
--- what is not covered: docs/DESIGN.md, "Admission after lost data").
---
--- The epoch key names the server that wrote it: its run_id (a new one at every start) and its
--- master_replid (a new one at every promotion, REPLICAOF NO ONE or a failover, and adopted
--- from the master by a replica's sync). Every call that may admit somebody reads INFO and
--- compares, whatever the script cache, the client or the last check say: those survive a
--- restart from a snapshot, a REPLICAOF and a promotion, and so prove nothing. The other
--- modules ask only admission(): the rule lives here alone. Where INFO is denied, the epoch
--- marker's proof names the process instead (lib/server.lua).
--- Admission stays closed for LOSS_GRACE_MS after a possible loss (src/semaphore/protocol.hpp).
+-- Why, the cases, and what is not covered: docs/DESIGN.md, "Admission after lost data". The
+-- other modules ask only admission(): the rule lives here alone.
 
 -- Without INFO, judges the epoch key by the marker the call proves or declares (see
 -- identify()); nil when it cannot: the call offered no marker, or not the one the key holds

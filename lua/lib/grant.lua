@@ -2,7 +2,8 @@
 -- gone: the grant itself, a hand-over collected, and the replies that say so.
 -- Provides: granted_reply(req, fence, slot, deadline, limit, listed), too_large_reply(limit),
 --   collected(call, state, req, deadline), left_queue(call, state, req),
---   grant(call, state, req, held, waited).
+--   grant(call, state, req, held, waited), serve_free_slots(call, state, req, held),
+--   skip_for_claim(call, state, req, known, mode, first).
 -- `req` is the caller's request as acquire.lua reads it: token, ttl, limit, json (the record's
 -- metadata), asks (what it asks of the occurrence, lib/occurrence.lua; nil: nothing), started
 -- (when it started: the occurrence it belongs to), grace (its loss grace, nil: the default),
@@ -78,6 +79,53 @@ local function left_queue(call, state, req)
         end
     end
     return nil
+end
+
+-- Free slots, `held` others holding, go to the queue from its head, the caller of `req`
+-- (queued) perhaps among them: its reply when it got them (or its place ended), then its
+-- place in the queue (nil: gone) and how many hold now.
+local function serve_free_slots(call, state, req, held)
+    fill_free_slots(call, state, held, req.now)
+    local deadline = tonumber(redis.call('ZSCORE', call.k_holders, req.token))
+    if deadline then
+        return collected(call, state, req, deadline)
+    end
+    return nil, redis.call('ZRANK', call.k_queue, req.token), redis.call('ZCARD', call.k_holders)
+end
+
+-- The skip of a caller that asks for one run per occurrence (req.asks) while another run
+-- claims it, or nil. `known`: it may have called before; `mode`: 'wait' or 'try'; `first`:
+-- its first answer's time (first_answer_ms), or nil. It belongs to the occurrence in force
+-- when it started (req.started, moved here): the earliest of its first answer, for a waiter
+-- refreshing its place when it queued (its record's since, which a waiter of a window queues
+-- with), and now (see lib/occurrence.lua).
+local function skip_for_claim(call, state, req, known, mode, first)
+    local token, now = req.token, req.now
+    if first and first < req.started then
+        req.started = first
+    end
+    local record = known and parse_info(redis.call('HGET', call.k_info, token))
+    if record and record.kind == 'w' and record.since and record.since < req.started then
+        req.started = record.since
+    end
+    -- It skips at once when that run is done, or when the caller would not wait; a waiter
+    -- waits for the run's end (a hand-over then judges the claim again). Its place goes.
+    local claim = occurrence_taken(call, state, now, token, req.started, req.asks)
+    if not claim or not (claim.done or mode ~= 'wait') or
+       (known and redis.call('ZSCORE', call.k_holders, token)) then -- (see collected())
+        return nil
+    end
+    if known and redis.call('ZSCORE', call.k_queue, token) then
+        remove_waiter(call, state, token, now)
+    elseif known then
+        -- A place that somebody ended tells how (a hand-over's skip, logged then).
+        local ended = left_queue(call, state, req)
+        if ended then
+            return ended
+        end
+    end
+    log_skip(call, state, now, token, req.json, skip_why(claim), claim)
+    return skip_reply(claim, now)
 end
 
 -- The slots of the bitmap rebuilt from the holders' records (only after hand-edited keys).

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # docs/ARCHITECTURE.md's source map is the tree's (issue 53): a row for every folder of src/
 # and no row for a folder that is gone, every module of lua/lib/ in the lua/ row's list and
-# nothing else there, and every file the map names in backquotes (`run.cpp`,
-# `cmake/embed_lua.cmake`) found in the tree. Prints each difference.
+# nothing else there, no file of lua/ over 300 lines, and every file the map names in
+# backquotes (`run.cpp`, `cmake/embed_lua.cmake`) found in the tree. Prints each difference.
 # Usage: check_architecture.sh SOURCE_DIR
 set -uo pipefail
 cd "$1" || exit 1
@@ -28,6 +28,15 @@ tree_modules=$(find lua/lib -name '*.lua' -printf '%f\n' | sed 's/\.lua$//')
 map_modules=$(grep '^| `lua/` |' "$map" | sed -e 's/.*modules they share://' -e 's/\. Each script.*//' |
     sed -e 's/()//g' -e 's/([^()]*([^()]*)[^()]*)//g' -e 's/([^()]*)//g' | grep -o '`[a-z_]*`' | tr -d '`')
 differ "modules of lua/lib/" "$tree_modules" "$map_modules"
+
+# Rooms of a readable size: no file of lua/ over 300 lines (split it by the stories it holds).
+long=$(find lua -name '*.lua' -exec awk 'END { if (NR > 300) print FILENAME " (" NR ")" }' {} \;)
+if [ -n "$long" ]; then
+    echo "FAIL files of lua/ over 300 lines: $(echo $long)"
+    failures=$((failures + 1))
+else
+    echo "ok   no file of lua/ over 300 lines"
+fi
 
 # Files named in backquotes, by their name or their path.
 files=$(git ls-files 2>/dev/null || find . -type f | sed 's|^\./||')
