@@ -17,8 +17,8 @@
 -- KEYS, the same for every script; all share the hash tag {name}, so a script stays on one
 -- Redis Cluster slot:
 --   KEYS[1] state    hash    limit, limit_by ('operator' or 'caller', see limit.lua), format
---                            (STATE_FORMAT, see load_state()), fence, ticket, keep and pinned
---                            (see touch(), settle_expiry()), due (see prune()), history,
+--                            (STATE_FORMAT, see load_state()), fence, ticket, keep, or while
+--                            pinned horizon, and pinned (see touch(), settle_expiry()), due (see prune()), history,
 --                            counters (see state.lua, history.lua), closed_logged (see
 --                            epoch.lua), extra_slots, exclusive and weighted (holders of
 --                            several slots: see used_slots(), WEIGHTED_SUFFIX), kept and

@@ -52,11 +52,13 @@ local function touch(call, state, deadline)
     end
     state.keep = deadline + KEEP_STEP_MS
     local keep = int_str(state.keep)
+    if pinned_at_end(call, state) then
+        redis.call('HSET', call.k_state, 'horizon', keep) -- (see settle_expiry())
+        return
+    end
     redis.call('HSET', call.k_state, 'keep', keep)
-    if not pinned_at_end(call, state) then
-        for _, key in ipairs(expiring_keys(call, state)) do
-            redis.call('PEXPIREAT', key, keep)
-        end
+    for _, key in ipairs(expiring_keys(call, state)) do
+        redis.call('PEXPIREAT', key, keep)
     end
 end
 
@@ -64,9 +66,10 @@ end
 -- KEEP_MIN_MS from now.
 local function unpin_keys(call, state)
     state.pinned = false
-    redis.call('HDEL', call.k_state, 'pinned')
+    redis.call('HDEL', call.k_state, 'pinned', 'horizon')
     local now = call.now_us and math.floor(call.now_us / 1000) or server_now(call)
     state.keep = math.max(state.keep, now + KEEP_MIN_MS)
+    state.keep_stored = true
     local keep = int_str(state.keep)
     redis.call('HSET', call.k_state, 'keep', keep)
     for _, key in ipairs(expiring_keys(call, state)) do
@@ -129,7 +132,8 @@ end
 -- not, they expire at the horizon again. Once nobody holds or waits, a weighted semaphore is
 -- plain again (see WEIGHTED_SUFFIX). An older redsem's touch() sets an
 -- expiry without knowing of pins: a pinned state with one is pinned anew. Costs one ZCARD on
--- most calls (none after a call that added a holder or waiter), two when nobody holds.
+-- most calls (none after a call that added a holder or waiter), two when nobody holds, and
+-- while pinned one PTTL.
 local function settle_expiry(call, state)
     if not state.raw_limit then
         return -- no semaphore here (refused, or only read)
@@ -151,18 +155,15 @@ local function settle_expiry(call, state)
         end
     end
     if occupied or claim_in_force(call, state) then
-        -- Nothing of a semaphore in use may expire (see KEEP_MIN_MS). An older redsem's touch()
-        -- gives every key an expiry, the state hash too, which is looked at first (an
-        -- operator's kept state never has one: the holders tell then); so does a pause with
-        -- --for, to the state hash and the queue (see start_pause()). And an older redsem gives
-        -- a key it creates one (its first waiter's queue, say): so the semaphore's other keys
-        -- are pinned at every call (a PERSIST of a key without an expiry changes nothing, and is
-        -- not replicated).
+        -- Nothing of a semaphore in use may expire (see KEEP_MIN_MS). While pinned, the
+        -- horizon is stored as `horizon`, not as `keep`, which redsem 0.1.0 reads: its
+        -- expire_new() then gives a key it creates (its first waiter's queue, say) no expiry,
+        -- and the only expiry it gives is its touch()'s, to every key, the state hash too,
+        -- which is looked at here (an operator's kept state never has one: the holders tell
+        -- then), with the `keep` it writes. So does a pause with --for, to the state hash and
+        -- the queue (see start_pause()). Either found, every key is pinned anew.
         local probe = (state.kept and not state.pause_kept) and call.k_holders or call.k_state
-        if state.pinned and redis.call('PTTL', probe) == -1 then
-            for i = 2, SEMAPHORE_KEYS do
-                redis.call('PERSIST', call.keys[i])
-            end
+        if state.pinned and not state.keep_stored and redis.call('PTTL', probe) == -1 then
             return
         end
         for _, key in ipairs(expiring_keys(call, state)) do
@@ -174,7 +175,11 @@ local function settle_expiry(call, state)
         if state.paused then
             redis.call('PERSIST', call.k_queue)
         end
-        redis.call('HSET', call.k_state, 'pinned', '1')
+        redis.call('HSET', call.k_state, 'pinned', '1', 'horizon', int_str(state.keep))
+        if state.keep_stored then
+            redis.call('HDEL', call.k_state, 'keep')
+            state.keep_stored = false
+        end
         state.pinned = true
         return
     end

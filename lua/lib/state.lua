@@ -112,7 +112,8 @@ local function load_state(call)
     local got = redis.pcall('HMGET', k_state, 'limit', 'fence', 'keep', 'due', 'history',
                             'acquired_total', 'closed_logged', 'limit_by', 'pinned', 'kept',
                             'paused', 'paused_since', 'paused_until', 'pause_kept',
-                            'extra_slots', 'exclusive', 'weighted', 'format', 'occurrence')
+                            'extra_slots', 'exclusive', 'weighted', 'format', 'occurrence',
+                            'horizon')
     if got.err then
         return nil, wrong_type(k_state, redis.call('TYPE', k_state).ok, 'hash')
     end
@@ -134,7 +135,8 @@ local function load_state(call)
         end
     end
     local state = {raw_limit = got[1], limit = parse_limit(got[1]), fence = got[2],
-                   keep = tonumber(got[3]) or 0, due = tonumber(got[4]) or 0,
+                   keep = math.max(tonumber(got[3]) or 0, tonumber(got[20]) or 0),
+                   keep_stored = got[3] ~= false, due = tonumber(got[4]) or 0,
                    history = tonumber(got[5]) or DEFAULT_HISTORY, acquired_total = tonumber(got[6]) or 0,
                    closed_logged = tonumber(got[7]), limit_by = got[8], pinned = got[9] == '1',
                    kept = got[10] == '1', paused = got[11] or nil,

@@ -197,16 +197,17 @@ namespace {
 // with `unlisted`, a primary that cannot be reached is noted there and `undo` called, instead
 // of failing the whole listing. A refusal (a password, NOPERM) still fails it: it would be the
 // same on every node.
+// `visit` is given the primary (null: the one server).
 template <typename Visit, typename Undo>
 void visit_reachable(Connection& connection, std::vector<UnlistedNode>* unlisted, Visit visit,
                      Undo undo) {
     connection.for_each_primary([&](const Endpoint* node) {
         if (node == nullptr || unlisted == nullptr) {
-            visit();
+            visit(node);
             return;
         }
         try {
-            visit();
+            visit(node);
         } catch (const Error& error) {
             if (error.exit_code() != static_cast<int>(ExitCode::unavailable)) {
                 throw;
@@ -223,7 +224,8 @@ std::vector<std::string> scan_names(Connection& connection, std::string_view pre
                                     std::string_view part, std::vector<UnlistedNode>* unlisted) {
     std::set<std::string> names; // SCAN may return a key more than once
     visit_reachable(
-        connection, unlisted, [&] { scan_node(connection, prefix, part, names); }, [] {});
+        connection, unlisted, [&](const Endpoint*) { scan_node(connection, prefix, part, names); },
+        [] {});
     return {names.begin(), names.end()};
 }
 
@@ -261,29 +263,45 @@ SemaphoreSummary summarize(Connection& connection, std::string_view prefix, std:
 std::vector<SemaphoreSummary> list_semaphores(Connection& connection, std::string_view prefix,
                                               AdmissionRead admission,
                                               std::vector<UnlistedNode>* unlisted) {
-    const wire::ViewRead read = summary_read(admission);
     std::vector<SemaphoreSummary> summaries;
     std::size_t first = 0; // the first summary of the node being read
-    auto visit = [&] {
+    auto visit = [&](const Endpoint* node) {
         std::set<std::string> found; // SCAN may return a key more than once
         first = summaries.size();
         scan_node(connection, prefix, "state", found);
         const std::vector<std::string> names(found.begin(), found.end());
-        for (std::size_t batch = 0; batch < names.size(); batch += k_batch) {
-            const std::size_t end = std::min(names.size(), batch + k_batch);
+        // On one server, one epoch key judges admission for every semaphore (on a Redis
+        // Cluster each has its own): it is judged once, with the first readable semaphore's
+        // view, read alone, and the others' views read none.
+        const bool one_epoch = node == nullptr && admission != AdmissionRead::none;
+        std::optional<AdmissionState> judged;
+        for (std::size_t batch = 0; batch < names.size();) {
+            const bool judging = one_epoch && !judged;
+            const AdmissionRead reads = judged ? AdmissionRead::none : admission;
+            const std::size_t end = judging ? batch + 1 : std::min(names.size(), batch + k_batch);
             std::vector<ScriptCall> calls;
             for (std::size_t i = batch; i < end; ++i) {
-                calls.push_back(view_call(Keys::make(prefix, names[i]), read));
+                calls.push_back(view_call(Keys::make(prefix, names[i]), summary_read(reads)));
             }
             const std::vector<Reply> replies = connection.eval_pipeline(calls);
             for (std::size_t i = batch; i < end; ++i) {
                 const Reply& reply = replies[i - batch];
                 const std::string why = unreadable(connection, Keys::make(prefix, names[i]), reply);
-                summaries.push_back(why.empty()
-                                        ? summary_of(connection, prefix, names[i],
-                                                     wire::decode_view(reply), admission)
-                                        : SemaphoreSummary{.name = names[i], .unreadable = why});
+                if (!why.empty()) {
+                    summaries.push_back(SemaphoreSummary{.name = names[i], .unreadable = why});
+                    continue;
+                }
+                SemaphoreSummary summary =
+                    summary_of(connection, prefix, names[i], wire::decode_view(reply), reads);
+                if (judging) {
+                    judged = summary.admission;
+                } else if (judged) {
+                    summary.admission = *judged;
+                    summary.admission.server_now_ms = summary.server_now_ms;
+                }
+                summaries.push_back(std::move(summary));
             }
+            batch = end;
         }
     };
     // A node lost half-way is not listed in part.

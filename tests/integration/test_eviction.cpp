@@ -160,6 +160,37 @@ TEST_CASE("a held semaphore that an older redsem gave an expiry is pinned anew b
     CHECK(admin.call({"HGET", keys[0], "pinned"}).as_string() == "1");
 }
 
+TEST_CASE("a semaphore in use keeps its horizon out of 0.1.0's sight, and a key given an "
+          "expiry with a `keep` written is pinned anew by the next call") {
+    RedisServer server;
+    Connection admin = server.admin();
+    const nlohmann::json holder = nlohmann::json::parse(
+        run_redsem({"acquire", "hz", "--ttl", "5m", "-w", "0", "--json"}, env_for(server)).out);
+    const std::string state = "redsem:{hz}:state";
+    const std::vector<std::string> others{"redsem:{hz}:holders", "redsem:{hz}:info",
+                                          "redsem:{hz}:slots"};
+    // 0.1.0 gives a key it creates an expiry only where it reads a horizon (field keep).
+    CHECK(admin.call({"HEXISTS", state, "keep"}).as_integer() == 0);
+    CHECK(admin.call({"HEXISTS", state, "horizon"}).as_integer() == 1);
+    CHECK(admin.call({"PTTL", state}).as_integer() == -1);
+    // As a writer that knows `keep` only leaves it: the state without an expiry, a key with.
+    admin.call({"HSET", state, "keep", "9999999999999"});
+    admin.call({"PEXPIRE", others[0], "86400000"});
+    REQUIRE(run_redsem({"renew", "hz", holder["token"].get<std::string>()}, env_for(server))
+                .exit_code == 0);
+    for (const std::string& key : others) {
+        INFO(key);
+        CHECK(admin.call({"PTTL", key}).as_integer() == -1);
+    }
+    CHECK(admin.call({"HEXISTS", state, "keep"}).as_integer() == 0);
+    // Released, the keys expire again at the horizon, which 0.1.0 reads as keep.
+    REQUIRE(run_redsem({"release", "hz", holder["token"].get<std::string>()}, env_for(server))
+                .exit_code == 0);
+    CHECK(admin.call({"PTTL", state}).as_integer() > 0);
+    CHECK(admin.call({"HEXISTS", state, "keep"}).as_integer() == 1);
+    CHECK(admin.call({"HEXISTS", state, "horizon"}).as_integer() == 0);
+}
+
 TEST_CASE("an evicting policy that was set back keeps admission closed for the loss grace") {
     // Two holders of a limit-2 semaphore whose commands run on. An operator sets allkeys-lru
     // for a moment while an application writes keys without expiry, then sets volatile-lru
